@@ -1,0 +1,62 @@
+"""Pure JSON helpers shared by the providers, the schema pipeline and the loop's guards.
+
+- ``parse_arguments``: a model's tool-call arguments, parsed tolerantly (``""`` → ``{}``, an
+  object taken as is, JSON repaired when it is nearly right, double-encoded JSON unwrapped).
+- ``canonical_json``: one spelling per value (sorted keys, no whitespace), for fingerprints and
+  for replaying arguments to servers that need a JSON string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ._types import JSONObject
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _repair(text: str) -> Any:
+    # json_repair costs ~60 ms to import: only pay it on the rare broken input.
+    import json_repair
+
+    return json_repair.loads(text)
+
+
+def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[JSONObject, str | None]:
+    """Parse tool-call arguments as a model sent them.
+
+    Returns:
+        ``(arguments, error)``. ``error`` is None on success; otherwise it says why the text could
+        not be read as a JSON object, and ``arguments`` is ``{}``.
+    """
+    if raw is None:
+        return {}, None
+    if isinstance(raw, Mapping):
+        return dict(raw), None
+    text = raw.strip()
+    if not text:
+        return {}, None
+    try:
+        value: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        try:
+            value = _repair(text)
+        except Exception:  # json_repair gives up with assorted errors
+            value = None
+        if not isinstance(value, dict):
+            return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
+    # double-encoded: "{\"a\": 1}"
+    if isinstance(value, str) and value.strip().startswith("{"):
+        inner, error = parse_arguments(value)
+        if error is None:
+            return inner, None
+    if value is None:
+        return {}, None
+    if not isinstance(value, dict):
+        return {}, f"arguments must be a JSON object, got {type(value).__name__}"
+    return value, None

@@ -1,0 +1,491 @@
+"""agent.json: the whole configuration, as pydantic models, and its loader.
+
+The file uses camelCase keys (the ``mcpServers`` format of Claude Desktop and Cursor, copied as
+is); the models use snake_case attributes. Rules the loader enforces:
+
+- ``${VAR}`` is expanded inside string values only, never in keys. ``${VAR:-default}`` gives a
+  default, ``$$`` is a literal ``$``, and a lone ``$`` (``"costs $5"``) is left alone. A missing
+  variable without a default is an error naming the JSON path.
+- An unknown key inside a known object is an error that names the JSON path and suggests the
+  nearest known key. An unknown top-level key is only a warning, so a Claude Desktop config file
+  (``{"mcpServers": {...}, "globalShortcut": ...}``) loads as it is.
+- Every ``*.py`` file in ``serversDir`` is a stdio server run with the current interpreter and
+  named by its file stem; an ``mcpServers`` entry of the same name wins.
+- **A numeric limit of 0 means "off"**, everywhere: no cap on rounds, tokens, tool calls, time,
+  result size or history size, no loop detection, no failure hint, no tool withdrawal.
+  ``maxParallelTools: 0`` means no bound on parallel calls.
+
+Config objects are inert: factories elsewhere build runtime objects from them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from .exceptions import ConfigError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_PROMPT = """\
+You are a careful assistant with tools. Use a tool when the question needs facts you cannot know \
+(this machine's state, files, the web, the current time); answer directly when you can.
+Call tools with exactly the arguments their schemas ask for. When a tool reports an error, read it: \
+fix the arguments once if the error says how, otherwise answer with what you know and say what failed.
+Never call the same tool with the same arguments twice. When you have enough to answer, answer \
+plainly and briefly, and stop calling tools."""
+
+
+class _Model(BaseModel):
+    """Base: camelCase keys in the file, snake_case in Python, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# llm
+
+
+class CapabilityOverrides(_Model):
+    """What the model server supports. ``None`` means "as known for this kind of server"."""
+
+    tool_choice: bool | None = None
+    """Send ``tool_choice`` (Ollama ignores it; most others accept it)."""
+    parallel_tool_calls: bool | None = None
+    """Send ``parallel_tool_calls: true`` (llama.cpp needs it to emit several calls at once)."""
+    stream_usage: bool | None = None
+    """Send ``stream_options.include_usage`` so a stream reports token usage."""
+    stream_tools: bool | None = None
+    """Stream when tools are offered (set false for servers that drop streamed tool calls)."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
+    """The name of the output-token cap in requests."""
+    send_reasoning: bool | None = None
+    """Send earlier reasoning back as ``reasoning_content`` (GLM, Kimi, DeepSeek templates)."""
+
+
+class LLMConfig(_Model):
+    """The model server."""
+
+    endpoint: str = "http://localhost:11434/v1"
+    """Base URL of an OpenAI-compatible server, with or without ``/v1``; Anthropic and Gemini
+    URLs are recognised."""
+    model: str = "qwen3:8b"
+    provider: Literal["auto", "openai", "anthropic", "gemini"] = "auto"
+    """``auto`` picks by the endpoint's host."""
+    api_key: str | None = None
+    tool_call_style: Literal["auto", "native", "text"] = "auto"
+    """``native``: only structured tool calls; ``text``/``auto``: tool calls written as text in the
+    answer are also accepted when a turn has no structured calls."""
+    stream: bool = True
+    temperature: float | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    request_timeout_seconds: float = Field(default=300, ge=0)
+    """Read timeout for one model call (0 = none). Ollama loads models inside the request, so
+    keep it long."""
+    connect_timeout_seconds: float = Field(default=10, ge=0)
+    max_retries: int = Field(default=2, ge=0)
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers for every model request."""
+    capabilities: CapabilityOverrides = Field(default_factory=CapabilityOverrides)
+
+
+# --------------------------------------------------------------------------------------------
+# limits
+
+
+class Limits(_Model):
+    """Budgets and guards of one run. **0 means off** for every number here."""
+
+    max_rounds: int = Field(default=10, ge=0)
+    """At most this many model calls per run."""
+    max_tokens: int = Field(default=100_000, ge=0)
+    """Total tokens (prompt + completion, summed over the run's model calls)."""
+    max_tool_calls: int = Field(default=50, ge=0)
+    timeout_seconds: float = Field(default=300, ge=0)
+    """Wall-clock deadline of the whole run."""
+    tool_timeout_seconds: float = Field(default=60, ge=0)
+    """Deadline of one tool call, unless its server sets ``callTimeoutSeconds``."""
+    max_result_chars: int = Field(default=16_000, ge=0)
+    """A tool result longer than this is cut, with a note."""
+    max_history_chars: int = Field(default=80_000, ge=0)
+    """History is trimmed to this size before each model call."""
+    max_parallel_tools: int = Field(default=4, ge=0)
+    loop_threshold: int = Field(default=3, ge=0)
+    """The N-th identical call (same tool, same arguments) in a run ends it as ``loop_detected``."""
+    failure_hint_after: int = Field(default=2, ge=0)
+    """After N consecutive failures of a tool its result tells the model not to retry."""
+    disable_tool_after: int = Field(default=3, ge=0)
+    """After N consecutive failures a tool is withdrawn for the rest of the run."""
+    early_stop: bool = False
+    """On a budget or loop stop, make one more model call without tools for a best-effort answer."""
+
+    def tighten(self, other: Limits | Mapping[str, Any] | None) -> Limits:
+        """These limits, made stricter by ``other`` (a client's request); never looser.
+
+        For each number the smaller non-zero value wins (0 is "off", the loosest). ``early_stop``
+        is taken from ``other`` when it sets it, since it changes no budget.
+        """
+        if other is None:
+            return self
+        if isinstance(other, Mapping):
+            other = Limits.model_validate(other)
+        given = other.model_fields_set
+        values: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            if name not in given:
+                continue
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if name == "early_stop":
+                values[name] = theirs
+            elif theirs and (not mine or theirs < mine):
+                values[name] = theirs
+        return self.model_copy(update=values) if values else self
+
+
+# --------------------------------------------------------------------------------------------
+# mcpServers
+
+
+class _ServerBase(_Model):
+    disabled: bool = False
+    allow_tools: list[str] | None = None
+    """Only these tools (MCP names; ``*`` globs allowed) are offered. None = all."""
+    deny_tools: list[str] = Field(default_factory=list)
+    """These tools (MCP names; globs allowed) are never offered."""
+    tool_prefix: str | None = None
+    """Prefix of exposed names: ``<prefix>__tool``. None = the server's name; "" = bare names."""
+    call_timeout_seconds: float | None = Field(default=None, ge=0)
+    """Deadline of one call to this server's tools (else ``limits.toolTimeoutSeconds``)."""
+    startup_timeout_seconds: float = Field(default=30, ge=0)
+    """Deadline for start, handshake and first tool list (0 = none)."""
+
+
+class StdioServerConfig(_ServerBase):
+    """A server run as a subprocess speaking MCP over stdin/stdout.
+
+    The child gets a safe environment (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus ``env``;
+    to pass one of our variables through, write ``"env": {"API_KEY": "${API_KEY}"}``.
+    """
+
+    type: Literal["stdio"] | None = None
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class RemoteServerConfig(_ServerBase):
+    """A server reached over HTTP: Streamable HTTP (``http``) or the older SSE transport."""
+
+    url: str
+    transport: Literal["http", "sse"] = "http"
+    type: Literal["http", "sse", "streamable-http", "streamableHttp", "streamable_http"] | None = None
+    """Accepted for Cursor/VS Code files; ``sse`` selects SSE, the rest Streamable HTTP."""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _type_sets_transport(self) -> RemoteServerConfig:
+        if self.type is not None and "transport" not in self.model_fields_set:
+            object.__setattr__(self, "transport", "sse" if self.type == "sse" else "http")
+        return self
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://", value):
+            raise ValueError("must start with http:// or https://")
+        return value
+
+
+def _server_kind(value: Any) -> str | None:
+    if isinstance(value, BaseModel):
+        return "remote" if isinstance(value, RemoteServerConfig) else "stdio"
+    if not isinstance(value, Mapping):
+        return None
+    if "url" in value and "command" in value:
+        return None
+    if "url" in value:
+        return "remote"
+    if "command" in value:
+        return "stdio"
+    return None
+
+
+ServerConfig = Annotated[
+    Annotated[StdioServerConfig, Tag("stdio")] | Annotated[RemoteServerConfig, Tag("remote")],
+    Discriminator(
+        _server_kind,
+        custom_error_type="server_kind",
+        custom_error_message="a server needs 'command' (stdio) or 'url' (remote), and not both",
+    ),
+]
+"""One entry of ``mcpServers``: stdio when it has ``command``, remote when it has ``url``."""
+
+
+# --------------------------------------------------------------------------------------------
+# approvals, gateway, sessions
+
+
+class ApprovalsConfig(_Model):
+    require: list[str] = Field(default_factory=list)
+    """Globs on exposed tool names whose calls wait for a human's approval."""
+    timeout_seconds: float = Field(default=60, ge=0)
+    """An unanswered approval is denied after this long (0 = wait for the run's deadline)."""
+
+
+class GatewayConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    auth_token: str | None = None
+    """With a token, every route but health needs ``Authorization: Bearer <token>``. Binding a
+    non-loopback host without one is refused."""
+    description: str = "Answers questions using the tools of this machine."
+    allowed_origins: list[str] = Field(default_factory=list)
+    """Browser origins allowed to call (besides loopback ones). No wildcard."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Extra Host header values accepted (besides loopback ones and the bind host)."""
+    expose_tools: bool = False
+    """Also list every inner tool; their calls still pass validation, approval and timeouts."""
+    max_concurrent_queries: int = Field(default=16, ge=0)
+    stateless: bool = False
+    max_request_bytes: int = Field(default=1_000_000, ge=0)
+    max_query_chars: int = Field(default=20_000, ge=0)
+
+
+class SessionsConfig(_Model):
+    ttl_seconds: float = Field(default=1800, ge=0)
+    """A conversation idle this long is forgotten (0 = never)."""
+    max_sessions: int = Field(default=1000, ge=0)
+    """The oldest idle conversations are dropped beyond this count (0 = no cap)."""
+
+
+# --------------------------------------------------------------------------------------------
+# the whole file
+
+
+class AgentConfig(_Model):
+    """The whole of agent.json."""
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    mcp_servers: dict[str, ServerConfig] = Field(default_factory=dict)
+    servers_dir: str | None = None
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+
+    base_dir: Path = Field(default=Path("."), exclude=True)
+    """The folder relative paths are resolved against (the config file's folder)."""
+    warnings: tuple[str, ...] = Field(default=(), exclude=True)
+    """What the loader let pass with a warning (unknown top-level keys)."""
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> AgentConfig:
+        if self.system_prompt is not None and self.system_prompt_file is not None:
+            raise ValueError("set systemPrompt or systemPromptFile, not both")
+        return self
+
+    def prompt(self) -> str:
+        """The system prompt: inline, from ``systemPromptFile``, or the built-in default."""
+        if self.system_prompt is not None:
+            return self.system_prompt
+        if self.system_prompt_file is not None:
+            path = self.base_dir / self.system_prompt_file
+            try:
+                return path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"systemPromptFile: cannot read {path}: {exc}", "systemPromptFile") from exc
+        return DEFAULT_SYSTEM_PROMPT
+
+    def servers(self) -> dict[str, StdioServerConfig | RemoteServerConfig]:
+        """Every tool server: ``mcpServers`` plus the scripts found in ``serversDir``.
+
+        A script is named by its file stem and run with this interpreter; an ``mcpServers``
+        entry of the same name wins. Files starting with ``_`` are skipped.
+        """
+        servers: dict[str, StdioServerConfig | RemoteServerConfig] = {}
+        if self.servers_dir:
+            folder = self.base_dir / self.servers_dir
+            if folder.is_dir():
+                for script in sorted(folder.glob("*.py")):
+                    if script.name.startswith("_"):
+                        continue
+                    servers[script.stem] = StdioServerConfig(
+                        command=sys.executable, args=[str(script.resolve())]
+                    )
+            else:
+                logger.warning("serversDir %s is not a folder; no servers discovered there", folder)
+        servers.update(self.mcp_servers)
+        return servers
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: str, environ: Mapping[str, str], path: str) -> str:
+    """Expand ``${VAR}``, ``${VAR:-default}`` and ``$$`` in one string value."""
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(
+            f"{path or '<root>'}: environment variable {name} is not set "
+            f"(write ${{{name}:-default}} to give a default)",
+            path,
+        )
+
+    return _VAR.sub(replace, value)
+
+
+def _expand_all(value: Any, environ: Mapping[str, str], path: str) -> Any:
+    if isinstance(value, str):
+        return expand_env(value, environ, path)
+    if isinstance(value, dict):
+        return {k: _expand_all(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_all(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _keys_of(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items() if not info.exclude]
+
+
+def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class that owns the last key of a pydantic error location."""
+    model: Any = AgentConfig
+    for part in loc[:-1]:
+        if part in ("stdio", "remote") and model is dict:
+            model = StdioServerConfig if part == "stdio" else RemoteServerConfig
+            continue
+        if model is dict:  # a server name inside mcpServers
+            continue
+        fields = {info.alias or name: info for name, info in model.model_fields.items()}
+        info = fields.get(str(part))
+        if info is None:
+            return None
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            model = annotation
+        elif str(part) == "mcpServers":
+            model = dict
+        else:
+            return None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _format_loc(loc: tuple[str | int, ...]) -> str:
+    text = ""
+    for i, part in enumerate(loc):
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part in ("stdio", "remote") and i >= 2 and loc[0] == "mcpServers":
+            continue
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _describe(errors: list[Any]) -> str:
+    lines = []
+    for error in errors:
+        loc = tuple(error["loc"])
+        path = _format_loc(loc) or "<root>"
+        if error["type"] == "extra_forbidden":
+            owner = _model_at(loc)
+            hint = ""
+            if owner is not None:
+                close = difflib.get_close_matches(str(loc[-1]), _keys_of(owner), n=1, cutoff=0.5)
+                if close:
+                    hint = f'; did you mean "{close[0]}"?'
+            lines.append(f"{path}: unknown key{hint}")
+        else:
+            lines.append(f"{path}: {error['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(
+    data: Any,
+    *,
+    base_dir: str | os.PathLike[str] = ".",
+    environ: Mapping[str, str] | None = None,
+) -> AgentConfig:
+    """Build an AgentConfig from parsed JSON.
+
+    Raises:
+        ConfigError: the data is not a valid config; the message names every bad path.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError("the config must be a JSON object")
+    known = set(_keys_of(AgentConfig)) | set(AgentConfig.model_fields)
+    warnings = []
+    for key in [k for k in data if k not in known]:
+        close = difflib.get_close_matches(key, _keys_of(AgentConfig), n=1, cutoff=0.75)
+        hint = f' (did you mean "{close[0]}"?)' if close else ""
+        warnings.append(f"unknown top-level key {key!r} ignored{hint}")
+    data = {k: v for k, v in data.items() if k in known}
+    data = _expand_all(data, os.environ if environ is None else environ, "")
+    try:
+        config = AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _format_loc(tuple(errors[0]["loc"])) if errors else None
+        raise ConfigError("invalid config:\n" + _describe(errors), first) from None
+    for warning in warnings:
+        logger.warning("config: %s", warning)
+    return config.model_copy(update={"base_dir": Path(base_dir), "warnings": tuple(warnings)})
+
+
+def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None) -> AgentConfig:
+    """Read and validate an agent.json file.
+
+    Raises:
+        ConfigError: the file is missing, is not JSON, or is not a valid config.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    try:
+        return parse_config(data, base_dir=file.resolve().parent, environ=environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{file}: {exc.message}", exc.path) from None

@@ -1,0 +1,195 @@
+"""Run events, in start/end pairs, and the EventSink protocol that receives them.
+
+A run emits, in order::
+
+    RunStarted
+      RoundStarted
+        ModelCallStarted  (ModelDelta ...)  ModelCallEnded
+        ToolCallStarted  (ApprovalRequested  ApprovalResolved)  ToolCallEnded   (per call)
+      RoundEnded
+      ...
+    RunEnded            (always, on every path, with the termination reason)
+
+Events are small frozen values: ids, names and numbers, never live objects. Every event carries
+the run id and the session id so that a listener can follow one run among many.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, TypeAlias
+
+from ._types import JSONObject
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Event:
+    type: ClassVar[str] = "event"
+
+    run_id: str
+    session_id: str | None = None
+    ts: float = field(default_factory=time.time)
+
+    def to_dict(self) -> JSONObject:
+        return {"type": self.type, **asdict(self)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStarted(_Event):
+    type: ClassVar[str] = "run_started"
+    query: str
+    limits: JSONObject = field(default_factory=dict)
+    tools: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnded(_Event):
+    type: ClassVar[str] = "run_ended"
+    termination_reason: str
+    early_stopped: bool = False
+    detail: str = ""
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: JSONObject = field(default_factory=dict)
+    elapsed_ms: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundStarted(_Event):
+    type: ClassVar[str] = "round_started"
+    round: int
+    max_rounds: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundEnded(_Event):
+    type: ClassVar[str] = "round_ended"
+    round: int
+    tool_calls: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelCallStarted(_Event):
+    type: ClassVar[str] = "model_call_started"
+    round: int
+    messages: int = 0
+    tools: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelDelta(_Event):
+    type: ClassVar[str] = "model_delta"
+    round: int
+    kind: str
+    text: str = ""
+    name: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelCallEnded(_Event):
+    type: ClassVar[str] = "model_call_ended"
+    round: int
+    ok: bool = True
+    error: str = ""
+    usage: JSONObject = field(default_factory=dict)
+    ms: float = 0.0
+    ttft_ms: float | None = None
+    tool_calls: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallStarted(_Event):
+    type: ClassVar[str] = "tool_call_started"
+    round: int
+    call_id: str
+    name: str
+    arguments: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCallEnded(_Event):
+    """The end of one tool call.
+
+    ``verdict`` says what the guards decided: ``run``, ``shared`` (an identical call in the same
+    turn ran), ``unknown_tool``, ``invalid_arguments``, ``denied``, ``disabled``, ``skipped``
+    (a budget, a loop stop or cancellation). ``ok`` is the outcome of what ran.
+    """
+
+    type: ClassVar[str] = "tool_call_ended"
+    round: int
+    call_id: str
+    name: str
+    verdict: str = "run"
+    ok: bool = True
+    ms: float = 0.0
+    truncated: bool = False
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalRequested(_Event):
+    type: ClassVar[str] = "approval_requested"
+    approval_id: str
+    call_id: str
+    name: str
+    arguments: JSONObject = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalResolved(_Event):
+    type: ClassVar[str] = "approval_resolved"
+    approval_id: str
+    call_id: str
+    name: str
+    approved: bool
+    reason: str = ""
+
+
+Event: TypeAlias = (
+    RunStarted
+    | RunEnded
+    | RoundStarted
+    | RoundEnded
+    | ModelCallStarted
+    | ModelDelta
+    | ModelCallEnded
+    | ToolCallStarted
+    | ToolCallEnded
+    | ApprovalRequested
+    | ApprovalResolved
+)
+
+
+class EventSink(Protocol):
+    """Receives run events.
+
+    ``emit`` is called from inside the run. It must return at once and must not raise: a sink
+    that nobody reads must never slow or block the run (drop or buffer instead).
+    """
+
+    def emit(self, event: Event) -> None: ...
+
+
+class NullSink:
+    """A sink that drops every event."""
+
+    def emit(self, event: Event) -> None:
+        pass
+
+
+class RecordingSink:
+    """A sink that keeps every event in a list (for tests and the CLI)."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+    def types(self) -> list[str]:
+        return [event.type for event in self.events]
+
+    def of(self, cls: type[Any]) -> list[Any]:
+        return [event for event in self.events if isinstance(event, cls)]

@@ -1,0 +1,156 @@
+"""Every exception mcp_agent raises, in one place.
+
+The hierarchy::
+
+    MCPAgentError
+    ├── ConfigError                   agent.json is invalid (the message names the JSON path)
+    ├── ProviderError                 the model server failed (.status, .request_id, .terminal)
+    │   ├── ProviderConnectionError   could not reach the server (the message says how to start one)
+    │   ├── ProviderHTTPError         the server answered with an error status
+    │   ├── ContextLengthError        the request does not fit the model's context window
+    │   └── ProviderResponseError     the answer was malformed or the stream broke off
+    ├── ToolServerError               an MCP tool server failed (.server)
+    │   ├── ToolServerStartError      it could not be started (.exit_code, .stderr_tail)
+    │   └── ToolServerExited          it exited while in use (.exit_code, .stderr_tail)
+    ├── ToolCallError                 a tool call could not be made (unknown tool, server down)
+    └── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
+
+Inside the agent loop failures are data, not exceptions: a tool error becomes a tool result the
+model reads, and a provider error ends the run with a termination reason. These exceptions are
+raised at the edges (config loading, start-up) and between layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class MCPAgentError(Exception):
+    """The base class of every error mcp_agent raises on purpose."""
+
+
+class ConfigError(MCPAgentError):
+    """The configuration is invalid.
+
+    Args:
+        message: what is wrong, naming the JSON path (``mcpServers.files.command``).
+        path: the JSON path as a dotted string, when one applies.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = path
+
+
+class ProviderError(MCPAgentError):
+    """The model server failed.
+
+    Args:
+        message: the server's own message where it sent one.
+        status: the HTTP status, when there was a response.
+        request_id: the server's request id, for reports to the provider.
+        terminal: True when retrying cannot help (auth, bad request, quota): the run ends at once.
+        retryable: True when a retry may succeed (connection error, 429, 5xx).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        terminal: bool = False,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.request_id = request_id
+        self.terminal = terminal
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status is not None:
+            parts.insert(0, f"HTTP {self.status}:")
+        if self.request_id:
+            parts.append(f"(request id {self.request_id})")
+        return " ".join(parts)
+
+
+class ProviderConnectionError(ProviderError):
+    """The model server could not be reached (refused, DNS, TLS, connect timeout)."""
+
+
+class ProviderHTTPError(ProviderError):
+    """The model server answered with an error status."""
+
+
+class ContextLengthError(ProviderError):
+    """The request does not fit the model's context window; trim history and retry once."""
+
+
+class ProviderResponseError(ProviderError):
+    """The model server's answer was malformed, or its stream broke off before the end."""
+
+
+class ToolServerError(MCPAgentError):
+    """An MCP tool server failed.
+
+    Args:
+        message: what happened.
+        server: the server's name in agent.json.
+        exit_code: the process exit code, when it exited.
+        stderr_tail: the last lines the process wrote to stderr.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str,
+        exit_code: int | None = None,
+        stderr_tail: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.server = server
+        self.exit_code = exit_code
+        self.stderr_tail = tuple(stderr_tail)
+
+    def __str__(self) -> str:
+        text = f"{self.server}: {self.message}"
+        if self.exit_code is not None:
+            text += f" (exit code {self.exit_code})"
+        if self.stderr_tail:
+            text += "; stderr: " + " | ".join(self.stderr_tail[-5:])
+        return text
+
+
+class ToolServerStartError(ToolServerError):
+    """A tool server could not be started, or did not finish its handshake in time."""
+
+
+class ToolServerExited(ToolServerError):
+    """A tool server exited while it was in use."""
+
+
+class ToolCallError(MCPAgentError):
+    """A tool call could not be made: the tool is unknown or its server is unavailable."""
+
+
+class ArgumentValidationError(MCPAgentError):
+    """A tool call's arguments do not match the tool's input schema.
+
+    Args:
+        errors: one dict per violation: ``{"path", "message", "received"}``.
+    """
+
+    def __init__(self, message: str, errors: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.errors = list(errors)

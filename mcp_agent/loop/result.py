@@ -1,0 +1,162 @@
+"""What a run returns: RunResult and the stable TerminationReason enum."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+from .._types import JSONObject, JSONSchema
+from ..messages import Message, Usage
+
+
+class TerminationReason(str, Enum):
+    """Why a run ended. The values are a stable public contract (metrics, JSON, CLI)."""
+
+    SUCCESS = "success"
+    MAX_ROUNDS = "max_rounds"
+    TOKEN_BUDGET = "token_budget"
+    TOOL_BUDGET = "tool_budget"
+    TIMEOUT = "timeout"
+    LOOP_DETECTED = "loop_detected"
+    EMPTY_RESPONSE = "empty_response"
+    LLM_ERROR = "llm_error"
+    TERMINAL_ERROR = "terminal_error"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EARLY_STOP_REASONS = frozenset(
+    {
+        TerminationReason.MAX_ROUNDS,
+        TerminationReason.TOKEN_BUDGET,
+        TerminationReason.TOOL_BUDGET,
+        TerminationReason.LOOP_DETECTED,
+    }
+)
+"""The endings after which ``earlyStop`` asks the model for a best-effort answer."""
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    """One tool call of a run, as reported to callers."""
+
+    name: str
+    ok: bool
+    ms: float
+    error: str = ""
+    verdict: str = "run"
+
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = {"name": self.name, "ok": self.ok, "ms": round(self.ms, 1)}
+        if self.error:
+            data["error"] = self.error
+        return data
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The outcome of one run.
+
+    Attributes:
+        answer: the model's final answer ("" when the run ended without one).
+        termination_reason: why the run ended.
+        early_stopped: the answer was synthesised after a budget or loop stop.
+        detail: for endings other than success, what happened ("reached max rounds (10)").
+        rounds: model calls made for the loop (the early-stop synthesis is not counted).
+        tool_calls: every call the model asked for, in order, with its outcome.
+        usage: tokens summed over every model call of the run.
+        elapsed_ms: wall time of the run.
+        transcript: the whole conversation after the run, system prompt first; every tool call
+            has its result, so it can be sent to a strict server as the next request's history.
+        session_id: the conversation this run belongs to, if any.
+        run_id: this run's id (events carry it).
+    """
+
+    answer: str
+    termination_reason: TerminationReason
+    early_stopped: bool = False
+    detail: str = ""
+    rounds: int = 0
+    tool_calls: tuple[ToolCallRecord, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    elapsed_ms: float = 0.0
+    transcript: tuple[Message, ...] = ()
+    session_id: str | None = None
+    run_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True for success and for an early-stop synthesis; False for every other ending."""
+        return self.termination_reason is TerminationReason.SUCCESS or self.early_stopped
+
+    def error_text(self) -> str:
+        """The text callers see for an ending other than success."""
+        return f"Agent terminated ({self.termination_reason.value}): {self.detail or 'no detail'}"
+
+    def to_structured(self) -> JSONObject:
+        """The ``structuredContent`` of ``agent_query`` (and ``query --json``)."""
+        return {
+            "answer": self.answer,
+            "termination_reason": self.termination_reason.value,
+            "early_stopped": self.early_stopped,
+            "rounds": self.rounds,
+            "tool_calls": [record.to_dict() for record in self.tool_calls],
+            "usage": {
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "total_tokens": self.usage.total_tokens,
+            },
+            "elapsed_ms": round(self.elapsed_ms, 1),
+            "session_id": self.session_id,
+        }
+
+
+RESULT_SCHEMA: JSONSchema = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string"},
+        "termination_reason": {"type": "string", "enum": [reason.value for reason in TerminationReason]},
+        "early_stopped": {"type": "boolean"},
+        "rounds": {"type": "integer"},
+        "tool_calls": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "ok": {"type": "boolean"},
+                    "ms": {"type": "number"},
+                    "error": {"type": "string"},
+                },
+                "required": ["name", "ok", "ms"],
+            },
+        },
+        "usage": {
+            "type": "object",
+            "properties": {
+                "prompt_tokens": {"type": "integer"},
+                "completion_tokens": {"type": "integer"},
+                "total_tokens": {"type": "integer"},
+            },
+            "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
+        },
+        "elapsed_ms": {"type": "number"},
+        "session_id": {"type": ["string", "null"]},
+    },
+    "required": [
+        "answer",
+        "termination_reason",
+        "early_stopped",
+        "rounds",
+        "tool_calls",
+        "usage",
+        "elapsed_ms",
+        "session_id",
+    ],
+}
+"""The ``outputSchema`` of ``agent_query``: the shape of ``RunResult.to_structured()``."""
+
+

@@ -1,0 +1,304 @@
+"""Provider-neutral values that flow between the loop, the providers and the tool servers.
+
+Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that a transcript can be
+stored, printed as JSON and read back. No I/O, no provider specifics: a provider turns these into
+its own wire format and back (``providers/_openai_wire.py`` and friends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._types import JSON, JSONObject, JSONSchema
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _meta(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    return dict(value) if value else {}
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model asked for.
+
+    Attributes:
+        id: the call id as the server sent it (generated when the server sent none). It is kept
+            exactly, because the result must quote it back.
+        name: the exposed tool name (``server__tool``), never the MCP name.
+        arguments: the parsed arguments. ``{}`` when the model sent none, or when they could not
+            be parsed (then ``error`` says why).
+        error: why the argument text could not be parsed, or None.
+        raw_arguments: the argument text as sent, kept only when it was not clean JSON.
+        meta: provider data to replay as it came (Gemini's ``thoughtSignature``).
+    """
+
+    id: str
+    name: str
+    arguments: JSONObject = field(default_factory=dict)
+    error: str | None = None
+    raw_arguments: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = {"id": self.id, "name": self.name, "arguments": self.arguments}
+        if self.error is not None:
+            data["error"] = self.error
+        if self.raw_arguments is not None:
+            data["raw_arguments"] = self.raw_arguments
+        if self.meta:
+            data["meta"] = dict(self.meta)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            arguments=dict(data.get("arguments") or {}),
+            error=data.get("error"),
+            raw_arguments=data.get("raw_arguments"),
+            meta=_meta(data.get("meta")),
+        )
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a conversation.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: the text ("" when an assistant message only calls tools).
+        tool_calls: the calls of an assistant message, in the order the model gave them.
+        tool_call_id: for a ``tool`` message, the id of the call it answers.
+        name: for a ``tool`` message, the exposed name of the tool (Gemini matches results by name).
+        reasoning: an assistant's reasoning, kept apart from the answer; not sent back by default.
+        is_error: for a ``tool`` message, whether the result reports a failure.
+        meta: provider data to replay as it came.
+    """
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str = ""
+    is_error: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=text)
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls(role="user", content=text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: Sequence[ToolCall] = (), reasoning: str = "") -> Message:
+        return cls(role="assistant", content=text, tool_calls=tuple(tool_calls), reasoning=reasoning)
+
+    @classmethod
+    def tool(cls, call: ToolCall, text: str, *, is_error: bool = False) -> Message:
+        """The result of ``call``, to be placed right after the assistant message that made it."""
+        return cls(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=is_error)
+
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            data["name"] = self.name
+        if self.reasoning:
+            data["reasoning"] = self.reasoning
+        if self.is_error:
+            data["is_error"] = True
+        if self.meta:
+            data["meta"] = dict(self.meta)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        return cls(
+            role=data["role"],
+            content=data.get("content") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
+            tool_call_id=data.get("tool_call_id"),
+            name=data.get("name"),
+            reasoning=data.get("reasoning") or "",
+            is_error=bool(data.get("is_error", False)),
+            meta=_meta(data.get("meta")),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one model call, or a sum of several.
+
+    ``estimated`` is True when the server reported nothing and the counts were estimated from
+    the text (about four characters a token).
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    estimated: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+    def to_dict(self) -> JSONObject:
+        data: JSONObject = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+        if self.estimated:
+            data["estimated"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            total_tokens=int(data.get("total_tokens", 0)),
+            estimated=bool(data.get("estimated", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What one model call produced, whatever the server and wire format.
+
+    Whether the turn calls tools is decided by ``tool_calls`` alone, never by ``finish_reason``.
+    """
+
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    request_id: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_message(self) -> Message:
+        return Message(
+            role="assistant",
+            content=self.content,
+            tool_calls=self.tool_calls,
+            reasoning=self.reasoning,
+            meta=_meta(self.meta),
+        )
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "content": self.content,
+            "reasoning": self.reasoning,
+            "tool_calls": [c.to_dict() for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_dict(),
+            "request_id": self.request_id,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Turn:
+        return cls(
+            content=data.get("content") or "",
+            reasoning=data.get("reasoning") or "",
+            tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
+            finish_reason=data.get("finish_reason"),
+            usage=Usage.from_dict(data.get("usage") or {}),
+            request_id=data.get("request_id"),
+            meta=_meta(data.get("meta")),
+        )
+
+
+@dataclass(frozen=True)
+class Delta:
+    """A piece of a turn while it streams, for live progress.
+
+    Attributes:
+        kind: ``text``, ``reasoning`` or ``tool_call`` (a call's name became known or its
+            arguments grew).
+        text: the new text (for ``tool_call``: the new argument fragment).
+        index: the tool call's slot, for ``tool_call``.
+        name: the tool call's exposed name once known, for ``tool_call``.
+    """
+
+    kind: Literal["text", "reasoning", "tool_call"]
+    text: str = ""
+    index: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as the model sees it.
+
+    Attributes:
+        name: the exposed name (``server__tool``), unique among all offered tools.
+        description: the tool's description.
+        parameters: the normalised JSON Schema of the arguments (an object schema). Arguments are
+            validated against this, and providers with full JSON Schema support send it as is.
+        variants: the schema compiled for each provider dialect, by dialect name: ``openai``,
+            ``openai_strict`` (only when strict mode keeps the meaning), ``anthropic``, ``gemini``.
+            A provider falls back to ``parameters`` when its dialect is missing.
+        server: the name of the tool server that owns it.
+        mcp_name: the tool's name on its server.
+        changes: what the schema compiler changed, as short strings, for ``tools`` and ``doctor``.
+        annotations: the MCP tool annotations (``readOnlyHint``...), wire spelling.
+    """
+
+    name: str
+    description: str = ""
+    parameters: JSONSchema = field(default_factory=lambda: {"type": "object", "properties": {}})
+    variants: Mapping[str, JSONSchema] = field(default_factory=dict)
+    server: str = ""
+    mcp_name: str = ""
+    changes: tuple[str, ...] = ()
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+    def schema_for(self, dialect: str) -> JSONSchema:
+        """The schema to send to a provider of the given dialect."""
+        return dict(self.variants.get(dialect) or self.parameters)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one tool call.
+
+    Attributes:
+        text: what the model reads: text parts joined, media summarised, never base64.
+        is_error: True when the tool (or the way to it) reported a failure.
+        content: the raw MCP content parts, wire spelling, for callers that want them.
+        structured: the tool's ``structuredContent``, if any.
+        elapsed_ms: wall time of the call.
+    """
+
+    text: str
+    is_error: bool = False
+    content: tuple[JSONObject, ...] = ()
+    structured: JSON = None
+    elapsed_ms: float = 0.0
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "text": self.text,
+            "is_error": self.is_error,
+            "content": list(self.content),
+            "structured": self.structured,
+            "elapsed_ms": self.elapsed_ms,
+        }

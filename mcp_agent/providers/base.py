@@ -1,0 +1,48 @@
+"""The Provider protocol: one async method from messages and tools to a Turn.
+
+A provider hides one model server's wire format. The loop only ever sees this seam, so any
+server (OpenAI-compatible, Anthropic, Gemini, or the scripted fake) plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..messages import Delta, Message, ToolSpec, Turn
+
+DeltaCallback = Callable[[Delta], None]
+"""Called with each piece of a streaming turn. Must return at once and must not raise."""
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One model call.
+
+    Attributes:
+        messages: the conversation, system prompt first. Every assistant tool call in it is
+            answered by exactly one ``tool`` message, right after it.
+        tools: the tools offered this turn (empty: the model must answer in text).
+        max_output_tokens: a cap on the answer's length, or None for the server's default.
+        temperature: sampling temperature, or None for the server's default.
+    """
+
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec] = ()
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+class Provider(Protocol):
+    """A model server.
+
+    ``complete`` returns the model's turn: content, reasoning, tool calls (exposed names,
+    parsed arguments, ids) and usage. Tool calls written as text are already extracted (only
+    for offered tools). It raises ``ProviderError`` (or a subclass) when the call fails after
+    the provider's own retries: ``ContextLengthError`` when the request is too long,
+    ``error.terminal`` when retrying cannot help. Cancellation propagates as usual and closes
+    any open stream.
+    """
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn: ...
