@@ -112,6 +112,11 @@ class LLMConfig(_Model):
     """Extra HTTP headers for every model request."""
     capabilities: CapabilityOverrides = Field(default_factory=CapabilityOverrides)
 
+    @field_validator("api_key")
+    @classmethod
+    def _empty_key_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
 
 # --------------------------------------------------------------------------------------------
 # limits
@@ -274,6 +279,12 @@ class GatewayConfig(_Model):
     stateless: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=0)
     max_query_chars: int = Field(default=20_000, ge=0)
+
+    @field_validator("auth_token")
+    @classmethod
+    def _empty_token_is_none(cls, value: str | None) -> str | None:
+        """``"${MCP_AGENT_TOKEN:-}"`` with the variable unset means "no token"."""
+        return value or None
 
 
 class SessionsConfig(_Model):
