@@ -1,0 +1,312 @@
+"""agent.json loading: env expansion, unknown keys, server kinds, serversDir, limits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcp_agent.config import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentConfig,
+    Limits,
+    RemoteServerConfig,
+    StdioServerConfig,
+    expand_env,
+    load_config,
+    parse_config,
+)
+from mcp_agent.exceptions import ConfigError
+
+# A config file as Claude Desktop writes it, copied as is (with keys we do not know).
+CLAUDE_DESKTOP = {
+    "mcpServers": {
+        "filesystem": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop"],
+        },
+        "time": {"command": "uvx", "args": ["mcp-server-time", "--local-timezone=Europe/Berlin"]},
+        "github": {
+            "command": "docker",
+            "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_xxx"},
+        },
+    },
+    "globalShortcut": "Ctrl+Space",
+    "preferences": {"menuBarEnabled": False},
+}
+
+
+def test_defaults_are_the_documented_ones():
+    config = parse_config({})
+    assert config.llm.endpoint == "http://localhost:11434/v1"
+    assert config.llm.provider == "auto"
+    assert config.limits == Limits(
+        max_rounds=10,
+        max_tokens=100_000,
+        max_tool_calls=50,
+        timeout_seconds=300,
+        tool_timeout_seconds=60,
+        max_result_chars=16_000,
+        max_history_chars=80_000,
+        max_parallel_tools=4,
+        loop_threshold=3,
+        failure_hint_after=2,
+        disable_tool_after=3,
+        early_stop=False,
+    )
+    assert config.gateway.host == "127.0.0.1"
+    assert config.gateway.port == 8765
+    assert config.gateway.auth_token is None
+    assert config.prompt() == DEFAULT_SYSTEM_PROMPT
+
+
+def test_claude_desktop_file_loads_as_is(tmp_path, caplog):
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps(CLAUDE_DESKTOP))
+    with caplog.at_level(logging.WARNING):
+        config = load_config(path)
+    assert set(config.mcp_servers) == {"filesystem", "time", "github"}
+    fs = config.mcp_servers["filesystem"]
+    assert isinstance(fs, StdioServerConfig)
+    assert fs.args[-1] == "/Users/me/Desktop"
+    assert config.mcp_servers["github"].env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_xxx"}
+    assert any("globalShortcut" in w for w in config.warnings)
+    assert any("preferences" in w for w in config.warnings)
+    assert "globalShortcut" in caplog.text
+
+
+def test_camel_case_keys_map_to_attributes():
+    config = parse_config(
+        {
+            "llm": {"apiKey": "k", "toolCallStyle": "text", "maxOutputTokens": 100},
+            "limits": {"maxRounds": 3, "earlyStop": True},
+            "gateway": {"authToken": "t", "exposeTools": True, "maxConcurrentQueries": 2},
+            "approvals": {"require": ["*__write_*"], "timeoutSeconds": 5},
+        }
+    )
+    assert config.llm.api_key == "k"
+    assert config.llm.tool_call_style == "text"
+    assert config.limits.max_rounds == 3 and config.limits.early_stop
+    assert config.gateway.expose_tools and config.gateway.max_concurrent_queries == 2
+    assert config.approvals.require == ["*__write_*"]
+
+
+# --- ${VAR} expansion -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("${A}", "alpha"),
+        ("x-${A}-y", "x-alpha-y"),
+        ("${MISSING:-fallback}", "fallback"),
+        ("${MISSING:-}", ""),
+        ("${A:-unused}", "alpha"),
+        ("costs $5", "costs $5"),
+        ("$A stays", "$A stays"),
+        ("$$", "$"),
+        ("$${A}", "${A}"),
+        ("a $ b", "a $ b"),
+        ("", ""),
+    ],
+)
+def test_expand_env(text, expected):
+    assert expand_env(text, {"A": "alpha"}, "x") == expected
+
+
+def test_missing_variable_names_the_path():
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"gh": {"command": "x", "env": {"TOKEN": "${GH_TOKEN}"}}}}, environ={})
+    assert "mcpServers.gh.env.TOKEN" in str(info.value)
+    assert "GH_TOKEN" in str(info.value)
+
+
+def test_variables_expand_in_values_only_never_keys():
+    config = parse_config(
+        {"mcpServers": {"${NAME}": {"command": "${CMD}", "args": ["--x=${CMD}"]}}},
+        environ={"NAME": "n", "CMD": "run"},
+    )
+    assert "${NAME}" in config.mcp_servers
+    server = config.mcp_servers["${NAME}"]
+    assert server.command == "run" and server.args == ["--x=run"]
+
+
+def test_dollar_in_system_prompt_survives():
+    config = parse_config({"systemPrompt": "Prices are in $USD; $PATH is not expanded."}, environ={})
+    assert config.prompt() == "Prices are in $USD; $PATH is not expanded."
+
+
+def test_empty_token_from_unset_variable_means_no_token():
+    config = parse_config({"gateway": {"authToken": "${TOKEN:-}"}}, environ={})
+    assert config.gateway.auth_token is None
+
+
+# --- unknown keys ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "suggestion"),
+    [
+        ({"limits": {"maxRound": 3}}, "limits.maxRound", "maxRounds"),
+        ({"llm": {"endpiont": "x"}}, "llm.endpiont", "endpoint"),
+        ({"mcpServers": {"a": {"command": "x", "allowTool": []}}}, "mcpServers.a.allowTool", "allowTools"),
+        ({"mcpServers": {"r": {"url": "http://h/mcp", "header": {}}}}, "mcpServers.r.header", "headers"),
+        ({"gateway": {"authtoken": "x"}}, "gateway.authtoken", "authToken"),
+        ({"llm": {"capabilities": {"toolChoise": True}}}, "llm.capabilities.toolChoise", "toolChoice"),
+    ],
+)
+def test_unknown_nested_key_names_path_and_suggests(data, path, suggestion):
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    message = str(info.value)
+    assert path in message
+    assert f'did you mean "{suggestion}"' in message
+
+
+def test_unknown_top_level_key_is_a_warning_with_suggestion():
+    config = parse_config({"limit": {"maxRounds": 2}})
+    assert config.limits.max_rounds == 10
+    assert any('did you mean "limits"' in w for w in config.warnings)
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"limits": {"maxRounds": -1}}, "limits.maxRounds"),
+        ({"limits": {"maxRounds": "many"}}, "limits.maxRounds"),
+        ({"llm": {"provider": "openrouter"}}, "llm.provider"),
+        ({"mcpServers": {"a": {"args": []}}}, "mcpServers.a"),
+        ({"mcpServers": {"a": {"command": "x", "url": "http://h"}}}, "mcpServers.a"),
+        ({"mcpServers": {"a": {"url": "ftp://h"}}}, "mcpServers.a.url"),
+        ({"mcpServers": {"a": {"url": "http://h", "transport": "websocket"}}}, "mcpServers.a.transport"),
+        ({"systemPrompt": "a", "systemPromptFile": "b"}, "systemPromptFile"),
+        ({"gateway": {"port": 70000}}, "gateway.port"),
+    ],
+)
+def test_invalid_values_name_the_path(data, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert fragment in str(info.value)
+
+
+def test_not_an_object():
+    with pytest.raises(ConfigError):
+        parse_config([1, 2])
+
+
+def test_bad_json_file_reports_line(tmp_path):
+    path = tmp_path / "agent.json"
+    path.write_text('{\n  "llm": {,\n}')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert "line 2" in str(info.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "nope.json")
+    assert "nope.json" in str(info.value)
+
+
+# --- servers -----------------------------------------------------------------------------------
+
+
+def test_remote_server_type_sets_transport():
+    config = parse_config(
+        {
+            "mcpServers": {
+                "a": {"url": "http://127.0.0.1:9000/sse", "type": "sse"},
+                "b": {"url": "http://127.0.0.1:9000/mcp", "type": "streamable-http"},
+                "c": {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "Bearer x"}},
+                "d": {"command": "x", "type": "stdio"},
+            }
+        }
+    )
+    servers = config.mcp_servers
+    assert isinstance(servers["a"], RemoteServerConfig) and servers["a"].transport == "sse"
+    assert servers["b"].transport == "http"
+    assert servers["c"].transport == "http" and servers["c"].headers["Authorization"] == "Bearer x"
+    assert isinstance(servers["d"], StdioServerConfig)
+
+
+def test_servers_dir_discovery(tmp_path):
+    folder = tmp_path / "servers"
+    folder.mkdir()
+    (folder / "ports.py").write_text("")
+    (folder / "web.py").write_text("")
+    (folder / "_helper.py").write_text("")
+    (folder / "notes.txt").write_text("")
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"serversDir": "servers", "mcpServers": {"web": {"command": "custom-web"}}}))
+    config = load_config(path)
+    servers = config.servers()
+    assert set(servers) == {"ports", "web"}
+    ports = servers["ports"]
+    assert isinstance(ports, StdioServerConfig)
+    assert ports.command == sys.executable
+    assert Path(ports.args[0]) == (folder / "ports.py").resolve()
+    assert servers["web"].command == "custom-web"  # an mcpServers entry of the same name wins
+
+
+def test_servers_dir_missing_is_not_fatal(tmp_path, caplog):
+    config = parse_config({"serversDir": "nowhere"}, base_dir=tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert config.servers() == {}
+    assert "nowhere" in caplog.text
+
+
+def test_system_prompt_file_is_relative_to_the_config(tmp_path):
+    (tmp_path / "PROMPT.md").write_text("Be terse.")
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps({"systemPromptFile": "PROMPT.md"}))
+    assert load_config(path).prompt() == "Be terse."
+
+
+def test_system_prompt_file_missing_names_it(tmp_path):
+    config = parse_config({"systemPromptFile": "NOPE.md"}, base_dir=tmp_path)
+    with pytest.raises(ConfigError) as info:
+        config.prompt()
+    assert "NOPE.md" in str(info.value)
+
+
+# --- limits ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("server", "client", "expected"),
+    [
+        ({"maxRounds": 10}, {"maxRounds": 3}, 3),  # tighter wins
+        ({"maxRounds": 3}, {"maxRounds": 10}, 3),  # never looser
+        ({"maxRounds": 0}, {"maxRounds": 5}, 5),  # server off: the client may set a cap
+        ({"maxRounds": 5}, {"maxRounds": 0}, 5),  # client "off" cannot lift the server's cap
+        ({"maxRounds": 5}, {}, 5),
+    ],
+)
+def test_limits_tighten(server, client, expected):
+    assert Limits.model_validate(server).tighten(client).max_rounds == expected
+
+
+def test_limits_tighten_early_stop_and_none():
+    base = Limits()
+    assert base.tighten(None) is base
+    assert base.tighten({"earlyStop": True}).early_stop is True
+    assert base.tighten({"timeoutSeconds": 1.5}).timeout_seconds == 1.5
+
+
+def test_limits_tighten_rejects_unknown_keys():
+    with pytest.raises(Exception, match="maxRoundz"):
+        Limits().tighten({"maxRoundz": 1})
+
+
+def test_bundled_agent_json_is_valid():
+    root = Path(__file__).resolve().parent.parent
+    path = root / "agent.json"
+    if not path.exists():
+        pytest.skip("agent.json not written yet")
+    config = load_config(path, environ={})
+    assert isinstance(config, AgentConfig)
+    assert config.servers(), "the default config offers the bundled servers"
