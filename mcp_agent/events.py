@@ -193,3 +193,46 @@ class RecordingSink:
 
     def of(self, cls: type[Any]) -> list[Any]:
         return [event for event in self.events if isinstance(event, cls)]
+
+
+def describe(event: Event, max_rounds: int = 0) -> str | None:
+    """A one-line human description of an event, for progress output; None for noise.
+
+    The gateway sends these as MCP progress messages ("round 2/10: calling ports__check_port")
+    and the CLI prints them to stderr. ``max_rounds`` (0 = unknown) completes "round N/M".
+    """
+
+    def at(number: int) -> str:
+        total = max_rounds or getattr(event, "max_rounds", 0)
+        return f"round {number}/{total}" if total else f"round {number}"
+
+    if isinstance(event, RoundStarted):
+        return f"{at(event.round)}: asking the model"
+    if isinstance(event, ModelCallEnded):
+        if not event.ok:
+            return f"{at(event.round)}: model call failed: {event.error}"
+        tokens = event.usage.get("total_tokens")
+        calls = f", wants {', '.join(event.tool_calls)}" if event.tool_calls else ""
+        return f"{at(event.round)}: model answered in {event.ms:.0f} ms ({tokens} tokens){calls}"
+    if isinstance(event, ToolCallStarted):
+        return f"{at(event.round)}: calling {event.name}"
+    if isinstance(event, ToolCallEnded):
+        if event.verdict not in ("run", "shared"):
+            why = f": {event.error}" if event.error else ""
+            return f"{at(event.round)}: {event.name} not run ({event.verdict}){why}"
+        outcome = "ok" if event.ok else f"failed: {event.error}" if event.error else "failed"
+        cut = ", truncated" if event.truncated else ""
+        return f"{at(event.round)}: {event.name} {outcome} ({event.ms:.0f} ms{cut})"
+    if isinstance(event, ApprovalRequested):
+        return f"waiting for approval of {event.name} (id {event.approval_id})"
+    if isinstance(event, ApprovalResolved):
+        why = f": {event.reason}" if event.reason else ""
+        return f"{event.name} {'approved' if event.approved else 'denied'}{why}"
+    if isinstance(event, RunEnded):
+        stop = " (early stop)" if event.early_stopped else ""
+        tokens = event.usage.get("total_tokens", 0)
+        return (
+            f"done: {event.termination_reason}{stop} after {event.rounds} rounds, "
+            f"{event.tool_calls} tool calls, {tokens} tokens, {event.elapsed_ms / 1000:.1f} s"
+        )
+    return None

@@ -92,3 +92,15 @@ def test_events_serialise_with_their_type():
     data = json.loads(json.dumps(sink.events[0].to_dict()))
     assert data["type"] == "tool_call_ended" and data["ok"] is False
     assert sink.of(RunEnded)[0].termination_reason == "success"
+
+
+def test_describe_gives_progress_lines():
+    from mcp_agent.events import RoundStarted, ToolCallStarted, describe
+
+    assert describe(ToolCallStarted(run_id="r", round=2, call_id="c", name="ports__check_port"), 10) == (
+        "round 2/10: calling ports__check_port"
+    )
+    assert describe(RoundStarted(run_id="r", round=1, max_rounds=0)) == "round 1: asking the model"
+    assert describe(ToolCallEnded(run_id="r", round=1, call_id="c", name="t", verdict="denied", error="no")) == (
+        "round 1: t not run (denied): no"
+    )

@@ -1,0 +1,192 @@
+"""The command line: ``mcp-agent serve | query | tools | doctor``.
+
+Thin on purpose: parse the arguments, load the config, call into the library, print. Logs and
+progress go to stderr; stdout carries only the command's output (and, for ``serve --stdio``,
+only the MCP protocol).
+
+Exit codes: 0 success; 1 the run (or a check) ended without success; 2 bad usage or config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import anyio
+
+from .config import AgentConfig, load_config
+from .exceptions import ConfigError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+logger = logging.getLogger("mcp_agent")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-agent", description="An MCP gateway agent.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.add_argument("--config", default="agent.json", help="the config file (default: agent.json)")
+        return sub
+
+    serve = add("serve", "serve agent_query over SSE and Streamable HTTP (or stdio)")
+    serve.add_argument("--host", help="bind address (default: gateway.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: gateway.port, 8765)")
+    serve.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout instead of HTTP")
+    serve.add_argument("--stateless", action="store_true", help="stateless Streamable HTTP (for replicas)")
+
+    query = add("query", "run one query and print the answer")
+    query.add_argument("question", help="the question")
+    query.add_argument("--json", action="store_true", help="print the structured result as JSON")
+    query.add_argument("--session", metavar="ID", help="continue (or start) the conversation ID")
+    query.add_argument("--quiet", action="store_true", help="no live progress on stderr")
+
+    tools = add("tools", "list every tool and every server's state")
+    tools.add_argument("--json", action="store_true", help="print JSON")
+
+    add("doctor", "check the config, the model server and every tool server")
+    return parser
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    args = _parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"mcp-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    handler = {"serve": _serve, "query": _query, "tools": _tools, "doctor": _doctor}[args.command]
+    try:
+        return int(anyio.run(handler, config, args))
+    except ConfigError as exc:
+        print(f"mcp-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("mcp-agent: interrupted", file=sys.stderr)
+        return 130
+
+
+# --------------------------------------------------------------------------------------------
+# tools
+
+
+async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
+    from .providers.endpoints import resolve_endpoint
+    from .tools.hub import open_tool_hub
+
+    dialect = resolve_endpoint(config.llm).provider
+    async with open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub:
+        report = tools_report(hub, dialect)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_tools(report, sys.stdout)
+    return EXIT_OK
+
+
+def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
+    """The ``tools --json`` object of DESIGN.md."""
+    return {
+        "tools": [
+            {
+                "server": spec.server,
+                "name": spec.mcp_name,
+                "exposed_name": spec.name,
+                "description": spec.description,
+                "parameters": spec.schema_for(dialect),
+                "changes": list(spec.changes),
+            }
+            for spec in hub.list_tools()
+        ],
+        "servers": [
+            {
+                "name": status.name,
+                "status": status.status,
+                "error": status.error,
+                "tool_count": status.tool_count,
+                "startup_ms": None if status.startup_ms is None else round(status.startup_ms, 1),
+            }
+            for status in hub.status()
+        ],
+    }
+
+
+def print_tools(report: dict[str, Any], out: TextIO) -> None:
+    servers = report["servers"]
+    print(f"{len(report['tools'])} tools from {len(servers)} servers", file=out)
+    for server in servers:
+        took = f" in {server['startup_ms']:.0f} ms" if server["startup_ms"] is not None else ""
+        line = f"  {server['name']}: {server['status']}, {server['tool_count']} tools{took}"
+        if server["error"]:
+            line += f"\n      {server['error']}"
+        print(line, file=out)
+    for tool in report["tools"]:
+        params = ", ".join(tool["parameters"].get("properties", {}))
+        print(f"\n{tool['exposed_name']}({params})", file=out)
+        description = " ".join(tool["description"].split())
+        if description:
+            print(f"    {description[:200]}{'…' if len(description) > 200 else ''}", file=out)
+        for change in tool["changes"]:
+            print(f"    schema: {change}", file=out)
+
+
+# --------------------------------------------------------------------------------------------
+# query
+
+
+async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
+    from .loop.agent import Agent
+    from .progress import ProgressPrinter
+
+    sink = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
+    async with Agent.from_config(config) as agent:
+        result = await agent.query(args.question, session_id=args.session, events=sink)
+    if args.json:
+        print(json.dumps(result.to_structured(), indent=2))
+    elif result.ok:
+        print(result.answer)
+    else:
+        print(result.error_text(), file=sys.stderr)
+        if result.answer:
+            print(result.answer)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+# --------------------------------------------------------------------------------------------
+# serve and doctor
+
+
+async def _serve(config: AgentConfig, args: argparse.Namespace) -> int:
+    from .gateway.serve import serve
+
+    await serve(config, host=args.host, port=args.port, stdio=args.stdio, stateless=args.stateless)
+    return EXIT_OK
+
+
+async def _doctor(config: AgentConfig, args: argparse.Namespace) -> int:
+    from .doctor import run_doctor
+
+    ok = await run_doctor(config, sys.stdout)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
