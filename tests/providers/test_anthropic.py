@@ -1,0 +1,342 @@
+"""Anthropic Messages: the pure wire module, then the HTTP provider against the fake model server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Usage
+from mcp_agent.providers import _anthropic_wire as wire
+from mcp_agent.providers.base import ModelRequest
+
+CALL_A = ToolCall("toolu_a", "ports__check", {"port": 8000})
+CALL_B = ToolCall("toolu_b", "time__now", {})
+
+
+def _spec(name: str = "ports__check", **variants: Any) -> ToolSpec:
+    return ToolSpec(
+        name=name,
+        description="Check a port.",
+        parameters={"type": "object", "properties": {"port": {"type": "integer"}}, "required": ["port"]},
+        variants=variants,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# outgoing
+
+
+def test_system_is_top_level_and_joined() -> None:
+    system, messages = wire.to_anthropic_messages(
+        [Message.system("one"), Message.user("hi"), Message.system("two")]
+    )
+    assert system == "one\n\ntwo"
+    assert messages == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
+def test_no_system_gives_none() -> None:
+    assert wire.to_anthropic_messages([Message.user("hi")])[0] is None
+
+
+def test_tool_use_and_results_pair_in_next_user_message() -> None:
+    history = [
+        Message.user("check"),
+        Message.assistant("Looking.", [CALL_A, CALL_B]),
+        Message.tool(CALL_B, "12:00"),  # out of order on purpose: results follow call order
+        Message.tool(CALL_A, "refused", is_error=True),
+        Message.user("and now?"),
+    ]
+    _, messages = wire.to_anthropic_messages(history)
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "Looking."},
+        {"type": "tool_use", "id": "toolu_a", "name": "ports__check", "input": {"port": 8000}},
+        {"type": "tool_use", "id": "toolu_b", "name": "time__now", "input": {}},
+    ]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_a", "content": "refused", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "12:00"},
+        {"type": "text", "text": "and now?"},
+    ]
+
+
+def test_call_without_result_is_answered_with_an_error() -> None:
+    _, messages = wire.to_anthropic_messages([Message.user("q"), Message.assistant("", [CALL_A, CALL_B]),
+                                              Message.tool(CALL_A, "ok")])
+    assert messages[2]["content"][1] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_b",
+        "content": "not executed: no result was recorded",
+        "is_error": True,
+    }
+
+
+def test_result_without_call_becomes_text() -> None:
+    orphan = Message(role="tool", content="42", tool_call_id="toolu_zzz", name="calc__add")
+    _, messages = wire.to_anthropic_messages([Message.user("q"), orphan])
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "[result of calc__add]\n42"}]}
+    ]
+
+
+def test_duplicate_result_for_one_call_is_sent_once_as_result() -> None:
+    _, messages = wire.to_anthropic_messages(
+        [Message.user("q"), Message.assistant("", [CALL_A]), Message.tool(CALL_A, "1"), Message.tool(CALL_A, "2")]
+    )
+    results = [b for b in messages[2]["content"] if b["type"] == "tool_result"]
+    assert len(results) == 1 and results[0]["content"] == "1"
+
+
+def test_consecutive_same_role_messages_are_merged_and_empty_ones_skipped() -> None:
+    _, messages = wire.to_anthropic_messages(
+        [Message.user("a"), Message.user("b"), Message.assistant(""), Message.assistant("x"), Message.assistant("y")]
+    )
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}]},
+    ]
+
+
+def test_empty_tool_result_omits_content() -> None:
+    _, messages = wire.to_anthropic_messages([Message.user("q"), Message.assistant("", [CALL_A]), Message.tool(CALL_A, "")])
+    assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_a"}]
+
+
+def test_thinking_blocks_are_replayed_with_signature_first() -> None:
+    blocks = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig=="},
+        {"type": "redacted_thinking", "data": "xyz"},
+    ]
+    message = Message(role="assistant", content="ok", tool_calls=(CALL_A,), meta={wire.THINKING_META: blocks})
+    _, messages = wire.to_anthropic_messages([Message.user("q"), message, Message.tool(CALL_A, "r")])
+    assert messages[1]["content"][:3] == [*blocks, {"type": "text", "text": "ok"}]
+
+
+def test_reasoning_without_thinking_blocks_is_not_sent() -> None:
+    _, messages = wire.to_anthropic_messages([Message.user("q"), Message.assistant("a", reasoning="secret")])
+    assert "secret" not in str(messages)
+
+
+def test_tools_use_anthropic_variant_and_object_type() -> None:
+    tools = wire.to_anthropic_tools(
+        [_spec(anthropic={"$schema": "x", "properties": {}}), _spec("b__c")]
+    )
+    assert tools[0] == {"name": "ports__check", "description": "Check a port.", "input_schema": {"properties": {}, "type": "object"}}
+    assert tools[1]["input_schema"]["required"] == ["port"]
+
+
+@pytest.mark.parametrize(
+    ("max_output", "default", "expected"),
+    [(None, wire.DEFAULT_MAX_TOKENS, 4096), (123, 4096, 123), (None, 999, 999)],
+)
+def test_max_tokens_is_always_sent(max_output: int | None, default: int, expected: int) -> None:
+    body = wire.build_request(
+        ModelRequest([Message.user("q")], max_output_tokens=max_output), model="m", stream=False, default_max_tokens=default
+    )
+    assert body["max_tokens"] == expected
+    assert "stream" not in body and "tools" not in body and "system" not in body
+
+
+def test_build_request_full() -> None:
+    body = wire.build_request(
+        ModelRequest([Message.system("s"), Message.user("q")], tools=[_spec()], temperature=0.2),
+        model="claude-x",
+        stream=True,
+    )
+    assert body["model"] == "claude-x" and body["system"] == "s" and body["stream"] is True
+    assert body["temperature"] == 0.2 and body["tools"][0]["name"] == "ports__check"
+
+
+def test_thinking_budget_drops_temperature_and_raises_max_tokens() -> None:
+    body = wire.build_request(
+        ModelRequest([Message.user("q")], temperature=0.5, max_output_tokens=1000),
+        model="m",
+        stream=False,
+        thinking_budget=2000,
+    )
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    assert "temperature" not in body and body["max_tokens"] > 2000
+
+
+# --------------------------------------------------------------------------------------------
+# incoming
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("tool_use", "tool_calls"),
+        ("max_tokens", "length"),
+        ("refusal", "content_filter"),
+        ("model_context_window_exceeded", "context_length"),
+        ("something_new", "something_new"),
+        (None, None),
+    ],
+)
+def test_map_stop_reason(reason: str | None, expected: str | None) -> None:
+    assert wire.map_stop_reason(reason) == expected
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (None, Usage()),
+        ({"input_tokens": 10, "output_tokens": 5}, Usage(10, 5, 15)),
+        (
+            {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2},
+            Usage(15, 5, 20),
+        ),
+        ({"input_tokens": None, "output_tokens": 7}, Usage(0, 7, 7)),
+    ],
+)
+def test_parse_usage(usage: dict[str, Any] | None, expected: Usage) -> None:
+    assert wire.parse_usage(usage) == expected
+
+
+def test_parse_response_text_thinking_and_parallel_calls() -> None:
+    turn = wire.parse_response(
+        {
+            "id": "msg_1",
+            "content": [
+                {"type": "thinking", "thinking": "let me think", "signature": "S1"},
+                {"type": "text", "text": "Checking "},
+                {"type": "text", "text": "both."},
+                {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {"x": 1}},
+                {"type": "tool_use", "id": "toolu_2", "name": "c__d", "input": {}},
+                {"type": "server_tool_use", "id": "srv", "name": "web", "input": {}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        },
+        request_id="req_9",
+    )
+    assert turn.content == "Checking both."
+    assert turn.reasoning == "let me think"
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("toolu_1", "a__b", {"x": 1}), ("toolu_2", "c__d", {})]
+    assert turn.finish_reason == "tool_calls" and turn.request_id == "req_9"
+    assert turn.usage == Usage(3, 4, 7)
+    assert turn.meta[wire.THINKING_META] == [{"type": "thinking", "thinking": "let me think", "signature": "S1"}]
+
+
+def test_parse_response_falls_back_to_message_id() -> None:
+    turn = wire.parse_response({"id": "msg_7", "content": [], "stop_reason": "end_turn"})
+    assert turn.request_id == "msg_7" and turn.content == "" and turn.meta == {}
+
+
+def test_turn_round_trips_to_outgoing_history() -> None:
+    turn = wire.parse_response(
+        {
+            "content": [
+                {"type": "thinking", "thinking": "t", "signature": "SIG"},
+                {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {"x": 1}},
+            ],
+            "stop_reason": "tool_use",
+        }
+    )
+    message = turn.to_message()
+    _, messages = wire.to_anthropic_messages([Message.user("q"), message, Message.tool(turn.tool_calls[0], "done")])
+    assert messages[1]["content"] == [
+        {"type": "thinking", "thinking": "t", "signature": "SIG"},
+        {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {"x": 1}},
+    ]
+
+
+def _events(*items: tuple[str, dict[str, Any]]) -> tuple[wire.StreamState, list[Delta]]:
+    state = wire.StreamState()
+    deltas: list[Delta] = []
+    for name, data in items:
+        deltas += state.feed(name, data)
+    return state, deltas
+
+
+STREAM = (
+    ("message_start", {"type": "message_start", "message": {"id": "msg_s", "usage": {"input_tokens": 20, "output_tokens": 1}}}),
+    ("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+    ("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "pondering"}}),
+    ("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": "SIG=="}}),
+    ("content_block_stop", {"index": 0}),
+    ("ping", {"type": "ping"}),
+    ("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+    ("content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Hel"}}),
+    ("content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "lo"}}),
+    ("content_block_stop", {"index": 1}),
+    ("content_block_start", {"index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {}}}),
+    ("content_block_start", {"index": 3, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "c__d", "input": {}}}),
+    ("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+    ("content_block_delta", {"index": 3, "delta": {"type": "input_json_delta", "partial_json": '{"y": '}}),
+    ("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"x": 1'}}),
+    ("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta", "partial_json": "}"}}),
+    ("content_block_delta", {"index": 3, "delta": {"type": "input_json_delta", "partial_json": '"z"}'}}),
+    ("content_block_stop", {"index": 2}),
+    ("content_block_stop", {"index": 3}),
+    ("message_delta", {"delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 30}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+
+
+def test_stream_accumulates_blocks_by_index() -> None:
+    state, deltas = _events(*STREAM)
+    assert state.done and state.error is None
+    turn = state.turn("req_s")
+    assert turn.content == "Hello" and turn.reasoning == "pondering"
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        ("toolu_1", "a__b", {"x": 1}),
+        ("toolu_2", "c__d", {"y": "z"}),
+    ]
+    assert turn.finish_reason == "tool_calls" and turn.usage == Usage(20, 30, 50) and turn.request_id == "req_s"
+    assert turn.meta[wire.THINKING_META] == [{"type": "thinking", "thinking": "pondering", "signature": "SIG=="}]
+    assert Delta("reasoning", "pondering") in deltas
+    assert [d.text for d in deltas if d.kind == "text"] == ["Hel", "lo"]
+    assert Delta("tool_call", index=0, name="a__b") in deltas
+    assert Delta("tool_call", '{"y": ', index=1, name="c__d") in deltas
+
+
+def test_stream_without_message_stop_is_not_done() -> None:
+    state, _ = _events(*STREAM[:-1])
+    assert not state.done
+
+
+def test_stream_error_event_is_kept() -> None:
+    state, _ = _events(
+        STREAM[0],
+        ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    )
+    assert state.error is not None and wire.error_message(state.error) == ("overloaded_error", "Overloaded")
+
+
+def test_stream_broken_tool_json_is_reported_on_the_call() -> None:
+    state, _ = _events(
+        ("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "a__b", "input": {}}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta", "partial_json": "[1, 2"}}),
+        ("message_stop", {}),
+    )
+    call = state.turn().tool_calls[0]
+    assert call.arguments == {} and call.error and call.raw_arguments == "[1, 2"
+
+
+def test_stream_ignores_unknown_and_malformed_events() -> None:
+    state, deltas = _events(
+        ("content_block_delta", {"index": 9, "delta": {"type": "text_delta", "text": "lost"}}),
+        ("content_block_start", {"index": "x", "content_block": {}}),
+        ("something_new", {"a": 1}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "redacted_thinking", "data": "D"}}),
+        ("message_stop", {}),
+    )
+    assert deltas == []
+    assert state.turn().meta[wire.THINKING_META] == [{"type": "redacted_thinking", "data": "D"}]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, ("rate_limit_error", "slow down")),
+        ({"error": "plain"}, (None, "plain")),
+        ("not json", (None, "unknown error")),
+        ({"error": {"type": "api_error"}}, ("api_error", "api_error")),
+    ],
+)
+def test_error_message(body: Any, expected: tuple[str | None, str]) -> None:
+    assert wire.error_message(body) == expected
