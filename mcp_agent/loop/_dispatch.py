@@ -1,0 +1,367 @@
+"""Tool dispatch for one turn: prepare every call in order, run them in parallel, answer each once.
+
+The run (``loop/agent.py``) hands each turn's calls to a ``Dispatcher``, which lives as long as
+the run and owns the per-run guards (failure ledger, call book, executed-call count):
+
+1. ``prepare`` (in call order): a withdrawn tool → ``disabled``; an unknown name → the list of
+   available names; unparseable arguments → the parse problem; schema violations → the
+   validator's text. None of these call the tool. A valid call gets its coerced arguments and
+   its fingerprint: an identical call earlier in the same turn makes it ``shared``; the book
+   notes the round it repeats and whether it trips the loop guard. Then the gate gives its
+   verdict (a denial is answered at once; ``need_approval`` waits at execution).
+2. The run checks the loop guard and the tool-call budget on the prepared ``Plan``.
+3. ``execute``: approvals are asked concurrently (all pending at once); then at most
+   ``maxParallelTools`` calls run in a task group, each under ``toolTimeoutSeconds`` (passed to
+   the tool source) plus a loop-side safety bound. Results are cut to ``maxResultChars``; then,
+   in call order, the ledger marks failures and adds the hint.
+4. ``finish``: one tool message per call, in call order, whatever happened; a call that never
+   ran is answered ``not executed: <why>``. Every call gets a ToolCallStarted/ToolCallEnded pair.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+
+from ..config import Limits
+from ..events import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    EventSink,
+    ToolCallEnded,
+    ToolCallStarted,
+)
+from ..messages import Message, ToolCall, ToolResult, ToolSpec
+from ..tools.base import ToolSource
+from ..tools.schema import checker_for, format_errors
+from .approvals import ApprovalQueue, Decision, Gate, denied_text
+from .guards import (
+    FAILURE_HINT,
+    CallBook,
+    FailureLedger,
+    cut_text,
+    fingerprint,
+    first_line,
+    is_failure,
+    is_loop,
+)
+from .result import ToolCallRecord
+
+logger = logging.getLogger(__name__)
+
+SAFETY_SECONDS = 5.0
+"""Added to ``toolTimeoutSeconds`` for the loop's own bound on a call, in case a source hangs."""
+
+
+class Emitter:
+    """Builds events with the run's ids and hands them to every sink.
+
+    A sink that raises is logged and ignored: events must never break a run.
+    """
+
+    def __init__(self, sinks: Sequence[EventSink], run_id: str, session_id: str | None) -> None:
+        self.sinks = tuple(sinks)
+        self.run_id = run_id
+        self.session_id = session_id
+
+    def __call__(self, event_type: Callable[..., Event], /, **fields: Any) -> None:
+        if not self.sinks:
+            return
+        event = event_type(run_id=self.run_id, session_id=self.session_id, **fields)
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:
+                logger.exception("event sink %r failed on %s", sink, event.type)
+
+
+@dataclass
+class Slot:
+    """One call of a turn and, once known, its answer.
+
+    ``verdict`` follows ``ToolCallEnded``: ``run``, ``shared``, ``unknown_tool``,
+    ``invalid_arguments``, ``denied``, ``disabled``, ``skipped``.
+    """
+
+    call: ToolCall
+    verdict: str = "run"
+    text: str = ""
+    is_error: bool = False
+    ok: bool = False
+    done: bool = False
+    started: bool = False
+    executed: bool = False
+    needs_approval: bool = False
+    result: ToolResult | None = None
+    primary: int | None = None
+    repeat_of: int | None = None
+    ms: float = 0.0
+    truncated: bool = False
+
+    def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
+        self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
+
+    @property
+    def pending(self) -> bool:
+        """Would run (or wait for approval) and has no answer yet."""
+        return self.verdict == "run" and not self.done
+
+
+@dataclass
+class Plan:
+    """The prepared calls of one turn.
+
+    Attributes:
+        round: the round the turn belongs to.
+        slots: one per call, in the model's order.
+        loop: ``(name, occurrences)`` when a call trips the loop guard.
+    """
+
+    round: int
+    slots: list[Slot]
+    loop: tuple[str, int] | None = None
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(slot.call for slot in self.slots)
+
+    @property
+    def wanted(self) -> int:
+        """How many executions this turn would cost (shared and rejected calls cost none)."""
+        return sum(1 for slot in self.slots if slot.pending)
+
+
+class Dispatcher:
+    """Prepares, runs and answers the tool calls of one run's turns."""
+
+    def __init__(
+        self,
+        tools: ToolSource,
+        limits: Limits,
+        emit: Emitter,
+        *,
+        gate: Gate | None = None,
+        approvals: ApprovalQueue | None = None,
+    ) -> None:
+        self.tools = tools
+        self.limits = limits
+        self.emit = emit
+        self.gate = gate
+        self.approvals = approvals
+        self.ledger = FailureLedger(limits.failure_hint_after, limits.disable_tool_after)
+        self.book = CallBook()
+        self.executed = 0
+        self.records: list[ToolCallRecord] = []
+
+    def offered(self) -> list[ToolSpec]:
+        """The tools to offer this round: the source's, minus those withdrawn by the ledger."""
+        withdrawn = self.ledger.disabled
+        return [spec for spec in self.tools.list_tools() if spec.name not in withdrawn]
+
+    # ----------------------------------------------------------------------------------------
+    # 1. prepare
+
+    def unprepared(self, calls: Sequence[ToolCall], round: int) -> Plan:
+        """A plan for calls that will not be prepared (the run stops before dispatch)."""
+        return Plan(round, [Slot(call) for call in calls])
+
+    async def prepare(
+        self, calls: Sequence[ToolCall], *, round: int, tainted: bool, offered: Sequence[ToolSpec]
+    ) -> Plan:
+        """Resolve, validate, fingerprint and gate each call, in order."""
+        specs = {spec.name: spec for spec in offered}
+        plan = Plan(round, [])
+        first_of: dict[str, int] = {}
+        for index, call in enumerate(calls):
+            slot = self._check(call, specs)
+            plan.slots.append(slot)
+            if slot.done:
+                self._rejected(round, slot)
+                continue
+            fp = fingerprint(slot.call.name, slot.call.arguments)
+            if fp in first_of:
+                slot.verdict, slot.primary = "shared", first_of[fp]
+                continue
+            first_of[fp] = index
+            sighting = self.book.see(fp, round)
+            slot.repeat_of = sighting.previous_round
+            if plan.loop is None and is_loop(sighting.count, self.limits.loop_threshold):
+                plan.loop = (slot.call.name, sighting.count)
+            await self._gate(round, slot, tainted)
+        return plan
+
+    def _check(self, call: ToolCall, specs: dict[str, ToolSpec]) -> Slot:
+        slot = Slot(call)
+        disabled = self.ledger.disabled_reason(call.name)
+        spec = specs.get(call.name)
+        if disabled is not None:
+            slot.answer(disabled, "disabled")
+        elif spec is None:
+            names = ", ".join(sorted(specs)) or "(none)"
+            slot.answer(f"error: unknown tool {call.name!r}. Available tools: {names}", "unknown_tool")
+        elif call.error is not None:
+            received = (call.raw_arguments or "")[:200]
+            slot.answer(
+                f"error: the arguments of {call.name} could not be read: {call.error}. "
+                f"Received: {received!r}. Call the tool again with one JSON object.",
+                "invalid_arguments",
+            )
+        else:
+            try:
+                check = checker_for(spec.parameters).check(call.arguments)
+            except Exception:  # a broken schema must not stop the run: call with what we have
+                logger.exception("validating the arguments of %s failed; calling it unvalidated", call.name)
+                return slot
+            if not check.ok:
+                slot.answer(format_errors(call.name, check), "invalid_arguments")
+            else:
+                slot.call = replace(call, arguments=check.arguments)
+        return slot
+
+    async def _gate(self, round: int, slot: Slot, tainted: bool) -> None:
+        if self.gate is None:
+            return
+        verdict = await self.gate.check(slot.call, tainted=tainted)
+        if verdict.kind == "deny":
+            slot.answer(denied_text(verdict.reason or "blocked by policy"), "denied")
+            self._rejected(round, slot)
+        elif verdict.kind == "need_approval":
+            slot.needs_approval = True
+
+    def _rejected(self, round: int, slot: Slot) -> None:
+        self._started(round, slot)
+        self._ended(round, slot)
+
+    # ----------------------------------------------------------------------------------------
+    # 3. execute
+
+    async def execute(self, plan: Plan) -> None:
+        """Run every pending call of ``plan``: approvals first, then bounded in parallel."""
+        limiter = anyio.CapacityLimiter(self.limits.max_parallel_tools or math.inf)
+        async with anyio.create_task_group() as tg:
+            for slot in plan.slots:
+                if slot.pending:
+                    tg.start_soon(self._run_one, plan.round, slot, limiter)
+        for slot in plan.slots:  # in call order: the ledger, then the shared copies
+            if slot.result is not None:
+                mark = self.ledger.record(slot.call.name, slot.result.text, is_error=slot.result.is_error)
+                if mark.hint:
+                    slot.text = f"{slot.text}\n\n{FAILURE_HINT}"
+            elif slot.verdict == "shared" and slot.primary is not None:
+                first = plan.slots[slot.primary]
+                slot.answer(first.text, "shared", is_error=first.is_error, ok=first.ok)
+                slot.truncated = first.truncated
+                self._rejected(plan.round, slot)
+
+    async def _run_one(self, round: int, slot: Slot, limiter: anyio.CapacityLimiter) -> None:
+        try:
+            if slot.needs_approval:
+                self._started(round, slot)
+                decision = await self._ask(slot)
+                if not decision.approved:
+                    slot.answer(denied_text(decision.reason), "denied")
+                    return
+            async with limiter:
+                if not slot.started:
+                    self._started(round, slot)
+                self.executed += 1
+                slot.executed = True
+                start = time.perf_counter()
+                result = await self._call(slot.call)
+                slot.ms = (time.perf_counter() - start) * 1000
+            slot.result = result
+            text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
+            if slot.repeat_of is not None:
+                text = f"{text}\n\n[NOTE: identical to a call in round {slot.repeat_of}]"
+            slot.answer(text, "run", is_error=result.is_error, ok=not is_failure(result.text, result.is_error))
+        finally:
+            if slot.started:
+                self._ended(round, slot)
+
+    async def _ask(self, slot: Slot) -> Decision:
+        if self.approvals is None:
+            return Decision(False, "this tool needs approval and no approver is configured")
+        ticket = self.approvals.submit(slot.call, run_id=self.emit.run_id, session_id=self.emit.session_id)
+        self.emit(
+            ApprovalRequested,
+            approval_id=ticket.id,
+            call_id=slot.call.id,
+            name=slot.call.name,
+            arguments=dict(slot.call.arguments),
+        )
+        decision = Decision(False, "the run ended while waiting for approval")
+        try:
+            decision = await self.approvals.wait(ticket.id)
+            return decision
+        finally:
+            self.emit(
+                ApprovalResolved,
+                approval_id=ticket.id,
+                call_id=slot.call.id,
+                name=slot.call.name,
+                approved=decision.approved,
+                reason=decision.reason,
+            )
+
+    async def _call(self, call: ToolCall) -> ToolResult:
+        timeout = self.limits.tool_timeout_seconds or None
+        bound = timeout + SAFETY_SECONDS if timeout else None
+        try:
+            with anyio.move_on_after(bound):
+                return await self.tools.call_tool(call.name, call.arguments, timeout=timeout)
+        except Exception as exc:  # the ToolSource contract says it never raises; defend anyway
+            logger.exception("tool source raised for %s", call.name)
+            return ToolResult(f"error: calling {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        return ToolResult(f"error: tool {call.name} did not answer within {bound:g} s", is_error=True)
+
+    # ----------------------------------------------------------------------------------------
+    # 4. finish
+
+    def finish(self, plan: Plan, why: str) -> list[Message]:
+        """One tool message per call of ``plan``, in call order; unanswered calls get ``why``."""
+        for slot in plan.slots:
+            if slot.done:
+                continue
+            if slot.executed:  # cut off while running: the server may have done some of it
+                slot.answer(f"not completed: {why}", "run")
+                continue
+            slot.answer(f"not executed: {why}", "skipped")
+            if not slot.started:  # (a call cut off while waiting for approval has its events)
+                self._rejected(plan.round, slot)
+        for slot in plan.slots:
+            error = "" if slot.ok else first_line(slot.text)
+            self.records.append(ToolCallRecord(slot.call.name, slot.ok, slot.ms, error, slot.verdict))
+        return [Message.tool(slot.call, slot.text, is_error=slot.is_error) for slot in plan.slots]
+
+    # ----------------------------------------------------------------------------------------
+    # events
+
+    def _started(self, round: int, slot: Slot) -> None:
+        slot.started = True
+        self.emit(
+            ToolCallStarted,
+            round=round,
+            call_id=slot.call.id,
+            name=slot.call.name,
+            arguments=dict(slot.call.arguments),
+        )
+
+    def _ended(self, round: int, slot: Slot) -> None:
+        self.emit(
+            ToolCallEnded,
+            round=round,
+            call_id=slot.call.id,
+            name=slot.call.name,
+            verdict=slot.verdict,
+            ok=slot.ok,
+            ms=slot.ms,
+            truncated=slot.truncated,
+            error="" if slot.ok else (first_line(slot.text) if slot.done else "interrupted"),
+        )

@@ -1,0 +1,593 @@
+"""The agent loop: ``run()``, one query end to end, and the ``Agent`` that holds sessions.
+
+``run`` is a stateless async function: prior messages and a query in, a ``RunResult`` out. Each
+round follows DESIGN.md's "One query, end to end":
+
+1. check the limits before the model call: cancellation, deadline, rounds, tokens;
+2. call the model with the trimmed history and the tools still offered;
+3. take the turn's tool calls (native, or parsed from text by the provider); none is the answer;
+4. check cancellation, the deadline and the token budget again before anything is dispatched;
+5. prepare each call: resolve the name, validate and coerce the arguments, fingerprint, gate;
+   then the loop guard and the tool-call budget (a turn runs whole or not at all);
+6. run the calls in parallel (bounded), each under its timeout;
+7. append the results in call order; the failure ledger has marked failures.
+
+Whatever happens, every tool call in the transcript gets exactly one result, and ``RunEnded`` is
+emitted with the reason: on every ending, on the caller's own cancellation (then re-raised) and
+on a programming error (re-raised as well; the event says ``terminal_error``, "internal error").
+A ``cancel`` event ends the run ``cancelled``, the run's deadline ends it ``timeout``; both cut
+off in-flight model and tool calls at once.
+
+Decisions the brief left open: a second context-length error (after the hard trim) ends the run
+``terminal_error``, since trimming again cannot help; a failed or empty early-stop synthesis
+keeps the reason that triggered it, with ``early_stopped`` False and the failure in ``detail``;
+a turn that answers in text ends ``success`` even when it used up the token budget (the budget
+guards further spending, and none follows).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from ..config import AgentConfig, Limits, load_config
+from ..events import (
+    EventSink,
+    ModelCallEnded,
+    ModelCallStarted,
+    ModelDelta,
+    RoundEnded,
+    RoundStarted,
+    RunEnded,
+    RunStarted,
+)
+from ..exceptions import ConfigError, ContextLengthError, ProviderError
+from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ..providers.base import ModelRequest, Provider
+from ..tools.base import ToolSource
+from ._dispatch import Dispatcher, Emitter, Plan
+from .approvals import ApprovalQueue, Gate, GlobGate
+from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
+from .history import hard_trim, history_chars, trim_history
+from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
+from .sessions import MemorySessionStore, SessionStore
+
+logger = logging.getLogger(__name__)
+
+R = TerminationReason
+
+EARLY_STOP_PROMPT = (
+    "[SYSTEM: The run was stopped ({detail}). Based on the work done so far, give your best "
+    "final answer to the user now. Do NOT call any tools.]"
+)
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """How the run ends: the reason, its detail, the answer; ``why`` answers unrun calls."""
+
+    reason: TerminationReason
+    detail: str = ""
+    answer: str = ""
+    early_stopped: bool = False
+    why: str = ""
+
+
+async def run(
+    query: str,
+    *,
+    provider: Provider,
+    tools: ToolSource,
+    limits: Limits | None = None,
+    system_prompt: str | None = None,
+    history: Sequence[Message] = (),
+    events: EventSink | Sequence[EventSink] | None = None,
+    cancel: anyio.Event | None = None,
+    gate: Gate | None = None,
+    approvals: ApprovalQueue | None = None,
+    run_id: str | None = None,
+    session_id: str | None = None,
+    temperature: float | None = None,
+    max_output_tokens: int | None = None,
+) -> RunResult:
+    """Answer ``query`` with the model and the tools, within ``limits``.
+
+    Args:
+        query: the user's question.
+        provider: the model server.
+        tools: the tools on offer.
+        limits: budgets and guards (0 = off for every number); the defaults when None.
+        system_prompt: put first, unless ``history`` already starts with a system message.
+        history: the conversation so far (a session's transcript); it must be valid.
+        events: one sink or several; each gets every event of the run.
+        cancel: when set, the run ends ``cancelled`` and in-flight calls are cut off.
+        gate: decides which calls may run; None allows all.
+        approvals: where calls that need approval wait (without it they are denied).
+        run_id: this run's id (a new one when None); every event carries it.
+        session_id: the conversation this run belongs to, carried into events and the result.
+        temperature: passed on to the model server.
+        max_output_tokens: passed on to the model server.
+
+    Returns:
+        The RunResult, for every ending. Only a programming error or the caller's own
+        cancellation propagate (after ``RunEnded`` has been emitted).
+    """
+    r = _Run(
+        query,
+        provider=provider,
+        tools=tools,
+        limits=limits or Limits(),
+        system_prompt=system_prompt,
+        history=history,
+        sinks=_sinks(events),
+        cancel=cancel,
+        gate=gate,
+        approvals=approvals,
+        run_id=run_id or secrets.token_hex(8),
+        session_id=session_id,
+        request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
+    )
+    r.emit(RunStarted, query=query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
+    ending: _Ending | None = None
+    try:
+        async with _cancelled_by(cancel):
+            with anyio.move_on_after(r.limits.timeout_seconds or None):
+                trigger = await _rounds(r)
+                ending = await _early_stop(r, trigger) if r.wants_early_stop(trigger) else trigger
+    except BaseException as exc:  # the caller cancelled us, or a bug: still end the run visibly
+        inner = _sole(exc)
+        r.end_abruptly(inner)
+        if inner is exc:
+            raise
+        raise inner from None
+    return r.result(ending or r.interrupted() or r.timed_out())
+
+
+async def _rounds(r: _Run) -> _Ending:
+    """The rounds of one run, until an answer or a guard ends it."""
+    while True:
+        # 1. the limits, before the model call
+        if stop := r.interrupted() or r.out_of_rounds() or r.out_of_tokens():
+            return stop
+        r.rounds += 1
+        r.emit(RoundStarted, round=r.rounds, max_rounds=r.limits.max_rounds)
+        calls: tuple[ToolCall, ...] = ()
+        try:
+            # 2. the model call, on the trimmed history, offering the tools not withdrawn
+            r.offered = r.dispatcher.offered()
+            turn = await _call_model(r, r.offered)
+            if isinstance(turn, _Ending):
+                return turn
+            # 3. the calls (native, or parsed from text by the provider); none: the answer
+            calls = r.name_calls(turn.tool_calls)
+            if not calls:
+                return r.answer(turn)
+            # 4. cancellation, deadline and token budget again: a late turn starts nothing
+            if stop := r.interrupted() or r.out_of_tokens():
+                r.commit(turn, r.dispatcher.unprepared(calls, r.rounds))
+                return stop
+            # 5. per call: resolve, validate and coerce, fingerprint, gate; then the turn's guards
+            plan = await r.dispatcher.prepare(calls, round=r.rounds, tainted=r.tainted, offered=r.offered)
+            r.commit(turn, plan)
+            if stop := r.loop_detected(plan) or r.out_of_tool_calls(plan):
+                return stop
+            # 6. the calls, in parallel (bounded), each under its timeout
+            await r.dispatcher.execute(plan)
+            # 7. the results, in call order (the ledger has marked failures)
+            r.close_turn("")
+        finally:
+            r.emit(RoundEnded, round=r.rounds, tool_calls=len(calls))
+
+
+async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | _Ending:
+    """One model call on the trimmed history; a context-length error trims hard and retries once."""
+    messages = trim_history(r.messages, r.history_cap)
+    for attempt in (1, 2):
+        try:
+            return await _model_call(r, [*messages, *extra], tools)
+        except ContextLengthError as exc:
+            trimmed = hard_trim(messages)
+            if attempt == 2 or history_chars(trimmed) >= history_chars(messages):
+                return _Ending(R.TERMINAL_ERROR, f"the conversation does not fit the model's context "
+                               f"even after trimming (round {r.rounds}): {exc}")
+            logger.warning("context length exceeded; retrying with the history trimmed to half: %s", exc)
+            messages, r.history_cap = trimmed, history_chars(trimmed)
+        except ProviderError as exc:
+            reason = R.TERMINAL_ERROR if exc.terminal else R.LLM_ERROR
+            return _Ending(reason, f"model call failed (round {r.rounds}): {exc}")
+    raise AssertionError("unreachable")
+
+
+async def _model_call(r: _Run, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+    """``provider.complete`` between ModelCallStarted and ModelCallEnded; usage is summed."""
+    r.emit(ModelCallStarted, round=r.rounds, messages=len(messages), tools=len(tools))
+    start = time.perf_counter()
+    first_delta: float | None = None
+    turn: Turn | None = None
+    error = "interrupted"
+
+    def on_delta(delta: Delta) -> None:
+        nonlocal first_delta
+        if first_delta is None:
+            first_delta = time.perf_counter()
+        r.emit(ModelDelta, round=r.rounds, kind=delta.kind, text=delta.text, name=delta.name)
+
+    try:
+        turn = await r.provider.complete(ModelRequest(messages, tools, **r.request), on_delta)
+        r.usage += turn.usage
+        return turn
+    except ProviderError as exc:
+        error = str(exc)
+        raise
+    finally:
+        r.emit(
+            ModelCallEnded,
+            round=r.rounds,
+            ok=turn is not None,
+            error="" if turn is not None else error,
+            usage=turn.usage.to_dict() if turn is not None else {},
+            ms=(time.perf_counter() - start) * 1000,
+            ttft_ms=None if first_delta is None else (first_delta - start) * 1000,
+            tool_calls=[call.name for call in turn.tool_calls] if turn is not None else [],
+            finish_reason=turn.finish_reason if turn is not None else None,
+        )
+
+
+async def _early_stop(r: _Run, trigger: _Ending) -> _Ending:
+    """DESIGN guard 9: one more model call, without tools, for a best-effort answer."""
+    r.close_turn(trigger.why)  # every call answered first: the request must be a valid transcript
+    ask = Message.user(EARLY_STOP_PROMPT.format(detail=trigger.detail))
+    turn = await _call_model(r, (), extra=[ask])
+    if isinstance(turn, _Ending):
+        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis failed: {turn.detail}")
+    if not turn.content.strip():
+        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
+    r.messages.append(Message.assistant(turn.content, reasoning=turn.reasoning))
+    return replace(trigger, answer=turn.content.strip(), early_stopped=True)
+
+
+class _Run:
+    """The state of one run: its messages, counters and per-run guards. Thrown away at the end."""
+
+    def __init__(
+        self,
+        query: str,
+        *,
+        provider: Provider,
+        tools: ToolSource,
+        limits: Limits,
+        system_prompt: str | None,
+        history: Sequence[Message],
+        sinks: Sequence[EventSink],
+        cancel: anyio.Event | None,
+        gate: Gate | None,
+        approvals: ApprovalQueue | None,
+        run_id: str,
+        session_id: str | None,
+        request: dict[str, Any],
+    ) -> None:
+        self.started = time.perf_counter()
+        self.deadline = anyio.current_time() + limits.timeout_seconds if limits.timeout_seconds else None
+        self.provider = provider
+        self.limits = limits
+        self.cancel = cancel
+        self.request = request
+        self.run_id, self.session_id = run_id, session_id
+        self.emit = Emitter(sinks, run_id, session_id)
+        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals)
+        self.offered: list[ToolSpec] = self.dispatcher.offered()
+        self.messages: list[Message] = list(history)
+        if system_prompt and not (self.messages and self.messages[0].role == "system"):
+            self.messages.insert(0, Message.system(system_prompt))
+        self.messages.append(Message.user(query))
+        self.call_ids = {call.id for m in history for call in m.tool_calls}
+        self.tainted = any(m.role == "tool" for m in history)
+        self.history_cap = limits.max_history_chars
+        self.usage = Usage()
+        self.rounds = 0
+        self.open_plan: Plan | None = None
+
+    # the checks at the commit points
+
+    def interrupted(self) -> _Ending | None:
+        if self.cancel is not None and self.cancel.is_set():
+            return _Ending(R.CANCELLED, f"cancelled by the caller (round {self.rounds})", why="cancelled")
+        if self.deadline is not None and anyio.current_time() >= self.deadline:
+            return self.timed_out()
+        return None
+
+    def timed_out(self) -> _Ending:
+        seconds = self.limits.timeout_seconds
+        return _Ending(R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out")
+
+    def out_of_rounds(self) -> _Ending | None:
+        if rounds_exhausted(self.rounds, self.limits.max_rounds):
+            return _Ending(R.MAX_ROUNDS, f"reached max rounds ({self.limits.max_rounds})", why="max rounds reached")
+        return None
+
+    def out_of_tokens(self) -> _Ending | None:
+        used, limit = self.usage.total_tokens, self.limits.max_tokens
+        if tokens_exhausted(used, limit):
+            detail = f"token budget exhausted: {used} tokens used (limit {limit}, round {self.rounds})"
+            return _Ending(R.TOKEN_BUDGET, detail, why="token budget exhausted")
+        return None
+
+    def loop_detected(self, plan: Plan) -> _Ending | None:
+        if plan.loop is None:
+            return None
+        name, count = plan.loop
+        detail = f"loop detected: {name} called {count} times with identical arguments (round {self.rounds})"
+        return _Ending(R.LOOP_DETECTED, detail, why=detail)
+
+    def out_of_tool_calls(self, plan: Plan) -> _Ending | None:
+        used, limit = self.dispatcher.executed, self.limits.max_tool_calls
+        if tool_calls_fit(used, plan.wanted, limit):
+            return None
+        detail = (f"tool-call budget exhausted: {plan.wanted} calls asked for, "
+                  f"{max(limit - used, 0)} of {limit} left (round {self.rounds})")
+        return _Ending(R.TOOL_BUDGET, detail, why="tool-call budget exhausted")
+
+    def wants_early_stop(self, ending: _Ending) -> bool:
+        return self.limits.early_stop and ending.reason in EARLY_STOP_REASONS
+
+    # the transcript
+
+    def name_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        """The calls with ids unique in the transcript (a missing or reused id is replaced)."""
+        named = []
+        for index, call in enumerate(calls):
+            if not call.id or call.id in self.call_ids:
+                new_id, n = f"call_{self.rounds}_{index}", 0
+                while new_id in self.call_ids:
+                    n += 1
+                    new_id = f"call_{self.rounds}_{index}_{n}"
+                call = replace(call, id=new_id)
+            self.call_ids.add(call.id)
+            named.append(call)
+        return tuple(named)
+
+    def answer(self, turn: Turn) -> _Ending:
+        if not turn.content.strip():
+            detail = f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
+            return _Ending(R.EMPTY_RESPONSE, detail)
+        self.messages.append(turn.to_message())
+        return _Ending(R.SUCCESS, answer=turn.content.strip())
+
+    def commit(self, turn: Turn, plan: Plan) -> None:
+        """Append the assistant message, its calls as prepared (coerced arguments, unique ids)."""
+        self.messages.append(replace(turn.to_message(), tool_calls=plan.calls))
+        self.open_plan = plan
+
+    def close_turn(self, why: str) -> None:
+        """Append one result per call of the open turn, in call order."""
+        plan, self.open_plan = self.open_plan, None
+        if plan is not None:
+            self.messages.extend(self.dispatcher.finish(plan, why))
+            self.tainted = self.tainted or any(slot.result is not None for slot in plan.slots)
+
+    # the end
+
+    def result(self, ending: _Ending) -> RunResult:
+        self.close_turn(ending.why or "the run ended")
+        result = RunResult(
+            answer=ending.answer,
+            termination_reason=ending.reason,
+            early_stopped=ending.early_stopped,
+            detail=ending.detail,
+            rounds=self.rounds,
+            tool_calls=tuple(self.dispatcher.records),
+            usage=self.usage,
+            elapsed_ms=(time.perf_counter() - self.started) * 1000,
+            transcript=tuple(self.messages),
+            session_id=self.session_id,
+            run_id=self.run_id,
+        )
+        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms)
+        return result
+
+    def end_abruptly(self, exc: BaseException) -> None:
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            reason, detail = R.CANCELLED, f"cancelled from outside (round {self.rounds})"
+        else:
+            reason, detail = R.TERMINAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
+            logger.error("run %s failed: %s", self.run_id, detail)
+        self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000)
+
+    def _ended(self, reason: TerminationReason, detail: str, early_stopped: bool, elapsed_ms: float) -> None:
+        logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
+        self.emit(
+            RunEnded,
+            termination_reason=reason.value,
+            early_stopped=early_stopped,
+            detail=detail,
+            rounds=self.rounds,
+            tool_calls=len(self.dispatcher.records),
+            usage=self.usage.to_dict(),
+            elapsed_ms=elapsed_ms,
+        )
+
+
+@asynccontextmanager
+async def _cancelled_by(cancel: anyio.Event | None) -> AsyncIterator[None]:
+    """Cut the body off (quietly) as soon as ``cancel`` is set."""
+    if cancel is None:
+        yield
+        return
+    with anyio.CancelScope() as scope:
+
+        async def watch() -> None:
+            await cancel.wait()
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _sole(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one, else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _sinks(events: EventSink | Sequence[EventSink] | None) -> list[EventSink]:
+    if events is None:
+        return []
+    if isinstance(events, Sequence):
+        return [sink for sink in events if sink is not None]
+    return [events]
+
+
+# --------------------------------------------------------------------------------------------
+# the Agent: the Python API
+
+
+class Agent:
+    """A model, its tools and their sessions: the library face of mcp_agent.
+
+    One Agent serves many concurrent queries. Queries on one session run one after another
+    (a lock per session); different sessions and session-less queries run concurrently.
+
+    Args:
+        provider: the model server.
+        tools: the tools (a ToolHub, or any ToolSource).
+        config: limits, system prompt, approvals and sessions settings; defaults when None.
+        sessions: where conversations live (in memory by default).
+        approvals: where calls needing approval wait (a new queue by default).
+        events: a sink that receives every event of every run.
+        gate: which calls may run; by default ``approvals.require`` as a GlobGate.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        tools: ToolSource,
+        config: AgentConfig | None = None,
+        *,
+        sessions: SessionStore | None = None,
+        approvals: ApprovalQueue | None = None,
+        events: EventSink | None = None,
+        gate: Gate | None = None,
+    ) -> None:
+        self.config = config or AgentConfig()
+        self.provider = provider
+        self._tools = tools
+        self._system_prompt = self.config.prompt()
+        self._sessions = sessions if sessions is not None else MemorySessionStore.from_config(self.config.sessions)
+        self._approvals = approvals if approvals is not None else ApprovalQueue(self.config.approvals.timeout_seconds)
+        require = self.config.approvals.require
+        self._gate = gate if gate is not None else (GlobGate(require) if require else None)
+        self._events = events
+
+    @classmethod
+    def from_config(cls, config: AgentConfig | str | os.PathLike[str]) -> AbstractAsyncContextManager[Agent]:
+        """An Agent over the configured model server and tool servers, for ``async with``.
+
+        Starts every tool server and opens one model client; both are closed on exit.
+
+        Raises:
+            ConfigError: the config file is missing or invalid.
+        """
+        return _open_agent(cls, config)
+
+    @property
+    def tools(self) -> ToolSource:
+        return self._tools
+
+    @property
+    def approvals(self) -> ApprovalQueue:
+        return self._approvals
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self._sessions
+
+    async def query(
+        self,
+        text: str,
+        *,
+        session_id: str | None = None,
+        limits: Limits | Mapping[str, Any] | None = None,
+        events: EventSink | None = None,
+        cancel: anyio.Event | None = None,
+    ) -> RunResult:
+        """Answer ``text``; never raises for a run's outcome (read ``termination_reason``).
+
+        Args:
+            text: the question.
+            session_id: continue this conversation (created when unknown); None runs alone.
+            limits: limits for this query; they can only tighten the configured ones.
+            events: a sink for this query's events, besides the agent's own.
+            cancel: set it to end the run ``cancelled``.
+
+        Raises:
+            ConfigError: ``limits`` is not a valid set of limits.
+        """
+        effective = self._tighten(limits)
+        sinks = [sink for sink in (self._events, events) if sink is not None]
+        if session_id is None:
+            return await self._run(text, effective, sinks, cancel, (), None)
+        session = self._sessions.open(session_id)
+        async with session.lock:
+            result = await self._run(text, effective, sinks, cancel, session.transcript, session.id)
+            self._sessions.save(session, trim_history(result.transcript, self.config.limits.max_history_chars))
+        return result
+
+    def _tighten(self, limits: Limits | Mapping[str, Any] | None) -> Limits:
+        try:
+            return self.config.limits.tighten(limits)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid limits: {exc}", "limits") from None
+
+    async def _run(
+        self,
+        text: str,
+        limits: Limits,
+        sinks: Sequence[EventSink],
+        cancel: anyio.Event | None,
+        history: Sequence[Message],
+        session_id: str | None,
+    ) -> RunResult:
+        return await run(
+            text,
+            provider=self.provider,
+            tools=self._tools,
+            limits=limits,
+            system_prompt=self._system_prompt,
+            history=history,
+            events=sinks,
+            cancel=cancel,
+            gate=self._gate,
+            approvals=self._approvals,
+            session_id=session_id,
+            temperature=self.config.llm.temperature,
+            max_output_tokens=self.config.llm.max_output_tokens,
+        )
+
+
+@asynccontextmanager
+async def _open_agent(cls: type[Agent], config: AgentConfig | str | os.PathLike[str]) -> AsyncIterator[Agent]:
+    # the one wiring point: concrete providers and tool servers are imported here only
+    from ..providers.factory import open_provider
+    from ..tools.hub import open_tool_hub
+
+    if not isinstance(config, AgentConfig):
+        config = load_config(config)
+    async with (
+        open_provider(config.llm) as provider,
+        open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub,
+    ):
+        yield cls(provider, hub, config)

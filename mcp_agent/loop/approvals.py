@@ -1,0 +1,193 @@
+"""The approval gate and its queue: which tool calls need a human's yes before they run.
+
+Before a turn is dispatched the loop asks a ``Gate`` about every call it would run, telling it
+whether tool output is already in the context (``tainted``: data from outside the program, which
+may carry instructions an attacker wrote). The verdict is one of:
+
+- ``allow``: the call runs;
+- ``deny(reason)``: it does not run; the model reads ``[DENIED: <reason>] Do NOT retry this tool``
+  and the loop goes on;
+- ``need_approval``: the call waits on the ``ApprovalQueue`` until someone resolves it (the
+  gateway offers ``pending()`` and ``resolve()`` over REST) or the queue's timeout passes, which
+  denies it.
+
+``GlobGate`` is the built-in gate: ``approvals.require`` globs (fnmatch, case-sensitive) on
+exposed tool names. Approval ids come from ``secrets.token_urlsafe``, so they cannot be guessed,
+and exactly one resolver wins (a second ``resolve`` of the same id, or an unknown id, is False).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import anyio
+
+from .._types import JSONObject
+from ..messages import ToolCall
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A gate's decision about one call.
+
+    Attributes:
+        kind: ``allow``, ``deny`` or ``need_approval``.
+        reason: why, for ``deny`` (the model reads it).
+    """
+
+    kind: Literal["allow", "deny", "need_approval"]
+    reason: str = ""
+
+    @classmethod
+    def allow(cls) -> Verdict:
+        return _ALLOW
+
+    @classmethod
+    def deny(cls, reason: str) -> Verdict:
+        return cls("deny", reason)
+
+    @classmethod
+    def need_approval(cls) -> Verdict:
+        return _NEED_APPROVAL
+
+
+_ALLOW = Verdict("allow")
+_NEED_APPROVAL = Verdict("need_approval")
+
+
+def denied_text(reason: str) -> str:
+    """The tool result the model reads for a denied call."""
+    return f"[DENIED: {reason}] Do NOT retry this tool"
+
+
+class Gate(Protocol):
+    """Decides, before dispatch, whether a tool call may run.
+
+    ``check`` is called once per call the loop would run, in call order, with the call's
+    exposed name and its validated, coerced arguments. ``tainted`` is True once any tool output
+    is in the conversation. It must not raise; a gate that cannot decide should deny.
+    """
+
+    async def check(self, call: ToolCall, *, tainted: bool) -> Verdict: ...
+
+
+class GlobGate:
+    """Calls whose exposed name matches one of ``require`` need approval; the rest are allowed.
+
+    Args:
+        require: fnmatch globs on exposed names (``"*__write_*"``), matched case-sensitively.
+    """
+
+    def __init__(self, require: Iterable[str]) -> None:
+        self.require = tuple(require)
+
+    def needs_approval(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.require)
+
+    async def check(self, call: ToolCall, *, tainted: bool) -> Verdict:
+        return Verdict.need_approval() if self.needs_approval(call.name) else Verdict.allow()
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A call waiting for a human's decision, as the gateway lists it."""
+
+    id: str
+    run_id: str
+    session_id: str | None
+    call_id: str
+    name: str
+    arguments: JSONObject
+    created: float = field(default_factory=time.time)
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "id": self.id,
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How an approval ended: approved or not, and why."""
+
+    approved: bool
+    reason: str = ""
+
+
+@dataclass
+class _Entry:
+    pending: PendingApproval
+    done: anyio.Event
+    decision: Decision | None = None
+
+
+class ApprovalQueue:
+    """Calls waiting for approval, shared by every run of an Agent.
+
+    Args:
+        timeout_seconds: how long a call waits before it is denied (0 = until the run's own
+            deadline or cancellation).
+    """
+
+    def __init__(self, timeout_seconds: float = 60.0) -> None:
+        self.timeout_seconds = timeout_seconds
+        self._pending: dict[str, _Entry] = {}  # waiting for a resolver
+        self._entries: dict[str, _Entry] = {}  # submitted and not yet collected by wait()
+
+    def submit(self, call: ToolCall, *, run_id: str, session_id: str | None = None) -> PendingApproval:
+        """Put ``call`` in the queue; the caller then awaits ``wait(id)``."""
+        pending = PendingApproval(
+            id=secrets.token_urlsafe(16),
+            run_id=run_id,
+            session_id=session_id,
+            call_id=call.id,
+            name=call.name,
+            arguments=dict(call.arguments),
+        )
+        entry = _Entry(pending, anyio.Event())
+        self._pending[pending.id] = entry
+        self._entries[pending.id] = entry
+        return pending
+
+    async def wait(self, approval_id: str) -> Decision:
+        """Wait for the decision on ``approval_id``; a timeout denies the call.
+
+        Cancellation withdraws the request and propagates.
+        """
+        entry = self._entries[approval_id]
+        try:
+            with anyio.move_on_after(self.timeout_seconds or None):
+                await entry.done.wait()
+            if entry.decision is None and self._pending.pop(approval_id, None) is not None:
+                entry.decision = Decision(False, f"approval timed out after {self.timeout_seconds:g} s")
+            assert entry.decision is not None
+            return entry.decision
+        finally:
+            self._pending.pop(approval_id, None)
+            self._entries.pop(approval_id, None)
+
+    def pending(self) -> list[PendingApproval]:
+        """The calls waiting now, oldest first."""
+        return [entry.pending for entry in self._pending.values()]
+
+    def resolve(self, approval_id: str, approved: bool, reason: str = "") -> bool:
+        """Approve or deny a waiting call. False for an unknown or already resolved id."""
+        entry = self._pending.pop(approval_id, None)
+        if entry is None:
+            return False
+        if not reason:
+            reason = "approved by operator" if approved else "operator did not approve this call"
+        entry.decision = Decision(approved, reason)
+        entry.done.set()
+        return True

@@ -1,0 +1,179 @@
+"""Conversation sessions: a small store interface and the in-memory store behind it.
+
+A session is a conversation carried across queries: its transcript (always valid: every tool
+call answered, so it can be sent to a strict server next time) and a lock, so that runs on one
+session are serialised while different sessions run concurrently. Per-run state (failure
+ledger, fingerprints, budgets) is never kept here: each query starts fresh.
+
+``MemorySessionStore`` forgets a session idle for ``ttlSeconds`` and, beyond ``maxSessions``,
+the least recently used idle ones; a session with a run in progress is never evicted. New ids
+come from ``secrets.token_urlsafe``. ``list()`` and ``delete()`` serve the gateway's
+``/api/v1/sessions`` routes.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+
+from .._types import JSONObject
+from ..config import SessionsConfig
+from ..messages import Message
+
+
+@dataclass
+class Session:
+    """One conversation.
+
+    Attributes:
+        id: the session id.
+        transcript: the conversation so far, system prompt first.
+        lock: held by the run in progress; runs on one session wait for each other.
+        created: wall time of creation.
+        updated: wall time of the last save.
+        runs: how many runs saved into it.
+    """
+
+    id: str
+    transcript: tuple[Message, ...] = ()
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    runs: int = 0
+    last_used: float = 0.0  # the store's clock, for eviction
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as the gateway lists it."""
+
+    id: str
+    messages: int
+    runs: int
+    created: float
+    updated: float
+    busy: bool
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "id": self.id,
+            "messages": self.messages,
+            "runs": self.runs,
+            "created": self.created,
+            "updated": self.updated,
+            "busy": self.busy,
+        }
+
+
+class SessionStore(Protocol):
+    """Where sessions live.
+
+    ``open`` returns the session with this id, creating an empty one when there is none (an
+    unknown or expired id starts afresh). ``create`` makes a session with a new, unguessable id.
+    ``save`` stores a run's transcript into a session that ``open`` returned (a session deleted
+    meanwhile stays deleted).
+    """
+
+    def open(self, session_id: str) -> Session: ...
+
+    def create(self) -> Session: ...
+
+    def get(self, session_id: str) -> Session | None: ...
+
+    def save(self, session: Session, transcript: Sequence[Message]) -> None: ...
+
+    def list(self) -> list[SessionInfo]: ...
+
+    def delete(self, session_id: str) -> bool: ...
+
+
+class MemorySessionStore:
+    """Sessions in a dict, with idle expiry and a count cap.
+
+    Args:
+        ttl_seconds: a session idle this long is forgotten (0 = never).
+        max_sessions: beyond this many, the least recently used idle sessions go (0 = no cap).
+        clock: the monotonic clock used for expiry (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float = 1800,
+        max_sessions: int = 1000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.max_sessions = max_sessions
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+
+    @classmethod
+    def from_config(cls, config: SessionsConfig) -> MemorySessionStore:
+        return cls(ttl_seconds=config.ttl_seconds, max_sessions=config.max_sessions)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def open(self, session_id: str) -> Session:
+        if not session_id:
+            raise ValueError("a session id must be a non-empty string")
+        self._evict()
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._add(Session(session_id))
+        session.last_used = self._clock()
+        return session
+
+    def create(self) -> Session:
+        self._evict()
+        return self._add(Session(secrets.token_urlsafe(16)))
+
+    def get(self, session_id: str) -> Session | None:
+        self._evict()
+        return self._sessions.get(session_id)
+
+    def save(self, session: Session, transcript: Sequence[Message]) -> None:
+        if self._sessions.get(session.id) is not session:
+            return  # deleted (or replaced) while the run was going on
+        session.transcript = tuple(transcript)
+        session.updated = time.time()
+        session.runs += 1
+        session.last_used = self._clock()
+
+    def list(self) -> list[SessionInfo]:
+        self._evict()
+        return [
+            SessionInfo(s.id, len(s.transcript), s.runs, s.created, s.updated, s.lock.locked())
+            for s in self._sessions.values()
+        ]
+
+    def delete(self, session_id: str) -> bool:
+        return self._sessions.pop(session_id, None) is not None
+
+    def _add(self, session: Session) -> Session:
+        if self.max_sessions:
+            self._shrink(self.max_sessions - 1)
+        session.last_used = self._clock()
+        self._sessions[session.id] = session
+        return session
+
+    def _evict(self) -> None:
+        if self.ttl_seconds:
+            cutoff = self._clock() - self.ttl_seconds
+            for session in [s for s in self._sessions.values() if s.last_used <= cutoff]:
+                if not session.lock.locked():
+                    del self._sessions[session.id]
+
+    def _shrink(self, keep: int) -> None:
+        """Drop the least recently used idle sessions until at most ``keep`` remain."""
+        if len(self._sessions) <= keep:
+            return
+        idle = sorted((s for s in self._sessions.values() if not s.lock.locked()), key=lambda s: s.last_used)
+        for session in idle[: len(self._sessions) - keep]:
+            del self._sessions[session.id]
