@@ -1,0 +1,39 @@
+"""Fixtures for provider tests: the fake model server, an HTTP client, a no-wait sleep."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from tests.fakes.model_server import FakeModelServer, running_model_server
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """A fake model server on a free 127.0.0.1 port, fresh for each test."""
+    with running_model_server() as server:
+        yield server
+
+
+@pytest.fixture
+async def http_client() -> AsyncIterator[httpx.AsyncClient]:
+    """One pooled client, as the factory builds it (short timeouts: the server is local)."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), trust_env=False) as client:
+        yield client
+
+
+class SleepRecorder:
+    """An injectable sleep that records the delays and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
