@@ -123,7 +123,7 @@ _DECODER = json.JSONDecoder()
 _BRACKETS = re.compile(r"[{}\[\]\"'\\]")
 _NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"'\\\n]{1,200})["']""")
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
-_MAX_LENIENT = 200_000
+_MAX_LENIENT = 100_000  # json_repair reads about 3 µs a character
 
 
 def _balanced_end(text: str, start: int, limit: int) -> int:
@@ -183,12 +183,16 @@ def read_value(text: str, start: int, limit: int) -> tuple[Any, int, bool]:
     return _lenient(text[start:end]), end, True
 
 
-def call_from_object(item: Any, *, strict: bool) -> tuple[str, JSONObject, str | None, str | None] | None:
+def call_from_object(
+    item: Any, *, strict: bool, repaired: bool = False
+) -> tuple[str, JSONObject, str | None, str | None] | None:
     """``(name, arguments, error, raw_arguments)`` from a call object, or None if it is none.
 
     A call object has a string ``name`` and ``arguments`` or ``parameters`` (an object, or JSON
     text of one), maybe wrapped as ``{"function": {...}}``. ``strict`` (for bare JSON) also
-    demands the arguments key and no keys beyond the call's own.
+    demands the arguments key and no keys beyond the call's own. ``repaired`` says the object
+    came out of a JSON repair: one that lost its arguments key to odd keys is then an error,
+    not a call without arguments.
     """
     if not isinstance(item, dict):
         return None
@@ -201,6 +205,8 @@ def call_from_object(item: Any, *, strict: bool) -> tuple[str, JSONObject, str |
         return None
     if strict and (set(item) - _CALL_KEYS or not {"arguments", "parameters"} & set(item)):
         return None
+    if repaired and not {"arguments", "parameters"} & set(item) and set(item) - _CALL_KEYS:
+        return name, {}, "the arguments could not be read as JSON", None
     args = item["arguments"] if "arguments" in item else item.get("parameters")
     if args is not None and not isinstance(args, (str, Mapping)):
         return name, {}, f"arguments must be a JSON object, got {type(args).__name__}", json.dumps(args)
@@ -356,7 +362,7 @@ def _raws_from_value(value: Any, raw: str | None, *, strict: bool) -> list[_Raw]
     items = value if isinstance(value, list) else [value]
     out: list[_Raw] = []
     for item in items:
-        call = call_from_object(item, strict=strict)
+        call = call_from_object(item, strict=strict, repaired=raw is not None)
         if call is None:
             return None
         name, arguments, error, raw_args = call
@@ -381,15 +387,12 @@ def _skip_fence(text: str, i: int) -> int:
 
 
 def _consume(text: str, i: int, *closers: str) -> int:
-    """Past optional fence ends and closing tags after i (whitespace between is skipped)."""
-    while True:
+    """Past each of ``closers`` that follows i in turn (each optional; whitespace skipped)."""
+    for closer in closers:
         j = _skip_ws(text, i)
-        for closer in ("```", *closers):
-            if text.startswith(closer, j):
-                i = j + len(closer)
-                break
-        else:
-            return i
+        if text.startswith(closer, j):
+            i = j + len(closer)
+    return i
 
 
 def _ds(word: str) -> str:
@@ -426,6 +429,7 @@ _PARAM_LINE = re.compile(r"\n[ \t]*<parameter=([^>\n]{1,200})>")
 _MISTRAL_CALL = re.compile(r"([A-Za-z0-9_.\-]{1,200})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(\[ARGS\])?")
 _PY_END = re.compile(r"<\|eom_id\|>|<\|eot_id\|>|\n")
 _NAME_LIKE = re.compile(r"[A-Za-z_][\w.\-]*")
+_GEMMA_HEAD = re.compile(r"\s*call:([A-Za-z0-9_.\-]{1,200})\s*\{")
 
 
 class _Scanner:
@@ -509,7 +513,7 @@ class _Scanner:
             name=spec.name,
             arguments=arguments,
             error=error,
-            raw_arguments=raw_arguments if error is not None or raw_arguments is not None else None,
+            raw_arguments=raw_arguments,
         )
 
     # -- JSON-bearing blocks ------------------------------------------------------------
@@ -517,7 +521,10 @@ class _Scanner:
     def _json_block(self, i: int, limit: int, *closers: str) -> _Block | None:
         """A JSON call object or list at i (after an optional fence); the block may end at limit."""
         text = self.text
-        i = _skip_fence(text, _skip_ws(text, i))
+        i = _skip_ws(text, i)
+        fenced = _skip_fence(text, i)
+        if fenced != i:
+            i, closers = fenced, ("```", *closers)
         if text[i : i + 1] not in ("{", "["):
             return None
         value, end, repaired = read_value(text, i, limit)
@@ -526,8 +533,7 @@ class _Scanner:
             if name is None:
                 return None
             raw = text[i:limit].strip()
-            arguments, error = _broken_arguments(raw)
-            return _Block(_consume(text, limit, *closers), [_Raw(name, arguments, error, raw)])
+            return _Block(_consume(text, limit, *closers), [_Raw(name, {}, _json_error(raw), raw)])
         raws = _raws_from_value(value, text[i:end] if repaired else None, strict=False)
         if raws is None:
             return None
@@ -574,13 +580,13 @@ class _Scanner:
             if head is None or (head.group(2) is None and text[head.end() : head.end() + 1] != "{"):
                 break
             j = _skip_ws(text, head.end())
-            value, end, _ = read_value(text, j, limit)
+            value, end, repaired = read_value(text, j, limit)
             if isinstance(value, dict):
-                raws.append(_Raw(head.group(1), value))
+                raws.append(_Raw(head.group(1), value, None, text[j:end] if repaired else None))
             else:
                 raw = text[j:limit].strip() if value is BROKEN else text[j:end]
                 end = limit if value is BROKEN else end
-                arguments, error = _broken_arguments(raw)
+                arguments, error = parse_arguments(raw)
                 raws.append(_Raw(head.group(1), arguments, error, raw))
             i = _skip_ws(text, end)
         if not raws:
@@ -624,11 +630,12 @@ class _Scanner:
         j = _skip_ws(text, head.end())
         if text[j : j + 1] == "{":  # Llama: <function=name>{"city": "Tokyo"}</function>
             limit = self.find("</function>", j)
-            value, end, _ = read_value(text, j, limit)
+            value, end, repaired = read_value(text, j, limit)
             if isinstance(value, dict):
-                return _Raw(name, value), _consume(text, end, "</function>")
+                raw_json = text[j:end] if repaired else None
+                return _Raw(name, value, None, raw_json), _consume(text, end, "</function>")
             raw = text[j:limit].strip() if value is BROKEN else text[j:end]
-            arguments, error = _broken_arguments(raw)
+            arguments, error = parse_arguments(raw)
             return _Raw(name, arguments, error, raw), _consume(text, max(end, limit), "</function>")
         spec = self.names.resolve(name)
         props = spec.parameters.get("properties") if spec is not None else None
@@ -677,7 +684,7 @@ class _Scanner:
     def _gemma(self, m: re.Match[str]) -> _Block | None:
         text = self.text
         end = self.find("<end_function_call>", m.end())
-        head = re.compile(r"\s*call:([A-Za-z0-9_.\-]{1,200})\s*\{").match(text, m.end(), end)
+        head = _GEMMA_HEAD.match(text, m.end(), end)
         if head is None:
             return None
         try:
@@ -735,9 +742,14 @@ def _strip_newline(value: str) -> str:
     return value
 
 
-def _broken_arguments(raw: str) -> tuple[JSONObject, str | None]:
-    arguments, error = parse_arguments(raw)
-    return arguments, error
+def _json_error(raw: str) -> str:
+    try:
+        json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"the tool call is not valid JSON ({exc.msg} at position {exc.pos})"
+    except Exception:  # RecursionError on deep nesting
+        pass
+    return "the tool call is not valid JSON"
 
 
 def _deepseek_call(inner: str) -> _Raw | None:
@@ -851,7 +863,9 @@ def _gemma_value(s: str, i: int) -> tuple[Any, int]:
         j = len(s) if j == -1 else j
         return s[i + 8 : j], j + 8
     if s[i] in "{[":
-        is_obj, items, obj = s[i] == "{", [], {}
+        is_obj = s[i] == "{"
+        items: list[Any] = []
+        obj: dict[str, Any] = {}
         close = "}" if is_obj else "]"
         i += 1
         while True:
@@ -882,26 +896,34 @@ def _gemma_value(s: str, i: int) -> tuple[Any, int]:
     return word, j
 
 
+def _json_values(body: str) -> list[Any] | None:
+    """Successive JSON values filling all of body (separated by whitespace, ``;`` or ``,``)."""
+    values: list[Any] = []
+    i = 0
+    while i < len(body):
+        if body[i] not in "{[":
+            return None
+        value, end, _ = read_value(body, i, len(body))
+        if value is BROKEN:
+            return None
+        values.extend(value if isinstance(value, list) else [value])
+        i = _skip_ws(body, end)
+        if body[i : i + 1] in (";", ","):
+            i = _skip_ws(body, i + 1)
+    return values
+
+
 def _whole_message(text: str) -> list[_Raw] | None:
     """Calls when the whole message is call JSON (bare, fenced) or pythonic calls, else None."""
     body = _unfence(text.strip())
     if not body:
         return None
     if body[0] in "{[":
-        values: list[Any] = []
-        i = 0
-        while i < len(body):
-            value, end, _ = read_value(body, i, len(body))
-            if value is BROKEN:
-                return None
-            values.extend(value if isinstance(value, list) else [value])
-            i = _skip_ws(body, end)
-            if body[i : i + 1] in (";", ","):
-                i = _skip_ws(body, i + 1)
-            if i < len(body) and body[i] not in "{[":
-                return None
-        return _raws_from_value(values, None, strict=True)
-    if _NAME_LIKE.match(body) and body.endswith(")"):
+        values = _json_values(body)
+        found = _raws_from_value(values, None, strict=True) if values else None
+        if found or body[0] == "{":
+            return found
+    if (body[0] == "[" or _NAME_LIKE.match(body)) and body.rstrip("]").rstrip().endswith(")"):
         return _pythonic(body)
     return None
 

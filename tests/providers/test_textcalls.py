@@ -1,0 +1,764 @@
+"""Tool calls written as text and reasoning blocks: every format of llm-wire.md §5, table-tested.
+
+The samples are written the way each model family prints them (exact special tokens, the
+newlines its template puts around blocks), with text before and after where models write some.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcp_agent.messages import ToolSpec
+from mcp_agent.providers.textcalls import (
+    TextExtraction,
+    convert_value,
+    extract_tool_calls,
+    split_reasoning,
+)
+
+WEATHER = ToolSpec(
+    name="weather__get_weather",
+    server="weather",
+    mcp_name="get_weather",
+    parameters={
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer"},
+        },
+        "required": ["city"],
+    },
+)
+WRITE = ToolSpec(
+    name="files__write_file",
+    server="files",
+    mcp_name="write_file",
+    parameters={
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "content": {"type": "string"},
+            "port": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "overwrite": {"type": "boolean"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "options": {"type": "object"},
+            "mode": {"type": ["string", "null"]},
+            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        },
+    },
+)
+SEARCH = ToolSpec(name="brave_search", parameters={"type": "object", "properties": {"query": {"type": "string"}}})
+CLOCK = ToolSpec(name="get-time", parameters={"type": "object", "properties": {"tz": {"type": "string"}}})
+TOOLS = [WEATHER, WRITE, SEARCH, CLOCK]
+OFFERED = {t.name for t in TOOLS}
+
+W = "weather__get_weather"
+TOKYO = {"city": "Tokyo"}
+PARIS = {"city": "Paris"}
+
+
+def calls_of(result: TextExtraction) -> list[tuple[str, dict[str, Any]]]:
+    return [(c.name, c.arguments) for c in result.calls]
+
+
+@contextmanager
+def parser_warnings() -> Iterator[list[logging.LogRecord]]:
+    """Collect the module's warnings: a parser that raised is logged there, then swallowed."""
+    records: list[logging.LogRecord] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = _Collect(level=logging.WARNING)
+    log = logging.getLogger("mcp_agent.providers.textcalls")
+    log.addHandler(handler)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)
+
+
+# --------------------------------------------------------------------------- reasoning
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "content"),
+    [
+        pytest.param("Just an answer.", "", "Just an answer.", id="none"),
+        pytest.param("<think>\nLet me plan.\n</think>\n\nThe answer.", "Let me plan.", "The answer.", id="qwen3"),
+        pytest.param("<think>\n\n</think>\n\nThe answer.", "", "The answer.", id="empty-block"),
+        pytest.param("Plan first.\nThen more.\n</think>\n\nThe answer.", "Plan first.\nThen more.", "The answer.", id="r1-no-open"),
+        pytest.param("Intro.\n<think>\nstill thinking when max_tokens hit", "still thinking when max_tokens hit", "Intro.", id="unclosed"),
+        pytest.param("<think>partial", "partial", "", id="unclosed-only"),
+        pytest.param("<think>a</think>B<think>c</think>D", "a\n\nc", "B\n\nD", id="two-blocks"),
+        pytest.param("<thinking>hmm</thinking>\nAnswer", "hmm", "Answer", id="thinking-tag"),
+        pytest.param("<think>a</think>B</think>C", "a", "B\n\nC", id="stray-close"),
+        pytest.param("<think>a<think>b</think>c</think>D", "a<think>b</think>c", "D", id="nested"),
+        pytest.param(
+            "Qwen wraps reasoning in `<think>` and `</think>` tags.",
+            "",
+            "Qwen wraps reasoning in `<think>` and `</think>` tags.",
+            id="tags-as-code",
+        ),
+        pytest.param("", "", "", id="empty"),
+    ],
+)
+def test_split_reasoning(text: str, reasoning: str, content: str) -> None:
+    assert split_reasoning(text) == (reasoning, content)
+
+
+def test_split_reasoning_of_non_text_is_empty() -> None:
+    assert split_reasoning(None) == ("", "")  # type: ignore[arg-type]
+
+
+def test_calls_inside_reasoning_are_ignored() -> None:
+    text = (
+        '<think>\nI could call <tool_call>{"name": "get_weather", "arguments": {"city": "Rome"}}</tool_call>\n'
+        '</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>'
+    )
+    result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == [(W, TOKYO)]
+    assert "Rome" in result.reasoning
+    assert result.content == ""
+
+
+def test_r1_reasoning_then_a_call() -> None:
+    text = 'The user wants Tokyo.\n</think>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>'
+    result = extract_tool_calls(text, TOOLS)
+    assert (result.reasoning, calls_of(result)) == ("The user wants Tokyo.", [(W, TOKYO)])
+
+
+def test_unclosed_think_swallows_calls() -> None:
+    text = 'Sure.\n<think>maybe <tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</tool_call>'
+    result = extract_tool_calls(text, TOOLS)
+    assert result.calls == ()
+    assert result.content == "Sure."
+
+
+# --------------------------------------------------------------------------- every format
+
+QWEN_XML = """I'll check the weather.
+<tool_call>
+<function=get_weather>
+<parameter=city>
+Tokyo
+</parameter>
+<parameter=unit>
+celsius
+</parameter>
+</function>
+</tool_call>"""
+
+QWEN_XML_TWO = """<tool_call>
+<function=get_weather>
+<parameter=city>
+Tokyo
+</parameter>
+</function>
+</tool_call>
+<tool_call>
+<function=get_weather>
+<parameter=city>
+Paris
+</parameter>
+<parameter=days>
+3
+</parameter>
+</function>
+</tool_call>
+Both requested."""
+
+HERMES_TWO = """<tool_call>
+{"name": "get_weather", "arguments": {"city": "Tokyo", "unit": "celsius"}}
+</tool_call>
+<tool_call>
+{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
+</tool_call>"""
+
+DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+
+FORMATS = [
+    # Qwen3-Coder XML (§5.1)
+    pytest.param(QWEN_XML, [(W, {"city": "Tokyo", "unit": "celsius"})], "I'll check the weather.", id="qwen-xml"),
+    pytest.param(QWEN_XML_TWO, [(W, TOKYO), (W, {"city": "Paris", "days": 3})], "Both requested.", id="qwen-xml-two"),
+    pytest.param(
+        "<function=get_weather>\n<parameter=city>\nTokyo\n</parameter>\n</function>",
+        [(W, TOKYO)],
+        "",
+        id="qwen-xml-no-wrapper",
+    ),
+    pytest.param(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nTokyo\n</parameter>\n</function>\n"
+        "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="qwen-xml-two-in-one-wrapper",
+    ),
+    pytest.param(
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nTokyo\n</parameter>\n",
+        [(W, TOKYO)],
+        "",
+        id="qwen-xml-cut-off-before-close",
+    ),
+    pytest.param(
+        "<tool_call><function=get_weather><parameter=city>Tokyo</parameter></function></tool_call>",
+        [(W, TOKYO)],
+        "",
+        id="qwen-xml-one-line",
+    ),
+    # Hermes / Qwen2.5 / Qwen3 (§5.2)
+    pytest.param(HERMES_TWO, [(W, {"city": "Tokyo", "unit": "celsius"}), (W, {"city": "Paris", "unit": "celsius"})], "", id="hermes-two"),
+    pytest.param(
+        'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>\nOne moment.',
+        [(W, TOKYO)],
+        "Let me look.\n\nOne moment.",
+        id="hermes-text-around",
+    ),
+    pytest.param('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="hermes-no-close-at-end"),
+    pytest.param(
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="hermes-first-close-missing",
+    ),
+    pytest.param(
+        "<tool_call>\n{'name': 'get_weather', 'arguments': {'city': 'Tokyo', 'days': None}}\n</tool_call>",
+        [(W, {"city": "Tokyo", "days": None})],
+        "",
+        id="hermes-python-literals",
+    ),
+    pytest.param(
+        '<tool_call>\n```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n```\n</tool_call>\n```python\nprint(1)\n```',
+        [(W, TOKYO)],
+        "```python\nprint(1)\n```",
+        id="hermes-fenced-inside",
+    ),
+    pytest.param(
+        '<tool_call>{"type": "function", "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Tokyo\\"}"}}</tool_call>',
+        [(W, TOKYO)],
+        "",
+        id="hermes-openai-shape-string-args",
+    ),
+    # Granite and Phi (§5.7)
+    pytest.param('<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="granite-3.0"),
+    pytest.param(
+        '<tool_call>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="granite-3.1",
+    ),
+    pytest.param(
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]<|/tool_call|>',
+        [(W, TOKYO)],
+        "",
+        id="phi-tags",
+    ),
+    pytest.param('functools[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="phi-4-mini"),
+    # Mistral (§5.5)
+    pytest.param(
+        '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="mistral-pre-v11",
+    ),
+    pytest.param('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="mistral-pre-v11-no-space"),
+    pytest.param(
+        '[TOOL_CALLS]get_weather[ARGS]{"city": "Tokyo"}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="mistral-v11",
+    ),
+    pytest.param('[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{"city": "Tokyo"}', [(W, TOKYO)], "", id="mistral-v11-call-id"),
+    # DeepSeek (§5.6)
+    pytest.param(
+        DS + 'function<｜tool▁sep｜>get_weather\n```json\n{"city": "Tokyo"}\n```<｜tool▁call▁end｜>'
+        '<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="deepseek-v3",
+    ),
+    pytest.param(
+        "Checking.\n" + DS + 'get_weather<｜tool▁sep｜>{"city": "Tokyo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        [(W, TOKYO)],
+        "Checking.",
+        id="deepseek-v3.1",
+    ),
+    pytest.param(
+        '<|tool_calls_begin|><|tool_call_begin|>get_weather<|tool_sep|>{"city": "Tokyo"}<|tool_call_end|><|tool_calls_end|>',
+        [(W, TOKYO)],
+        "",
+        id="deepseek-ascii",
+    ),
+    # Llama (§5.4)
+    pytest.param('<function=get_weather>{"city": "Tokyo"}</function>', [(W, TOKYO)], "", id="llama-function-json"),
+    pytest.param(
+        'Sure.\n<function=get_weather>{"city": "Tokyo"}</function>\n<function=get_weather>{"city": "Paris"}</function>',
+        [(W, TOKYO), (W, PARIS)],
+        "Sure.",
+        id="llama-function-json-two",
+    ),
+    pytest.param('{"name": "get_weather", "parameters": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="llama-json-parameters"),
+    pytest.param('\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n', [(W, TOKYO)], "", id="llama-json-arguments"),
+    pytest.param(
+        '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}; {"name": "get_weather", "parameters": {"city": "Paris"}}',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="llama-python-tag",
+    ),
+    pytest.param(
+        '{"name": "get_weather", "parameters": {"city": "Tokyo"}}; {"name": "get_weather", "parameters": {"city": "Paris"}}',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="llama-json-sequence",
+    ),
+    pytest.param(
+        '<|python_tag|>brave_search.call(query="Tokyo weather today")<|eom_id|>',
+        [("brave_search", {"query": "Tokyo weather today"})],
+        "",
+        id="llama-builtin",
+    ),
+    pytest.param(
+        '[get_weather(city="Tokyo", unit="celsius"), get_weather(city="Paris", unit="celsius")]',
+        [(W, {"city": "Tokyo", "unit": "celsius"}), (W, {"city": "Paris", "unit": "celsius"})],
+        "",
+        id="pythonic",
+    ),
+    pytest.param('I will check.\n[get_weather(city="Tokyo")]\n', [(W, TOKYO)], "I will check.", id="pythonic-line"),
+    pytest.param('[\n  get_weather(city="Tokyo"),\n  get_weather(city="Paris")\n]', [(W, TOKYO), (W, PARIS)], "", id="pythonic-multiline"),
+    pytest.param('get_weather(city="Tokyo", days=-2)', [(W, {"city": "Tokyo", "days": -2})], "", id="pythonic-bare-call"),
+    pytest.param('[get-time(tz="UTC")]', [("get-time", {"tz": "UTC"})], "", id="pythonic-hyphenated-name"),
+    # LM Studio (§4.3)
+    pytest.param(
+        '[TOOL_REQUEST]{"name": "get_weather", "arguments": {"city": "Tokyo"}}[END_TOOL_REQUEST]\nDone.',
+        [(W, TOKYO)],
+        "Done.",
+        id="lmstudio",
+    ),
+    pytest.param('[TOOL_REQUEST]\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="lmstudio-no-end"),
+    # others (§5.7)
+    pytest.param('```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n```', [(W, TOKYO)], "", id="fenced-json"),
+    pytest.param(
+        '```\n[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]\n```',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="xlam-fenced-array",
+    ),
+    pytest.param('[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="bare-array"),
+    pytest.param(
+        '<function_calls>\nget_weather(city="Tokyo", days=null)\nget_weather(city="Paris", days=2)\n</function_calls>',
+        [(W, {"city": "Tokyo", "days": None}), (W, {"city": "Paris", "days": 2})],
+        "",
+        id="olmo3",
+    ),
+    pytest.param(
+        "<start_function_call>call:get_weather{city:<escape>London, UK<escape>,days:3}<end_function_call>",
+        [(W, {"city": "London, UK", "days": 3})],
+        "",
+        id="functiongemma",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "calls", "content"), FORMATS)
+def test_every_format(text: str, calls: list[tuple[str, dict[str, Any]]], content: str) -> None:
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == calls
+    assert result.content == content
+    assert result.rejected == ()
+    assert all(c.error is None for c in result.calls)
+    assert warnings == []
+
+
+@pytest.mark.parametrize(("text", "calls", "content"), FORMATS)
+def test_every_format_after_reasoning(text: str, calls: list[tuple[str, dict[str, Any]]], content: str) -> None:
+    result = extract_tool_calls("<think>\nThe user wants weather.\n</think>\n\n" + text, TOOLS)
+    assert calls_of(result) == calls
+    assert result.reasoning == "The user wants weather."
+
+
+def test_ids_are_generated_and_unique() -> None:
+    result = extract_tool_calls(HERMES_TWO, TOOLS)
+    ids = [c.id for c in result.calls]
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids)
+    assert len(set(ids)) == 2
+
+
+# --------------------------------------------------------------------------- Qwen XML values
+
+QWEN_WRITE = """<tool_call>
+<function=write_file>
+<parameter=path>
+/tmp/a.html
+</parameter>
+<parameter=content>
+<script>
+function f() {}
+</function>
+<parameter=not_a_param>
+</script>
+</parameter>
+<parameter=port>
+3000
+</parameter>
+</function>
+</tool_call>"""
+
+
+def test_qwen_xml_value_may_hold_closing_tags_and_unknown_parameter_tags() -> None:
+    (call,) = extract_tool_calls(QWEN_WRITE, TOOLS).calls
+    assert call.arguments == {
+        "path": "/tmp/a.html",
+        "content": "<script>\nfunction f() {}\n</function>\n<parameter=not_a_param>\n</script>",
+        "port": 3000,
+    }
+
+
+def test_qwen_xml_known_parameter_after_newline_ends_an_unclosed_value() -> None:
+    text = "<function=write_file>\n<parameter=path>\n/tmp/a\n<parameter=port>\n80\n</parameter>\n</function>"
+    (call,) = extract_tool_calls(text, TOOLS).calls
+    assert call.arguments == {"path": "/tmp/a", "port": 80}
+
+
+def test_qwen_xml_strips_one_newline_each_side_only() -> None:
+    text = "<function=write_file>\n<parameter=content>\n\n  indented\n\n</parameter>\n</function>"
+    (call,) = extract_tool_calls(text, TOOLS).calls
+    assert call.arguments == {"content": "\n  indented\n"}
+
+
+def test_qwen_xml_values_are_typed_by_schema() -> None:
+    text = "<tool_call>\n<function=write_file>\n" + "".join(
+        f"<parameter={k}>\n{v}\n</parameter>\n"
+        for k, v in [
+            ("path", "007"),
+            ("port", "3000"),
+            ("ratio", "0.5"),
+            ("overwrite", "True"),
+            ("tags", '["a", "b"]'),
+            ("options", "{'depth': 2, 'follow': None}"),
+            ("mode", "null"),
+            ("limit", "None"),
+        ]
+    ) + "</function>\n</tool_call>"
+    (call,) = extract_tool_calls(text, TOOLS).calls
+    assert call.arguments == {
+        "path": "007",
+        "port": 3000,
+        "ratio": 0.5,
+        "overwrite": True,
+        "tags": ["a", "b"],
+        "options": {"depth": 2, "follow": None},
+        "mode": None,
+        "limit": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "expected"),
+    [
+        ("3000", {"type": "integer"}, 3000),
+        (" -7 ", {"type": "integer"}, -7),
+        ("3.0", {"type": "integer"}, 3),
+        ("3.5", {"type": "integer"}, "3.5"),
+        ("lots", {"type": "integer"}, "lots"),
+        ("2.5", {"type": "number"}, 2.5),
+        ("7", {"type": "number"}, 7),
+        ("1e400", {"type": "number"}, "1e400"),
+        ("nan", {"type": "number"}, "nan"),
+        ("3.5", {"type": ["integer", "number"]}, 3.5),
+        ("true", {"type": "boolean"}, True),
+        ("False", {"type": "boolean"}, False),
+        ("yes", {"type": "boolean"}, "yes"),
+        ("[1, 2]", {"type": "array"}, [1, 2]),
+        ("['a', 'b']", {"type": "array"}, ["a", "b"]),
+        ('{"a": 1}', {"type": "array"}, '{"a": 1}'),
+        ('{"a": 1}', {"type": "object"}, {"a": 1}),
+        ("{'a': None, 'b': True}", {"type": "object"}, {"a": None, "b": True}),
+        ("not an object", {"type": "object"}, "not an object"),
+        ("null", {"type": ["string", "null"]}, None),
+        ("null", {"type": "string"}, "null"),
+        ("None", {"type": "integer"}, None),
+        ("null", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, None),
+        ("5", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 5),
+        ("null", {"type": "string", "nullable": True}, None),
+        ("3000", {"type": ["string", "integer"]}, "3000"),
+        ("007", {"type": "string"}, "007"),
+        ("42", {}, "42"),
+        ("42", None, "42"),
+        ("x", {"enum": ["x", "y"]}, "x"),
+    ],
+)
+def test_convert_value(text: str, schema: Any, expected: Any) -> None:
+    assert convert_value(text, schema) == expected
+
+
+# --------------------------------------------------------------------------- what is NOT a call
+
+NOT_CALLS = [
+    pytest.param('The API answers {"status": "ok"} when it is healthy.', id="prose-with-json"),
+    pytest.param('{"status": "ok"}', id="json-answer"),
+    pytest.param('{"name": "Tokyo", "population": 37400000}', id="json-with-a-name-key"),
+    pytest.param('{"name": "get_weather"}', id="bare-json-without-arguments"),
+    pytest.param(
+        'To call it, send {"name": "get_weather", "arguments": {"city": "Tokyo"}} to the server.',
+        id="example-call-in-prose",
+    ),
+    pytest.param(
+        'For example:\n```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n```\nThat is the shape.',
+        id="fenced-example-in-prose",
+    ),
+    pytest.param(
+        '[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"note": "x"}]',
+        id="array-with-a-non-call",
+    ),
+    pytest.param("Hermes models wrap calls in <tool_call> tags; Mistral uses [TOOL_CALLS].", id="markers-in-prose"),
+    pytest.param("See <function=get_weather> in the docs.", id="function-tag-in-prose"),
+    pytest.param("[link text](https://example.com) and [note(this)]", id="brackets"),
+    pytest.param("print(get_weather)", id="python-code"),
+    pytest.param("", id="empty"),
+]
+
+
+@pytest.mark.parametrize("text", NOT_CALLS)
+def test_not_a_call(text: str) -> None:
+    result = extract_tool_calls(text, TOOLS)
+    assert result.calls == ()
+    assert result.content == text.strip()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "delete_everything", "arguments": {}}\n</tool_call>',
+        "<tool_call>\n<function=delete_everything>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>",
+        '[TOOL_CALLS]delete_everything[ARGS]{"path": "/"}',
+        '{"name": "delete_everything", "arguments": {}}',
+        '[delete_everything(path="/")]',
+        DS + 'delete_everything<｜tool▁sep｜>{"path": "/"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    ],
+)
+def test_unknown_tool_stays_in_content(text: str) -> None:
+    result = extract_tool_calls(text, TOOLS)
+    assert result.calls == ()
+    assert result.content == text.strip()
+    assert result.rejected == ("delete_everything",)
+
+
+def test_block_with_known_and_unknown_calls_keeps_its_text() -> None:
+    text = '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "rm", "arguments": {}}]'
+    result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == [(W, TOKYO)]
+    assert result.rejected == ("rm",)
+    assert result.content == text
+
+
+def test_an_unknown_block_does_not_hide_a_known_one() -> None:
+    text = (
+        '<tool_call>{"name": "rm", "arguments": {"note": "<tool_call>"}}</tool_call>\n'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</tool_call>'
+    )
+    result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == [(W, TOKYO)]
+    assert result.content == '<tool_call>{"name": "rm", "arguments": {"note": "<tool_call>"}}</tool_call>'
+
+
+def test_no_tools_offered_means_no_calls() -> None:
+    result = extract_tool_calls(HERMES_TWO, [])
+    assert result.calls == ()
+    assert result.content == HERMES_TWO
+
+
+# --------------------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("weather__get_weather", W),
+        ("get_weather", W),  # the server prefix dropped
+        ("Get_Weather", W),
+        ("WEATHER__GET_WEATHER", W),
+        ("functions.get_weather", W),
+        ("write_file", "files__write_file"),
+        ("brave_search", "brave_search"),
+    ],
+)
+def test_loose_names_map_to_the_exposed_name(written: str, expected: str) -> None:
+    text = f'<tool_call>{{"name": "{written}", "arguments": {{}}}}</tool_call>'
+    assert [c.name for c in extract_tool_calls(text, TOOLS).calls] == [expected]
+
+
+def test_ambiguous_short_name_is_rejected() -> None:
+    tools = [ToolSpec("a__read_file", mcp_name="read_file"), ToolSpec("b__read_file", mcp_name="read_file")]
+    text = '<tool_call>{"name": "read_file", "arguments": {}}</tool_call>'
+    result = extract_tool_calls(text, tools)
+    assert (result.calls, result.rejected) == ((), ("read_file",))
+
+
+def test_exact_name_wins_over_a_short_name() -> None:
+    tools = [ToolSpec("read_file"), ToolSpec("fs__read_file", mcp_name="read_file")]
+    text = '<tool_call>{"name": "read_file", "arguments": {}}</tool_call>'
+    assert [c.name for c in extract_tool_calls(text, tools).calls] == ["read_file"]
+
+
+# --------------------------------------------------------------------------- broken arguments
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('<tool_call>{"name": "get_weather", "arguments": "city is Tokyo"}</tool_call>', id="hermes-args-not-json"),
+        pytest.param('<tool_call>{"name": "get_weather", "arguments": [1, 2]}</tool_call>', id="hermes-args-a-list"),
+        pytest.param('<tool_call>{"name": "get_weather", "arguments" {"city" "Tokyo"}}</tool_call>', id="hermes-object-broken"),
+        pytest.param("[TOOL_CALLS]get_weather[ARGS]city=Tokyo", id="mistral-v11-args-not-json"),
+        pytest.param("<function=get_weather>{city = Tokyo</function>", id="llama-function-args-broken"),
+        pytest.param(DS + "get_weather<｜tool▁sep｜>city Tokyo<｜tool▁call▁end｜><｜tool▁calls▁end｜>", id="deepseek-args-not-json"),
+        pytest.param('[get_weather("Tokyo")]', id="pythonic-positional"),
+        pytest.param("[get_weather(city=tokyo_var)]", id="pythonic-not-a-literal"),
+        pytest.param("<start_function_call>call:get_weather{city<end_function_call>", id="functiongemma-broken"),
+    ],
+)
+def test_broken_arguments_give_a_call_with_an_error(text: str) -> None:
+    result = extract_tool_calls(text, TOOLS)
+    (call,) = result.calls
+    assert call.name == W
+    assert call.error
+    assert call.raw_arguments
+    assert call.arguments == {}
+
+
+def test_call_too_broken_and_too_long_to_repair_still_names_its_tool() -> None:
+    text = '<tool_call>{"name": "get_weather", "arguments": {"text": "' + "x" * 120_000 + "</tool_call>\nDone."
+    result = extract_tool_calls(text, TOOLS)
+    (call,) = result.calls
+    assert call.name == W
+    assert call.error is not None and "not valid JSON" in call.error
+    assert call.raw_arguments is not None and len(call.raw_arguments) > 120_000
+    assert result.content == "Done."
+
+
+def test_repaired_arguments_keep_the_raw_text() -> None:
+    text = "<tool_call>{name: 'get_weather', arguments: {city: 'Tokyo',}}</tool_call>"
+    (call,) = extract_tool_calls(text, TOOLS).calls
+    assert (call.name, call.arguments, call.error) == (W, TOKYO, None)
+    assert call.raw_arguments is not None
+
+
+# --------------------------------------------------------------------------- never raises, never hangs
+
+
+def test_a_parser_failure_keeps_the_text() -> None:
+    # a tool whose schema is not a mapping makes the XML parser fail; the text must survive
+    odd = ToolSpec("odd", parameters=None)  # type: ignore[arg-type]
+    text = "<function=odd>\n<parameter=x>\n1\n</parameter>\n</function>"
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, [odd])
+    assert result.content == text
+    assert result.calls == ()
+    assert len(warnings) == 1
+
+
+def test_an_extraction_failure_keeps_the_text() -> None:
+    broken = ToolSpec(None)  # type: ignore[arg-type]
+    with parser_warnings() as warnings:
+        result = extract_tool_calls("<think>x</think>Hello", [broken])
+    assert (result.content, result.calls) == ("<think>x</think>Hello", ())
+    assert len(warnings) == 1
+
+
+def test_non_text_input() -> None:
+    assert extract_tool_calls(None, TOOLS) == TextExtraction(content="")  # type: ignore[arg-type]
+
+
+ADVERSARIAL = {
+    "hermes-opens": "<tool_call>{" * 2000,
+    "hermes-open-quote": '<tool_call>{"name": "get_weather", "arguments": "' + "x\\" * 8000,
+    "xml-params": "<function=write_file>\n" + "<parameter=content>\n<parameter=path>\n" * 600,
+    "xml-functions": "<tool_call><function=get_weather>" * 600,
+    "nested-brackets": "[" * 10000 + "]" * 10000,
+    "nested-braces": '{"a":' * 4000,
+    "mistral": "[TOOL_CALLS]get_weather[ARGS]{" * 1500,
+    "deepseek": DS * 800,
+    "python-tag": "<|python_tag|>{" * 1500,
+    "pythonic-lines": "[get_weather(\n" * 1500,
+    "think": "<think>" * 2000 + "</think>" * 2000,
+    "gemma": "<start_function_call>call:get_weather{a:{b:[" * 600,
+    "quotes": "<tool_call>" + "{'\"" * 6000,
+}
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_input_finishes_fast(text: str) -> None:
+    assert len(text) >= 10_000
+    started = time.perf_counter()
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, TOOLS)
+    assert time.perf_counter() - started < 10  # "does not hang"; the benchmark has the real figure
+    assert {c.name for c in result.calls} <= OFFERED
+    assert warnings == []
+
+
+FRAGMENTS = [
+    "<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", "\n",
+    "<|tool_call|>", "<|/tool_call|>", "functools[", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[TOOL_REQUEST]",
+    "[END_TOOL_REQUEST]", "<|python_tag|>", "<|eom_id|>", "<function_calls>", "</function_calls>",
+    "<start_function_call>", "call:", "<escape>", "<end_function_call>", "<think>", "</think>", "```json\n",
+    "```", "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>",
+    '{"name": ', '"arguments": ', '"parameters": ', "{", "}", "[", "]", "(", ")", "=", ",", ";", '"', "'",
+    "get_weather", "weather__get_weather", "delete_everything", "rm", "brave_search", "get-time", "city",
+    "port", "content", "null", "true", "None", "3000", "Tokyo", " ",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text())
+def test_arbitrary_text_never_raises(text: str) -> None:
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, TOOLS)
+    assert isinstance(result.content, str)
+    assert {c.name for c in result.calls} <= OFFERED
+    assert warnings == []
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=6)), max_size=40))
+def test_format_fragments_never_raise_nor_call_unoffered_tools(parts: list[str]) -> None:
+    text = "".join(parts)
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, TOOLS)
+        reasoning, content = split_reasoning(text)
+    assert {c.name for c in result.calls} <= OFFERED
+    assert all(re.fullmatch(r"call_[0-9a-f]{24}", c.id) for c in result.calls)
+    assert all(isinstance(c.arguments, dict) for c in result.calls)
+    assert result.reasoning == reasoning
+    assert warnings == []
+
+
+PROSE = st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), whitelist_characters=".,!?\n"), max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(PROSE, PROSE, st.sampled_from(["Tokyo", "São Paulo", 'a "quoted" city', "x\ny"]))
+def test_a_call_between_prose_is_found_and_the_prose_kept(before: str, after: str, city: str) -> None:
+    block = '<tool_call>\n{"name": "get_weather", "arguments": {"city": %s}}\n</tool_call>' % _json_str(city)
+    result = extract_tool_calls(f"{before}\n{block}\n{after}", TOOLS)
+    assert calls_of(result) == [(W, {"city": city})]
+    assert result.content == "\n\n".join(p.strip() for p in (before, after) if p.strip())
+
+
+def _json_str(value: str) -> str:
+    import json
+
+    return json.dumps(value)
