@@ -1,0 +1,119 @@
+"""What the gateway needs from the Agent, as small Protocols, so the gateway depends on a seam.
+
+The real ``mcp_agent.loop.agent.Agent`` satisfies these; tests may use any object that does.
+Only ``query`` is essential. The rest (tools, approvals, sessions) feed the REST API and the
+tool description, and are read defensively: a value may be a dataclass with ``to_dict``, a
+pydantic model or a plain mapping.
+
+**exposeTools seam.** Calling an inner tool from outside must go through the same validation,
+approval, timeout, truncation and events as a call the loop makes. That is the Agent's job,
+through ``GuardedToolCaller.call_tool``; the gateway never calls the ToolHub directly. When the
+Agent offers no such method, exposed tools answer with an error instead of bypassing the guards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import anyio
+
+from .._types import JSONObject
+from ..config import AgentConfig, Limits
+from ..events import EventSink
+from ..loop.result import RunResult
+from ..messages import ToolResult, ToolSpec
+
+
+class QueryRunner(Protocol):
+    """Runs one query. Never raises for run outcomes (they are in the RunResult).
+
+    An external anyio cancellation propagates after the run emitted ``RunEnded``; setting
+    ``cancel`` instead ends the run with a ``cancelled`` result that is returned.
+    """
+
+    async def query(
+        self,
+        text: str,
+        *,
+        session_id: str | None = None,
+        limits: Limits | None = None,
+        events: EventSink | None = None,
+        cancel: anyio.Event | None = None,
+    ) -> RunResult: ...
+
+
+class ToolCatalog(Protocol):
+    """The ToolHub as the gateway sees it."""
+
+    def list_tools(self) -> Sequence[ToolSpec]: ...
+
+    def status(self) -> Sequence[Any]: ...
+
+    def subscribe(self, callback: Callable[[], Any]) -> Any: ...
+
+
+class ApprovalBook(Protocol):
+    """The approval queue: pending requests and their resolution (exactly one resolver wins)."""
+
+    def pending(self) -> Sequence[Any]: ...
+
+    def resolve(self, approval_id: str, approved: bool, reason: str = "") -> bool: ...
+
+
+class SessionBook(Protocol):
+    """Conversation sessions."""
+
+    def list(self) -> Sequence[Any]: ...
+
+    def delete(self, session_id: str) -> bool: ...
+
+
+class AgentLike(QueryRunner, Protocol):
+    """Everything the gateway uses from the Agent."""
+
+    @property
+    def tools(self) -> ToolCatalog: ...
+
+    @property
+    def approvals(self) -> ApprovalBook: ...
+
+    @property
+    def sessions(self) -> SessionBook: ...
+
+    @property
+    def config(self) -> AgentConfig: ...
+
+
+@runtime_checkable
+class GuardedToolCaller(Protocol):
+    """One inner tool call with the loop's guards: validation, approval, timeout, truncation, events.
+
+    Must not raise for anything the tool does; a refusal or failure is a ``ToolResult`` with
+    ``is_error=True``.
+    """
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: JSONObject,
+        *,
+        session_id: str | None = None,
+        events: EventSink | None = None,
+    ) -> ToolResult: ...
+
+
+def as_dict(value: Any) -> JSONObject:
+    """A JSON-ready dict from a status, approval or session value of unknown shape."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return dict(model_dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return {"value": str(value)}

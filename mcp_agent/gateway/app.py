@@ -1,0 +1,231 @@
+"""``create_app(config)``: the whole gateway as one ASGI app on one port.
+
+Routes (DESIGN.md "HTTP routes"):
+
+- ``GET /sse`` + ``POST /messages/``: MCP over SSE (also ``GET /mcp/sse`` + ``POST /mcp/messages/``);
+- ``POST|GET|DELETE /mcp``: MCP over Streamable HTTP (stateful unless ``gateway.stateless``);
+- ``/api/v1/...`` and ``GET /metrics``: ``rest.py``;
+- ``GET /``: the dashboard (a static page; its API calls carry the token).
+
+Middleware, outermost first: drain (shutdown), Host/Origin (421/403), CORS (allowed origins
+only), bearer auth (401), body cap (413). The MCP routes also get the SDK's DNS-rebinding
+settings built from the same rules. The lifespan owns the Agent (through the GatewayService)
+and the Streamable HTTP session manager.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any
+
+import anyio
+from mcp.server.sse import SseServerTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route
+from starlette.types import Receive, Scope, Send
+
+from ..config import AgentConfig
+from .mcp_server import AgentMCPServer, AgentQueryTool, create_mcp_server
+from .middleware import (
+    BearerAuthMiddleware,
+    BodyLimitMiddleware,
+    CORSMiddleware,
+    DrainMiddleware,
+    HostOriginMiddleware,
+)
+from .rest import RestAPI, error_response
+from .security import host_rules, sdk_allowed_hosts, sdk_allowed_origins
+from .service import AgentFactory, GatewayService, open_service
+
+logger = logging.getLogger(__name__)
+
+SDK_MAX_BODY = 4 * 1024 * 1024
+
+
+class SseEndpoint:
+    """``GET /sse``: one MCP connection over the SSE transport, for as long as the client stays."""
+
+    def __init__(self, transport: SseServerTransport, server: AgentMCPServer) -> None:
+        self.transport = transport
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            async with self.transport.connect_sse(scope, receive, send) as (read, write):
+                await self.server.run(read, write, self.server.create_initialization_options())
+        except ValueError as exc:
+            if "validation failed" not in str(exc):  # the SDK already answered 421/403 otherwise
+                raise
+
+
+def _dashboard() -> tuple[bytes, str]:
+    """The page and a Content-Security-Policy that allows exactly its own inline script and style."""
+    page = resources.files("mcp_agent").joinpath("dashboard", "index.html").read_bytes()
+    text = page.decode("utf-8")
+
+    def hashes(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", text, flags=re.S)
+        return " ".join(
+            f"'sha256-{base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()}'" for block in blocks
+        )
+
+    csp = (
+        f"default-src 'none'; script-src {hashes('script') or chr(39) + 'none' + chr(39)}; "
+        f"style-src {hashes('style') or chr(39) + 'none' + chr(39)}; connect-src 'self'; img-src 'self' data:; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+    return page, csp
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
+    return error_response(exc.status_code, message.get(exc.status_code, str(exc.detail)), kind, exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal error (see the gateway's log)", "internal_error")
+
+
+class GatewayApp:
+    """The ASGI app of the gateway, with handles for tests and for graceful shutdown.
+
+    Attributes:
+        service: the GatewayService (agent, bus, metrics).
+        tool: the MCP handler object (agent_query).
+        mcp_server: the lowlevel MCP server.
+        drain: the shutdown middleware.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        factory: AgentFactory | None = None,
+        bind_host: str | None = None,
+        stateless: bool | None = None,
+    ) -> None:
+        gateway = config.gateway
+        self.config = config
+        self.factory = factory
+        self.stateless = gateway.stateless if stateless is None else stateless
+        self.service = GatewayService(config)
+        self.mcp_server, self.tool = create_mcp_server(self.service)
+        rules = host_rules(gateway, bind_host)
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=sdk_allowed_hosts(rules),
+            allowed_origins=sdk_allowed_origins(rules),
+        )
+        body = gateway.max_request_bytes or SDK_MAX_BODY
+        self.session_manager = StreamableHTTPSessionManager(
+            app=self.mcp_server,
+            stateless=self.stateless,
+            security_settings=security,
+            max_request_body_size=body,
+        )
+        sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=body)
+        sse_alias = SseServerTransport("/mcp/messages/", security_settings=security, max_request_body_size=body)
+        page, csp = _dashboard()
+        page_headers = {
+            "Content-Security-Policy": csp,
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY",
+            "Cache-Control": "no-store",
+        }
+
+        async def dashboard(request: Request) -> Response:
+            return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
+
+        rest = RestAPI(self.service, extra_metrics=self._mcp_metrics)
+        routes: list[Route | Mount] = [
+            Route("/", dashboard, methods=["GET"]),
+            Route("/index.html", dashboard, methods=["GET"]),
+            Route("/sse", SseEndpoint(sse, self.mcp_server), methods=["GET"]),
+            Mount("/messages/", app=sse.handle_post_message),
+            Route("/mcp/sse", SseEndpoint(sse_alias, self.mcp_server), methods=["GET"]),
+            Mount("/mcp/messages/", app=sse_alias.handle_post_message),
+            Route("/mcp", StreamableHTTPASGIApp(self.session_manager), methods=["GET", "POST", "DELETE"]),
+            *rest.routes(),
+        ]
+        self.starlette = Starlette(
+            routes=routes,
+            lifespan=self._lifespan,
+            exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        )
+        inner: Any = BodyLimitMiddleware(self.starlette, gateway.max_request_bytes)
+        inner = BearerAuthMiddleware(inner, gateway.auth_token)
+        inner = CORSMiddleware(inner)
+        inner = HostOriginMiddleware(inner, rules)
+        self.drain = DrainMiddleware(inner)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.drain(scope, receive, send)
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        async with open_service(self.service, self.factory), self.session_manager.run():
+            yield
+
+    def _mcp_metrics(self) -> list[str]:
+        return [
+            "# HELP mcp_agent_mcp_connections Legacy MCP connections that get tools/list_changed.",
+            "# TYPE mcp_agent_mcp_connections gauge",
+            f"mcp_agent_mcp_connections {self.tool.connections}",
+            "# HELP mcp_agent_http_requests_open HTTP requests open now (streams included).",
+            "# TYPE mcp_agent_http_requests_open gauge",
+            f"mcp_agent_http_requests_open {self.drain.open_requests()}",
+        ]
+
+    async def shutdown(self, *, query_timeout: float = 5.0, flush_timeout: float = 2.0) -> None:
+        """Graceful shutdown of everything HTTP, before the server stops.
+
+        Refuse new requests (503), tell running queries to stop and wait for their ``cancelled``
+        results to go out, end the event streams, then end every request still open (the
+        long-lived MCP and event streams), so nothing holds the server's shutdown open.
+        """
+        self.drain.begin()
+        running = self.service.begin_shutdown()
+        if running:
+            logger.info("shutting down: cancelling %d running queries", running)
+            if not await self.service.wait_idle(query_timeout):
+                logger.warning("shutting down: queries still running after %.0f s", query_timeout)
+        self.service.bus.close()
+        await self.drain.wait_idle(flush_timeout)
+        if self.drain.open_requests():
+            await anyio.sleep(0.2)  # lets results queued on SSE streams reach their clients
+        ended = self.drain.cancel_all()
+        if ended:
+            logger.info("shutting down: closed %d open streams", ended)
+
+
+def create_app(
+    config: AgentConfig,
+    *,
+    factory: AgentFactory | None = None,
+    bind_host: str | None = None,
+    stateless: bool | None = None,
+) -> GatewayApp:
+    """The gateway's ASGI app for ``config`` (see the module docstring).
+
+    Args:
+        config: the whole configuration (``gateway`` decides the security rules).
+        factory: builds the Agent (default ``Agent.from_config``); tests inject their own.
+        bind_host: the address the server binds (accepted as a Host header); default ``gateway.host``.
+        stateless: override ``gateway.stateless`` (``serve --stateless``).
+    """
+    return GatewayApp(config, factory=factory, bind_host=bind_host, stateless=stateless)

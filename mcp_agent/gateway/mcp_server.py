@@ -1,0 +1,328 @@
+"""The MCP server the gateway serves: the ``agent_query`` tool (and, with exposeTools, the inner tools).
+
+One lowlevel ``Server`` serves every transport (SSE, Streamable HTTP stateful or stateless,
+stdio) and both protocol eras; the SDK negotiates the version.
+
+- ``tools/list``: ``agent_query`` with its input schema (``maxLength`` from
+  ``gateway.maxQueryChars``), its ``outputSchema`` (``RESULT_SCHEMA``) and a description made of
+  ``gateway.description`` plus a generated summary of the tool servers and their tools. With
+  ``exposeTools`` every inner tool follows under its exposed name.
+- When the tools change, legacy clients get ``notifications/tools/list_changed`` on their
+  connection (the init options advertise ``tools.listChanged``), 2026 clients on their
+  ``subscriptions/listen`` stream.
+- ``agent_query`` runs one query through ``GatewayService.run``. Progress (only when the caller
+  sent a progress token): one notification per round start, tool call and tool result, sent by a
+  task fed through a bounded buffer, so a slow client never slows the run. Cancellation
+  (``notifications/cancelled``, or closing the stream on 2026 HTTP) cancels the handler; the
+  Agent ends the run as ``cancelled`` and cancels the inner tool calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .. import __version__
+from .._types import JSONObject
+from ..events import RoundStarted, ToolCallEnded, ToolCallStarted, describe
+from ..loop.result import RESULT_SCHEMA, RunResult
+from ..messages import ToolResult, ToolSpec
+from .eventbus import BufferedSink
+from .service import Busy, GatewayService, NotReady, QueryInputError, limits_schema, parse_query_input
+
+logger = logging.getLogger(__name__)
+
+TOOL_NAME = "agent_query"
+PROGRESS_BUFFER = 64
+"""Progress events queued per call before the oldest news is dropped (the run never waits)."""
+STARTUP_WAIT_SECONDS = 60.0
+"""How long ``agent_query`` waits for the tool servers to come up before answering "starting"."""
+NOTIFY_TIMEOUT_SECONDS = 2.0
+MAX_SUMMARY_TOOLS = 8
+PROGRESS_EVENTS = (RoundStarted, ToolCallStarted, ToolCallEnded)
+
+
+class AgentMCPServer(Server[Any]):
+    """A lowlevel Server that advertises ``tools.listChanged`` on every transport.
+
+    The Streamable HTTP session manager builds its init options with the default
+    ``NotificationOptions()`` (listChanged false); this override makes the capability true there
+    too (mcp-sdk-2.md G7).
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+# ------------------------------------------------------------------------------------ pure parts
+
+
+def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+    """A short generated summary of the tool servers and their tools, for the description."""
+    by_server: dict[str, list[str]] = {}
+    for spec in specs:
+        by_server.setdefault(spec.server or "tools", []).append(spec.mcp_name or spec.name)
+    down = [
+        str(getattr(status, "name", ""))
+        for status in statuses
+        if getattr(status, "status", "up") not in ("up", "disabled") and getattr(status, "name", "")
+    ]
+    if not by_server:
+        text = "It has no tools at the moment, so it answers from the model's own knowledge."
+    else:
+        parts = []
+        for server, names in sorted(by_server.items()):
+            shown = ", ".join(names[:MAX_SUMMARY_TOOLS])
+            more = f" and {len(names) - MAX_SUMMARY_TOOLS} more" if len(names) > MAX_SUMMARY_TOOLS else ""
+            parts.append(f"{server} ({shown}{more})")
+        count = len(specs)
+        text = (
+            f"Inside, a model plans and calls {count} tool{'s' if count != 1 else ''} from "
+            f"{len(by_server)} server{'s' if len(by_server) != 1 else ''}: {'; '.join(parts)}."
+        )
+    if down:
+        text += f" Unavailable now: {', '.join(sorted(down))}."
+    return text
+
+
+def agent_query_description(description: str, specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+    """The full description of ``agent_query``: the configured sentence, the summary, the usage."""
+    return (
+        f"{description.strip()}\n\n{summarize_tools(specs, statuses)}\n\n"
+        "Send one natural-language question or task in `query`; the agent may take several "
+        "rounds of tool calls and returns the answer (structured details in structuredContent). "
+        "Pass the same `session_id` to continue a conversation."
+    )
+
+
+def agent_query_input_schema(max_query_chars: int) -> JSONObject:
+    query: JSONObject = {"type": "string", "minLength": 1, "description": "The question or task for the agent."}
+    if max_query_chars:
+        query["maxLength"] = max_query_chars
+    return {
+        "type": "object",
+        "properties": {
+            "query": query,
+            "session_id": {
+                "type": "string",
+                "description": "Continue this conversation (any id of yours; omitted = a one-off query).",
+                "maxLength": 128,
+            },
+            "limits": limits_schema(),
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    }
+
+
+def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+def run_result_to_mcp(result: RunResult) -> types.CallToolResult:
+    """``content`` = the answer (or ``Agent terminated (<reason>): <detail>``), plus structuredContent."""
+    if result.ok:
+        text, is_error = result.answer, False
+    else:
+        text, is_error = result.error_text(), True
+        if result.answer:
+            text += f"\n\n{result.answer}"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=result.to_structured(),
+        is_error=is_error,
+    )
+
+
+def tool_result_to_mcp(result: ToolResult) -> types.CallToolResult:
+    """An inner tool's guarded result as MCP content: the text the model would read.
+
+    The text is what passed truncation; the raw parts are not forwarded, so a caller gets exactly
+    what the guards let through.
+    """
+    structured = result.structured if isinstance(result.structured, Mapping) else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=result.text)],
+        structured_content=dict(structured) if structured is not None else None,
+        is_error=result.is_error,
+    )
+
+
+# ------------------------------------------------------------------------------------ the server
+
+
+class AgentQueryTool:
+    """The handlers of the gateway's MCP server, over one GatewayService."""
+
+    def __init__(self, service: GatewayService) -> None:
+        self.service = service
+        self.subscriptions = InMemorySubscriptionBus()
+        self._legacy_connections: dict[int, Any] = {}
+        service.on_tools_changed(self.tools_changed)
+
+    # ---------------------------------------------------------------- tools/list
+
+    def tool_list(self) -> list[types.Tool]:
+        service = self.service
+        specs = service.tool_specs()
+        tools = [
+            types.Tool(
+                name=TOOL_NAME,
+                title="Ask the agent",
+                description=agent_query_description(service.gateway.description, specs, service.server_status()),
+                input_schema=agent_query_input_schema(service.gateway.max_query_chars),
+                output_schema=RESULT_SCHEMA,
+                annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
+            )
+        ]
+        if service.gateway.expose_tools:
+            for spec in specs:
+                if spec.name == TOOL_NAME:
+                    continue
+                tools.append(
+                    types.Tool(
+                        name=spec.name,
+                        description=spec.description or None,
+                        input_schema=_object_schema(spec.parameters),
+                    )
+                )
+        return tools
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._remember(ctx)
+        return types.ListToolsResult(tools=self.tool_list())
+
+    # ---------------------------------------------------------------- tools/call
+
+    async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        self._remember(ctx)
+        arguments = dict(params.arguments or {})
+        if params.name == TOOL_NAME:
+            return await self._agent_query(ctx, arguments)
+        if self.service.gateway.expose_tools and any(spec.name == params.name for spec in self.service.tool_specs()):
+            return await self._inner_call(params.name, arguments)
+        return text_result(f"Unknown tool: {params.name}", is_error=True)
+
+    async def _agent_query(self, ctx: ServerRequestContext[Any], arguments: JSONObject) -> types.CallToolResult:
+        service = self.service
+        try:
+            request = parse_query_input(arguments, max_query_chars=service.gateway.max_query_chars)
+        except QueryInputError as exc:
+            service.metrics.reject("invalid")
+            return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+        token = progress_token_from_params(ctx.params)
+        sink = BufferedSink(PROGRESS_BUFFER) if token is not None else None
+        async with anyio.create_task_group() as tg:
+            if sink is not None:
+                tg.start_soon(_pump_progress, ctx, sink)
+            try:
+                result = await service.run(request, events=sink, wait_ready=STARTUP_WAIT_SECONDS)
+            except Busy as exc:
+                return text_result(str(exc), is_error=True)
+            except NotReady as exc:
+                return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+            finally:
+                if sink is not None:
+                    sink.close()
+        return run_result_to_mcp(result)
+
+    async def _inner_call(self, name: str, arguments: JSONObject) -> types.CallToolResult:
+        try:
+            result = await self.service.call_tool(name, arguments)
+        except NotReady as exc:
+            return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+        return tool_result_to_mcp(result)
+
+    # ---------------------------------------------------------------- list_changed
+
+    def _remember(self, ctx: ServerRequestContext[Any]) -> None:
+        """Keep a legacy connection with a standalone channel, to tell it when the tools change."""
+        connection = getattr(ctx.session, "_connection", None)  # SDK 2.3: no public accessor yet
+        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        if not getattr(connection, "has_standalone_channel", False):
+            return
+        key = id(connection)
+        if key in self._legacy_connections:
+            return
+        self._legacy_connections[key] = connection
+        connection.exit_stack.callback(self._legacy_connections.pop, key, None)
+
+    @property
+    def connections(self) -> int:
+        return len(self._legacy_connections)
+
+    async def tools_changed(self) -> None:
+        """Tell every client that the tool list (and the description) changed."""
+        for connection in list(self._legacy_connections.values()):
+            with anyio.move_on_after(NOTIFY_TIMEOUT_SECONDS):
+                try:
+                    await connection.send_tool_list_changed()
+                except Exception:
+                    logger.debug("could not send tools/list_changed", exc_info=True)
+        await self.subscriptions.publish(ToolsListChanged())
+
+
+def _object_schema(schema: Mapping[str, Any]) -> JSONObject:
+    """The SDK refuses a tool whose input schema is not an object schema (mcp-sdk-2.md G2)."""
+    out = dict(schema)
+    out["type"] = "object"
+    out.setdefault("properties", {})
+    return out
+
+
+async def _pump_progress(ctx: ServerRequestContext[Any], sink: BufferedSink) -> None:
+    """Send one progress notification per round start, tool call and tool result, in order."""
+    count = 0
+    max_rounds = 0
+    try:
+        async for event in sink:
+            if not isinstance(event, PROGRESS_EVENTS):
+                continue
+            if isinstance(event, RoundStarted):
+                max_rounds = event.max_rounds
+            message = describe(event, max_rounds)
+            if message is None:
+                continue
+            count += 1
+            await ctx.session.report_progress(count, None, message)
+    except Exception:
+        logger.debug("progress notifications stopped", exc_info=True)
+    finally:
+        sink.aclose_receiver()
+
+
+def create_mcp_server(service: GatewayService) -> tuple[AgentMCPServer, AgentQueryTool]:
+    """The MCP server of the gateway and its handler object (tests and the app need both)."""
+    tool = AgentQueryTool(service)
+    server = AgentMCPServer(
+        "mcp-agent",
+        version=__version__,
+        title="mcp_agent gateway",
+        instructions=service.gateway.description,
+        on_list_tools=tool.list_tools,
+        on_call_tool=tool.call_tool,
+        on_subscriptions_listen=ListenHandler(tool.subscriptions),
+    )
+    return server, tool
+

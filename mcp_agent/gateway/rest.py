@@ -1,0 +1,362 @@
+"""The REST API under ``/api/v1/`` and ``/metrics``: thin handlers over the GatewayService.
+
+Errors are JSON ``{"error": {"message", "type"}}`` with proper statuses: 400 (bad JSON or
+fields), 404, 405, 413 (middleware), 415 (a POST that is not ``application/json``, which also
+blocks simple-request CSRF), 429 (busy, with ``Retry-After``), 503 (starting, failed, stopping).
+
+``POST /api/v1/query`` answers the structured result; with ``Accept: text/event-stream`` it
+streams the run's events (``event: <type>``) and then ``event: result``. A client that
+disconnects cancels its run. ``GET /api/v1/events`` streams every run's events (optionally of one
+``session_id``) through a bounded per-listener buffer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .. import __version__
+from .._types import JSONObject
+from ..loop.result import RunResult
+from ._runner import as_dict
+from .eventbus import BufferedSink
+from .middleware._errors import error_body
+from .service import Admission, Busy, GatewayService, NotReady, QueryInput, QueryInputError, parse_query_input
+
+logger = logging.getLogger(__name__)
+
+PING_SECONDS = 15.0
+STREAM_BUFFER = 1024
+
+
+class ApiError(Exception):
+    """An error answer: status, message and a short machine-readable type."""
+
+    def __init__(self, status: int, message: str, type_: str, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.headers = dict(headers or {})
+
+    def response(self) -> Response:
+        return Response(error_body(self.message, self.type), self.status, self.headers, "application/json")
+
+
+def error_response(status: int, message: str, type_: str, headers: Mapping[str, str] | None = None) -> Response:
+    return ApiError(status, message, type_, headers).response()
+
+
+def from_exception(exc: Busy | NotReady) -> ApiError:
+    if isinstance(exc, Busy):
+        return ApiError(429, str(exc), "busy", {"Retry-After": str(exc.retry_after)})
+    return ApiError(503, exc.message, exc.state, {"Retry-After": "2"} if exc.state == "starting" else None)
+
+
+async def read_json_object(request: Request) -> JSONObject:
+    """The request's JSON object body.
+
+    Raises:
+        ApiError: 415 when not ``application/json``, 400 when not a JSON object.
+    """
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json" and not content_type.endswith("+json"):
+        raise ApiError(415, "send the body as JSON with Content-Type: application/json", "unsupported_media_type")
+    body = await request.body()
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object", "invalid_request")
+    return data
+
+
+def sse_frame(event: str, data: Any) -> bytes:
+    """One server-sent event (``data`` as one line of JSON)."""
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'), default=str)}\n\n".encode()
+
+
+def query_body(result: RunResult) -> JSONObject:
+    """The REST query answer: ``agent_query``'s structuredContent plus ``ok`` and ``error``."""
+    return {**result.to_structured(), "ok": result.ok, "error": None if result.ok else result.error_text()}
+
+
+class _Stream:
+    """A server-sent-event response whose producer stops when the client disconnects."""
+
+    def __init__(self, produce: Callable[[Callable[[bytes], Awaitable[None]], anyio.Event], Awaitable[None]]) -> None:
+        self.produce = produce
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = anyio.Event()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-store"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+
+        async def write(chunk: bytes) -> None:
+            if not gone.is_set():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                gone.set()
+
+            async def ping() -> None:
+                while True:
+                    await anyio.sleep(PING_SECONDS)
+                    await write(b": ping\n\n")
+
+            tg.start_soon(watch)
+            tg.start_soon(ping)
+            await self.produce(write, gone)
+            tg.cancel_scope.cancel()
+        if not gone.is_set():
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _JSONWhileRunning:
+    """A JSON response for a run; the run is cancelled if the client disconnects first."""
+
+    def __init__(self, service: GatewayService, request: QueryInput, admission: Admission) -> None:
+        self.service = service
+        self.request = request
+        self.admission = admission
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        result: RunResult | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self.admission.cancel.set()
+
+            tg.start_soon(watch)
+            try:
+                result = await self.service.run(self.request, admission=self.admission)
+            finally:
+                tg.cancel_scope.cancel()
+        assert result is not None
+        await JSONResponse(query_body(result))(scope, receive, send)
+
+
+class RestAPI:
+    """The REST handlers over one GatewayService (and the MCP handler object, for metrics)."""
+
+    def __init__(self, service: GatewayService, *, extra_metrics: Callable[[], list[str]] | None = None) -> None:
+        self.service = service
+        self.extra_metrics = extra_metrics
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/api/v1/health", self.health, methods=["GET"]),
+            Route("/api/v1/tools", self.tools, methods=["GET"]),
+            Route("/api/v1/query", self.query, methods=["POST"]),
+            Route("/api/v1/approvals", self.approvals, methods=["GET"]),
+            Route("/api/v1/approvals/{approval_id}", self.resolve_approval, methods=["POST"]),
+            Route("/api/v1/sessions", self.sessions, methods=["GET"]),
+            Route("/api/v1/sessions/{session_id}", self.delete_session, methods=["DELETE"]),
+            Route("/api/v1/events", self.events, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
+        ]
+
+    def _agent(self) -> Any:
+        service = self.service
+        if service.agent is None or service.state != "ready":
+            raise from_exception(NotReady(service.state, service.error or f"the agent is {service.state}"))
+        return service.agent
+
+    # ---------------------------------------------------------------- read-only
+
+    async def health(self, request: Request) -> Response:
+        service = self.service
+        servers = [as_dict(status) for status in service.server_status()]
+        up = sum(1 for server in servers if server.get("status") == "up")
+        state = {"ready": "ok"}.get(service.state, service.state)
+        body = {
+            "status": state,
+            "version": __version__,
+            "model": service.config.llm.model,
+            "endpoint": service.config.llm.endpoint,
+            "tool_count": len(service.tool_specs()),
+            "servers_up": up,
+            "servers_down": sum(1 for server in servers if server.get("status") not in ("up", "disabled")),
+            "servers": servers,
+            "queries_in_flight": service.in_flight,
+            "error": service.error,
+        }
+        return JSONResponse(body, status_code=200 if state == "ok" else 503)
+
+    async def tools(self, request: Request) -> Response:
+        try:
+            self._agent()
+        except ApiError as exc:
+            return exc.response()
+        tools = [
+            {
+                "name": spec.name,
+                "server": spec.server,
+                "mcp_name": spec.mcp_name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+                "annotations": dict(spec.annotations),
+            }
+            for spec in self.service.tool_specs()
+        ]
+        servers = [as_dict(status) for status in self.service.server_status()]
+        return JSONResponse({"tools": tools, "count": len(tools), "servers": servers})
+
+    async def metrics(self, request: Request) -> Response:
+        service = self.service
+        extra = [
+            "# HELP mcp_agent_tools Tools offered to the model.",
+            "# TYPE mcp_agent_tools gauge",
+            f"mcp_agent_tools {len(service.tool_specs())}",
+            "# HELP mcp_agent_events_dropped_total Events that slow listeners lost.",
+            "# TYPE mcp_agent_events_dropped_total counter",
+            f"mcp_agent_events_dropped_total {service.bus.dropped}",
+            "# HELP mcp_agent_event_listeners Open /api/v1/events streams.",
+            "# TYPE mcp_agent_event_listeners gauge",
+            f"mcp_agent_event_listeners {service.bus.listeners}",
+        ]
+        if self.extra_metrics is not None:
+            extra.extend(self.extra_metrics())
+        return PlainTextResponse(
+            service.metrics.render(extra=extra), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    # ---------------------------------------------------------------- query
+
+    async def query(self, request: Request) -> Response | _Stream | _JSONWhileRunning:
+        service = self.service
+        try:
+            data = await read_json_object(request)
+            try:
+                query = parse_query_input(data, max_query_chars=service.gateway.max_query_chars)
+            except QueryInputError as exc:
+                service.metrics.reject("invalid")
+                raise ApiError(400, str(exc), "invalid_request") from None
+            try:
+                admission = service.admit()
+            except (Busy, NotReady) as exc:
+                raise from_exception(exc) from None
+        except ApiError as exc:
+            return exc.response()
+        if "text/event-stream" not in request.headers.get("accept", ""):
+            return _JSONWhileRunning(service, query, admission)
+
+        async def produce(write: Callable[[bytes], Awaitable[None]], gone: anyio.Event) -> None:
+            sink = BufferedSink(STREAM_BUFFER)
+            result: RunResult | None = None
+            async with anyio.create_task_group() as tg:
+
+                async def run() -> None:
+                    nonlocal result
+                    try:
+                        result = await service.run(query, events=sink, admission=admission)
+                    finally:
+                        sink.close()
+
+                async def cancel_on_disconnect() -> None:
+                    await gone.wait()
+                    admission.cancel.set()
+
+                tg.start_soon(run)
+                tg.start_soon(cancel_on_disconnect)
+                async for event in sink:
+                    await write(sse_frame(event.type, event.to_dict()))
+                tg.cancel_scope.cancel()
+            if result is not None:
+                await write(sse_frame("result", query_body(result)))
+
+        return _Stream(produce)
+
+    # ---------------------------------------------------------------- approvals and sessions
+
+    async def approvals(self, request: Request) -> Response:
+        try:
+            agent = self._agent()
+        except ApiError as exc:
+            return exc.response()
+        pending = [as_dict(item) for item in agent.approvals.pending()]
+        return JSONResponse({"pending": pending, "count": len(pending)})
+
+    async def resolve_approval(self, request: Request) -> Response:
+        approval_id = request.path_params["approval_id"]
+        try:
+            agent = self._agent()
+            data = await read_json_object(request)
+            approved = data.get("approved")
+            if not isinstance(approved, bool):
+                raise ApiError(400, "'approved' (true or false) is required", "invalid_request")
+            reason = data.get("reason", "")
+            if not isinstance(reason, str):
+                raise ApiError(400, "'reason' must be a string", "invalid_request")
+            unknown = sorted(set(data) - {"approved", "reason"})
+            if unknown:
+                raise ApiError(400, f"unknown field(s): {', '.join(unknown)}", "invalid_request")
+        except ApiError as exc:
+            return exc.response()
+        if not agent.approvals.resolve(approval_id, approved, reason):
+            return error_response(404, f"no pending approval {approval_id!r} (unknown or already resolved)", "not_found")
+        return JSONResponse({"id": approval_id, "approved": approved, "status": "resolved"})
+
+    async def sessions(self, request: Request) -> Response:
+        try:
+            agent = self._agent()
+        except ApiError as exc:
+            return exc.response()
+        sessions = [as_dict(item) for item in agent.sessions.list()]
+        return JSONResponse({"sessions": sessions, "count": len(sessions)})
+
+    async def delete_session(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        try:
+            agent = self._agent()
+        except ApiError as exc:
+            return exc.response()
+        if agent.sessions.delete(session_id) is False:
+            return error_response(404, f"no session {session_id!r}", "not_found")
+        return JSONResponse({"id": session_id, "status": "deleted"})
+
+    # ---------------------------------------------------------------- events
+
+    async def events(self, request: Request) -> _Stream:
+        session_id = request.query_params.get("session_id") or None
+        bus = self.service.bus
+
+        async def produce(write: Callable[[bytes], Awaitable[None]], gone: anyio.Event) -> None:
+            with bus.listen(session_id=session_id) as listener:
+                await write(b": listening\n\n")
+                async with anyio.create_task_group() as tg:
+
+                    async def stop_when_gone() -> None:
+                        await gone.wait()
+                        listener.close()
+
+                    tg.start_soon(stop_when_gone)
+                    async for event in listener:
+                        await write(sse_frame(event.type, event.to_dict()))
+                    tg.cancel_scope.cancel()
+
+        return _Stream(produce)

@@ -1,0 +1,204 @@
+"""``serve(config, ...)``: run the gateway over HTTP (uvicorn) or over stdio, until told to stop.
+
+HTTP: the socket is bound before anything starts (a port in use is a clear error, not a
+half-started gateway); a non-loopback address without ``authToken`` is refused. SIGTERM or
+SIGINT (or the ``stop`` event) starts a graceful shutdown: stop accepting work, cancel running
+queries so each caller gets a ``cancelled`` result where its transport still allows, end the
+long-lived streams, close the Agent (the ToolHub reaps every child), and return, so the process
+exits 0 well within 10 s. A second signal forces the exit.
+
+stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
+while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
+logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Callable, Iterator
+
+import anyio
+import uvicorn
+from mcp.server.stdio import stdio_server
+
+from ..config import AgentConfig
+from ..exceptions import ConfigError
+from .app import create_app
+from .mcp_server import create_mcp_server
+from .security import check_bind
+from .service import AgentFactory, GatewayService, open_service
+
+logger = logging.getLogger(__name__)
+
+GRACEFUL_SECONDS = 5.0
+"""uvicorn's own deadline for open connections after our drain (a backstop; drain ends them)."""
+QUERY_CANCEL_SECONDS = 4.0
+"""How long running queries get to end as ``cancelled`` and send their result."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: ``serve`` handles signals (and exits 0)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for ``host:port`` (port 0: any free port).
+
+    Raises:
+        ConfigError: the address cannot be bound (in use, not an address of this machine).
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", "gateway.host") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}", "gateway.port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _signals_or(stop: anyio.Event | None, handle_signals: bool, on_stop: Callable[[bool], None]) -> None:
+    """Call ``on_stop(force)`` on each SIGTERM/SIGINT (and once when ``stop`` is set)."""
+    async with anyio.create_task_group() as tg:
+        if stop is not None:
+
+            async def wait_stop() -> None:
+                await stop.wait()
+                on_stop(False)
+
+            tg.start_soon(wait_stop)
+        if handle_signals:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                count = 0
+                async for signum in signals:
+                    count += 1
+                    logger.info("received %s", signal.Signals(signum).name)
+                    on_stop(count > 1)
+
+
+async def serve(
+    config: AgentConfig,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    stdio: bool = False,
+    stateless: bool = False,
+    factory: AgentFactory | None = None,
+    stop: anyio.Event | None = None,
+    handle_signals: bool = True,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve the gateway until a signal (or ``stop``) and a graceful shutdown.
+
+    Args:
+        config: the whole configuration.
+        host: bind address (default ``gateway.host``).
+        port: port (default ``gateway.port``; 0 picks a free one, reported to ``on_ready``).
+        stdio: serve MCP over stdin/stdout instead of HTTP.
+        stateless: stateless Streamable HTTP (for replicas behind a load balancer).
+        factory: builds the Agent (default ``Agent.from_config``).
+        stop: set it to shut down as on SIGTERM.
+        handle_signals: install SIGTERM/SIGINT handlers (main thread only).
+        on_ready: called with the bound host and port once the server accepts connections.
+
+    Raises:
+        ConfigError: a non-loopback bind without a token, or an address that cannot be bound.
+    """
+    if stdio:
+        await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals)
+        return
+    gateway = config.gateway
+    host = host or gateway.host
+    port = gateway.port if port is None else port
+    check_bind(host, gateway.auth_token)
+    sock = bind_socket(host, port)
+    bound_port = sock.getsockname()[1]
+    app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None)
+    server = _Server(
+        uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            ws="none",
+        )
+    )
+
+    draining: list[bool] = []
+
+    def on_stop(force: bool) -> None:
+        if force or draining:
+            logger.warning("forcing exit")
+            server.force_exit = True
+            server.should_exit = True
+            return
+        draining.append(True)
+        server.should_exit = True
+        tg.start_soon(app.shutdown, QUERY_CANCEL_SECONDS)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+
+        async def announce() -> None:
+            while not server.started:
+                if server.should_exit:
+                    return
+                await anyio.sleep(0.01)
+            shown = f"[{host}]" if ":" in host else host
+            logger.info("mcp_agent gateway on http://%s:%d (MCP: /mcp and /sse)", shown, bound_port)
+            if on_ready is not None:
+                on_ready(host, bound_port)
+
+        tg.start_soon(announce)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            sock.close()
+            tg.cancel_scope.cancel()
+    logger.info("gateway stopped")
+
+
+async def serve_stdio(
+    config: AgentConfig,
+    *,
+    factory: AgentFactory | None = None,
+    stop: anyio.Event | None = None,
+    handle_signals: bool = True,
+) -> None:
+    """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``."""
+    async with stdio_server() as (read, write):
+        service = GatewayService(config)
+        server, _ = create_mcp_server(service)
+        async with open_service(service, factory):
+            async with anyio.create_task_group() as tg:
+
+                async def shut_down() -> None:
+                    running = service.begin_shutdown()
+                    if running:
+                        await service.wait_idle(QUERY_CANCEL_SECONDS)
+                        await anyio.sleep(0.2)  # lets the cancelled results reach stdout
+                    tg.cancel_scope.cancel()
+
+                def on_stop(force: bool) -> None:
+                    if force:
+                        tg.cancel_scope.cancel()
+                    else:
+                        tg.start_soon(shut_down)
+
+                tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+                await server.run(read, write, server.create_initialization_options())
+                tg.cancel_scope.cancel()
+    logger.info("stdio gateway stopped")

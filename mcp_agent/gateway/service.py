@@ -1,0 +1,425 @@
+"""The gateway's core, shared by MCP and REST: owns the Agent, runs queries, counts, shuts down.
+
+``open_service(config, factory)`` starts the Agent in the background (so the HTTP server
+answers health at once, ``starting`` until the tool servers are up) and yields a
+``GatewayService``. Every query goes through ``GatewayService.run``:
+
+- input is parsed by the pure ``parse_query_input`` (clear errors for a missing or too long
+  query, unknown limit keys, wrong types);
+- ``maxConcurrentQueries`` is enforced without queueing: one too many raises ``Busy``;
+- the client's limits only tighten the configured ones (``Limits.tighten``);
+- events go to the event bus, the metrics and the caller's own sink, never blocking the run;
+- at shutdown every running query is told to stop (its ``cancel`` event), so each caller gets a
+  ``cancelled`` result while its transport still stands.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from pydantic import ValidationError
+
+from .._types import JSONObject
+from ..config import AgentConfig, Limits
+from ..events import EventSink
+from ..loop.result import RunResult
+from ..messages import ToolResult, ToolSpec
+from ._runner import AgentLike, GuardedToolCaller
+from .eventbus import EventBus, FanOut
+from .metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+AgentFactory = Callable[[AgentConfig], AbstractAsyncContextManager[AgentLike]]
+"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``)."""
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+RETRY_AFTER_SECONDS = 1
+
+
+class QueryInputError(ValueError):
+    """The arguments of a query are invalid; the message says which and why."""
+
+
+class NotReady(Exception):
+    """The gateway cannot run queries now: ``state`` is ``starting``, ``failed`` or ``stopping``."""
+
+    def __init__(self, state: str, message: str) -> None:
+        super().__init__(message)
+        self.state = state
+        self.message = message
+
+
+class Busy(Exception):
+    """``maxConcurrentQueries`` queries are running; retry later."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"busy: {limit} queries are already running (gateway.maxConcurrentQueries); retry later"
+        )
+        self.limit = limit
+        self.retry_after = RETRY_AFTER_SECONDS
+
+
+class Admission:
+    """A query slot taken from the service; ``release`` (idempotent) gives it back."""
+
+    def __init__(self, service: GatewayService, agent: AgentLike, cancel: anyio.Event) -> None:
+        self.service = service
+        self.agent = agent
+        self.cancel = cancel
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self.service._release(self)
+
+
+@dataclass(frozen=True)
+class QueryInput:
+    """A validated query request (MCP arguments or REST body)."""
+
+    query: str
+    session_id: str | None = None
+    limits: Limits | None = None
+
+
+def _format_errors(prefix: str, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        where = f"{prefix}.{loc}" if loc else prefix
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
+    """Validate ``{query, session_id?, limits?}``.
+
+    Raises:
+        QueryInputError: a missing, empty or too long query, a bad session id, unknown or
+            mistyped limits, unknown keys.
+    """
+    if not isinstance(data, Mapping):
+        raise QueryInputError("arguments must be an object with a 'query' string")
+    unknown = sorted(set(data) - {"query", "session_id", "limits"})
+    if unknown:
+        raise QueryInputError(f"unknown argument(s): {', '.join(unknown)} (expected query, session_id, limits)")
+    query = data.get("query")
+    if query is None:
+        raise QueryInputError("'query' is required: the question or instruction for the agent")
+    if not isinstance(query, str):
+        raise QueryInputError(f"'query' must be a string, not {type(query).__name__}")
+    if not query.strip():
+        raise QueryInputError("'query' must not be empty")
+    if max_query_chars and len(query) > max_query_chars:
+        raise QueryInputError(
+            f"'query' is {len(query)} characters long; the limit is {max_query_chars} (gateway.maxQueryChars)"
+        )
+    session_id = data.get("session_id")
+    if session_id is not None:
+        if not isinstance(session_id, str):
+            raise QueryInputError(f"'session_id' must be a string, not {type(session_id).__name__}")
+        if not SESSION_ID.match(session_id):
+            raise QueryInputError(
+                "'session_id' must be 1-128 characters of letters, digits and . _ : @ - (starting with a "
+                "letter or digit)"
+            )
+    raw_limits = data.get("limits")
+    limits = None
+    if raw_limits is not None:
+        if not isinstance(raw_limits, Mapping):
+            raise QueryInputError(f"'limits' must be an object, not {type(raw_limits).__name__}")
+        try:
+            limits = Limits.model_validate(dict(raw_limits), strict=True)
+        except ValidationError as exc:
+            raise QueryInputError(_format_errors("limits", exc)) from None
+    return QueryInput(query=query, session_id=session_id, limits=limits)
+
+
+def limits_schema() -> JSONObject:
+    """The JSON Schema of ``agent_query``'s ``limits`` argument, from the Limits model."""
+    properties: JSONObject = {}
+    for name, info in Limits.model_fields.items():
+        key = info.alias or name
+        if info.annotation is bool:
+            schema: JSONObject = {"type": "boolean"}
+        elif info.annotation is int:
+            schema = {"type": "integer", "minimum": 0}
+        else:
+            schema = {"type": "number", "minimum": 0}
+        if info.description:
+            schema["description"] = " ".join(info.description.split())
+        properties[key] = schema
+    return {
+        "type": "object",
+        "description": "Tighter limits for this query (they can only lower the server's; 0 means off).",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+class GatewayService:
+    """Runs queries against the Agent for every transport; see the module docstring."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.gateway = config.gateway
+        self.bus = EventBus()
+        self.metrics = Metrics()
+        self.agent: AgentLike | None = None
+        self.state = "starting"
+        self.error: str | None = None
+        self.ready = anyio.Event()
+        self.tools_version = 0
+        self._tools_changed = anyio.Event()
+        self._running: set[anyio.Event] = set()
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._tool_listeners: list[Callable[[], Awaitable[None]]] = []
+
+    # ---------------------------------------------------------------- state
+
+    def attach(self, agent: AgentLike) -> None:
+        """Use ``agent`` from now on (it is started); listen to its tool changes."""
+        self.agent = agent
+        self.state = "ready"
+        subscribe = getattr(getattr(agent, "tools", None), "subscribe", None)
+        if callable(subscribe):
+            try:
+                subscribe(self.notify_tools_changed)
+            except Exception:
+                logger.exception("could not subscribe to tool changes")
+        self.ready.set()
+        self.notify_tools_changed()
+
+    def fail(self, message: str) -> None:
+        self.state = "failed"
+        self.error = message
+        self.ready.set()
+
+    @property
+    def in_flight(self) -> int:
+        return self.metrics.in_flight
+
+    def tool_specs(self) -> Sequence[ToolSpec]:
+        if self.agent is None:
+            return []
+        try:
+            return list(self.agent.tools.list_tools())
+        except Exception:
+            logger.exception("listing tools failed")
+            return []
+
+    def server_status(self) -> list[Any]:
+        if self.agent is None:
+            return []
+        try:
+            return list(self.agent.tools.status())
+        except Exception:
+            logger.exception("reading server status failed")
+            return []
+
+    # ---------------------------------------------------------------- tool changes
+
+    def notify_tools_changed(self, *_: Any) -> None:
+        """Called (sync) by the ToolHub when its tools change; the notifier task does the rest."""
+        self.tools_version += 1
+        self._tools_changed.set()
+
+    def on_tools_changed(self, listener: Callable[[], Awaitable[None]]) -> None:
+        """Run ``listener`` (async) after each change of the tools."""
+        self._tool_listeners.append(listener)
+
+    async def _notify_loop(self) -> None:
+        while True:
+            await self._tools_changed.wait()
+            self._tools_changed = anyio.Event()
+            for listener in list(self._tool_listeners):
+                try:
+                    await listener()
+                except Exception:
+                    logger.exception("tools-changed listener failed")
+
+    # ---------------------------------------------------------------- queries
+
+    def _ready_agent(self) -> AgentLike:
+        if self.state == "ready" and self.agent is not None:
+            return self.agent
+        if self.state == "stopping":
+            self.metrics.reject("shutting_down")
+            raise NotReady("stopping", "the gateway is shutting down")
+        self.metrics.reject("starting")
+        if self.state == "failed":
+            raise NotReady("failed", f"the agent failed to start: {self.error}")
+        raise NotReady("starting", "the agent is starting (tool servers are coming up); retry shortly")
+
+    def admit(self, cancel: anyio.Event | None = None) -> Admission:
+        """Take a query slot now, without waiting (REST uses it to answer 429/503 before streaming).
+
+        Raises:
+            NotReady: starting, failed or shutting down.
+            Busy: ``maxConcurrentQueries`` queries are already running.
+        """
+        agent = self._ready_agent()
+        limit = self.gateway.max_concurrent_queries
+        if limit and self.metrics.in_flight >= limit:
+            self.metrics.reject("busy")
+            raise Busy(limit)
+        admission = Admission(self, agent, cancel if cancel is not None else anyio.Event())
+        self._running.add(admission.cancel)
+        if self._idle.is_set():
+            self._idle = anyio.Event()
+        self.metrics.in_flight += 1
+        return admission
+
+    def _release(self, admission: Admission) -> None:
+        self.metrics.in_flight -= 1
+        self._running.discard(admission.cancel)
+        if not self._running:
+            self._idle.set()
+
+    async def run(
+        self,
+        request: QueryInput,
+        *,
+        events: EventSink | None = None,
+        cancel: anyio.Event | None = None,
+        wait_ready: float = 0,
+        admission: Admission | None = None,
+    ) -> RunResult:
+        """Run one query.
+
+        Args:
+            request: the validated input.
+            events: the caller's own sink (progress, a REST stream), besides bus and metrics.
+            cancel: set it to end the run as ``cancelled`` (a result is still returned).
+            wait_ready: while the agent is starting, wait this long for it instead of refusing.
+            admission: a slot taken earlier with ``admit`` (then ``cancel`` is the admission's).
+
+        Raises:
+            NotReady: starting, failed or shutting down.
+            Busy: ``maxConcurrentQueries`` queries are already running.
+        """
+        if admission is None:
+            if wait_ready > 0 and self.state == "starting":
+                with anyio.move_on_after(wait_ready):
+                    await self.ready.wait()
+            admission = self.admit(cancel)
+        try:
+            agent = admission.agent
+            limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
+            return await agent.query(
+                request.query,
+                session_id=request.session_id,
+                limits=limits,
+                events=FanOut([self.bus, self.metrics, events]),
+                cancel=admission.cancel,
+            )
+        finally:
+            admission.release()
+
+    async def call_tool(self, name: str, arguments: JSONObject, *, events: EventSink | None = None) -> ToolResult:
+        """One inner tool call for ``exposeTools``, through the Agent's guards (never around them)."""
+        agent = self._ready_agent()
+        if not isinstance(agent, GuardedToolCaller):
+            return ToolResult(
+                f"tool {name!r} cannot be called directly: this agent offers no guarded single call "
+                "(Agent.call_tool), and the gateway never calls tools around the guards",
+                is_error=True,
+            )
+        return await agent.call_tool(name, arguments, events=FanOut([self.bus, self.metrics, events]))
+
+    # ---------------------------------------------------------------- shutdown
+
+    def begin_shutdown(self) -> int:
+        """Refuse new queries and tell the running ones to stop. Returns how many were running."""
+        self.state = "stopping"
+        self.ready.set()
+        for cancel in list(self._running):
+            cancel.set()
+        return len(self._running)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until no query runs; False when ``timeout`` passed first."""
+        with anyio.move_on_after(timeout):
+            await self._idle.wait()
+            return True
+        return False
+
+
+def default_factory() -> AgentFactory:
+    """The real Agent's factory (imported late: the gateway only needs the seam)."""
+    from ..loop.agent import Agent
+
+    return Agent.from_config  # type: ignore[return-value]
+
+
+@asynccontextmanager
+async def open_service(
+    service: GatewayService,
+    factory: AgentFactory | None = None,
+    *,
+    background: bool = True,
+    stop_timeout: float = 5.0,
+) -> AsyncIterator[GatewayService]:
+    """Start the service's Agent (in the background unless ``background`` is False); yield the service.
+
+    In the background, the service answers ``starting`` until the Agent (its tool servers) is
+    up. On exit: refuse new queries, cancel running ones (waiting up to ``stop_timeout`` for
+    their ``cancelled`` results), end the event streams, then close the Agent.
+    """
+    config = service.config
+    factory = factory or default_factory()
+    stop = anyio.Event()
+    notifier = anyio.CancelScope()
+
+    async def notify() -> None:
+        with notifier:
+            await service._notify_loop()
+
+    async def own_agent(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        if background:
+            task_status.started()
+            started = True
+        try:
+            async with factory(config) as agent:
+                service.attach(agent)
+                if not started:
+                    task_status.started()
+                    started = True
+                await stop.wait()
+                logger.info("closing the agent and its tool servers")
+        except Exception as exc:
+            if service.state == "stopping":
+                logger.exception("closing the agent failed")
+            else:
+                logger.exception("the agent failed to start")
+                service.fail(f"{type(exc).__name__}: {exc}")
+            if not started:
+                task_status.started()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(notify)
+        await tg.start(own_agent)
+        try:
+            yield service
+        finally:
+            with anyio.CancelScope(shield=True):
+                running = service.begin_shutdown()
+                if running:
+                    logger.info("cancelling %d running queries", running)
+                    await service.wait_idle(stop_timeout)
+            service.bus.close()
+            stop.set()
+            notifier.cancel()
