@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
+from mcp_agent.config import LLMConfig
+from mcp_agent.exceptions import (
+    ContextLengthError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderResponseError,
+)
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Usage
 from mcp_agent.providers import _anthropic_wire as wire
+from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.retry import RetryPolicy
+from tests.fakes import anthropic_shapes as shapes
+from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 
 CALL_A = ToolCall("toolu_a", "ports__check", {"port": 8000})
 CALL_B = ToolCall("toolu_b", "time__now", {})
@@ -340,3 +355,294 @@ def test_stream_ignores_unknown_and_malformed_events() -> None:
 )
 def test_error_message(body: Any, expected: tuple[str | None, str]) -> None:
     assert wire.error_message(body) == expected
+
+
+# ============================================================================================
+# the HTTP provider, against the fake model server on 127.0.0.1
+
+KEY = "sk-ant-secret-key"
+
+
+class Sleeps:
+    """A RetryPolicy sleep that records the delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with running_model_server() as running:
+        yield running
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+def _provider(server: FakeModelServer, sleeps: Sleeps, **options: Any) -> AnthropicProvider:
+    options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
+    return AnthropicProvider(base_url=server.base_url, model="claude-test", api_key=KEY, **options)
+
+
+@pytest.fixture
+async def streaming(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[AnthropicProvider]:
+    async with _provider(server, sleeps) as provider:
+        yield provider
+
+
+@pytest.fixture
+async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[AnthropicProvider]:
+    async with _provider(server, sleeps, stream=False) as provider:
+        yield provider
+
+
+def _request(*tools: ToolSpec, messages: list[Message] | None = None) -> ModelRequest:
+    return ModelRequest(messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools)
+
+
+async def test_plain_text_turn_headers_and_body(server: FakeModelServer, plain: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.message("Port 8000 is free.", usage=(12, 4)), headers={"request-id": "req_abc"}))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(_spec()))
+    assert turn.content == "Port 8000 is free." and turn.tool_calls == ()
+    assert turn.finish_reason == "stop" and turn.usage == Usage(12, 4, 16) and turn.request_id == "req_abc"
+    sent = server.last
+    assert sent.method == "POST" and sent.path == "/v1/messages"
+    assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"
+    body = sent.json
+    assert body["max_tokens"] == 4096 and body["system"] == "be brief" and "stream" not in body
+    assert body["tools"][0]["input_schema"]["type"] == "object"
+
+
+async def test_streamed_thinking_text_and_parallel_calls(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(
+        Reply.sse(
+            shapes.stream_events(
+                "Checking both.",
+                thinking="The user wants ports.",
+                signature="SIG/abc==",
+                calls=[("toolu_1", "ports__check", {"port": 8000}), ("toolu_2", "ports__check", {"port": 8001})],
+                usage=(30, 12),
+            ),
+            headers={"request-id": "req_s"},
+            done=False,
+        )
+    )
+    deltas: list[Delta] = []
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(_spec()), deltas.append)
+    assert server.last.json["stream"] is True and server.last.headers["accept"] == "text/event-stream"
+    assert turn.content == "Checking both." and turn.reasoning == "The user wants ports."
+    assert "ports." not in turn.content
+    assert [(c.id, c.arguments) for c in turn.tool_calls] == [("toolu_1", {"port": 8000}), ("toolu_2", {"port": 8001})]
+    assert turn.finish_reason == "tool_calls" and turn.usage == Usage(30, 12, 42) and turn.request_id == "req_s"
+    assert "".join(d.text for d in deltas if d.kind == "text") == "Checking both."
+    assert "".join(d.text for d in deltas if d.kind == "reasoning") == "The user wants ports."
+    assert {d.index for d in deltas if d.kind == "tool_call"} == {0, 1}
+
+    # the next request replays thinking with its signature and pairs every call with its result
+    server.enqueue(Reply.sse(shapes.stream_events("Both free."), done=False))
+    history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free"),
+               Message.tool(turn.tool_calls[1], "free")]
+    with anyio.fail_after(20):
+        final = await streaming.complete(_request(_spec(), messages=history))
+    assert final.content == "Both free."
+    messages = server.last.json["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"][0] == {"type": "thinking", "thinking": "The user wants ports.", "signature": "SIG/abc=="}
+    assert [b["tool_use_id"] for b in messages[2]["content"]] == ["toolu_1", "toolu_2"]
+
+
+async def test_streamed_single_call(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(Reply.sse(shapes.stream_events(calls=[("toolu_9", "time__now", {"tz": "UTC"})]), done=False))
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(_spec("time__now")))
+    assert turn.content == "" and [(c.name, c.arguments) for c in turn.tool_calls] == [("time__now", {"tz": "UTC"})]
+
+
+async def test_plain_parallel_calls(server: FakeModelServer, plain: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.message(calls=[("t1", "a__b", {"x": 1}), ("t2", "c__d", {})], thinking="hm")))
+    deltas: list[Delta] = []
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(), deltas.append)
+    assert [c.id for c in turn.tool_calls] == ["t1", "t2"] and turn.reasoning == "hm" and turn.content == ""
+    assert deltas == []  # nothing streamed, nothing reported
+
+
+async def test_from_config_max_tokens_headers_and_url(server: FakeModelServer) -> None:
+    llm = LLMConfig(endpoint=server.url, provider="anthropic", model="claude-x", api_key=KEY, stream=False,
+                    max_output_tokens=77, headers={"anthropic-beta": "tools-2024"}, temperature=0.1)
+    server.enqueue(Reply.json(shapes.message("ok")))
+    async with AnthropicProvider.from_config(llm) as provider:
+        with anyio.fail_after(20):
+            await provider.complete(_request())
+    assert server.last.path == "/v1/messages"
+    assert server.last.json["max_tokens"] == 77 and server.last.json["temperature"] == 0.1
+    assert server.last.json["model"] == "claude-x" and server.last.headers["anthropic-beta"] == "tools-2024"
+
+
+async def test_proxy_answering_json_to_a_stream_request(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.message("whole")))
+    deltas: list[Delta] = []
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(), deltas.append)
+    assert turn.content == "whole" and deltas == [Delta("text", "whole")]
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_overloaded_529_is_retried(server: FakeModelServer, sleeps: Sleeps, stream: bool) -> None:
+    server.enqueue(
+        Reply.json(shapes.error_body("overloaded_error", "Overloaded"), status=529),
+        Reply.json(shapes.message("fine")) if not stream else Reply.sse(shapes.stream_events("fine"), done=False),
+    )
+    async with _provider(server, sleeps, stream=stream) as provider:
+        with anyio.fail_after(20):
+            turn = await provider.complete(_request())
+    assert turn.content == "fine" and len(server.requests) == 2 and len(sleeps.delays) == 1
+
+
+async def test_rate_limit_honours_retry_after(server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider) -> None:
+    server.enqueue(
+        Reply.json(shapes.error_body("rate_limit_error", "slow down"), status=429, headers={"retry-after": "3"}),
+        Reply.json(shapes.message("ok")),
+    )
+    with anyio.fail_after(20):
+        await plain.complete(_request())
+    assert sleeps.delays == [3.0]
+
+
+async def test_retries_run_out(server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider) -> None:
+    server.enqueue(*[Reply.json(shapes.error_body("api_error", "boom"), status=500)] * 3)
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request())
+    assert info.value.status == 500 and info.value.message == "boom" and len(server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (401, shapes.error_body("authentication_error", "invalid x-api-key")),
+        (400, shapes.error_body("invalid_request_error", "messages.1: tool_use ids were found without tool_result")),
+        (404, shapes.error_body("not_found_error", "model: claude-nope")),
+        (429, shapes.error_body("rate_limit_error", "spend limit", error_code="enforced_spend_limit_reached")),
+    ],
+)
+async def test_terminal_errors_are_not_retried(
+    server: FakeModelServer, plain: AnthropicProvider, status: int, body: dict[str, Any]
+) -> None:
+    server.enqueue(Reply.json(body, status=status, headers={"request-id": "req_t"}))
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request())
+    assert info.value.terminal and info.value.status == status and info.value.request_id == "req_t"
+    assert len(server.requests) == 1 and KEY not in str(info.value)
+
+
+async def test_prompt_too_long_is_context_length(server: FakeModelServer, plain: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.error_body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+                              status=400))
+    with anyio.fail_after(20), pytest.raises(ContextLengthError):
+        await plain.complete(_request())
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_context_window_stop_reason_is_context_length(server: FakeModelServer, sleeps: Sleeps, stream: bool) -> None:
+    reason = "model_context_window_exceeded"
+    server.enqueue(
+        Reply.sse(shapes.stream_events("partial", stop_reason=reason), done=False)
+        if stream
+        else Reply.json(shapes.message("partial", stop_reason=reason))
+    )
+    async with _provider(server, sleeps, stream=stream) as provider:
+        with anyio.fail_after(20), pytest.raises(ContextLengthError):
+            await provider.complete(_request())
+
+
+async def test_error_event_before_any_delta_is_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    events = shapes.stream_events("x")
+    server.enqueue(
+        Reply.sse([events[0], shapes.error_event("overloaded_error", "Overloaded")], done=False),
+        Reply.sse(shapes.stream_events("recovered"), done=False),
+    )
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request())
+    assert turn.content == "recovered" and len(server.requests) == 2
+
+
+async def test_error_event_after_a_delta_is_not_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    events = shapes.stream_events("some text here")
+    server.enqueue(Reply.sse([*events[:5], shapes.error_event("overloaded_error", "Overloaded")], done=False))
+    deltas: list[Delta] = []
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError) as info:
+        await streaming.complete(_request(), deltas.append)
+    assert "Overloaded" in str(info.value) and not info.value.retryable
+    assert len(server.requests) == 1 and deltas
+
+
+async def test_error_event_invalid_request_is_terminal(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(Reply.sse([shapes.error_event("invalid_request_error", "bad")], done=False))
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError) as info:
+        await streaming.complete(_request())
+    assert info.value.terminal and len(server.requests) == 1
+
+
+async def test_stream_without_message_stop_is_broken(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(*[Reply.sse(shapes.stream_events(calls=[("t", "a__b", {})], stop=False), done=False)] * 3)
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="message_stop"):
+        await streaming.complete(_request())
+    assert len(server.requests) == 1  # a tool-call delta was already reported: no retry
+
+
+async def test_stream_cut_before_any_delta_is_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(
+        Reply.sse(shapes.stream_events("text"), done=False, abort_after=1),
+        Reply.sse(shapes.stream_events("again"), done=False),
+    )
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request())
+    assert turn.content == "again" and len(server.requests) == 2
+
+
+async def test_stream_cut_after_deltas_fails(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+    server.enqueue(Reply.sse(shapes.stream_events("a long answer"), done=False, abort_after=5))
+    with anyio.fail_after(20), pytest.raises(ProviderError) as info:
+        await streaming.complete(_request(), lambda d: None)
+    assert not info.value.retryable and len(server.requests) == 1
+
+
+async def test_error_in_a_200_body(server: FakeModelServer, plain: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.error_body("invalid_request_error", "nope")))
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="nope"):
+        await plain.complete(_request())
+
+
+async def test_non_json_answer(server: FakeModelServer, sleeps: Sleeps) -> None:
+    server.enqueue(*[Reply(body=b"<html>gateway</html>")] * 2)
+    async with _provider(server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)) as provider:
+        with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not JSON"):
+            await provider.complete(_request())
+    assert len(server.requests) == 2
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_connection_refused(sleeps: Sleeps) -> None:
+    provider = AnthropicProvider(
+        base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY, refused="nothing listens there",
+        retry=RetryPolicy(sleep=sleeps),
+    )
+    async with provider:
+        with anyio.fail_after(20), pytest.raises(ProviderConnectionError, match="nothing listens there"):
+            await provider.complete(_request())

@@ -1,0 +1,253 @@
+"""AnthropicProvider: the native Anthropic Messages API over an httpx.AsyncClient, streamed or not.
+
+One ``complete`` call is one ``POST {base}/messages`` (``base`` is ``https://api.anthropic.com/v1``
+or a proxy's prefix) with the headers ``x-api-key`` and ``anthropic-version``. The wire mapping
+is pure and lives in ``_anthropic_wire.py``; this module does I/O, streaming and errors:
+
+- Streaming reads the server-sent events through the shared tolerant parser (``_sse.py``),
+  reports text, thinking and tool-input pieces through ``on_delta``, and requires
+  ``message_stop``: a stream that ends without it is a broken answer.
+- Errors are classified by ``retry.py`` (529 overloaded and 429 are retried with backoff that
+  honours ``retry-after``; ``prompt is too long`` is a ``ContextLengthError``; spend limits and
+  other 4xx are terminal). A mid-stream ``event: error`` is classified the same way. A stream
+  that already handed pieces to ``on_delta`` is not retried, so no piece is reported twice.
+- ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
+- ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
+  ``DEFAULT_MAX_TOKENS`` (4096).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from ..config import LLMConfig
+from ..exceptions import ContextLengthError, ProviderError, ProviderResponseError
+from ..messages import Delta, Turn
+from . import _anthropic_wire as wire
+from ._sse import aiter_sse
+from .base import DeltaCallback, ModelRequest
+from .endpoints import Endpoint, refused_message, resolve_endpoint
+from .retry import RetryPolicy, classify_error, map_transport_errors, request_id_from
+
+__all__ = ["AnthropicProvider"]
+
+logger = logging.getLogger(__name__)
+
+
+def build_client(llm: LLMConfig) -> httpx.AsyncClient:
+    """An httpx client with the read and connect timeouts of ``llm`` (0 = no timeout)."""
+    read = llm.request_timeout_seconds or None
+    connect = llm.connect_timeout_seconds or None
+    return httpx.AsyncClient(timeout=httpx.Timeout(read, connect=connect))
+
+
+class AnthropicProvider:
+    """A Provider for the Anthropic Messages API.
+
+    Args:
+        base_url: the API base including its version path (``https://api.anthropic.com/v1``).
+        model: the model name.
+        api_key: sent as ``x-api-key`` (left out when None, e.g. behind a proxy that adds it).
+        client: the HTTP client to use; when None one is made and closed by ``aclose``.
+        stream: ask for server-sent events.
+        max_output_tokens: ``max_tokens`` when a request sets none; None means
+            ``DEFAULT_MAX_TOKENS`` (the API requires a value).
+        temperature: the temperature when a request sets none.
+        retry: the retry policy (``llm.maxRetries``).
+        headers: extra headers for every request (``anthropic-beta``...).
+        thinking_budget: enable extended thinking with this many tokens (None = off).
+        refused: the message for a refused connection (which server, how to start it).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        thinking_budget: int | None = None,
+        refused: str | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/messages"
+        self.model = model
+        self.stream = stream
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.retry = retry or RetryPolicy()
+        self.thinking_budget = thinking_budget
+        self._refused = refused
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
+        self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **(headers or {})}
+        if api_key:
+            self._headers["x-api-key"] = api_key
+
+    @classmethod
+    def from_config(
+        cls,
+        llm: LLMConfig,
+        *,
+        client: httpx.AsyncClient | None = None,
+        endpoint: Endpoint | None = None,
+        **options: Any,
+    ) -> AnthropicProvider:
+        """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
+        endpoint = endpoint or resolve_endpoint(llm)
+        provider = cls(
+            base_url=endpoint.base_url,
+            model=llm.model,
+            api_key=llm.api_key,
+            client=client or build_client(llm),
+            stream=llm.stream,
+            max_output_tokens=llm.max_output_tokens,
+            temperature=llm.temperature,
+            retry=RetryPolicy(max_retries=llm.max_retries),
+            headers=llm.headers,
+            refused=refused_message(endpoint, llm.model),
+            **options,
+        )
+        provider._owns_client = client is None
+        return provider
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider made it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AnthropicProvider:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------------------------ call
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (defaults from the constructor filled in)."""
+        if request.max_output_tokens is None and self.max_output_tokens:
+            request = replace(request, max_output_tokens=self.max_output_tokens)
+        if request.temperature is None and self.temperature is not None:
+            request = replace(request, temperature=self.temperature)
+        return wire.build_request(
+            request, model=self.model, stream=self.stream, thinking_budget=self.thinking_budget
+        )
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
+        """Send one request (retrying as ``retry`` allows) and return the model's turn.
+
+        Raises:
+            ContextLengthError: the conversation does not fit the model's context window.
+            ProviderError: any other failure, after the retries (``terminal`` when retrying
+                cannot help).
+        """
+        body = self.body(request)
+
+        async def attempt(_: int) -> Turn:
+            if self.stream:
+                return await self._streamed(body, on_delta)
+            return await self._whole(body)
+
+        turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
+        if turn.finish_reason == "context_length":
+            raise ContextLengthError(
+                "the conversation filled the model's context window (model_context_window_exceeded)",
+                request_id=turn.request_id,
+            )
+        return turn
+
+    async def _whole(self, body: dict[str, Any]) -> Turn:
+        with map_transport_errors(refused_message=self._refused):
+            response = await self._client.post(self.url, json=body, headers=self._headers)
+        request_id = request_id_from(response.headers)
+        if response.status_code >= 400:
+            raise classify_error(response.status_code, response.content, response.headers, request_id=request_id)
+        data = _json(response.content, request_id)
+        if data.get("type") == "error":
+            raise classify_error(None, data, response.headers, request_id=request_id)
+        return wire.parse_response(data, request_id=request_id)
+
+    async def _streamed(self, body: dict[str, Any], on_delta: DeltaCallback | None) -> Turn:
+        emitted = False
+        headers = {**self._headers, "accept": "text/event-stream"}
+        try:
+            with map_transport_errors(refused_message=self._refused):
+                async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
+                    request_id = request_id_from(response.headers)
+                    if response.status_code >= 400:
+                        await response.aread()
+                        raise classify_error(
+                            response.status_code, response.content, response.headers, request_id=request_id
+                        )
+                    if "json" in response.headers.get("content-type", ""):
+                        # a proxy that ignored "stream": a whole answer (or an error) as JSON
+                        await response.aread()
+                        data = _json(response.content, request_id)
+                        if data.get("type") == "error":
+                            raise classify_error(None, data, response.headers, request_id=request_id)
+                        turn = wire.parse_response(data, request_id=request_id)
+                        _replay(turn, on_delta)
+                        return turn
+                    state = wire.StreamState()
+                    async for event in aiter_sse(response.aiter_bytes()):
+                        if event.event == "ping" or not event.data.strip() or event.is_done:
+                            continue
+                        data = wire.decode_event_data(event.data)
+                        if data is None:
+                            logger.debug("Anthropic stream: skipped a non-JSON event: %.200s", event.data)
+                            continue
+                        name = None if event.event == "message" else event.event
+                        for delta in state.feed(name, data):
+                            emitted = True
+                            if on_delta is not None:
+                                on_delta(delta)
+                        if state.error is not None:
+                            raise classify_error(None, state.error, request_id=request_id)
+                        if state.done:
+                            break
+                    if not state.done:
+                        raise ProviderResponseError(
+                            "the Anthropic stream ended before message_stop", request_id=request_id, retryable=True
+                        )
+                    return state.turn(request_id)
+        except ProviderError as exc:
+            if emitted and exc.retryable:
+                exc.retryable = False  # pieces were already reported: a retry would repeat them
+            raise
+
+
+def _json(content: bytes, request_id: str | None) -> dict[str, Any]:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        raise ProviderResponseError(
+            f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
+        ) from None
+    if not isinstance(data, dict):
+        raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
+    return data
+
+
+def _replay(turn: Turn, on_delta: DeltaCallback | None) -> None:
+    if on_delta is None:
+        return
+    if turn.reasoning:
+        on_delta(Delta("reasoning", turn.reasoning))
+    if turn.content:
+        on_delta(Delta("text", turn.content))
+    for index, call in enumerate(turn.tool_calls):
+        on_delta(Delta("tool_call", json.dumps(call.arguments), index=index, name=call.name))
