@@ -1,0 +1,307 @@
+"""Our stdio transport: one MCP server as a child process, speaking JSON-RPC lines on stdin/stdout.
+
+The SDK's ``stdio_client`` hides what a supervisor needs, so this small transport replaces it.
+It yields the same pair of memory-object streams of ``SessionMessage`` the SDK's
+``ClientSession`` expects, plus a ``StdioChild`` handle that knows the process id, the exit code
+once there is one, the last 100 lines of stderr and how many junk lines came on stdout.
+
+- The child runs in its own process group (``start_new_session``) with the SDK's safe default
+  environment plus the server's ``env``.
+- A stdout line that is not a JSON-RPC message is logged (warning, at most one every few
+  seconds) and counted, never fatal, before or after the handshake. Blank lines are ignored.
+- stderr goes to a ring buffer and to our log at debug level.
+- When the process exits, the session's read stream ends at once (after a short grace for output
+  still in the pipe), even when a grandchild keeps stdout open: in-flight requests then fail with
+  "Connection closed" instead of waiting for their timeout.
+- Shutdown, shielded from cancellation so a cancelled owner still reaps: close stdin, wait up to
+  2 s, SIGTERM the whole group, wait up to 2 s, SIGKILL the group. The group is signalled even
+  when the leader exited by itself, so grandchildren never outlive it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from ..config import StdioServerConfig
+from ..exceptions import ToolServerStartError
+
+logger = logging.getLogger(__name__)
+
+STDERR_LINES = 100
+"""How many lines of a child's stderr are kept."""
+CLOSE_GRACE_SECONDS = 2.0
+"""How long a child may take to exit after its stdin closes, and after SIGTERM."""
+_EXIT_POLL_SECONDS = 0.05
+_SHUTDOWN_POLL_SECONDS = 0.01
+_EOF_GRACE_SECONDS = 0.2
+_FLUSH_SECONDS = 0.5
+_JUNK_WARN_EVERY_SECONDS = 5.0
+_JUNK_SHOWN_CHARS = 200
+_PIPE_ERRORS = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+
+
+class StdioChild:
+    """A running stdio server process and what we know about it.
+
+    Attributes:
+        name: the server's name, for logs.
+        pid: the process id (also the process group id).
+        exited: set once the process has exited (``returncode`` is then known).
+        junk_lines: how many stdout lines were not JSON-RPC messages.
+    """
+
+    def __init__(self, name: str, process: anyio.abc.Process) -> None:
+        self.name = name
+        self.pid = process.pid
+        self.exited = anyio.Event()
+        self.junk_lines = 0
+        self._process = process
+        self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._stdout_eof = anyio.Event()
+        self._writer_done = anyio.Event()
+        self._last_junk_warning = float("-inf")
+        self._suppressed_junk = 0
+        self._read_send, self.read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        self.write_stream, self._write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code (negative: killed by that signal), or None while it runs."""
+        return self._process.returncode
+
+    def stderr_tail(self, lines: int = 10) -> tuple[str, ...]:
+        """The last ``lines`` lines the process wrote to stderr."""
+        return tuple(self._stderr)[-lines:] if lines > 0 else ()
+
+    # ---------------------------------------------------------------- pumps
+
+    async def _read_stdout(self, cancel_scope: anyio.CancelScope) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
+        pending: list[bytes] = []
+        with cancel_scope:
+            async with self._read_send:
+                try:
+                    while True:
+                        chunk = await stdout.receive()
+                        start = 0
+                        while (end := chunk.find(b"\n", start)) >= 0:
+                            pending.append(chunk[start:end])
+                            line = b"".join(pending)
+                            pending.clear()
+                            start = end + 1
+                            await self._deliver(line)
+                        if start < len(chunk):
+                            pending.append(chunk[start:])
+                except _PIPE_ERRORS:
+                    pass
+                if pending:
+                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await self._deliver(b"".join(pending))
+        self._stdout_eof.set()
+        # The session is gone or the pipe ended: keep draining so a child blocked on a full
+        # pipe can still read its stdin's end and exit.
+        with suppress(*_PIPE_ERRORS):
+            while True:
+                await stdout.receive()
+
+    async def _deliver(self, line: bytes) -> None:
+        line = line.strip()
+        if not line:
+            return
+        try:
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            self._junk(line)
+            return
+        try:
+            await self._read_send.send(SessionMessage(message))
+        except anyio.BrokenResourceError:
+            pass  # nobody reads any more (shutdown); the drain goes on
+
+    def _junk(self, line: bytes) -> None:
+        self.junk_lines += 1
+        shown = line[:_JUNK_SHOWN_CHARS].decode("utf-8", "replace")
+        now = time.monotonic()
+        if now - self._last_junk_warning >= _JUNK_WARN_EVERY_SECONDS:
+            more = f" (+{self._suppressed_junk} more since the last warning)" if self._suppressed_junk else ""
+            logger.warning(
+                "%s: ignored a non-JSON-RPC line on stdout (%d so far)%s: %s",
+                self.name,
+                self.junk_lines,
+                more,
+                shown,
+            )
+            self._last_junk_warning = now
+            self._suppressed_junk = 0
+        else:
+            self._suppressed_junk += 1
+            logger.debug("%s: ignored stdout line: %s", self.name, shown)
+
+    async def _read_stderr(self) -> None:
+        stderr = self._process.stderr
+        assert stderr is not None
+        pending = b""
+        with suppress(*_PIPE_ERRORS):
+            while True:
+                pending += await stderr.receive()
+                *lines, pending = pending.split(b"\n")
+                for raw in lines:
+                    self._stderr_line(raw)
+                if len(pending) > 65536:  # a child writing without newlines
+                    self._stderr_line(pending)
+                    pending = b""
+        if pending:
+            self._stderr_line(pending)
+
+    def _stderr_line(self, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        if text:
+            self._stderr.append(text)
+            logger.debug("%s stderr: %s", self.name, text)
+
+    async def _write_stdin(self) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            async with self._write_receive:
+                async for item in self._write_receive:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await stdin.send(data.encode() + b"\n")
+        except _PIPE_ERRORS:
+            # The child closed its stdin or died: the session must see the end, not hang.
+            self._read_send.close()
+        finally:
+            self._writer_done.set()
+
+    async def _watch_exit(self, stdout_scope: anyio.CancelScope) -> None:
+        while self._process.returncode is None:
+            await anyio.sleep(_EXIT_POLL_SECONDS)
+        self.exited.set()
+        # Output still in the pipe arrives first; a grandchild holding stdout open must not keep
+        # the session waiting for an end that never comes.
+        with anyio.move_on_after(_EOF_GRACE_SECONDS):
+            await self._stdout_eof.wait()
+        if not self._stdout_eof.is_set():
+            stdout_scope.cancel()
+
+    # ------------------------------------------------------------- shutdown
+
+    async def _shutdown(self) -> None:
+        """Stop the child and its whole process group. Every wait is bounded."""
+        self.write_stream.close()
+        with anyio.move_on_after(_FLUSH_SECONDS):
+            await self._writer_done.wait()
+        self.read_stream.close()
+        if self._process.stdin is not None:
+            with suppress(*_PIPE_ERRORS):
+                await self._process.stdin.aclose()
+        await _wait_until(lambda: self._process.returncode is not None, CLOSE_GRACE_SECONDS)
+        if _group_alive(self.pid):
+            _signal_group(self.pid, signal.SIGTERM)
+            if not await _wait_until(lambda: not _group_alive(self.pid), CLOSE_GRACE_SECONDS):
+                logger.warning("%s: process group %d ignored SIGTERM; killing it", self.name, self.pid)
+                _signal_group(self.pid, signal.SIGKILL)
+        if not await _wait_until(lambda: self._process.returncode is not None, CLOSE_GRACE_SECONDS):
+            logger.warning("%s: process %d is still alive after SIGKILL; abandoning it", self.name, self.pid)
+        self.exited.set()
+        with anyio.move_on_after(CLOSE_GRACE_SECONDS):
+            await self._process.aclose()
+
+
+async def _wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``condition()`` until it is true or ``timeout`` passes; return whether it came true."""
+    deadline = anyio.current_time() + timeout
+    while not condition():
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(_SHUTDOWN_POLL_SECONDS)
+    return True
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs. Zombies (exited, not yet reaped by their
+    parent, often PID 1 in containers) count as gone: they hold no resources."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+@asynccontextmanager
+async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> AsyncIterator[StdioChild]:
+    """Start a stdio server and yield its handle; stop it and its process group on exit.
+
+    Args:
+        config: the server's command, arguments, environment and working folder.
+        name: the server's name, for logs and errors.
+
+    Raises:
+        ToolServerStartError: the process could not be started (no such command, not
+            executable, missing working folder).
+    """
+    env = get_default_environment() | dict(config.env)
+    try:
+        process = await anyio.open_process(
+            [config.command, *config.args],
+            env=env,
+            cwd=config.cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        missing = config.cwd if config.cwd and not Path(config.cwd).is_dir() else config.command
+        raise ToolServerStartError(f"cannot start {config.command!r}: {missing!r} not found", server=name) from exc
+    except (OSError, ValueError) as exc:
+        raise ToolServerStartError(f"cannot start {config.command!r}: {exc}", server=name) from exc
+
+    child = StdioChild(name, process)
+    logger.debug("%s: started pid %d: %s", name, process.pid, " ".join([config.command, *config.args]))
+    stdout_scope = anyio.CancelScope()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child._read_stdout, stdout_scope)
+        tg.start_soon(child._read_stderr)
+        tg.start_soon(child._write_stdin)
+        tg.start_soon(child._watch_exit, stdout_scope)
+        try:
+            yield child
+        finally:
+            with anyio.CancelScope(shield=True):
+                await child._shutdown()
+            tg.cancel_scope.cancel()
+    logger.debug("%s: pid %d ended with exit code %s", name, child.pid, child.returncode)

@@ -1,0 +1,498 @@
+"""One MCP tool server for its whole life: spawn or connect, handshake, list, call, restart.
+
+A ``ServerConnection`` supervises one server from ``agent.json``. ``run()`` starts it (a stdio
+child through our own transport, or a remote server over Streamable HTTP or SSE), does the
+legacy ``initialize`` handshake (mcp-sdk-2.md G3), lists its tools page by page through the
+repair filter (G1, G2), and then serves until the server exits or the connection drops. Then
+it restarts it with exponential backoff inside a restart budget; meanwhile its tools answer
+"temporarily unavailable". A server that fails its first start is reported (exit code, stderr
+tail, or "did not start within N s") and stays failed: the others serve regardless.
+
+``call()`` never raises for anything the server does: a timeout (the server gets
+``notifications/cancelled`` from the SDK and stays usable), a crash (in-flight calls fail at
+once with the exit code and stderr tail), a JSON-RPC error or an invalid result all come back
+as error ``ToolResult``\\ s. Cancellation of the caller propagates and cancels the call on the
+server.
+"""
+
+from __future__ import annotations
+
+import collections
+import fnmatch
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import ClientSession, MCPError
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
+
+from .._types import JSONObject
+from ..config import RemoteServerConfig, StdioServerConfig
+from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
+from ..messages import ToolResult
+from ._repair import ResponseRepairer
+from ._stdio import StdioChild, open_stdio_transport
+from .content import content_to_text
+from .schema import CompiledSchema, compile_tool_schema
+
+logger = logging.getLogger(__name__)
+
+ServerState = Literal["starting", "up", "failed", "disabled", "restarting"]
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+"""``(progress, total, message)``, as the SDK reports a call's ``notifications/progress``."""
+
+CLIENT_INFO = types.Implementation(name="mcp-agent", version="0.1.0")
+_EXIT_WAIT_SECONDS = 1.0
+_MAX_PAGES = 100
+_STDERR_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When a crashed server is started again.
+
+    Attributes:
+        first_delay: seconds before the first restart; each further one doubles it.
+        max_delay: the longest wait between restarts.
+        max_restarts: restarts allowed within ``window_seconds``; one more crash and the server
+            stays failed.
+        window_seconds: the window of the restart budget.
+    """
+
+    first_delay: float = 0.5
+    max_delay: float = 30.0
+    max_restarts: int = 5
+    window_seconds: float = 300.0
+
+    def delay(self, restart: int) -> float:
+        """The wait before the ``restart``-th restart of the window (1-based)."""
+        return min(self.max_delay, self.first_delay * 2 ** max(0, restart - 1))
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    """A tool as its server offers it, after allow/deny and schema compilation, before naming.
+
+    Attributes:
+        server: the server's name.
+        mcp_name: the tool's name on its server.
+        description: the tool's description.
+        schema: the compiled input schema.
+        annotations: the MCP tool annotations, wire spelling (``readOnlyHint``...).
+    """
+
+    server: str
+    mcp_name: str
+    description: str
+    schema: CompiledSchema
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+
+def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
+    """Whether ``allowTools``/``denyTools`` (fnmatch globs on MCP names) let a tool through."""
+    if allow is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in allow):
+        return False
+    return not any(fnmatch.fnmatchcase(name, pattern) for pattern in deny)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups (G5)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _error_text(error: ToolServerError) -> str:
+    """The error without the leading server name (the status already names the server)."""
+    text = str(error)
+    prefix = f"{error.server}: "
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+@dataclass
+class _Live:
+    """One running incarnation of a server: its session and what sits under it."""
+
+    session: ClientSession
+    repairer: ResponseRepairer
+    child: StdioChild | None
+    refresh: MemoryObjectSendStream[None]
+
+
+@dataclass
+class _Attempt:
+    """The outcome of one start, filled in by the incarnation task."""
+
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    child: StdioChild | None = None
+    error: ToolServerError | None = None
+    ended: ToolServerError | None = None
+    started_at: float = field(default_factory=time.perf_counter)
+
+
+class ServerConnection:
+    """One configured tool server: its state, its tools, and calls to them.
+
+    Attributes:
+        name: the server's name in agent.json.
+        config: its configuration.
+        state: ``starting``, ``up``, ``restarting``, ``failed`` or ``disabled``.
+        error: why it is not up (or the last crash while it restarts), else None.
+        tools: its tools, as last listed (kept while it restarts, emptied when it fails).
+        startup_ms: how long its last successful start took (spawn to tools listed).
+        restarts: how many times it was restarted.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: StdioServerConfig | RemoteServerConfig,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        policy: RestartPolicy | None = None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.state: ServerState = "disabled" if config.disabled else "starting"
+        self.error: str | None = None
+        self.tools: tuple[ServerTool, ...] = ()
+        self.startup_ms: float | None = None
+        self.restarts = 0
+        self.stopped = anyio.Event()
+        self.running = False
+        self._on_change = on_change
+        self._policy = policy or RestartPolicy()
+        self._live: _Live | None = None
+        self._junk_before = 0
+        self._child: StdioChild | None = None
+        self._scope = anyio.CancelScope()
+
+    @property
+    def junk_lines(self) -> int:
+        """Non-JSON-RPC stdout lines seen over every incarnation."""
+        return self._junk_before + (self._child.junk_lines if self._child else 0)
+
+    def stop(self) -> None:
+        """Stop supervising; ``stopped`` is set once the server and its processes are gone."""
+        self._scope.cancel()
+
+    def _set(self, state: ServerState, error: str | None = None) -> None:
+        self.state, self.error = state, error
+        self._on_change()
+
+    # -------------------------------------------------------------- supervision
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Start the server, then keep it running until ``stop()`` or cancellation.
+
+        ``task_status.started()`` fires once the first start has succeeded or failed. Never
+        raises for the server's failures.
+        """
+        self.running = True
+        try:
+            with self._scope:
+                if self.config.disabled:
+                    task_status.started()
+                    return
+                await self._supervise(task_status)
+        finally:
+            self._live = None
+            self.stopped.set()
+
+    async def _supervise(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        first = True
+        recent: collections.deque[float] = collections.deque()
+        async with anyio.create_task_group() as tg:
+            while True:
+                attempt = await self._start_once(tg)
+                if attempt.error is None:
+                    if first:
+                        task_status.started()
+                        first = False
+                    await attempt.done.wait()
+                    failure = attempt.ended or ToolServerExited("stopped", server=self.name)
+                else:
+                    failure = attempt.error
+                    if first:
+                        self.tools = ()
+                        self._set("failed", _error_text(failure))
+                        logger.warning("tool server %s", failure)
+                        task_status.started()
+                        return
+                await attempt.done.wait()
+                now = time.monotonic()
+                while recent and now - recent[0] > self._policy.window_seconds:
+                    recent.popleft()
+                reason = _error_text(failure)
+                if len(recent) >= self._policy.max_restarts:
+                    self.tools = ()
+                    self._set(
+                        "failed",
+                        f"gave up after {len(recent)} restarts in {self._policy.window_seconds:g} s: {reason}",
+                    )
+                    logger.error("tool server %s: gave up restarting: %s", self.name, reason)
+                    return
+                recent.append(now)
+                self.restarts += 1
+                delay = self._policy.delay(len(recent))
+                logger.warning("tool server %s; restarting in %g s", failure, delay)
+                self._set("restarting", reason)
+                await anyio.sleep(delay)
+
+    async def _start_once(self, tg: anyio.abc.TaskGroup) -> _Attempt:
+        """Start one incarnation and wait until it serves, fails, or runs out of time."""
+        attempt = _Attempt()
+        scope = anyio.CancelScope()
+        tg.start_soon(self._incarnation, attempt, scope)
+        timeout = self.config.startup_timeout_seconds or None
+        with anyio.move_on_after(timeout):
+            await attempt.ready.wait()
+        if not attempt.ready.is_set():
+            # The incarnation is cancelled and reaps its process in the background.
+            scope.cancel()
+            child = attempt.child
+            attempt.error = ToolServerStartError(
+                f"did not start within {timeout:g} s",
+                server=self.name,
+                stderr_tail=child.stderr_tail(_STDERR_SHOWN) if child else (),
+            )
+        return attempt
+
+    async def _incarnation(self, attempt: _Attempt, scope: anyio.CancelScope) -> None:
+        try:
+            with scope:
+                try:
+                    async with self._transport(attempt) as (read, write):
+                        await self._serve(attempt, read, write)
+                except Exception as exc:
+                    if not attempt.ready.is_set():
+                        attempt.error = await self._start_error(exc, attempt.child)
+                    else:
+                        attempt.ended = await self._crash_error(attempt.child, exc)
+        finally:
+            if self._live is not None and self._live.child is attempt.child:
+                self._live = None
+            attempt.ready.set()
+            attempt.done.set()
+
+    @asynccontextmanager
+    async def _transport(
+        self, attempt: _Attempt
+    ) -> AsyncIterator[
+        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+    ]:
+        config = self.config
+        if isinstance(config, StdioServerConfig):
+            async with open_stdio_transport(config, name=self.name) as child:
+                if self._child is not None:
+                    self._junk_before += self._child.junk_lines
+                self._child = attempt.child = child
+                yield child.read_stream, child.write_stream
+        elif config.transport == "sse":
+            async with sse_client(config.url, headers=dict(config.headers) or None) as (read, write):
+                yield read, write  # type: ignore[misc]
+        else:
+            timeout = httpx2.Timeout(30, read=300)
+            async with (
+                httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, follow_redirects=True) as http,
+                streamable_http_client(config.url, http_client=http) as (read, write),
+            ):
+                yield read, write  # type: ignore[misc]
+
+    async def _serve(
+        self,
+        attempt: _Attempt,
+        read: MemoryObjectReceiveStream[SessionMessage | Exception],
+        write: MemoryObjectSendStream[SessionMessage],
+    ) -> None:
+        repairer = ResponseRepairer(self.name)
+        repaired_send, repaired_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        refresh_send, refresh_read = anyio.create_memory_object_stream[None](1)
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                try:
+                    refresh_send.send_nowait(None)
+                except (anyio.WouldBlock, anyio.ClosedResourceError):
+                    pass  # a refresh is already pending, or this incarnation is ending
+            elif isinstance(message, Exception):
+                logger.warning("%s: transport error: %s", self.name, message)
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            logger.debug("%s log [%s]: %s", self.name, params.level, params.data)
+
+        async with refresh_send, refresh_read, anyio.create_task_group() as tg:
+            tg.start_soon(repairer.pump, read, repaired_send)
+            async with ClientSession(
+                repaired_read, write, message_handler=on_message, logging_callback=on_log, client_info=CLIENT_INFO
+            ) as session:
+                await session.initialize()
+                live = _Live(session, repairer, attempt.child, refresh_send)
+                self.tools = await self._list_tools(live)
+                self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
+                self._live = live
+                self._set("up")
+                attempt.ready.set()
+                tg.start_soon(self._refresh_tools, live, refresh_read)
+                await repairer.ended.wait()
+                attempt.ended = await self._crash_error(attempt.child, None)
+                self._set("restarting", _error_text(attempt.ended))  # "failed" if the budget is spent
+            tg.cancel_scope.cancel()
+
+    async def _refresh_tools(self, live: _Live, requests: MemoryObjectReceiveStream[None]) -> None:
+        async for _ in requests:
+            try:
+                tools = await self._list_tools(live)
+            except Exception as exc:
+                logger.warning("%s: re-listing tools after tools/list_changed failed: %s", self.name, exc)
+                continue
+            logger.info("%s: tools changed (%d now)", self.name, len(tools))
+            self.tools = tools
+            self._on_change()
+
+    async def _list_tools(self, live: _Live) -> tuple[ServerTool, ...]:
+        """Every page of ``tools/list``, filtered and compiled."""
+        listed: list[types.Tool] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(_MAX_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            page = await live.session.list_tools(params=params)
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor or cursor in seen:
+                break
+            seen.add(cursor)
+        else:
+            logger.warning("%s: stopped listing tools after %d pages", self.name, _MAX_PAGES)
+        return tuple(tool for t in listed if (tool := self._server_tool(t, live.repairer)) is not None)
+
+    def _server_tool(self, tool: types.Tool, repairer: ResponseRepairer) -> ServerTool | None:
+        if tool.execution is not None and tool.execution.task_support == "required":
+            logger.warning("%s: skipping tool %s: it requires task-augmented execution", self.name, tool.name)
+            return None
+        if not tool_allowed(tool.name, self.config.allow_tools, self.config.deny_tools):
+            return None
+        raw = repairer.raw_tools.get(tool.name)
+        if raw is None:  # not seen by the repairer (cannot happen on our transports)
+            raw = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            schema = compile_tool_schema(raw.get("inputSchema"))
+        except Exception:
+            logger.exception("%s: skipping tool %s: its input schema could not be compiled", self.name, tool.name)
+            return None
+        annotations = raw.get("annotations")
+        return ServerTool(
+            server=self.name,
+            mcp_name=tool.name,
+            description=tool.description or "",
+            schema=schema,
+            annotations=dict(annotations) if isinstance(annotations, dict) else {},
+        )
+
+    # ------------------------------------------------------------------ errors
+
+    async def _exit_info(self, child: StdioChild | None) -> tuple[int | None, tuple[str, ...]]:
+        if child is None:
+            return None, ()
+        with anyio.move_on_after(_EXIT_WAIT_SECONDS):
+            await child.exited.wait()
+        return child.returncode, child.stderr_tail(_STDERR_SHOWN)
+
+    async def _start_error(self, exc: BaseException, child: StdioChild | None) -> ToolServerStartError:
+        leaves = _leaves(exc)
+        for leaf in leaves:
+            if isinstance(leaf, ToolServerStartError):
+                return leaf
+        code, tail = await self._exit_info(child)
+        if code is not None:
+            message = "exited during start-up"
+        else:
+            leaf = next((e for e in leaves if isinstance(e, MCPError)), leaves[0])
+            message = f"start-up failed: {type(leaf).__name__}: {leaf}"
+        return ToolServerStartError(message, server=self.name, exit_code=code, stderr_tail=tail)
+
+    async def _crash_error(self, child: StdioChild | None, exc: BaseException | None) -> ToolServerExited:
+        code, tail = await self._exit_info(child)
+        if code is not None:
+            message = "exited"
+        elif child is not None:
+            message = "closed its stdout"
+        else:
+            message = "connection closed" + (f": {_leaves(exc)[0]}" if exc is not None else "")
+        return ToolServerExited(message, server=self.name, exit_code=code, stderr_tail=tail)
+
+    # -------------------------------------------------------------------- calls
+
+    async def call(
+        self,
+        mcp_name: str,
+        arguments: JSONObject,
+        *,
+        timeout: float | None = None,
+        display_name: str | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        """Call one of this server's tools; every failure comes back as an error result.
+
+        Args:
+            mcp_name: the tool's name on this server.
+            arguments: the (validated) arguments.
+            timeout: seconds before the call is abandoned and cancelled on the server; None or
+                0 for none.
+            display_name: the name the model knows the tool by, for messages.
+            on_progress: receives the server's progress notifications for this call.
+        """
+        shown = display_name or mcp_name
+        live = self._live
+        start = time.perf_counter()
+
+        def failed(text: str) -> ToolResult:
+            return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)
+
+        if live is None or live.repairer.ended.is_set() or self.state != "up":
+            state = "not responding" if self.state == "up" else self.state
+            reason = f": {self.error}" if self.error else ""
+            return failed(f"tool {shown} is temporarily unavailable: server {self.name} is {state}{reason}")
+        try:
+            result = await live.session.call_tool(
+                mcp_name, arguments, read_timeout_seconds=timeout or None, progress_callback=on_progress
+            )
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                return failed(f"tool {shown} timed out after {timeout:g} s")
+            if exc.code == CONNECTION_CLOSED:
+                crash = await self._crash_error(live.child, None)
+                return failed(f"tool {shown} failed: server {crash}")
+            return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
+        except ValidationError as exc:
+            return failed(f"tool {shown} failed: the server returned an invalid result: {exc.errors()[0]['msg']}")
+        except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
+            logger.warning("%s: call to %s failed: %r", self.name, mcp_name, exc)
+            return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
+        return self._to_result(result, start)
+
+    @staticmethod
+    def _to_result(result: types.CallToolResult, start: float) -> ToolResult:
+        content = tuple(part.model_dump(by_alias=True, exclude_none=True, mode="json") for part in result.content)
+        structured = result.structured_content
+        return ToolResult(
+            text=content_to_text(list(content), structured),
+            is_error=bool(result.is_error),
+            content=content,
+            structured=structured,
+            elapsed_ms=(time.perf_counter() - start) * 1000,
+        )

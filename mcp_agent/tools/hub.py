@@ -1,0 +1,266 @@
+"""ToolHub: every configured MCP tool server behind one ToolSource.
+
+``open_tool_hub(servers)`` starts all servers at once, each under its own start-up timeout,
+and yields when every one is up or has failed; a server that failed is reported in
+``status()`` and its tools are simply absent. The hub owns one ``ServerConnection`` task per
+server in its task group (structured concurrency): leaving the context, calling ``aclose()`` or
+cancelling the owner stops every server and reaps every process, grandchildren included.
+
+The model only ever sees exposed names (``server__tool``, see ``naming.py``); the hub keeps
+the reverse map and routes each call to its server. The tool list is recomputed whenever a
+server comes up, restarts, fails or announces ``tools/list_changed``; subscribers are told
+when it actually changed.
+
+Per-call timeout: the server's ``callTimeoutSeconds`` when set, else the ``timeout`` argument
+(the loop passes ``limits.toolTimeoutSeconds``), else the hub's ``default_timeout``; 0 or None
+means none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from .._types import JSONObject
+from ..config import RemoteServerConfig, StdioServerConfig
+from ..messages import ToolResult, ToolSpec
+from .connection import ProgressCallback, RestartPolicy, ServerConnection, ServerState
+from .naming import NamedTool, assign_names
+
+logger = logging.getLogger(__name__)
+
+_MAX_LISTED_NAMES = 50
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """How one tool server is doing.
+
+    Attributes:
+        name: the server's name in agent.json.
+        status: ``up``, ``failed``, ``disabled``, ``starting`` or ``restarting``.
+        error: why it is not up (for ``restarting``: the crash it restarts from), else None.
+        tool_count: how many of its tools are offered.
+        startup_ms: how long its last successful start took, from spawn to tools listed.
+        restarts: how many times it was restarted after a crash.
+        junk_lines: how many non-JSON lines it printed on stdout.
+    """
+
+    name: str
+    status: ServerState
+    error: str | None = None
+    tool_count: int = 0
+    startup_ms: float | None = None
+    restarts: int = 0
+    junk_lines: int = 0
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "error": self.error,
+            "tool_count": self.tool_count,
+            "startup_ms": self.startup_ms,
+            "restarts": self.restarts,
+            "junk_lines": self.junk_lines,
+        }
+
+
+class ToolHub:
+    """All tool servers as one ToolSource. Build it with :func:`open_tool_hub`."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, StdioServerConfig | RemoteServerConfig],
+        *,
+        default_timeout: float | None = None,
+        restart_policy: RestartPolicy | None = None,
+    ) -> None:
+        self._default_timeout = default_timeout
+        self._connections = {
+            name: ServerConnection(name, config, on_change=self._recompute, policy=restart_policy)
+            for name, config in servers.items()
+        }
+        self._specs: tuple[ToolSpec, ...] = ()
+        self._routes: dict[str, tuple[ServerConnection, str]] = {}
+        self._warnings: tuple[str, ...] = ()
+        self._subscribers: list[Callable[[], None]] = []
+        self._closed = False
+        self._started = False
+
+    # ------------------------------------------------------------ ToolSource
+
+    def list_tools(self) -> Sequence[ToolSpec]:
+        """The tools offered now, by exposed name (a snapshot; no I/O)."""
+        return self._specs
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: JSONObject,
+        *,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> ToolResult:
+        """Call a tool by its exposed name. Never raises for tool or server failures.
+
+        Args:
+            name: the exposed name.
+            arguments: the validated arguments.
+            timeout: the caller's per-call deadline in seconds (None or 0: none); a server's
+                ``callTimeoutSeconds`` takes precedence.
+            on_progress: receives the server's progress notifications for this call.
+        """
+        if self._closed:
+            return ToolResult(f"tool {name} is unavailable: the tool servers are shut down", is_error=True)
+        route = self._routes.get(name)
+        if route is None:
+            return ToolResult(self._unknown(name), is_error=True)
+        connection, mcp_name = route
+        if connection.config.call_timeout_seconds is not None:
+            timeout = connection.config.call_timeout_seconds
+        elif timeout is None:
+            timeout = self._default_timeout
+        return await connection.call(
+            mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
+        )
+
+    def _unknown(self, name: str) -> str:
+        names = sorted(self._routes)
+        if not names:
+            return f"unknown tool {name!r}: no tools are available"
+        shown = ", ".join(names[:_MAX_LISTED_NAMES])
+        more = f" and {len(names) - _MAX_LISTED_NAMES} more" if len(names) > _MAX_LISTED_NAMES else ""
+        return f"unknown tool {name!r}. Available tools: {shown}{more}"
+
+    # ---------------------------------------------------------------- status
+
+    def status(self) -> list[ServerStatus]:
+        """Every configured server's state, in configuration order."""
+        counts: dict[str, int] = {}
+        for spec in self._specs:
+            counts[spec.server] = counts.get(spec.server, 0) + 1
+        return [
+            ServerStatus(
+                name=c.name,
+                status=c.state,
+                error=c.error,
+                tool_count=counts.get(c.name, 0),
+                startup_ms=c.startup_ms,
+                restarts=c.restarts,
+                junk_lines=c.junk_lines,
+            )
+            for c in self._connections.values()
+        ]
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Naming warnings of the current tool list (collisions, cut names)."""
+        return self._warnings
+
+    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` whenever the tool list changes; returns the unsubscribe function.
+
+        The callback runs synchronously in the hub's task: keep it short and do not raise (an
+        exception is logged and ignored).
+        """
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    # ------------------------------------------------------------ life cycle
+
+    async def _start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start every enabled server concurrently; return when each is up or has failed."""
+        async with anyio.create_task_group() as starting:
+            for connection in self._connections.values():
+                starting.start_soon(tg.start, connection.run)
+        self._started = True
+        self._recompute()
+
+    async def aclose(self) -> None:
+        """Stop every server and wait until their processes are gone. Idempotent."""
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for connection in self._connections.values():
+                connection.stop()
+            for connection in self._connections.values():
+                if connection.running:
+                    await connection.stopped.wait()
+        self._routes = {}
+        self._specs = ()
+
+    def _recompute(self) -> None:
+        """Rebuild names, specs and routes from the servers' tools; tell subscribers on change."""
+        if self._closed or not self._started:
+            return
+        serving = [c for c in self._connections.values() if c.state in ("up", "restarting")]
+        tools = [tool for c in serving for tool in c.tools]
+        names, warnings = assign_names(
+            [NamedTool(t.server, t.mcp_name, self._connections[t.server].config.tool_prefix) for t in tools]
+        )
+        specs: list[ToolSpec] = []
+        routes: dict[str, tuple[ServerConnection, str]] = {}
+        for tool in tools:
+            exposed = names[(tool.server, tool.mcp_name)]
+            specs.append(
+                ToolSpec(
+                    name=exposed,
+                    description=tool.description,
+                    parameters=tool.schema.parameters,
+                    variants=dict(tool.schema.variants),
+                    server=tool.server,
+                    mcp_name=tool.mcp_name,
+                    changes=tuple(tool.schema.changes),
+                    annotations=dict(tool.annotations),
+                )
+            )
+            routes[exposed] = (self._connections[tool.server], tool.mcp_name)
+        if tuple(warnings) != self._warnings:
+            for warning in warnings:
+                logger.warning("tool names: %s", warning)
+        self._warnings = tuple(warnings)
+        self._routes = routes
+        if tuple(specs) == self._specs:
+            return
+        self._specs = tuple(specs)
+        for callback in list(self._subscribers):
+            try:
+                callback()
+            except Exception:
+                logger.exception("tool list subscriber %r raised", callback)
+
+
+@asynccontextmanager
+async def open_tool_hub(
+    servers: Mapping[str, StdioServerConfig | RemoteServerConfig],
+    *,
+    default_timeout: float | None = None,
+    restart_policy: RestartPolicy | None = None,
+) -> AsyncIterator[ToolHub]:
+    """Start every tool server concurrently and yield the hub once each is up or has failed.
+
+    Args:
+        servers: the servers by name, as ``AgentConfig.servers()`` returns them.
+        default_timeout: the per-call timeout when neither the server's ``callTimeoutSeconds``
+            nor the caller's ``timeout`` sets one (None or 0: none).
+        restart_policy: backoff and budget for restarting crashed servers.
+
+    Leaving the context (also by cancellation) stops every server and reaps its processes.
+    """
+    hub = ToolHub(servers, default_timeout=default_timeout, restart_policy=restart_policy)
+    async with anyio.create_task_group() as tg:
+        try:
+            await hub._start(tg)
+            yield hub
+        finally:
+            await hub.aclose()

@@ -1,0 +1,30 @@
+"""Fixture: ``tools/list`` in three pages (``nextCursor``), five tools in all."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from _raw import Call, RawServer, main_guard, text
+
+TOOLS = [
+    {"name": f"tool{i}", "description": f"Tool number {i}.", "inputSchema": {"type": "object", "properties": {}}}
+    for i in range(5)
+]
+PAGES = {None: (0, 2, "page2"), "page2": (2, 4, "page3"), "page3": (4, 5, None)}
+server = RawServer("paged", tools=TOOLS)
+
+
+def list_page(cursor: str | None) -> dict[str, Any]:
+    start, end, following = PAGES[cursor]
+    result: dict[str, Any] = {"tools": TOOLS[start:end]}
+    if following:
+        result["nextCursor"] = following
+    return result
+
+
+server.list_page = list_page
+for index in range(5):
+    server.handlers[f"tool{index}"] = lambda args, call, i=index: text(f"tool {i} ran")
+
+if __name__ == "__main__":
+    main_guard(server)
