@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -68,8 +68,13 @@ def _listener(conn: Any, pid: int | None) -> Listener | None:
     return Listener(proto=proto, ip=conn.laddr.ip, port=conn.laddr.port, pid=pid)
 
 
-def gather_listeners() -> tuple[list[Listener], bool]:
+def gather_listeners(
+    table: Callable[[str], Iterable[Any]] = psutil.net_connections,
+) -> tuple[list[Listener], bool]:
     """Every listening TCP socket and unconnected bound UDP socket of the machine.
+
+    Args:
+        table: The system-wide socket table (``psutil.net_connections``; tests pass a stand-in).
 
     Returns:
         The listeners, and whether the list is complete. It is not complete when the OS
@@ -77,7 +82,7 @@ def gather_listeners() -> tuple[list[Listener], bool]:
         we may inspect could be listed.
     """
     try:
-        conns = psutil.net_connections(kind="inet")
+        conns = table("inet")
     except psutil.AccessDenied:
         found: list[Listener] = []
         for proc in psutil.process_iter():
@@ -178,7 +183,9 @@ def group(listeners: Iterable[Listener]) -> dict[tuple[str, str, int], list[int 
 
 def owners(pids: list[int | None], labels: Mapping[int | None, str]) -> str:
     """The first owner's label, plus how many more processes share the socket."""
-    known = [p for p in pids if p is not None] or [None]
+    known: list[int | None] = [p for p in pids if p is not None]
+    if not known:
+        return labels[None]
     more = len(known) - 1
     return labels[known[0]] + (f" (+{more} more process{'es' if more > 1 else ''})" if more else "")
 
@@ -222,7 +229,9 @@ def format_check(
     else:
         lines.append(f"UDP port {port} is not bound.")
     if not complete:
-        lines.append("Note: the OS hid the system-wide socket table, so sockets of other users may be missing.")
+        lines.append(
+            "Note: the OS hid the system-wide socket table, so sockets of other users may be missing."
+        )
     return "\n".join(lines)
 
 

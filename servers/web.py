@@ -85,7 +85,9 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Read ``MCP_WEB_ALLOW_PRIVATE``, ``MCP_WEB_TIMEOUT_SECONDS`` and ``MCP_WEB_MAX_BYTES``."""
         flag = environ.get(ALLOW_PRIVATE_ENV, "").strip().lower()
-        allow: Policy = "all" if flag in ("1", "true", "yes", "all") else "loopback" if flag == "loopback" else "public"
+        allow: Policy = (
+            "all" if flag in ("1", "true", "yes", "all") else "loopback" if flag == "loopback" else "public"
+        )
         return cls(
             allow=allow,
             timeout=_positive(environ.get(TIMEOUT_ENV), DEFAULT_TIMEOUT),
@@ -173,7 +175,11 @@ def content_kind(media: str, start: bytes = b"") -> Kind:
         return "binary" if b"\x00" in head else "text"
     if media in ("text/html", "application/xhtml+xml"):
         return "html"
-    if media.startswith("text/") or media in ("application/json", "application/xml", "application/javascript"):
+    if media.startswith("text/") or media in (
+        "application/json",
+        "application/xml",
+        "application/javascript",
+    ):
         return "text"
     if media.endswith(("+json", "+xml")):
         return "text"
@@ -230,7 +236,7 @@ def cut(text: str, max_chars: int) -> tuple[str, str | None]:
 
 
 def _megabytes(count: int) -> str:
-    return f"{count / 1_000_000:g} MB" if count >= 100_000 else f"{count} bytes"
+    return f"{count / 1_000_000:g} MB" if count >= 1_000_000 else f"{count} bytes"
 
 
 # --------------------------------------------------------------------------------------------
@@ -344,7 +350,9 @@ def render(page: Page, max_chars: int, max_bytes: int) -> str:
     media, charset = parse_content_type(page.content_type)
     kind = content_kind(media, page.body)
     if kind == "binary":
-        raise ToolError(f"{page.url} is not text (binary content); this tool reads HTML, text and JSON pages only")
+        raise ToolError(
+            f"{page.url} is not text (binary content); this tool reads HTML, text and JSON pages only"
+        )
     text = decode(page.body, charset, truncated=page.truncated)
     title = None
     if kind == "html":
@@ -357,7 +365,10 @@ def render(page: Page, max_chars: int, max_bytes: int) -> str:
     source = f" (redirected from {page.redirected_from})" if page.redirected_from else ""
     lines += [f"URL: {page.url}{source}", "", text]
     if page.truncated:
-        lines += ["", f"[Download stopped at {_megabytes(max_bytes)}: the page is larger; only its start was read.]"]
+        lines += [
+            "",
+            f"[Download stopped at {_megabytes(max_bytes)}: the page is larger; only its start was read.]",
+        ]
     if note:
         lines += ["", note]
     return "\n".join(lines)
@@ -373,8 +384,8 @@ def render(page: Page, max_chars: int, max_bytes: int) -> str:
     description=(
         "Fetch a web page (http or https URL) and return its title and readable main text, without HTML "
         "tags, menus or scripts; plain text and JSON are returned as they are. At most max_chars "
-        "characters are returned, with a note when the text was cut. The answer is the whole result "
-        "for that URL; do not call again for the same URL."
+        "characters are returned, with a note when the text was cut. The answer is complete; "
+        "do not call again for the same URL."
     ),
 )
 async def fetch_url(

@@ -1,0 +1,1 @@
+"""Helpers for the tests of the bundled servers in ``servers/``."""
