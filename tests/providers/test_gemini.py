@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
+from mcp_agent.config import LLMConfig
+from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Usage
 from mcp_agent.providers import _gemini_wire as wire
 from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.retry import RetryPolicy
+from tests.fakes import gemini_shapes as shapes
+from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 
 SIG = "Cq4BAVSoXO7+/=="  # signatures are opaque base64: replayed byte for byte
 
@@ -312,3 +320,279 @@ def test_malformed_chunks_are_ignored() -> None:
     for chunk in ["x", {"candidates": "no"}, {"candidates": [1]}, {"candidates": [{"content": {"parts": [3]}}]}]:
         assert state.feed(chunk) == []
     assert state.turn().meta == {}
+
+
+# ============================================================================================
+# the HTTP provider, against the fake model server on 127.0.0.1
+
+KEY = "AIza-secret-gemini-key"
+
+
+class Sleeps:
+    """A RetryPolicy sleep that records the delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with running_model_server() as running:
+        yield running
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+def _provider(server: FakeModelServer, sleeps: Sleeps, **options: Any) -> GeminiProvider:
+    options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
+    return GeminiProvider(base_url=server.url + "/v1beta", model="gemini-test", api_key=KEY, **options)
+
+
+@pytest.fixture
+async def streaming(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[GeminiProvider]:
+    async with _provider(server, sleeps) as provider:
+        yield provider
+
+
+@pytest.fixture
+async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[GeminiProvider]:
+    async with _provider(server, sleeps, stream=False) as provider:
+        yield provider
+
+
+def _request(*tools: ToolSpec, messages: list[Message] | None = None) -> ModelRequest:
+    return ModelRequest(messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools)
+
+
+def _stream(*args: Any, **kw: Any) -> Reply:
+    return Reply.sse(shapes.stream_chunks(*args, **kw), done=False)
+
+
+def _no_key_anywhere(server: FakeModelServer) -> None:
+    for sent in server.requests:
+        assert KEY not in sent.path and KEY not in sent.query
+        assert sent.headers["x-goog-api-key"] == KEY
+
+
+async def test_plain_text_turn_url_header_and_body(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(Reply.json(shapes.response("Port 8000 is free.", usage=(11, 3, 2))))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(_spec()))
+    assert turn.content == "Port 8000 is free." and turn.finish_reason == "stop"
+    assert turn.usage == Usage(11, 5, 16) and turn.request_id == "resp_fake"
+    sent = server.last
+    assert sent.path == "/v1beta/models/gemini-test:generateContent" and sent.query == ""
+    _no_key_anywhere(server)
+    body = sent.json
+    assert body["systemInstruction"] == {"parts": [{"text": "be brief"}]}
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "is port 8000 free?"}]}]
+    decl = body["tools"][0]["functionDeclarations"][0]
+    assert "$schema" not in decl["parametersJsonSchema"] and "parameters" not in decl
+
+
+async def test_streamed_thought_text_and_parallel_calls_then_replay(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
+    server.enqueue(
+        _stream(
+            "Checking.",
+            thought="The user wants ports.",
+            calls=[("ports__check", {"port": 8000}), ("ports__check", {"port": 8001})],
+            signature=SIG,
+            usage=(20, 6, 9),
+        )
+    )
+    deltas: list[Delta] = []
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(_spec()), deltas.append)
+    sent = server.last
+    assert sent.path == "/v1beta/models/gemini-test:streamGenerateContent" and sent.query == "alt=sse"
+    assert turn.content == "Checking." and turn.reasoning == "The user wants ports."
+    assert [c.arguments for c in turn.tool_calls] == [{"port": 8000}, {"port": 8001}]
+    assert len({c.id for c in turn.tool_calls}) == 2 and turn.finish_reason == "tool_calls"
+    assert turn.usage == Usage(20, 15, 35)
+    assert "".join(d.text for d in deltas if d.kind == "reasoning") == "The user wants ports."
+    assert "".join(d.text for d in deltas if d.kind == "text") == "Checking."
+    assert [(d.index, d.name) for d in deltas if d.kind == "tool_call"] == [(0, "ports__check"), (1, "ports__check")]
+
+    # round two: the signature goes back byte for byte, results by name in call order, ids never repeat
+    server.enqueue(_stream(calls=[("ports__check", {"port": 9})]))
+    history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free"),
+               Message.tool(turn.tool_calls[1], "in use", is_error=True)]
+    with anyio.fail_after(20):
+        second = await streaming.complete(_request(_spec(), messages=history))
+    contents = server.last.json["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    model_parts = contents[1]["parts"]
+    assert model_parts[1] == {"functionCall": {"name": "ports__check", "args": {"port": 8000}}, "thoughtSignature": SIG}
+    assert all(not p.get("thought") for p in model_parts)
+    assert b'"thoughtSignature":"' + SIG.encode() + b'"' in server.last.body
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "ports__check", "response": {"output": "free"}}},
+        {"functionResponse": {"name": "ports__check", "response": {"error": "in use"}}},
+    ]
+    assert second.tool_calls[0].id not in {c.id for c in turn.tool_calls}
+    _no_key_anywhere(server)
+
+
+async def test_streamed_text_signature_on_an_empty_last_part(server: FakeModelServer, streaming: GeminiProvider) -> None:
+    server.enqueue(_stream("All good.", text_signature="TXT-SIG=="))
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request())
+    assert turn.meta[wire.PARTS_META] == [{"text": "All good.", "thoughtSignature": "TXT-SIG=="}]
+
+
+async def test_plain_single_call_and_array_body(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(Reply.json([shapes.response(calls=[("time__now", {"tz": "UTC"})])]))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(_spec("time__now")))
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("time__now", {"tz": "UTC"})]
+
+
+async def test_from_config_moves_a_key_from_the_url_to_the_header(server: FakeModelServer) -> None:
+    llm = LLMConfig(endpoint=f"{server.url}/v1beta?key={KEY}", provider="gemini", model="models/gemini-x",
+                    stream=False, max_output_tokens=64, temperature=0.0)
+    server.enqueue(Reply.json(shapes.response("ok")))
+    async with GeminiProvider.from_config(llm) as provider:
+        with anyio.fail_after(20):
+            await provider.complete(_request())
+    assert server.last.path == "/v1beta/models/gemini-x:generateContent"
+    assert server.last.json["generationConfig"] == {"temperature": 0.0, "maxOutputTokens": 64}
+    _no_key_anywhere(server)
+
+
+async def test_schema_fallback_to_parameters_on_a_400_naming_it(server: FakeModelServer, plain: GeminiProvider) -> None:
+    gemini_subset = {"type": "object", "properties": {"port": {"type": "integer"}}}
+    spec = _spec(gemini=gemini_subset)
+    rejected = shapes.error_body(
+        400, 'Invalid JSON payload received. Unknown name "parameters_json_schema" at '
+        "'tools[0].function_declarations[0]': Cannot find field.", "INVALID_ARGUMENT")
+    server.enqueue(Reply.json(rejected, status=400), Reply.json(shapes.response("ok")), Reply.json(shapes.response("ok")))
+    with anyio.fail_after(20):
+        await plain.complete(_request(spec))
+        await plain.complete(_request(spec))
+    first, second, third = (r.json["tools"][0]["functionDeclarations"][0] for r in server.requests)
+    assert "parametersJsonSchema" in first
+    assert second["parameters"] == gemini_subset and "parametersJsonSchema" not in second
+    assert third["parameters"] == gemini_subset  # the switch sticks
+
+
+async def test_other_400_is_terminal_and_keeps_the_schema_mode(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(Reply.json(shapes.error_body(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), status=400))
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request(_spec()))
+    assert info.value.terminal and len(server.requests) == 1 and plain.schema_mode == "json_schema"
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+async def test_per_day_quota_is_terminal(server: FakeModelServer, plain: GeminiProvider) -> None:
+    body = shapes.error_body(429, "You exceeded your current quota.", "RESOURCE_EXHAUSTED",
+                             [shapes.quota_failure("GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
+                              shapes.retry_info("37s")])
+    server.enqueue(Reply.json(body, status=429))
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request())
+    assert info.value.terminal and len(server.requests) == 1 and KEY not in str(info.value)
+
+
+async def test_per_minute_quota_honours_retry_delay(server: FakeModelServer, sleeps: Sleeps, plain: GeminiProvider) -> None:
+    body = shapes.error_body(429, "Resource has been exhausted.", "RESOURCE_EXHAUSTED",
+                             [shapes.quota_failure("GenerateRequestsPerMinutePerProjectPerModel"), shapes.retry_info("7s")])
+    server.enqueue(Reply.json(body, status=429), Reply.json(shapes.response("ok")))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request())
+    assert turn.content == "ok" and sleeps.delays == [7.0]
+
+
+async def test_server_errors_are_retried_until_they_run_out(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(*[Reply.json(shapes.error_body(503, "The model is overloaded.", "UNAVAILABLE"), status=503)] * 3)
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request())
+    assert info.value.status == 503 and len(server.requests) == 3
+
+
+async def test_token_count_error_is_context_length(server: FakeModelServer, plain: GeminiProvider) -> None:
+    text = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+    server.enqueue(Reply.json(shapes.error_body(400, text, "INVALID_ARGUMENT"), status=400))
+    with anyio.fail_after(20), pytest.raises(ContextLengthError):
+        await plain.complete(_request())
+
+
+@pytest.mark.parametrize(("status", "grpc"), [(401, "UNAUTHENTICATED"), (403, "PERMISSION_DENIED"), (404, "NOT_FOUND")])
+async def test_auth_and_not_found_are_terminal(server: FakeModelServer, plain: GeminiProvider, status: int, grpc: str) -> None:
+    server.enqueue(Reply.json(shapes.error_body(status, "API key not valid.", grpc), status=status))
+    with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
+        await plain.complete(_request())
+    assert info.value.terminal and len(server.requests) == 1
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+async def test_error_inside_a_stream(server: FakeModelServer, streaming: GeminiProvider, wrapped: bool) -> None:
+    error = shapes.error_body(500, "Internal error encountered.", "INTERNAL")
+    server.enqueue(Reply.sse([shapes.sse([error] if wrapped else error)], done=False), _stream("recovered"))
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request())
+    assert turn.content == "recovered" and len(server.requests) == 2
+
+
+async def test_error_inside_a_stream_after_text_is_not_retried(server: FakeModelServer, streaming: GeminiProvider) -> None:
+    chunks = shapes.stream_chunks("some answer")
+    error = shapes.error_body(500, "Internal error encountered.", "INTERNAL")
+    server.enqueue(Reply.sse([chunks[0], shapes.sse(error)], done=False))
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="Internal error") as info:
+        await streaming.complete(_request(), lambda d: None)
+    assert not info.value.retryable and len(server.requests) == 1
+
+
+async def test_stream_without_finish_reason_is_broken(server: FakeModelServer, streaming: GeminiProvider) -> None:
+    cut = shapes.stream_chunks("partial")[:-1]
+    server.enqueue(Reply.sse(cut, done=False))
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="finishReason"):
+        await streaming.complete(_request())
+    assert len(server.requests) == 1
+
+
+async def test_stream_cut_before_anything_is_retried(server: FakeModelServer, streaming: GeminiProvider) -> None:
+    server.enqueue(Reply.sse(shapes.stream_chunks("x"), done=False, abort_after=0), _stream("again"))
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request())
+    assert turn.content == "again" and len(server.requests) == 2
+
+
+async def test_done_marker_from_a_proxy_is_ignored(server: FakeModelServer, streaming: GeminiProvider) -> None:
+    server.enqueue(Reply.sse(shapes.stream_chunks("fine"), done=True))
+    with anyio.fail_after(20):
+        assert (await streaming.complete(_request())).content == "fine"
+
+
+async def test_malformed_function_call_is_retried(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(Reply.json(shapes.response(finish="MALFORMED_FUNCTION_CALL")), Reply.json(shapes.response("ok")))
+    with anyio.fail_after(20):
+        assert (await plain.complete(_request())).content == "ok"
+    assert len(server.requests) == 2
+
+
+async def test_blocked_prompt_is_terminal(server: FakeModelServer, plain: GeminiProvider) -> None:
+    server.enqueue(Reply.json({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 3}}))
+    with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="SAFETY") as info:
+        await plain.complete(_request())
+    assert info.value.terminal and len(server.requests) == 1
+
+
+async def test_key_never_logged_or_in_errors(
+    server: FakeModelServer, plain: GeminiProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    server.enqueue(*[Reply.json(shapes.error_body(500, "boom", "INTERNAL"), status=500)] * 3)
+    with anyio.fail_after(20), pytest.raises(ProviderError) as info:
+        await plain.complete(_request())
+    assert KEY not in str(info.value) and KEY not in caplog.text
+    assert "boom" in caplog.text  # the retries were logged

@@ -1,0 +1,283 @@
+"""GeminiProvider: Gemini ``generateContent`` / ``streamGenerateContent`` over an httpx.AsyncClient.
+
+One ``complete`` call is one ``POST {base}/models/{model}:generateContent`` (or
+``:streamGenerateContent?alt=sse`` when streaming; ``base`` is
+``https://generativelanguage.googleapis.com/v1beta`` or a proxy's prefix). The wire mapping is
+pure and lives in ``_gemini_wire.py``; this module does I/O, streaming and errors:
+
+- The API key goes in the ``x-goog-api-key`` header, never in the URL, so it cannot leak into
+  error messages or logs (a ``key=`` left in the endpoint's query is moved to the header).
+- Tool schemas: ``parametersJsonSchema`` (full JSON Schema) by default. When the server answers
+  400 naming ``parameters_json_schema`` (an older API version, or a proxy that does not know
+  it), the provider switches to the sanitised ``parameters`` subset for the rest of its life and
+  sends the request again at once (that resend is not counted as a retry). ``schema_mode``
+  chooses the start: ``"json_schema"`` (default) or ``"parameters"``.
+- Errors ``{"error": {code, message, status, details}}`` (also wrapped in an array, also inside
+  a stream) are classified by ``retry.py``: 429 and 5xx are retried, honouring
+  ``RetryInfo.retryDelay``; a 429 whose quota id contains ``PerDay`` is terminal; the token
+  count message is a ``ContextLengthError``. ``MALFORMED_FUNCTION_CALL`` with nothing else is
+  retried; a blocked prompt is terminal.
+- A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
+  ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
+  retried, so no piece is reported twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import parse_qsl, quote, urlencode
+
+import httpx
+
+from ..config import LLMConfig
+from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
+from ..messages import Delta, Turn
+from . import _gemini_wire as wire
+from ._sse import aiter_sse
+from .base import DeltaCallback, ModelRequest
+from .endpoints import Endpoint, refused_message, resolve_endpoint
+from .retry import RetryPolicy, classify_error, map_transport_errors, request_id_from
+
+__all__ = ["GeminiProvider"]
+
+logger = logging.getLogger(__name__)
+
+SchemaMode = Literal["json_schema", "parameters"]
+
+_SCHEMA_REJECTED = re.compile(r"parameters_?json_?schema", re.IGNORECASE)
+
+
+class GeminiProvider:
+    """A Provider for the Gemini API (AI Studio / Generative Language).
+
+    Args:
+        base_url: the API base including its version path (``.../v1beta``).
+        model: the model name (``gemini-2.5-flash``; a ``models/`` prefix is accepted).
+        api_key: sent as ``x-goog-api-key``.
+        client: the HTTP client to use; when None one is made and closed by ``aclose``.
+        stream: use ``streamGenerateContent?alt=sse``.
+        max_output_tokens: ``maxOutputTokens`` when a request sets none.
+        temperature: the temperature when a request sets none.
+        retry: the retry policy (``llm.maxRetries``).
+        headers: extra headers for every request.
+        schema_mode: how tool schemas are sent first (see the module docstring).
+        include_thoughts: ask for thought summaries (reported as reasoning).
+        query: extra query parameters for every request (from the endpoint URL; ``key`` is
+            moved to the header).
+        refused: the message for a refused connection.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        client: httpx.AsyncClient | None = None,
+        stream: bool = True,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        schema_mode: SchemaMode = "json_schema",
+        include_thoughts: bool = False,
+        query: str = "",
+        refused: str | None = None,
+    ) -> None:
+        params = parse_qsl(query, keep_blank_values=True)
+        key_in_query = next((v for k, v in params if k == "key"), None)
+        self._query = urlencode([(k, v) for k, v in params if k not in ("key", "alt")])
+        model = model.removeprefix("models/")
+        self._base = f"{base_url.rstrip('/')}/models/{quote(model, safe='-._~')}"
+        self.model = model
+        self.stream = stream
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.retry = retry or RetryPolicy()
+        self.schema_mode: SchemaMode = schema_mode
+        self.include_thoughts = include_thoughts
+        self._refused = refused
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
+        self._headers = dict(headers or {})
+        key = api_key or key_in_query
+        if key:
+            self._headers["x-goog-api-key"] = key
+
+    @classmethod
+    def from_config(
+        cls,
+        llm: LLMConfig,
+        *,
+        client: httpx.AsyncClient | None = None,
+        endpoint: Endpoint | None = None,
+        **options: Any,
+    ) -> GeminiProvider:
+        """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
+        endpoint = endpoint or resolve_endpoint(llm)
+        timeout = httpx.Timeout(llm.request_timeout_seconds or None, connect=llm.connect_timeout_seconds or None)
+        provider = cls(
+            base_url=endpoint.base_url,
+            model=llm.model,
+            api_key=llm.api_key,
+            client=client or httpx.AsyncClient(timeout=timeout),
+            stream=llm.stream,
+            max_output_tokens=llm.max_output_tokens,
+            temperature=llm.temperature,
+            retry=RetryPolicy(max_retries=llm.max_retries),
+            headers=llm.headers,
+            query=endpoint.query,
+            refused=refused_message(endpoint, llm.model),
+            **options,
+        )
+        provider._owns_client = client is None
+        return provider
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider made it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> GeminiProvider:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------------------------ call
+
+    @property
+    def url(self) -> str:
+        """The URL of one call (no key in it, ever)."""
+        if self.stream:
+            query = "alt=sse" + (f"&{self._query}" if self._query else "")
+            return f"{self._base}:streamGenerateContent?{query}"
+        return f"{self._base}:generateContent" + (f"?{self._query}" if self._query else "")
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body sent for ``request`` (defaults from the constructor filled in)."""
+        if request.max_output_tokens is None and self.max_output_tokens:
+            request = replace(request, max_output_tokens=self.max_output_tokens)
+        if request.temperature is None and self.temperature is not None:
+            request = replace(request, temperature=self.temperature)
+        return wire.build_request(
+            request, json_schema=self.schema_mode == "json_schema", include_thoughts=self.include_thoughts
+        )
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
+        """Send one request (retrying as ``retry`` allows) and return the model's turn.
+
+        Raises:
+            ContextLengthError: the conversation does not fit the model's context window.
+            ProviderError: any other failure, after the retries (``terminal`` when retrying
+                cannot help).
+        """
+
+        async def attempt(_: int) -> Turn:
+            body = self.body(request)
+            try:
+                return await self._call(body, on_delta)
+            except ProviderHTTPError as exc:
+                if not self._schema_rejected(exc, request):
+                    raise
+                logger.warning(
+                    "Gemini rejected parametersJsonSchema (%s); sending tool schemas as 'parameters' from now on",
+                    exc.message,
+                )
+                self.schema_mode = "parameters"
+                return await self._call(self.body(request), on_delta)
+
+        return await self.retry.run(attempt, what=f"Gemini {self.model}")
+
+    def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
+        return (
+            exc.status == 400
+            and self.schema_mode == "json_schema"
+            and bool(request.tools)
+            and _SCHEMA_REJECTED.search(exc.message) is not None
+        )
+
+    async def _call(self, body: dict[str, Any], on_delta: DeltaCallback | None) -> Turn:
+        emitted = False
+
+        def report(delta: Delta) -> None:
+            nonlocal emitted
+            emitted = True
+            if on_delta is not None:
+                on_delta(delta)
+
+        state = wire.ResponseState()
+        request_id: str | None = None
+        try:
+            with map_transport_errors(refused_message=self._refused):
+                async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
+                    request_id = request_id_from(response.headers)
+                    if response.status_code >= 400:
+                        await response.aread()
+                        raise classify_error(
+                            response.status_code, response.content, response.headers, request_id=request_id
+                        )
+                    if self.stream and "json" not in response.headers.get("content-type", ""):
+                        await self._read_events(response, state, report)
+                        if state.finish_reason is None and state.error is None and state.block_reason is None:
+                            raise ProviderResponseError(
+                                "the Gemini stream ended before a finishReason", request_id=request_id, retryable=True
+                            )
+                    else:
+                        await response.aread()
+                        data = _json(response.content, request_id)
+                        for delta in state.feed(data):
+                            report(delta)
+            return self._finish(state, request_id)
+        except ProviderError as exc:
+            if emitted and exc.retryable:
+                exc.retryable = False  # pieces were already reported: a retry would repeat them
+            raise
+
+    async def _read_events(self, response: httpx.Response, state: wire.ResponseState, report: Any) -> None:
+        async for event in aiter_sse(response.aiter_bytes()):
+            if not event.data.strip() or event.is_done:
+                continue
+            try:
+                chunk = json.loads(event.data)
+            except ValueError:
+                logger.debug("Gemini stream: skipped a non-JSON event: %.200s", event.data)
+                continue
+            for delta in state.feed(chunk):
+                report(delta)
+            if state.error is not None:
+                return
+
+    def _finish(self, state: wire.ResponseState, request_id: str | None) -> Turn:
+        if state.error is not None:
+            raise classify_error(None, {"error": dict(state.error)}, request_id=request_id)
+        turn = state.turn()
+        request_id = request_id or turn.request_id
+        if state.block_reason is not None and not turn.content and not turn.tool_calls:
+            raise ProviderResponseError(
+                f"Gemini blocked the prompt ({state.block_reason})", request_id=request_id, terminal=True
+            )
+        if state.finish_reason == "MALFORMED_FUNCTION_CALL" and not turn.content and not turn.tool_calls:
+            raise ProviderResponseError(
+                "Gemini produced a malformed function call (MALFORMED_FUNCTION_CALL)",
+                request_id=request_id,
+                retryable=True,
+            )
+        return replace(turn, request_id=request_id)
+
+
+def _json(content: bytes, request_id: str | None) -> Any:
+    try:
+        return json.loads(content)
+    except ValueError:
+        raise ProviderResponseError(
+            f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
+        ) from None
