@@ -18,6 +18,7 @@ import contextlib
 import logging
 import signal
 import socket
+from functools import partial
 from collections.abc import Callable, Iterator
 
 import anyio
@@ -26,7 +27,7 @@ from mcp.server.stdio import stdio_server
 
 from ..config import AgentConfig
 from ..exceptions import ConfigError
-from .app import create_app
+from .app import GatewayApp, create_app
 from .mcp_server import create_mcp_server
 from .security import check_bind
 from .service import AgentFactory, GatewayService, open_service
@@ -124,8 +125,24 @@ async def serve(
     port = gateway.port if port is None else port
     check_bind(host, gateway.auth_token)
     sock = bind_socket(host, port)
-    bound_port = sock.getsockname()[1]
     app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None)
+    await serve_app(app, sock, stop=stop, handle_signals=handle_signals, on_ready=on_ready)
+
+
+async def serve_app(
+    app: GatewayApp,
+    sock: socket.socket,
+    *,
+    stop: anyio.Event | None = None,
+    handle_signals: bool = True,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve ``app`` on the bound socket ``sock`` with uvicorn until a signal (or ``stop``).
+
+    The first stop request drains the app (``GatewayApp.shutdown``) while uvicorn stops
+    accepting connections; a second one forces the exit.
+    """
+    host, bound_port = sock.getsockname()[:2]
     server = _Server(
         uvicorn.Config(
             app,
@@ -136,7 +153,6 @@ async def serve(
             ws="none",
         )
     )
-
     draining: list[bool] = []
 
     def on_stop(force: bool) -> None:
@@ -147,7 +163,7 @@ async def serve(
             return
         draining.append(True)
         server.should_exit = True
-        tg.start_soon(app.shutdown, QUERY_CANCEL_SECONDS)
+        tg.start_soon(partial(app.shutdown, query_timeout=QUERY_CANCEL_SECONDS))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(_signals_or, stop, handle_signals, on_stop)

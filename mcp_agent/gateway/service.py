@@ -31,6 +31,7 @@ from ..config import AgentConfig, Limits
 from ..events import EventSink
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
+from ._guarded import guarded_call
 from ._runner import AgentLike, GuardedToolCaller
 from .eventbus import EventBus, FanOut
 from .metrics import Metrics
@@ -317,6 +318,7 @@ class GatewayService:
             admission = self.admit(cancel)
         try:
             agent = admission.agent
+            # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)
             limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
             return await agent.query(
                 request.query,
@@ -331,13 +333,10 @@ class GatewayService:
     async def call_tool(self, name: str, arguments: JSONObject, *, events: EventSink | None = None) -> ToolResult:
         """One inner tool call for ``exposeTools``, through the Agent's guards (never around them)."""
         agent = self._ready_agent()
-        if not isinstance(agent, GuardedToolCaller):
-            return ToolResult(
-                f"tool {name!r} cannot be called directly: this agent offers no guarded single call "
-                "(Agent.call_tool), and the gateway never calls tools around the guards",
-                is_error=True,
-            )
-        return await agent.call_tool(name, arguments, events=FanOut([self.bus, self.metrics, events]))
+        sink = FanOut([self.bus, self.metrics, events])
+        if isinstance(agent, GuardedToolCaller):
+            return await agent.call_tool(name, arguments, events=sink)
+        return await guarded_call(agent, name, arguments, events=sink)
 
     # ---------------------------------------------------------------- shutdown
 
