@@ -56,8 +56,7 @@ class TextExtraction:
 
 # --------------------------------------------------------------------------- reasoning
 
-# A tag written as code (`<think>`) is prose about tags, not a tag.
-_THINK_TAG = re.compile(r"(?<!`)<(/?)(think|thinking)>(?!`)")
+_THINK_TAG = re.compile(r"<(/?)(think|thinking)>")
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -84,7 +83,11 @@ def split_reasoning(text: str) -> tuple[str, str]:
     open_tag: str | None = None
     depth = 0
     start = 0
-    for index, m in enumerate(_THINK_TAG.finditer(text)):
+    index = -1
+    for m in _THINK_TAG.finditer(text):
+        if text[m.start() - 1 : m.start()] == "`" or text[m.end() : m.end() + 1] == "`":
+            continue  # a tag written as code (`<think>`) is prose about tags, not a tag
+        index += 1
         closing, tag = m.group(1) == "/", m.group(2)
         if open_tag is None:
             if not closing:
@@ -228,7 +231,10 @@ def find_name(region: str) -> str | None:
 
 def _types_of(schema: Mapping[str, Any]) -> set[str]:
     kinds: set[str] = set()
-    for part in (schema, *(s for k in ("anyOf", "oneOf") for s in schema.get(k) or () if isinstance(s, Mapping))):
+    for part in (
+        schema,
+        *(s for k in ("anyOf", "oneOf") for s in schema.get(k) or () if isinstance(s, Mapping)),
+    ):
         declared = part.get("type")
         if isinstance(declared, str):
             kinds.add(declared)
@@ -357,6 +363,15 @@ class _Block:
     calls: list[_Raw]
 
 
+@dataclass(frozen=True)
+class _Hit:
+    """A format's marker found in the text."""
+
+    kind: str
+    start: int
+    end: int
+
+
 def _raws_from_value(value: Any, raw: str | None, *, strict: bool) -> list[_Raw] | None:
     """Calls from a parsed JSON value: one call object, or a list of them."""
     items = value if isinstance(value, list) else [value]
@@ -406,22 +421,21 @@ _DS_CALL_BEGIN = re.compile(_ds("tool_call_begin"))
 _DS_CALL_END = re.compile(_ds("tool_call_end"))
 _DS_SEP = re.compile(_ds("tool_sep"))
 
-_MARKER = re.compile(
-    "|".join(
-        [
-            r"(?P<tool_call><tool_call>)",
-            r"(?P<function><function=)",
-            r"(?P<granite><\|tool_call\|>)",
-            r"(?P<phi>functools\[)",
-            r"(?P<mistral>\[TOOL_CALLS\])",
-            r"(?P<lmstudio>\[TOOL_REQUEST\])",
-            r"(?P<python_tag><\|python_tag\|>)",
-            r"(?P<olmo><function_calls>)",
-            r"(?P<gemma><start_function_call>)",
-            rf"(?P<deepseek>{_ds('tool_calls_begin')}|{_ds('tool_call_begin')})",
-            r"(?m:(?P<pythonic>^[ \t]*\[(?=[A-Za-z_][\w.\-]*\()))",
-        ]
-    )
+# Where each format's blocks start. Literals are found with str.find; the two patterns begin
+# with a literal character, so the regex engine skips ahead fast too. (One alternation of all of
+# them would cost ten times more: the engine would try every branch at every character.)
+_MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
+    ("tool_call", "<tool_call>"),
+    ("function", "<function="),
+    ("granite", "<|tool_call|>"),
+    ("phi", "functools["),
+    ("mistral", "[TOOL_CALLS]"),
+    ("lmstudio", "[TOOL_REQUEST]"),
+    ("python_tag", "<|python_tag|>"),
+    ("olmo", "<function_calls>"),
+    ("gemma", "<start_function_call>"),
+    ("deepseek", re.compile(f"{_ds('tool_calls_begin')}|{_ds('tool_call_begin')}")),
+    ("pythonic", re.compile(r"\n[ \t]*\[(?=[A-Za-z_][\w.\-]*\()")),  # a line of pythonic calls
 )
 _FUNC_HEAD = re.compile(r"<function=([^>\n]{1,200})>")
 _PARAM_HEAD = re.compile(r"<parameter=([^>\n]{1,200})>")
@@ -459,6 +473,21 @@ class _Scanner:
     def first(self, start: int, *whats: str | re.Pattern[str]) -> int:
         return min(self.find(w, start) for w in whats)
 
+    def next_marker(self, pos: int) -> _Hit | None:
+        """The first marker of any format at or after pos."""
+        best: tuple[int, str, str | re.Pattern[str]] | None = None
+        for kind, what in _MARKERS:
+            at = self.find(what, pos)
+            if at < len(self.text) and (best is None or at < best[0]):
+                best = (at, kind, what)
+        if best is None:
+            return None
+        at, kind, what = best
+        if isinstance(what, str):
+            return _Hit(kind, at, at + len(what))
+        m = what.match(self.text, at)
+        return _Hit(kind, at, m.end() if m else at + 1)
+
     def scan(self) -> tuple[list[ToolCall], list[str], list[str]]:
         text = self.text
         pieces: list[str] = []
@@ -466,18 +495,14 @@ class _Scanner:
         rejected: list[str] = []
         pos = 0  # where the scan goes on
         kept = 0  # start of the text not yet given to pieces
-        while True:
-            m = _MARKER.search(text, pos)
-            if m is None:
-                break
-            parse = getattr(self, "_" + (m.lastgroup or ""))
+        while (hit := self.next_marker(pos)) is not None:
             try:
-                block = parse(m)
+                block = getattr(self, "_" + hit.kind)(hit)
             except Exception:  # a parser bug must not cost the answer: keep the text
-                logger.warning("textcalls: %s parser failed at offset %d", m.lastgroup, m.start(), exc_info=True)
+                logger.warning("textcalls: %s parser failed at offset %d", hit.kind, hit.start, exc_info=True)
                 block = None
             if block is None or not block.calls:
-                pos = m.end()
+                pos = hit.start + 1
                 continue
             accepted = 0
             for raw in block.calls:
@@ -488,9 +513,9 @@ class _Scanner:
                     calls.append(call)
                     accepted += 1
             if accepted == len(block.calls):
-                pieces.append(text[kept : m.start()])
+                pieces.append(text[kept : hit.start])
                 kept = block.end
-            pos = max(block.end, m.end())
+            pos = max(block.end, hit.start + 1)
         pieces.append(text[kept:])
         if not calls and not rejected:
             whole = _whole_message(text)
@@ -539,9 +564,9 @@ class _Scanner:
             return None
         return _Block(_consume(text, end, *closers), raws)
 
-    def _tool_call(self, m: re.Match[str]) -> _Block | None:
+    def _tool_call(self, hit: _Hit) -> _Block | None:
         text = self.text
-        i = _skip_ws(text, m.end())
+        i = _skip_ws(text, hit.end)
         limit = self.first(i, "</tool_call>", "<tool_call>")
         if text.startswith("<function=", i):
             raws: list[_Raw] = []
@@ -556,22 +581,22 @@ class _Scanner:
             return _Block(_consume(text, i, "</tool_call>"), raws)
         return self._json_block(i, limit, "</tool_call>")
 
-    def _granite(self, m: re.Match[str]) -> _Block | None:
-        limit = self.first(m.end(), "<|/tool_call|>", "<|tool_call|>")
-        return self._json_block(m.end(), limit, "<|/tool_call|>")
+    def _granite(self, hit: _Hit) -> _Block | None:
+        limit = self.first(hit.end, "<|/tool_call|>", "<|tool_call|>")
+        return self._json_block(hit.end, limit, "<|/tool_call|>")
 
-    def _phi(self, m: re.Match[str]) -> _Block | None:
-        limit = self.first(m.end(), "functools[")
-        return self._json_block(m.end() - 1, limit)
+    def _phi(self, hit: _Hit) -> _Block | None:
+        limit = self.first(hit.end, "functools[")
+        return self._json_block(hit.end - 1, limit)
 
-    def _lmstudio(self, m: re.Match[str]) -> _Block | None:
-        limit = self.first(m.end(), "[END_TOOL_REQUEST]", "[TOOL_REQUEST]")
-        return self._json_block(m.end(), limit, "[END_TOOL_REQUEST]")
+    def _lmstudio(self, hit: _Hit) -> _Block | None:
+        limit = self.first(hit.end, "[END_TOOL_REQUEST]", "[TOOL_REQUEST]")
+        return self._json_block(hit.end, limit, "[END_TOOL_REQUEST]")
 
-    def _mistral(self, m: re.Match[str]) -> _Block | None:
+    def _mistral(self, hit: _Hit) -> _Block | None:
         text = self.text
-        limit = self.find("[TOOL_CALLS]", m.end())
-        i = _skip_ws(text, m.end())
+        limit = self.find("[TOOL_CALLS]", hit.end)
+        i = _skip_ws(text, hit.end)
         if text[i : i + 1] in ("[", "{") or text.startswith("```", i):
             return self._json_block(i, limit)  # pre-v11: a JSON list after the token
         raws: list[_Raw] = []
@@ -593,9 +618,9 @@ class _Scanner:
             return None
         return _Block(i, raws)
 
-    def _python_tag(self, m: re.Match[str]) -> _Block | None:
+    def _python_tag(self, hit: _Hit) -> _Block | None:
         text = self.text
-        i = _skip_ws(text, m.end())
+        i = _skip_ws(text, hit.end)
         if text[i : i + 1] != "{":  # a built-in tool: brave_search.call(query="...")
             line_end = self.find(_PY_END, i)
             raws = _pythonic(text[i:line_end])
@@ -616,8 +641,8 @@ class _Scanner:
 
     # -- XML and tag formats ------------------------------------------------------------
 
-    def _function(self, m: re.Match[str]) -> _Block | None:
-        got = self._xml_function(m.start(), wrapped=False)
+    def _function(self, hit: _Hit) -> _Block | None:
+        got = self._xml_function(hit.start, wrapped=False)
         return _Block(got[1], [got[0]]) if got else None
 
     def _xml_function(self, i: int, *, wrapped: bool) -> tuple[_Raw, int] | None:
@@ -670,10 +695,10 @@ class _Scanner:
         end = min(nxt, self.find("</function>", start))
         return end, end
 
-    def _olmo(self, m: re.Match[str]) -> _Block | None:
-        end = self.find("</function_calls>", m.end())
+    def _olmo(self, hit: _Hit) -> _Block | None:
+        end = self.find("</function_calls>", hit.end)
         raws: list[_Raw] = []
-        for line in self.text[m.end() : end].splitlines():
+        for line in self.text[hit.end : end].splitlines():
             if line.strip():
                 got = _pythonic(line)
                 if not got:
@@ -681,10 +706,10 @@ class _Scanner:
                 raws.extend(got)
         return _Block(_consume(self.text, end, "</function_calls>"), raws) if raws else None
 
-    def _gemma(self, m: re.Match[str]) -> _Block | None:
+    def _gemma(self, hit: _Hit) -> _Block | None:
         text = self.text
-        end = self.find("<end_function_call>", m.end())
-        head = _GEMMA_HEAD.match(text, m.end(), end)
+        end = self.find("<end_function_call>", hit.end)
+        head = _GEMMA_HEAD.match(text, hit.end, end)
         if head is None:
             return None
         try:
@@ -693,19 +718,26 @@ class _Scanner:
             value = None
         if not isinstance(value, dict):
             raw = text[head.end() - 1 : end]
-            return _Block(_consume(text, end, "<end_function_call>"), [_Raw(head.group(1), {}, "arguments are not readable", raw)])
+            return _Block(
+                _consume(text, end, "<end_function_call>"),
+                [_Raw(head.group(1), {}, "arguments are not readable", raw)],
+            )
         return _Block(_consume(text, end, "<end_function_call>"), [_Raw(head.group(1), value)])
 
-    def _deepseek(self, m: re.Match[str]) -> _Block | None:
+    def _deepseek(self, hit: _Hit) -> _Block | None:
         text = self.text
-        i = m.end() if _DS_CALLS_BEGIN.fullmatch(m.group(0)) else m.start()
+        i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
         raws: list[_Raw] = []
         while True:
             i = _skip_ws(text, i)
             cm = _DS_CALL_BEGIN.match(text, i)
             if cm is None:
                 break
-            end = min(self.find(_DS_CALL_END, cm.end()), self.find(_DS_CALL_BEGIN, cm.end()), self.find(_DS_CALLS_END, cm.end()))
+            end = min(
+                self.find(_DS_CALL_END, cm.end()),
+                self.find(_DS_CALL_BEGIN, cm.end()),
+                self.find(_DS_CALLS_END, cm.end()),
+            )
             raw = _deepseek_call(text[cm.end() : end])
             if raw is None:
                 return None
@@ -718,9 +750,9 @@ class _Scanner:
         close = _DS_CALLS_END.match(text, j)
         return _Block(close.end() if close else i, raws)
 
-    def _pythonic(self, m: re.Match[str]) -> _Block | None:
-        end = self.find("\n", m.start())
-        line = self.text[m.start() : end].strip()
+    def _pythonic(self, hit: _Hit) -> _Block | None:
+        end = self.find("\n", hit.start + 1)
+        line = self.text[hit.start : end].strip()
         if not line.endswith("]"):
             return None
         raws = _pythonic(line)
@@ -789,7 +821,10 @@ def _literal(node: ast.AST) -> Any:
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_literal(k) if k is not None else None: _literal(v) for k, v in zip(node.keys, node.values, strict=True)}
+        return {
+            _literal(k) if k is not None else None: _literal(v)
+            for k, v in zip(node.keys, node.values, strict=True)
+        }
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _literal(node.operand)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -953,12 +988,15 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
         reasoning, body = split_reasoning(text)
         if not tools or not body:
             return TextExtraction(content=body, reasoning=reasoning)
-        calls, rejected, pieces = _Scanner(body, _Names(tools)).scan()
+        # The leading newline lets a pythonic line at the very start match like any other line
+        # (an anchor in the marker pattern would cost the regex its first-character filter).
+        calls, rejected, pieces = _Scanner("\n" + body, _Names(tools)).scan()
         content = _join(pieces) if calls else body
         if rejected:
             logger.info("textcalls: call blocks name tools that are not offered: %s", ", ".join(rejected))
-        return TextExtraction(content=content, reasoning=reasoning, calls=tuple(calls), rejected=tuple(rejected))
+        return TextExtraction(
+            content=content, reasoning=reasoning, calls=tuple(calls), rejected=tuple(rejected)
+        )
     except Exception:  # never cost the answer
         logger.warning("textcalls: extraction failed; the text is kept as content", exc_info=True)
         return TextExtraction(content=text.strip())
-

@@ -6,6 +6,7 @@ newlines its template puts around blocks), with text before and after where mode
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -738,7 +739,7 @@ def test_format_fragments_never_raise_nor_call_unoffered_tools(parts: list[str])
     text = "".join(parts)
     with parser_warnings() as warnings:
         result = extract_tool_calls(text, TOOLS)
-        reasoning, content = split_reasoning(text)
+        reasoning, _ = split_reasoning(text)
     assert {c.name for c in result.calls} <= OFFERED
     assert all(re.fullmatch(r"call_[0-9a-f]{24}", c.id) for c in result.calls)
     assert all(isinstance(c.arguments, dict) for c in result.calls)
@@ -752,13 +753,7 @@ PROSE = st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), wh
 @settings(max_examples=200, deadline=None)
 @given(PROSE, PROSE, st.sampled_from(["Tokyo", "São Paulo", 'a "quoted" city', "x\ny"]))
 def test_a_call_between_prose_is_found_and_the_prose_kept(before: str, after: str, city: str) -> None:
-    block = '<tool_call>\n{"name": "get_weather", "arguments": {"city": %s}}\n</tool_call>' % _json_str(city)
+    block = '<tool_call>\n{"name": "get_weather", "arguments": {"city": ' + json.dumps(city) + "}}\n</tool_call>"
     result = extract_tool_calls(f"{before}\n{block}\n{after}", TOOLS)
     assert calls_of(result) == [(W, {"city": city})]
     assert result.content == "\n\n".join(p.strip() for p in (before, after) if p.strip())
-
-
-def _json_str(value: str) -> str:
-    import json
-
-    return json.dumps(value)
