@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from .._json import parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from .base import ModelRequest
+from .textcalls import extract_tool_calls, split_reasoning
 
 PARTS_META = "gemini_parts"
 """Key of ``Turn.meta``/``Message.meta`` holding the model parts as they came, for replay."""
@@ -388,3 +390,41 @@ def parse_response(data: Any, *, new_id: Callable[[], str] = new_call_id) -> Tur
     state = ResponseState(new_id)
     state.feed(data)
     return state.turn()
+
+
+# --------------------------------------------------------------------------------------------
+# after parsing
+
+
+def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
+    """Usage estimated at about four characters a token, marked ``estimated``."""
+    chars = sum(len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
+                for m in request.messages)
+    chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
+    prompt, completion = -(-chars // 4), -(-output_chars // 4)
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
+
+
+def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
+    """The turn as the loop gets it: ``<think>`` blocks moved to reasoning, calls written as text
+    extracted (offered tools only, when the turn has no structured calls and ``style`` is not
+    ``native``), and usage estimated when the server reported none.
+    """
+    content, reasoning, calls, finish = turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason
+    think, rest = split_reasoning(content)
+    if think:
+        content, reasoning = rest, "\n\n".join(p for p in (reasoning, think) if p)
+    if not calls and style != "native" and request.tools and content.strip():
+        found = extract_tool_calls(content, request.tools)
+        if found.calls:
+            calls, content, finish = found.calls, found.content, "tool_calls"
+            reasoning = "\n\n".join(p for p in (reasoning, found.reasoning) if p)
+    usage = turn.usage
+    if usage == Usage():
+        output = len(turn.content) + len(turn.reasoning) + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
+        usage = estimate_usage(request, output)
+    if (content, reasoning, calls, finish, usage) == (
+        turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason, turn.usage
+    ):
+        return turn
+    return replace(turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage)

@@ -63,6 +63,8 @@ class AnthropicProvider:
         retry: the retry policy (``llm.maxRetries``).
         headers: extra headers for every request (``anthropic-beta``...).
         thinking_budget: enable extended thinking with this many tokens (None = off).
+        tool_call_style: ``native`` turns off the fallback for tool calls written as text
+            (``auto``/``text``: taken from the answer when the turn has no structured calls).
         refused: the message for a refused connection (which server, how to start it).
     """
 
@@ -79,6 +81,7 @@ class AnthropicProvider:
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         thinking_budget: int | None = None,
+        tool_call_style: str = "auto",
         refused: str | None = None,
     ) -> None:
         self.url = base_url.rstrip("/") + "/messages"
@@ -88,6 +91,7 @@ class AnthropicProvider:
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
         self.thinking_budget = thinking_budget
+        self.tool_call_style = tool_call_style
         self._refused = refused
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
@@ -116,6 +120,7 @@ class AnthropicProvider:
             temperature=llm.temperature,
             retry=RetryPolicy(max_retries=llm.max_retries),
             headers=llm.headers,
+            tool_call_style=llm.tool_call_style,
             refused=refused_message(endpoint, llm.model),
             **options,
         )
@@ -163,6 +168,7 @@ class AnthropicProvider:
             return await self._whole(body)
 
         turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
+        turn = wire.finish_turn(turn, request, style=self.tool_call_style)
         if turn.finish_reason == "context_length":
             raise ContextLengthError(
                 "the conversation filled the model's context window (model_context_window_exceeded)",

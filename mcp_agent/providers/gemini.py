@@ -70,6 +70,8 @@ class GeminiProvider:
         include_thoughts: ask for thought summaries (reported as reasoning).
         query: extra query parameters for every request (from the endpoint URL; ``key`` is
             moved to the header).
+        tool_call_style: ``native`` turns off the fallback for tool calls written as text
+            (``auto``/``text``: taken from the answer when the turn has no structured calls).
         refused: the message for a refused connection.
     """
 
@@ -88,6 +90,7 @@ class GeminiProvider:
         schema_mode: SchemaMode = "json_schema",
         include_thoughts: bool = False,
         query: str = "",
+        tool_call_style: str = "auto",
         refused: str | None = None,
     ) -> None:
         params = parse_qsl(query, keep_blank_values=True)
@@ -102,6 +105,7 @@ class GeminiProvider:
         self.retry = retry or RetryPolicy()
         self.schema_mode: SchemaMode = schema_mode
         self.include_thoughts = include_thoughts
+        self.tool_call_style = tool_call_style
         self._refused = refused
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
@@ -132,6 +136,7 @@ class GeminiProvider:
             temperature=llm.temperature,
             retry=RetryPolicy(max_retries=llm.max_retries),
             headers=llm.headers,
+            tool_call_style=llm.tool_call_style,
             query=endpoint.query,
             refused=refused_message(endpoint, llm.model),
             **options,
@@ -195,7 +200,8 @@ class GeminiProvider:
                 self.schema_mode = "parameters"
                 return await self._call(self.body(request), on_delta)
 
-        return await self.retry.run(attempt, what=f"Gemini {self.model}")
+        turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
+        return wire.finish_turn(turn, request, style=self.tool_call_style)
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (

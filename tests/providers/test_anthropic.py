@@ -17,7 +17,7 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Usage
+from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _anthropic_wire as wire
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
@@ -646,3 +646,48 @@ async def test_connection_refused(sleeps: Sleeps) -> None:
     async with provider:
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError, match="nothing listens there"):
             await provider.complete(_request())
+
+
+# ---------------------------------------------------------------------------------- finish_turn
+
+HERMES = '<tool_call>{"name": "ports__check", "arguments": {"port": 1}}</tool_call>'
+
+
+@pytest.mark.parametrize(
+    ("content", "native", "style", "tools", "expected_calls", "expected_content", "expected_reasoning"),
+    [
+        ("<think>plan</think>Answer.", (), "auto", True, [], "Answer.", "plan"),
+        (HERMES, (), "auto", True, ["ports__check"], "", ""),
+        (HERMES, (), "text", True, ["ports__check"], "", ""),
+        (HERMES, (), "native", True, [], HERMES, ""),
+        (HERMES, (), "auto", False, [], HERMES, ""),
+        (HERMES.replace("ports__check", "nope__x"), (), "auto", True, [], HERMES.replace("ports__check", "nope__x"), ""),
+        (HERMES, (CALL_B,), "auto", True, ["time__now"], HERMES, ""),
+        ("Plain answer.", (), "auto", True, [], "Plain answer.", ""),
+    ],
+)
+def test_finish_turn(
+    content: str, native: tuple[ToolCall, ...], style: str, tools: bool,
+    expected_calls: list[str], expected_content: str, expected_reasoning: str,
+) -> None:
+    request = ModelRequest([Message.user("q")], tools=[_spec()] if tools else [])
+    turn = wire.finish_turn(Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style)
+    assert [c.name for c in turn.tool_calls] == expected_calls
+    assert turn.content == expected_content and turn.reasoning == expected_reasoning
+    if expected_calls and not native:
+        assert turn.finish_reason == "tool_calls" and turn.tool_calls[0].arguments == {"port": 1}
+
+
+def test_finish_turn_estimates_missing_usage() -> None:
+    request = ModelRequest([Message.user("x" * 400)])
+    turn = wire.finish_turn(Turn(content="y" * 40), request)
+    assert turn.usage.estimated and turn.usage.prompt_tokens == 100 and turn.usage.completion_tokens == 10
+    reported = Turn(content="y", usage=Usage(5, 1, 6))
+    assert wire.finish_turn(reported, request) is reported
+
+
+async def test_text_written_call_is_extracted_end_to_end(server: FakeModelServer, plain: AnthropicProvider) -> None:
+    server.enqueue(Reply.json(shapes.message(HERMES)))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(_spec()))
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ports__check", {"port": 1})] and turn.content == ""

@@ -12,7 +12,7 @@ import pytest
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
-from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Usage
+from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _gemini_wire as wire
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.gemini import GeminiProvider
@@ -596,3 +596,45 @@ async def test_key_never_logged_or_in_errors(
         await plain.complete(_request())
     assert KEY not in str(info.value) and KEY not in caplog.text
     assert "boom" in caplog.text  # the retries were logged
+
+
+# ---------------------------------------------------------------------------------- finish_turn
+
+HERMES = '<tool_call>{"name": "ports__check", "arguments": {"port": 1}}</tool_call>'
+
+
+@pytest.mark.parametrize(
+    ("content", "style", "expected_calls", "expected_content"),
+    [
+        (HERMES, "auto", ["ports__check"], ""),
+        (HERMES, "native", [], HERMES),
+        ("<think>p</think>Hi", "auto", [], "Hi"),
+    ],
+)
+def test_finish_turn(content: str, style: str, expected_calls: list[str], expected_content: str) -> None:
+    request = ModelRequest([Message.user("q")], tools=[_spec()])
+    turn = wire.finish_turn(Turn(content=content, usage=Usage(1, 1, 2)), request, style=style)
+    assert [c.name for c in turn.tool_calls] == expected_calls and turn.content == expected_content
+
+
+async def test_text_written_call_round_trips_as_function_call(server: FakeModelServer, plain: GeminiProvider) -> None:
+    # models without native calls (Gemma on the Gemini API) write calls as text
+    server.enqueue(Reply.json(shapes.response("Sure. " + HERMES)), Reply.json(shapes.response("done")))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request(_spec()))
+        assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ports__check", {"port": 1})]
+        assert turn.content == "Sure." and turn.finish_reason == "tool_calls"
+        history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free")]
+        await plain.complete(_request(_spec(), messages=history))
+    contents = server.last.json["contents"]
+    assert contents[1]["parts"] == [{"text": "Sure."}, {"functionCall": {"name": "ports__check", "args": {"port": 1}}}]
+    assert contents[2]["parts"] == [{"functionResponse": {"name": "ports__check", "response": {"output": "free"}}}]
+
+
+async def test_missing_usage_is_estimated(server: FakeModelServer, plain: GeminiProvider) -> None:
+    body = shapes.response("hello")
+    del body["usageMetadata"]
+    server.enqueue(Reply.json(body))
+    with anyio.fail_after(20):
+        turn = await plain.complete(_request())
+    assert turn.usage.estimated and turn.usage.total_tokens > 0
