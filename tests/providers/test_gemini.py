@@ -17,6 +17,7 @@ from mcp_agent.providers import _gemini_wire as wire
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.tools.schema import compile_tool_schema
 from tests.fakes import gemini_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 
@@ -638,3 +639,38 @@ async def test_missing_usage_is_estimated(server: FakeModelServer, plain: Gemini
     with anyio.fail_after(20):
         turn = await plain.complete(_request())
     assert turn.usage.estimated and turn.usage.total_tokens > 0
+
+
+def _keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
+@pytest.mark.parametrize("json_schema", [True, False])
+def test_compiled_mcp_schema_reaches_the_wire_in_the_right_dialect(json_schema: bool) -> None:
+    mcp_schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "path": {"type": ["string", "null"]},
+            "options": {"$ref": "#/$defs/Options"},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+        "$defs": {"Options": {"type": "object", "properties": {"depth": {"type": "integer"}},
+                              "additionalProperties": False}},
+    }
+    compiled = compile_tool_schema(mcp_schema)
+    spec = ToolSpec(name="fs__list", parameters=compiled.parameters, variants=compiled.variants)
+    (decl,) = wire.to_gemini_tools([spec], json_schema=json_schema)[0]["functionDeclarations"]
+    if json_schema:
+        sent = decl["parametersJsonSchema"]
+        assert "$schema" not in sent and sent["additionalProperties"] is False and "parameters" not in decl
+    else:
+        sent = decl["parameters"]
+        assert not _keys(sent) & {"$schema", "$ref", "$defs", "additionalProperties"}
+        assert sent["properties"]["path"] == {"type": "string", "nullable": True}
+        assert "parametersJsonSchema" not in decl
