@@ -52,7 +52,9 @@ class _Uvicorn:
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, interface="asgi3", log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 

@@ -1,0 +1,295 @@
+"""ToolHub: concurrent start beside broken servers, naming and routing, timeouts, shutdown, remote."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_agent.config import AgentConfig, RemoteServerConfig, StdioServerConfig
+from mcp_agent.tools.base import ToolSource
+from mcp_agent.tools.hub import ServerStatus, ToolHub, open_tool_hub
+
+from .conftest import FAST_RESTARTS, SERVERS, Remote, alive, children_of_us, server
+
+
+async def until(condition: Any, seconds: float = 20) -> None:
+    """Wait until ``condition()`` is true; a generous does-not-hang bound, not a timing claim."""
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.02)
+
+
+def by_name(hub: ToolHub) -> dict[str, ServerStatus]:
+    return {status.name: status for status in hub.status()}
+
+
+async def test_good_servers_serve_beside_broken_ones_and_each_failure_says_why(caplog: Any) -> None:
+    servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
+        "echo": server("echo.py"),
+        "bad_schemas": server("bad_schemas.py"),
+        "junk": server("junk.py"),
+        "no_command": StdioServerConfig(command="no-such-command-mcp-agent"),
+        "exits": server("exits_at_once.py"),
+        "hangs": server("hangs.py", startup_timeout_seconds=1),
+    }
+    before = children_of_us()
+    with anyio.fail_after(30):
+        async with open_tool_hub(servers) as hub:
+            status = by_name(hub)
+            assert {name: s.status for name, s in status.items()} == {
+                "echo": "up",
+                "bad_schemas": "up",
+                "junk": "up",
+                "no_command": "failed",
+                "exits": "failed",
+                "hangs": "failed",
+            }
+            assert status["no_command"].error == "cannot start 'no-such-command-mcp-agent': 'no-such-command-mcp-agent' not found"
+            assert status["exits"].error == (
+                "exited during start-up (exit code 3); stderr: exits_at_once: fatal: no configuration file"
+            )
+            assert status["hangs"].error == "did not start within 1 s; stderr: hangs: waiting forever"
+            assert status["junk"].junk_lines == 2
+            assert status["echo"].tool_count == 2 and status["echo"].startup_ms is not None
+            assert status["bad_schemas"].tool_count == 5
+
+            names = [spec.name for spec in hub.list_tools()]
+            assert names == [
+                "echo__echo",
+                "echo__add",
+                "bad_schemas__empty_schema",
+                "bad_schemas__no_schema",
+                "bad_schemas__string_schema",
+                "bad_schemas__wrong_output",
+                "bad_schemas__good",
+                "junk__noisy",
+            ]
+            echo = hub.list_tools()[0]
+            assert (echo.server, echo.mcp_name, echo.annotations) == ("echo", "echo", {"readOnlyHint": True})
+            assert echo.parameters["properties"]["text"]["type"] == "string"
+            add = await hub.call_tool("echo__add", {"a": 2, "b": 3})
+            assert (add.text, add.structured, add.is_error) == ("5", {"result": 5}, False)
+            assert (await hub.call_tool("bad_schemas__empty_schema", {})).text == "empty schema works"
+            assert (await hub.call_tool("junk__noisy", {})).text == "quiet now"
+    assert children_of_us() <= before  # the hung one too
+    assert "did not start within 1 s" in caplog.text
+
+
+async def test_allow_deny_disabled_prefixes_and_pages() -> None:
+    servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
+        "paged": server("paged.py", allow_tools=["tool[0-3]"], deny_tools=["tool1"], tool_prefix="p"),
+        "bare": server("paged.py", deny_tools=["tool0", "tool1", "tool2"], tool_prefix=""),
+        "off": server("echo.py", disabled=True),
+        "weird.name": server("list_changed.py"),
+    }
+    async with open_tool_hub(servers) as hub:
+        assert [spec.name for spec in hub.list_tools()] == [
+            "p__tool0",
+            "p__tool2",
+            "p__tool3",
+            "tool3",
+            "tool4",
+            "weird_name__add_tool",
+        ]
+        assert [(s.name, s.status, s.tool_count) for s in hub.status()] == [
+            ("paged", "up", 3),
+            ("bare", "up", 2),
+            ("off", "disabled", 0),
+            ("weird.name", "up", 1),
+        ]
+        assert (await hub.call_tool("tool4", {})).text == "tool 4 ran"
+        assert (await hub.call_tool("p__tool2", {})).text == "tool 2 ran"
+        denied = await hub.call_tool("p__tool1", {})
+        assert denied.is_error and denied.text.startswith("unknown tool 'p__tool1'. Available tools: p__tool0, p__tool2")
+
+
+async def test_colliding_names_are_told_apart_with_a_warning() -> None:
+    servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
+        "a": server("paged.py", tool_prefix="", allow_tools=["tool0"]),
+        "b": server("paged.py", tool_prefix="", allow_tools=["tool0"]),
+    }
+    async with open_tool_hub(servers) as hub:
+        names = sorted(spec.name for spec in hub.list_tools())
+        assert names[0] == "tool0" and names[1].startswith("tool0_") and len(names) == 2
+        assert any("collision" in warning for warning in hub.warnings)
+        for name in names:
+            assert (await hub.call_tool(name, {})).text == "tool 0 ran"
+
+
+async def test_list_changed_updates_the_list_and_tells_subscribers() -> None:
+    async with open_tool_hub({"lc": server("list_changed.py")}) as hub:
+        seen: list[list[str]] = []
+        unsubscribe = hub.subscribe(lambda: seen.append([spec.name for spec in hub.list_tools()]))
+        hub.subscribe(lambda: 1 / 0)  # a raising subscriber is logged, not fatal
+        await hub.call_tool("lc__add_tool", {"name": "first"})
+        await until(lambda: len(seen) == 1)
+        assert seen == [["lc__add_tool", "lc__first"]]
+        assert (await hub.call_tool("lc__first", {})).text == "first ran"
+        unsubscribe()
+        unsubscribe()  # twice is harmless
+        await hub.call_tool("lc__add_tool", {"name": "second"})
+        await until(lambda: "lc__second" in [spec.name for spec in hub.list_tools()])
+        assert len(seen) == 1
+
+
+async def test_a_crash_restart_and_giving_up_show_in_status_and_tool_list() -> None:
+    async with open_tool_hub({"c": server("crashes.py")}, restart_policy=FAST_RESTARTS) as hub:
+        changes: list[int] = []
+        hub.subscribe(lambda: changes.append(len(hub.list_tools())))
+        result = await hub.call_tool("c__crash", {"code": 4})
+        assert result.is_error and "exit code 4" in result.text and "crashing on purpose" in result.text
+        await until(lambda: by_name(hub)["c"].status == "up" and by_name(hub)["c"].restarts == 1)
+        assert not (await hub.call_tool("c__echo", {"text": "back"})).is_error
+        for _ in range(5):
+            await until(lambda: by_name(hub)["c"].status == "up")
+            await hub.call_tool("c__crash", {"code": 4})
+            await until(lambda: by_name(hub)["c"].status != "up")
+        await until(lambda: by_name(hub)["c"].status == "failed")
+        status = by_name(hub)["c"]
+        assert status.restarts == 5 and status.tool_count == 0
+        assert status.error is not None and "gave up after 5 restarts" in status.error
+        assert hub.list_tools() == () and changes[-1] == 0
+        gone = await hub.call_tool("c__echo", {"text": "x"})
+        assert gone.is_error and "no tools are available" in gone.text
+
+
+@pytest.mark.parametrize(
+    ("call_timeout", "default", "timeout", "expected"),
+    [
+        (0.2, None, 30, "timed out after 0.2 s"),  # the server's setting wins
+        (None, None, 0.2, "timed out after 0.2 s"),  # else the caller's
+        (None, 0.2, None, "timed out after 0.2 s"),  # else the hub's default
+        (0, 0.2, 0.2, "slept"),  # 0 means none
+        (None, 0.2, 0, "slept"),
+    ],
+)
+async def test_timeout_precedence(
+    call_timeout: float | None, default: float | None, timeout: float | None, expected: str
+) -> None:
+    config = server("slow.py", call_timeout_seconds=call_timeout)
+    async with open_tool_hub({"slow": config}, default_timeout=default) as hub:
+        with anyio.fail_after(20):
+            result = await hub.call_tool("slow__sleep", {"seconds": 0.6}, timeout=timeout)
+        assert result.text.endswith(expected)
+        assert (await hub.call_tool("slow__ping", {})).text == "pong"
+
+
+async def test_progress_passes_through_the_hub() -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with open_tool_hub({"p": server("progress.py")}) as hub:
+        assert (await hub.call_tool("p__count", {"steps": 2}, on_progress=on_progress)).text == "counted to 2"
+        await until(lambda: len(seen) == 2)
+
+
+# ----------------------------------------------------------------------------- shutdown
+
+
+async def test_leaving_the_hub_leaves_no_process_behind_grandchildren_included() -> None:
+    servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
+        "g1": server("grandchild.py"),
+        "g2": server("grandchild.py"),
+    }
+    async with open_tool_hub(servers) as hub:
+        pids = [pid for name in ("g1__pids", "g2__pids") for pid in json.loads((await hub.call_tool(name, {})).text).values()]
+        assert len(alive(pids)) == 4
+    assert alive(pids) == []
+    closed = await hub.call_tool("g1__pids", {})
+    assert closed.is_error and "shut down" in closed.text
+    await hub.aclose()  # idempotent
+
+
+async def test_cancelling_the_owner_still_reaps_every_process() -> None:
+    pids: list[int] = []
+    ready = anyio.Event()
+
+    async def owner() -> None:
+        async with open_tool_hub({"g": server("grandchild.py"), "s": server("slow.py")}) as hub:
+            pids.extend(json.loads((await hub.call_tool("g__pids", {})).text).values())
+            ready.set()
+            await hub.call_tool("s__sleep", {"seconds": 60})  # in flight when the owner is cancelled
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(owner)
+            await ready.wait()
+            await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+    assert len(pids) == 2 and alive(pids) == []
+
+
+async def test_sigterm_to_the_owning_process_reaps_its_servers() -> None:
+    servers = {"g": server("grandchild.py").model_dump(by_alias=True, exclude_none=True)}
+    owner = subprocess.Popen(
+        [sys.executable, str(SERVERS / "hub_owner.py"), json.dumps(servers)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        with anyio.fail_after(20):
+            line = await anyio.to_thread.run_sync(owner.stdout.readline)
+        pids = json.loads(line)
+        assert len(alive(pids)) == 2
+        owner.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            code = await anyio.to_thread.run_sync(owner.wait)
+        assert code == 0
+        assert alive(pids) == []
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+
+
+# -------------------------------------------------------------------------------- remote
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_remote_servers_over_streamable_http_and_sse(transport: str, request: pytest.FixtureRequest) -> None:
+    remote: Remote = request.getfixturevalue(f"{transport}_echo")
+    config = RemoteServerConfig(url=remote.url, transport=transport, headers={"Authorization": "Bearer t0ken"})
+    async with open_tool_hub({"remote": config}) as hub:
+        assert by_name(hub)["remote"].status == "up"
+        assert [spec.name for spec in hub.list_tools()] == ["remote__echo", "remote__add"]
+        result = await hub.call_tool("remote__echo", {"text": "over the wire"})
+        assert (result.text, result.is_error) == ("over the wire", False)
+    assert remote.authorizations and set(remote.authorizations) == {"Bearer t0ken"}
+
+
+async def test_an_unreachable_remote_server_fails_to_start() -> None:
+    config = RemoteServerConfig(url="http://127.0.0.1:9/mcp", startup_timeout_seconds=5)
+    with anyio.fail_after(20):
+        async with open_tool_hub({"gone": config}) as hub:
+            status = by_name(hub)["gone"]
+    assert status.status == "failed" and status.error
+
+
+# ---------------------------------------------------------------------------- the seams
+
+
+async def test_servers_from_agent_config_and_the_tool_source_protocol(tmp_path: Path) -> None:
+    folder = tmp_path / "servers"
+    folder.mkdir()
+    (folder / "paged.py").write_text((SERVERS / "paged.py").read_text())
+    (folder / "_raw.py").write_text((SERVERS / "_raw.py").read_text())
+    config = AgentConfig.model_validate(
+        {"mcpServers": {"lc": {"command": sys.executable, "args": [str(SERVERS / "list_changed.py")]}}, "serversDir": "servers"}
+    ).model_copy(update={"base_dir": tmp_path})
+    async with open_tool_hub(config.servers()) as hub:
+        source: ToolSource = hub
+        assert len(source.list_tools()) == 6
+        assert (await source.call_tool("paged__tool1", {})).text == "tool 1 ran"
+        assert [s.to_dict()["name"] for s in hub.status()] == ["paged", "lc"]
+        assert set(hub.status()[0].to_dict()) == {
+            "name", "status", "error", "tool_count", "startup_ms", "restarts", "junk_lines",
+        }
