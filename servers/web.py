@@ -212,6 +212,8 @@ def html_to_text(html: str) -> tuple[str | None, str]:
     import trafilatura  # imported late: it costs 0.3 s at start-up, most of this server's own
 
     tree = trafilatura.load_html(html)
+    if tree is None:  # a fragment or bare text served as HTML: make it a document
+        tree = trafilatura.load_html(f"<html><body><div>{html}</div></body></html>")
     if tree is None:
         return None, " ".join(html.split())
     title = tree.findtext(".//title")
@@ -411,7 +413,7 @@ async def fetch_url(
 def main() -> None:
     """Serve the tool over stdio."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    logging.getLogger("trafilatura").setLevel(logging.ERROR)
+    logging.getLogger("trafilatura").setLevel(logging.CRITICAL)  # it logs bad pages as errors
     logging.getLogger("httpx").setLevel(logging.WARNING)
     mcp.run()
 
