@@ -56,8 +56,12 @@ from .result import ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
-SAFETY_SECONDS = 5.0
-"""Added to ``toolTimeoutSeconds`` for the loop's own bound on a call, in case a source hangs."""
+def safety_bound(timeout: float) -> float:
+    """The loop's own bound on one call, in case a tool source ignores its ``timeout``.
+
+    A tenth more than the timeout, at least one second more: the source's timeout fires first.
+    """
+    return timeout + max(1.0, timeout / 10)
 
 
 class Emitter:
@@ -312,7 +316,7 @@ class Dispatcher:
 
     async def _call(self, call: ToolCall) -> ToolResult:
         timeout = self.limits.tool_timeout_seconds or None
-        bound = timeout + SAFETY_SECONDS if timeout else None
+        bound = safety_bound(timeout) if timeout else None
         try:
             with anyio.move_on_after(bound):
                 return await self.tools.call_tool(call.name, call.arguments, timeout=timeout)
