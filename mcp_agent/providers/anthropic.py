@@ -65,7 +65,9 @@ class AnthropicProvider:
         thinking_budget: enable extended thinking with this many tokens (None = off).
         tool_call_style: ``native`` turns off the fallback for tool calls written as text
             (``auto``/``text``: taken from the answer when the turn has no structured calls).
-        refused: the message for a refused connection (which server, how to start it).
+        refused: the message for a refused connection (which server, how to start it); a
+            refusal is then final. ``from_config`` sets it for a loopback endpoint (a local
+            proxy) only: elsewhere a refusal is a network hiccup, retried.
     """
 
     def __init__(
@@ -121,7 +123,7 @@ class AnthropicProvider:
             retry=RetryPolicy(max_retries=llm.max_retries),
             headers=llm.headers,
             tool_call_style=llm.tool_call_style,
-            refused=refused_message(endpoint, llm.model),
+            refused=refused_message(endpoint, llm.model) if endpoint.local else None,
             **options,
         )
         provider._owns_client = client is None
@@ -161,6 +163,7 @@ class AnthropicProvider:
                 cannot help).
         """
         body = self.body(request)
+        on_delta = _guarded(on_delta)
 
         async def attempt(_: int) -> Turn:
             if self.stream:
@@ -257,3 +260,21 @@ def _replay(turn: Turn, on_delta: DeltaCallback | None) -> None:
         on_delta(Delta("text", turn.content))
     for index, call in enumerate(turn.tool_calls):
         on_delta(Delta("tool_call", json.dumps(call.arguments), index=index, name=call.name))
+
+
+def _guarded(callback: DeltaCallback | None) -> DeltaCallback | None:
+    """``callback`` made safe: an exception from it is logged once and otherwise ignored."""
+    if callback is None:
+        return None
+    warned = False
+
+    def emit(delta: Delta) -> None:
+        nonlocal warned
+        try:
+            callback(delta)
+        except Exception:
+            if not warned:
+                warned = True
+                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
+
+    return emit

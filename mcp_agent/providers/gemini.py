@@ -72,7 +72,8 @@ class GeminiProvider:
             moved to the header).
         tool_call_style: ``native`` turns off the fallback for tool calls written as text
             (``auto``/``text``: taken from the answer when the turn has no structured calls).
-        refused: the message for a refused connection.
+        refused: the message for a refused connection; a refusal is then final (``from_config``
+            sets it for a loopback endpoint only: elsewhere a refusal is retried).
     """
 
     def __init__(
@@ -138,7 +139,7 @@ class GeminiProvider:
             headers=llm.headers,
             tool_call_style=llm.tool_call_style,
             query=endpoint.query,
-            refused=refused_message(endpoint, llm.model),
+            refused=refused_message(endpoint, llm.model) if endpoint.local else None,
             **options,
         )
         provider._owns_client = client is None
@@ -185,6 +186,7 @@ class GeminiProvider:
             ProviderError: any other failure, after the retries (``terminal`` when retrying
                 cannot help).
         """
+        on_delta = _guarded(on_delta)
 
         async def attempt(_: int) -> Turn:
             body = self.body(request)
@@ -287,3 +289,21 @@ def _json(content: bytes, request_id: str | None) -> Any:
         raise ProviderResponseError(
             f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
         ) from None
+
+
+def _guarded(callback: DeltaCallback | None) -> DeltaCallback | None:
+    """``callback`` made safe: an exception from it is logged once and otherwise ignored."""
+    if callback is None:
+        return None
+    warned = False
+
+    def emit(delta: Delta) -> None:
+        nonlocal warned
+        try:
+            callback(delta)
+        except Exception:
+            if not warned:
+                warned = True
+                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
+
+    return emit

@@ -691,3 +691,33 @@ async def test_text_written_call_is_extracted_end_to_end(server: FakeModelServer
     with anyio.fail_after(20):
         turn = await plain.complete(_request(_spec()))
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ports__check", {"port": 1})] and turn.content == ""
+
+
+async def test_refused_without_a_hint_is_retried(sleeps: Sleeps) -> None:
+    provider = AnthropicProvider(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY,
+                                 retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    async with provider:
+        with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
+            await provider.complete(_request())
+    assert info.value.retryable and len(sleeps.delays) == 2
+
+
+async def test_from_config_on_a_refusing_loopback_endpoint_says_so_at_once() -> None:
+    llm = LLMConfig(endpoint=f"http://127.0.0.1:{_free_port()}", provider="anthropic", model="m", max_retries=2)
+    async with AnthropicProvider.from_config(llm) as provider:
+        with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
+            await provider.complete(_request())
+    assert info.value.terminal and "127.0.0.1" in str(info.value)
+
+
+async def test_a_raising_on_delta_does_not_break_the_call(
+    server: FakeModelServer, streaming: AnthropicProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.enqueue(Reply.sse(shapes.stream_events("hello there"), done=False))
+
+    def bad(delta: Delta) -> None:
+        raise RuntimeError("callback bug")
+
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(), bad)
+    assert turn.content == "hello there" and caplog.text.count("on_delta callback raised") == 1

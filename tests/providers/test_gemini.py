@@ -674,3 +674,16 @@ def test_compiled_mcp_schema_reaches_the_wire_in_the_right_dialect(json_schema: 
         assert not _keys(sent) & {"$schema", "$ref", "$defs", "additionalProperties"}
         assert sent["properties"]["path"] == {"type": "string", "nullable": True}
         assert "parametersJsonSchema" not in decl
+
+
+async def test_a_raising_on_delta_does_not_break_the_call(
+    server: FakeModelServer, streaming: GeminiProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.enqueue(_stream("hello there"))
+
+    def bad(delta: Delta) -> None:
+        raise RuntimeError("callback bug")
+
+    with anyio.fail_after(20):
+        turn = await streaming.complete(_request(), bad)
+    assert turn.content == "hello there" and caplog.text.count("on_delta callback raised") == 1
