@@ -1,0 +1,221 @@
+"""agent_query end to end over SSE and Streamable HTTP, with the SDK's own clients, both eras."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import jsonschema
+import mcp_types as types
+import pytest
+from mcp import Client, ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp_agent.loop.result import RESULT_SCHEMA
+
+from .conftest import Running, eventually, make_config, running_gateway
+
+TRANSPORTS = ["sse", "sse_alias", "http"]
+ERAS = ["legacy", "modern"]
+
+
+@asynccontextmanager
+async def transport_for(url: str, transport: str, headers: dict[str, str] | None = None) -> AsyncIterator[Any]:
+    """The SDK's client transport; the Streamable HTTP one gets an httpx2 client that is closed after."""
+    if transport in ("sse", "sse_alias"):
+        path = "/sse" if transport == "sse" else "/mcp/sse"
+        async with sse_client(f"{url}{path}", headers=headers) as streams:
+            yield streams
+        return
+    async with httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=60)) as http:
+        async with streamable_http_client(f"{url}/mcp", http_client=http) as streams:
+            yield streams
+
+
+@asynccontextmanager
+async def connect(
+    url: str, transport: str, era: str, *, headers: dict[str, str] | None = None, message_handler: Any = None
+) -> AsyncIterator[Any]:
+    """A legacy ``ClientSession`` (2025 handshake) or a 2026 ``mcp.Client``, over ``transport``."""
+    if era == "legacy":
+        async with transport_for(url, transport, headers) as (read, write):
+            async with ClientSession(read, write, message_handler=message_handler) as session:
+                init = await session.initialize()
+                assert init.protocol_version == "2025-11-25"
+                assert init.capabilities.tools is not None and init.capabilities.tools.list_changed
+                yield session
+    else:
+        async with Client(transport_for(url, transport, headers), message_handler=message_handler) as client:
+            assert client.protocol_version == "2026-07-28"
+            yield client
+
+
+class Progress:
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str | None]] = []
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, message))
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_agent_query_end_to_end(gateway: Running, transport: str, era: str) -> None:
+    with anyio.fail_after(20):
+        async with connect(gateway.url, transport, era) as client:
+            listed = await client.list_tools()
+            [tool] = listed.tools
+            assert tool.name == "agent_query"
+            assert tool.output_schema == RESULT_SCHEMA
+            assert tool.input_schema["required"] == ["query"]
+            assert tool.description.startswith("Test agent.")
+            assert "mem (echo, sleep, write_file)" in tool.description
+
+            progress = Progress()
+            result = await client.call_tool("agent_query", {"query": "echo hi"}, progress_callback=progress)
+            assert not result.is_error
+            assert result.content[0].text == "echo said: hi"
+            jsonschema.validate(result.structured_content, RESULT_SCHEMA)
+            assert result.structured_content["termination_reason"] == "success"
+            assert result.structured_content["tool_calls"][0]["name"] == "echo"
+            await eventually(lambda: len(progress.seen) >= 4)
+    values = [value for value, _ in progress.seen]
+    assert values == sorted(values) and len(set(values)) == len(values)
+    messages = [message or "" for _, message in progress.seen]
+    assert messages[0] == "round 1/4: asking the model"
+    assert messages[1] == "round 1/4: calling echo"
+    assert messages[2].startswith("round 1/4: echo ok (")
+    assert messages[3] == "round 2/4: asking the model"
+    assert len(messages) == 4
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_stateless_streamable_http(era: str) -> None:
+    async with running_gateway(stateless=True) as gateway:
+        assert gateway.app.session_manager.stateless
+        with anyio.fail_after(20):
+            async with connect(gateway.url, "http", era) as client:
+                progress = Progress()
+                result = await client.call_tool("agent_query", {"query": "echo x"}, progress_callback=progress)
+                assert result.content[0].text == "echo said: x"
+                await eventually(lambda: len(progress.seen) == 4)
+
+
+async def test_no_progress_without_a_token(gateway: Running) -> None:
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    async with connect(gateway.url, "sse", "legacy", message_handler=on_message) as client:
+        result = await client.call_tool("agent_query", {"query": "echo quiet"})
+        assert result.content[0].text == "echo said: quiet"
+        await anyio.sleep(0.1)
+    assert not [n for n in notes if isinstance(n, types.ProgressNotification)]
+
+
+@pytest.mark.parametrize(
+    ("query", "reason", "text"),
+    [
+        ("rounds", "max_rounds", "Agent terminated (max_rounds): reached max rounds (4)"),
+        ("empty", "empty_response", "Agent terminated (empty_response): empty response from the model"),
+    ],
+)
+async def test_non_success_endings_are_errors(gateway: Running, query: str, reason: str, text: str) -> None:
+    async with connect(gateway.url, "http", "modern") as client:
+        result = await client.call_tool("agent_query", {"query": query})
+    assert result.is_error
+    assert result.content[0].text.startswith(text)
+    jsonschema.validate(result.structured_content, RESULT_SCHEMA)
+    assert result.structured_content["termination_reason"] == reason
+    async with httpx2.AsyncClient() as http:
+        metrics = (await http.get(f"{gateway.url}/metrics")).text
+    assert f'mcp_agent_queries_total{{termination_reason="{reason}"}} 1' in metrics
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "'query' is required"),
+        ({"query": 7}, "'query' must be a string"),
+        ({"query": "q", "limits": {"bogus": 1}}, "limits.bogus: unknown key"),
+        ({"query": "q", "limits": {"maxRounds": "two"}}, "limits.maxRounds: Input should be a valid integer"),
+        ({"query": "q", "session_id": ["x"]}, "'session_id' must be a string"),
+        ({"query": "q" * 101}, "the limit is 100 (gateway.maxQueryChars)"),
+    ],
+)
+async def test_bad_arguments_are_clear_tool_errors(arguments: dict[str, Any], message: str) -> None:
+    async with running_gateway(make_config(max_query_chars=100)) as gateway:
+        async with connect(gateway.url, "sse", "legacy") as client:
+            [tool] = (await client.list_tools()).tools
+            assert tool.input_schema["properties"]["query"]["maxLength"] == 100
+            result = await client.call_tool("agent_query", arguments)
+        assert result.is_error
+        assert result.content[0].text.startswith("Invalid agent_query arguments: ")
+        assert message in result.content[0].text
+        assert gateway.model.calls == 0
+        assert gateway.app.service.metrics.rejected["invalid"] == 1
+
+
+async def test_unknown_tool(gateway: Running) -> None:
+    async with connect(gateway.url, "http", "legacy") as client:
+        result = await client.call_tool("mem__echo", {"text": "x"})  # exposeTools is off
+    assert result.is_error and result.content[0].text == "Unknown tool: mem__echo"
+
+
+async def test_client_limits_only_tighten(gateway: Running) -> None:
+    async with connect(gateway.url, "http", "modern") as client:
+        tighter = await client.call_tool("agent_query", {"query": "rounds", "limits": {"maxRounds": 2}})
+        looser = await client.call_tool("agent_query", {"query": "rounds", "limits": {"maxRounds": 50}})
+    assert tighter.structured_content["rounds"] == 2
+    assert looser.structured_content["rounds"] == 4
+
+
+async def test_sessions_carry_context_and_are_isolated(gateway: Running) -> None:
+    async with connect(gateway.url, "sse", "legacy") as one, connect(gateway.url, "http", "modern") as two:
+        await one.call_tool("agent_query", {"query": "first in a", "session_id": "a"})
+        await two.call_tool("agent_query", {"query": "first in b", "session_id": "b"})
+        again = await two.call_tool("agent_query", {"query": "history", "session_id": "a"})
+        other = await one.call_tool("agent_query", {"query": "history", "session_id": "b"})
+        alone = await one.call_tool("agent_query", {"query": "history"})
+    assert again.content[0].text == "seen: first in a | history"
+    assert again.structured_content["session_id"] == "a"
+    assert other.content[0].text == "seen: first in b | history"
+    assert alone.content[0].text == "seen: history"
+    assert alone.structured_content["session_id"] is None
+
+
+@pytest.mark.parametrize("transport", ["sse", "http"])
+async def test_tools_list_changed_reaches_legacy_clients(gateway: Running, transport: str) -> None:
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with connect(gateway.url, transport, "legacy", message_handler=on_message) as client:
+        await client.list_tools()
+        if transport == "http":  # stateful Streamable HTTP: the standalone GET stream carries it
+            await anyio.sleep(0.2)
+        gateway.tools.source.add("clock", lambda: "noon", description="The time.", server="time")
+        gateway.hub.changed()
+        with anyio.fail_after(10):
+            await changed.wait()
+        [tool] = (await client.list_tools()).tools
+        assert "time (clock)" in tool.description
+
+
+async def test_tools_list_changed_reaches_2026_listeners(gateway: Running) -> None:
+    async with connect(gateway.url, "http", "modern") as client:
+        async with client.listen(tools_list_changed=True) as subscription:
+            gateway.tools.source.add("clock", lambda: "noon", server="time")
+            gateway.hub.changed()
+            with anyio.fail_after(10):
+                async for _event in subscription:
+                    break
+        [tool] = (await client.list_tools(cache_mode="bypass")).tools
+        assert "time (clock)" in tool.description

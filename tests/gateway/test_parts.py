@@ -1,0 +1,228 @@
+"""Pure parts of the gateway: input parsing, metrics, the event bus, descriptions, result mapping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+
+from mcp_agent.config import Limits
+from mcp_agent.events import ModelCallEnded, RoundStarted, RunEnded, ToolCallEnded
+from mcp_agent.gateway.eventbus import BufferedSink, EventBus, FanOut
+from mcp_agent.gateway.mcp_server import (
+    agent_query_description,
+    agent_query_input_schema,
+    run_result_to_mcp,
+    summarize_tools,
+)
+from mcp_agent.gateway.metrics import Metrics, escape_label
+from mcp_agent.gateway.service import QueryInputError, limits_schema, parse_query_input
+from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
+from mcp_agent.messages import ToolSpec
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({}, "'query' is required"),
+        ([], "must be an object"),
+        ({"query": 3}, "'query' must be a string, not int"),
+        ({"query": "   "}, "must not be empty"),
+        ({"query": "x" * 11}, "11 characters long; the limit is 10"),
+        ({"query": "q", "extra": 1}, "unknown argument(s): extra"),
+        ({"query": "q", "session_id": 5}, "'session_id' must be a string"),
+        ({"query": "q", "session_id": "a b"}, "'session_id' must be 1-128 characters"),
+        ({"query": "q", "session_id": "x" * 129}, "'session_id' must be 1-128"),
+        ({"query": "q", "limits": []}, "'limits' must be an object"),
+        ({"query": "q", "limits": {"maxRoundz": 2}}, "limits.maxRoundz: unknown key"),
+        ({"query": "q", "limits": {"maxRounds": "2"}}, "limits.maxRounds: Input should be a valid integer"),
+        ({"query": "q", "limits": {"maxRounds": True}}, "limits.maxRounds: Input should be a valid integer"),
+        ({"query": "q", "limits": {"maxRounds": -1}}, "limits.maxRounds: Input should be greater than or equal to 0"),
+        ({"query": "q", "limits": {"earlyStop": "yes"}}, "limits.earlyStop: Input should be a valid boolean"),
+    ],
+)
+def test_bad_query_input(data: Any, message: str) -> None:
+    with pytest.raises(QueryInputError) as caught:
+        parse_query_input(data, max_query_chars=10)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("limits", "fields"),
+    [
+        ({"maxRounds": 2}, {"max_rounds": 2}),
+        ({"max_rounds": 2, "timeoutSeconds": 1.5}, {"max_rounds": 2, "timeout_seconds": 1.5}),
+        ({"timeoutSeconds": 3}, {"timeout_seconds": 3}),
+        ({"earlyStop": True}, {"early_stop": True}),
+    ],
+)
+def test_good_query_input(limits: dict[str, Any], fields: dict[str, Any]) -> None:
+    parsed = parse_query_input({"query": "hi", "session_id": "s-1:x", "limits": limits}, max_query_chars=10)
+    assert parsed.query == "hi" and parsed.session_id == "s-1:x"
+    assert parsed.limits is not None
+    assert {name: getattr(parsed.limits, name) for name in fields} == fields
+
+
+def test_client_limits_only_tighten() -> None:
+    server = Limits(max_rounds=5, max_tokens=0)
+    parsed = parse_query_input({"query": "q", "limits": {"maxRounds": 50, "maxTokens": 10}})
+    tightened = server.tighten(parsed.limits)
+    assert tightened.max_rounds == 5  # looser ignored
+    assert tightened.max_tokens == 10  # off (0) on the server: the client's cap applies
+
+
+def test_input_schema_matches_the_parser() -> None:
+    schema = agent_query_input_schema(100)
+    assert schema["properties"]["query"]["maxLength"] == 100
+    assert schema["required"] == ["query"]
+    jsonschema.validate({"query": "q", "limits": {"maxRounds": 2, "earlyStop": True}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"query": "q", "limits": {"nope": 1}}, schema)
+    assert set(limits_schema()["properties"]) == {
+        info.alias or name for name, info in Limits.model_fields.items()
+    }
+    assert "maxLength" not in agent_query_input_schema(0)["properties"]["query"]
+
+
+def test_summary_names_servers_tools_and_down_servers() -> None:
+    specs = [ToolSpec("ports__check", server="ports", mcp_name="check"), ToolSpec("time__now", server="time", mcp_name="now")]
+    statuses = [{"name": "web", "status": "failed"}]
+
+    class Status:
+        def __init__(self, name: str, status: str) -> None:
+            self.name, self.status = name, status
+
+    text = summarize_tools(specs, [Status("web", "failed"), Status("time", "up")])
+    assert "2 tools from 2 servers" in text and "ports (check)" in text and "time (now)" in text
+    assert "Unavailable now: web" in text
+    assert "no tools" in summarize_tools([], statuses)
+    many = [ToolSpec(f"s__t{i}", server="s", mcp_name=f"t{i}") for i in range(12)]
+    assert "and 4 more" in summarize_tools(many)
+    assert agent_query_description("Does things.", specs).startswith("Does things.\n\n")
+
+
+@pytest.mark.parametrize("reason", list(TerminationReason))
+def test_result_mapping(reason: TerminationReason) -> None:
+    result = RunResult(answer="partial" if reason is not TerminationReason.SUCCESS else "done",
+                       termination_reason=reason, detail="why")
+    mapped = run_result_to_mcp(result)
+    jsonschema.validate(mapped.structured_content, RESULT_SCHEMA)
+    text = mapped.content[0].text
+    if reason is TerminationReason.SUCCESS:
+        assert not mapped.is_error and text == "done"
+    else:
+        assert mapped.is_error and text.startswith(f"Agent terminated ({reason.value}): why")
+
+
+def test_early_stop_is_not_an_error() -> None:
+    result = RunResult(answer="best effort", termination_reason=TerminationReason.MAX_ROUNDS, early_stopped=True)
+    mapped = run_result_to_mcp(result)
+    assert not mapped.is_error and mapped.content[0].text == "best effort"
+
+
+# ------------------------------------------------------------------------------------ metrics
+
+
+def test_metrics_show_every_reason_at_zero() -> None:
+    text = Metrics().render()
+    for reason in TerminationReason:
+        assert f'mcp_agent_queries_total{{termination_reason="{reason.value}"}} 0' in text
+    assert 'mcp_agent_queries_rejected_total{reason="busy"} 0' in text
+    assert "mcp_agent_queries_in_flight 0" in text
+
+
+def test_metrics_count_events() -> None:
+    metrics = Metrics()
+    metrics.emit(RunEnded(run_id="r", termination_reason="success", elapsed_ms=300))
+    metrics.emit(RunEnded(run_id="r", termination_reason="max_rounds", early_stopped=True, elapsed_ms=70_000))
+    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name="a__b", ok=True, ms=20))
+    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name="a__b", ok=False, ms=20))
+    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name='we"ird', verdict="denied", ok=False))
+    metrics.emit(ModelCallEnded(run_id="r", round=1, ok=False, ms=5))
+    metrics.emit(RoundStarted(run_id="r", round=1))
+    metrics.reject("busy")
+    text = metrics.render(extra=["x_extra 1"])
+    assert 'mcp_agent_queries_total{termination_reason="success"} 1' in text
+    assert 'mcp_agent_queries_total{termination_reason="max_rounds"} 1' in text
+    assert "mcp_agent_queries_early_stopped_total 1" in text
+    assert 'mcp_agent_query_duration_seconds_bucket{le="0.5"} 1' in text
+    assert 'mcp_agent_query_duration_seconds_bucket{le="+Inf"} 2' in text
+    assert "mcp_agent_query_duration_seconds_count 2" in text
+    assert 'mcp_agent_tool_calls_total{tool="a__b",outcome="ok"} 1' in text
+    assert 'mcp_agent_tool_calls_total{tool="a__b",outcome="error"} 1' in text
+    assert 'mcp_agent_tool_calls_total{tool="we\\"ird",outcome="denied"} 1' in text
+    assert 'mcp_agent_model_calls_total{outcome="error"} 1' in text
+    assert 'mcp_agent_queries_rejected_total{reason="busy"} 1' in text
+    assert text.endswith("x_extra 1\n")
+
+
+@pytest.mark.parametrize(("raw", "escaped"), [('a"b', 'a\\"b'), ("a\\b", "a\\\\b"), ("a\nb", "a\\nb")])
+def test_label_escaping(raw: str, escaped: str) -> None:
+    assert escape_label(raw) == escaped
+
+
+# ------------------------------------------------------------------------------------ event bus
+
+
+def _ended(session: str | None = None) -> RunEnded:
+    return RunEnded(run_id="r", session_id=session, termination_reason="success")
+
+
+async def test_bus_filters_and_ends() -> None:
+    bus = EventBus(queue_size=10)
+    got_all: list[Any] = []
+    got_a: list[Any] = []
+    with bus.listen() as everything, bus.listen(session_id="a") as only_a:
+        assert bus.listeners == 2
+        bus.emit(_ended("a"))
+        bus.emit(_ended("b"))
+        bus.emit(_ended(None))
+        bus.close()
+        with anyio.fail_after(5):
+            got_all = [event async for event in everything]
+            got_a = [event async for event in only_a]
+    assert [e.session_id for e in got_all] == ["a", "b", None]
+    assert [e.session_id for e in got_a] == ["a"]
+    assert bus.listeners == 0
+    with bus.listen() as late:  # a closed bus gives ended listeners
+        assert [event async for event in late] == []
+
+
+async def test_slow_listener_drops_instead_of_blocking() -> None:
+    bus = EventBus(queue_size=3)
+    with bus.listen() as slow:
+        for _ in range(10):
+            bus.emit(_ended())  # never blocks, never raises
+        assert slow.dropped == 7 and bus.dropped == 7
+        slow.close()
+        assert len([event async for event in slow]) == 3
+
+
+def test_fanout_isolates_a_raising_sink() -> None:
+    class Boom:
+        def emit(self, event: Any) -> None:
+            raise RuntimeError("boom")
+
+    seen: list[Any] = []
+
+    class Keep:
+        def emit(self, event: Any) -> None:
+            seen.append(event)
+
+    fan = FanOut([Boom(), None, Keep()])
+    fan.emit(_ended())
+    fan.emit(_ended())
+    assert len(seen) == 2
+
+
+async def test_buffered_sink_drops_when_full() -> None:
+    sink = BufferedSink(2)
+    for _ in range(5):
+        sink.emit(_ended())
+    sink.close()
+    assert sink.dropped == 3
+    assert len([event async for event in sink]) == 2
+    sink.aclose_receiver()
+    sink.emit(_ended())  # after the consumer left: dropped quietly
