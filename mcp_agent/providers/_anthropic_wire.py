@@ -262,7 +262,11 @@ class _Assembly:
         if kind == "thinking":
             self.reasoning.append(str(block.get("thinking") or ""))
             self.thinking.append(
-                {"type": "thinking", "thinking": block.get("thinking") or "", "signature": block.get("signature") or ""}
+                {
+                    "type": "thinking",
+                    "thinking": block.get("thinking") or "",
+                    "signature": block.get("signature") or "",
+                }
             )
         elif kind == "redacted_thinking":
             self.thinking.append({"type": "redacted_thinking", "data": block.get("data") or ""})
@@ -401,7 +405,9 @@ class StreamState:
                 parts.text.append("".join(entry.text))
             elif entry.kind == "thinking":
                 signature = "".join(entry.signature) or entry.start.get("signature") or ""
-                parts.add_thinking({"type": "thinking", "thinking": "".join(entry.text), "signature": signature})
+                parts.add_thinking(
+                    {"type": "thinking", "thinking": "".join(entry.text), "signature": signature}
+                )
             elif entry.kind == "redacted_thinking":
                 parts.add_thinking(entry.start)
             elif entry.kind == "tool_use":
@@ -425,11 +431,15 @@ def decode_event_data(data: str) -> Mapping[str, Any] | None:
 
 def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
     """Usage estimated at about four characters a token, marked ``estimated``."""
-    chars = sum(len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
-                for m in request.messages)
+    chars = sum(
+        len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
+        for m in request.messages
+    )
     chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
     prompt, completion = -(-chars // 4), -(-output_chars // 4)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
+    )
 
 
 def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
@@ -448,10 +458,20 @@ def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Tu
             reasoning = "\n\n".join(p for p in (reasoning, found.reasoning) if p)
     usage = turn.usage
     if usage == Usage():
-        output = len(turn.content) + len(turn.reasoning) + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
+        output = (
+            len(turn.content)
+            + len(turn.reasoning)
+            + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
+        )
         usage = estimate_usage(request, output)
     if (content, reasoning, calls, finish, usage) == (
-        turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason, turn.usage
+        turn.content,
+        turn.reasoning,
+        turn.tool_calls,
+        turn.finish_reason,
+        turn.usage,
     ):
         return turn
-    return replace(turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage)
+    return replace(
+        turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage
+    )

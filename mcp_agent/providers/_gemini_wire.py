@@ -96,7 +96,9 @@ def to_gemini_tools(tools: Sequence[ToolSpec], *, json_schema: bool = True) -> l
 
 def _text_of(parts: Sequence[Any]) -> str:
     return "".join(
-        str(p.get("text") or "") for p in parts if isinstance(p, Mapping) and "text" in p and not p.get("thought")
+        str(p.get("text") or "")
+        for p in parts
+        if isinstance(p, Mapping) and "text" in p and not p.get("thought")
     )
 
 
@@ -188,7 +190,9 @@ def to_gemini_contents(messages: Sequence[Message]) -> tuple[JSONObject | None, 
             for call in message.tool_calls:
                 found = results.get(call.id)
                 if found is None:
-                    found = Message(role="tool", content="not executed: no result was recorded", is_error=True)
+                    found = Message(
+                        role="tool", content="not executed: no result was recorded", is_error=True
+                    )
                 answers.append(_response_part(call, found))
             answers += [_stray_text(m) for m in stray]
             add_user(answers)
@@ -271,8 +275,9 @@ def find_error(data: Any) -> Mapping[str, Any] | None:
     """The ``error`` object of a Gemini body or stream chunk (also inside an array), or None."""
     items = data if isinstance(data, list) else [data]
     for item in items:
-        if isinstance(item, Mapping) and isinstance(item.get("error"), Mapping):
-            return item["error"]
+        error = item.get("error") if isinstance(item, Mapping) else None
+        if isinstance(error, Mapping):
+            return error
     return None
 
 
@@ -331,13 +336,21 @@ class ResponseState:
         if isinstance(part.get("functionCall"), Mapping):
             self._parts.append(dict(part))
             function = part["functionCall"]
-            args, error = parse_arguments(function.get("args") if isinstance(function.get("args"), Mapping) else None)
+            raw = function.get("args")
+            args, error = parse_arguments(raw if isinstance(raw, Mapping | str) else None)
             meta: JSONObject = {}
             if part.get(SIGNATURE):
                 meta[SIGNATURE] = part[SIGNATURE]
             if function.get("id"):
                 meta[NATIVE_ID] = function["id"]
-            call = ToolCall(id=self._new_id(), name=str(function.get("name") or ""), arguments=args, meta=meta)
+            call = ToolCall(
+                id=self._new_id(),
+                name=str(function.get("name") or ""),
+                arguments=args,
+                error=error,
+                raw_arguments=raw if error is not None and isinstance(raw, str) else None,
+                meta=meta,
+            )
             self._calls.append(call)
             index = len(self._calls) - 1
             return [Delta("tool_call", json.dumps(args, ensure_ascii=False), index=index, name=call.name)]
@@ -398,11 +411,15 @@ def parse_response(data: Any, *, new_id: Callable[[], str] = new_call_id) -> Tur
 
 def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
     """Usage estimated at about four characters a token, marked ``estimated``."""
-    chars = sum(len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
-                for m in request.messages)
+    chars = sum(
+        len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
+        for m in request.messages
+    )
     chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
     prompt, completion = -(-chars // 4), -(-output_chars // 4)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
+    )
 
 
 def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
@@ -421,10 +438,20 @@ def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Tu
             reasoning = "\n\n".join(p for p in (reasoning, found.reasoning) if p)
     usage = turn.usage
     if usage == Usage():
-        output = len(turn.content) + len(turn.reasoning) + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
+        output = (
+            len(turn.content)
+            + len(turn.reasoning)
+            + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
+        )
         usage = estimate_usage(request, output)
     if (content, reasoning, calls, finish, usage) == (
-        turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason, turn.usage
+        turn.content,
+        turn.reasoning,
+        turn.tool_calls,
+        turn.finish_reason,
+        turn.usage,
     ):
         return turn
-    return replace(turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage)
+    return replace(
+        turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage
+    )

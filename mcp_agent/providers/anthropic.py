@@ -184,7 +184,9 @@ class AnthropicProvider:
             response = await self._client.post(self.url, json=body, headers=self._headers)
         request_id = request_id_from(response.headers)
         if response.status_code >= 400:
-            raise classify_error(response.status_code, response.content, response.headers, request_id=request_id)
+            raise classify_error(
+                response.status_code, response.content, response.headers, request_id=request_id
+            )
         data = _json(response.content, request_id)
         if data.get("type") == "error":
             raise classify_error(None, data, response.headers, request_id=request_id)
@@ -215,12 +217,12 @@ class AnthropicProvider:
                     async for event in aiter_sse(response.aiter_bytes()):
                         if event.event == "ping" or not event.data.strip() or event.is_done:
                             continue
-                        data = wire.decode_event_data(event.data)
-                        if data is None:
+                        payload = wire.decode_event_data(event.data)
+                        if payload is None:
                             logger.debug("Anthropic stream: skipped a non-JSON event: %.200s", event.data)
                             continue
                         name = None if event.event == "message" else event.event
-                        for delta in state.feed(name, data):
+                        for delta in state.feed(name, payload):
                             emitted = True
                             if on_delta is not None:
                                 on_delta(delta)
@@ -230,7 +232,9 @@ class AnthropicProvider:
                             break
                     if not state.done:
                         raise ProviderResponseError(
-                            "the Anthropic stream ended before message_stop", request_id=request_id, retryable=True
+                            "the Anthropic stream ended before message_stop",
+                            request_id=request_id,
+                            retryable=True,
                         )
                     return state.turn(request_id)
         except ProviderError as exc:

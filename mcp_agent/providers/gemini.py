@@ -126,7 +126,9 @@ class GeminiProvider:
     ) -> GeminiProvider:
         """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
         endpoint = endpoint or resolve_endpoint(llm)
-        timeout = httpx.Timeout(llm.request_timeout_seconds or None, connect=llm.connect_timeout_seconds or None)
+        timeout = httpx.Timeout(
+            llm.request_timeout_seconds or None, connect=llm.connect_timeout_seconds or None
+        )
         provider = cls(
             base_url=endpoint.base_url,
             model=llm.model,
@@ -226,7 +228,9 @@ class GeminiProvider:
         request_id: str | None = None
         try:
             with map_transport_errors(refused_message=self._refused):
-                async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
+                async with self._client.stream(
+                    "POST", self.url, json=body, headers=self._headers
+                ) as response:
                     request_id = request_id_from(response.headers)
                     if response.status_code >= 400:
                         await response.aread()
@@ -237,7 +241,9 @@ class GeminiProvider:
                         await self._read_events(response, state, report)
                         if state.finish_reason is None and state.error is None and state.block_reason is None:
                             raise ProviderResponseError(
-                                "the Gemini stream ended before a finishReason", request_id=request_id, retryable=True
+                                "the Gemini stream ended before a finishReason",
+                                request_id=request_id,
+                                retryable=True,
                             )
                     else:
                         await response.aread()

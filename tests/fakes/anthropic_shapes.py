@@ -78,8 +78,13 @@ def stream_events(
             {
                 "type": "message_start",
                 "message": {
-                    "id": message_id, "type": "message", "role": "assistant", "model": "claude-fake",
-                    "content": [], "stop_reason": None, "usage": _usage(usage[0], 1),
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-fake",
+                    "content": [],
+                    "stop_reason": None,
+                    "usage": _usage(usage[0], 1),
                 },
             },
         ),
@@ -87,36 +92,100 @@ def stream_events(
     ]
     index = 0
     if thinking is not None:
-        events.append(sse("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "thinking", "thinking": ""}}))
+        events.append(
+            sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "thinking", "thinking": ""},
+                },
+            )
+        )
         for part in _pieces(thinking, piece):
-            events.append(sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                      "delta": {"type": "thinking_delta", "thinking": part}}))
-        events.append(sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                  "delta": {"type": "signature_delta", "signature": signature}}))
+            events.append(
+                sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": part},
+                    },
+                )
+            )
+        events.append(
+            sse(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": signature},
+                },
+            )
+        )
         events.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     if text:
-        events.append(sse("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "text", "text": ""}}))
+        events.append(
+            sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            )
+        )
         for part in _pieces(text, piece):
-            events.append(sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                      "delta": {"type": "text_delta", "text": part}}))
+            events.append(
+                sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "text_delta", "text": part},
+                    },
+                )
+            )
         events.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
     for call_id, name, arguments in calls:
-        events.append(sse("content_block_start", {"type": "content_block_start", "index": index,
-                                                   "content_block": {"type": "tool_use", "id": call_id,
-                                                                     "name": name, "input": {}}}))
+        events.append(
+            sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+                },
+            )
+        )
         for part in ["", *_pieces(json.dumps(arguments), piece)]:
-            events.append(sse("content_block_delta", {"type": "content_block_delta", "index": index,
-                                                      "delta": {"type": "input_json_delta", "partial_json": part}}))
+            events.append(
+                sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": part},
+                    },
+                )
+            )
         events.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         index += 1
-    events.append(sse("message_delta", {"type": "message_delta",
-                                        "delta": {"stop_reason": stop_reason or ("tool_use" if calls else "end_turn"),
-                                                  "stop_sequence": None},
-                                        "usage": {"output_tokens": usage[1]}}))
+    events.append(
+        sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {
+                    "stop_reason": stop_reason or ("tool_use" if calls else "end_turn"),
+                    "stop_sequence": None,
+                },
+                "usage": {"output_tokens": usage[1]},
+            },
+        )
+    )
     if stop:
         events.append(sse("message_stop", {"type": "message_stop"}))
     return events

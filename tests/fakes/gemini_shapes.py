@@ -17,8 +17,11 @@ Call = tuple[str, dict[str, Any]]
 
 
 def _usage(prompt: int, candidates: int, thoughts: int) -> dict[str, Any]:
-    meta = {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
-            "totalTokenCount": prompt + candidates + thoughts}
+    meta = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": candidates,
+        "totalTokenCount": prompt + candidates + thoughts,
+    }
     if thoughts:
         meta["thoughtsTokenCount"] = thoughts
     return meta
@@ -56,7 +59,9 @@ def response(
     raw_parts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A non-streamed response (``raw_parts`` replaces the built parts)."""
-    built = raw_parts if raw_parts is not None else parts(text, calls=calls, thought=thought, signature=signature)
+    built = (
+        raw_parts if raw_parts is not None else parts(text, calls=calls, thought=thought, signature=signature)
+    )
     return {
         "candidates": [{"content": {"role": "model", "parts": built}, "finishReason": finish, "index": 0}],
         "usageMetadata": _usage(*usage),
@@ -85,8 +90,12 @@ def stream_chunks(
     chunks: list[dict[str, Any]] = []
 
     def chunk(part_list: list[dict[str, Any]]) -> None:
-        chunks.append({"candidates": [{"content": {"role": "model", "parts": part_list}, "index": 0}],
-                       "responseId": "resp_fake"})
+        chunks.append(
+            {
+                "candidates": [{"content": {"role": "model", "parts": part_list}, "index": 0}],
+                "responseId": "resp_fake",
+            }
+        )
 
     if thought is not None:
         for i in range(0, len(thought), piece):
@@ -97,14 +106,18 @@ def stream_chunks(
         chunk(parts(calls=calls, signature=signature))
     if text_signature is not None:
         chunk([{"text": "", "thoughtSignature": text_signature}])
-    last: dict[str, Any] = {"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": finish,
-                                            "index": 0}],
-                            "usageMetadata": _usage(*usage), "responseId": "resp_fake"}
+    last: dict[str, Any] = {
+        "candidates": [{"content": {"role": "model", "parts": []}, "finishReason": finish, "index": 0}],
+        "usageMetadata": _usage(*usage),
+        "responseId": "resp_fake",
+    }
     chunks.append(last)
     return [sse(c) for c in chunks]
 
 
-def error_body(code: int, message: str, status: str, details: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def error_body(
+    code: int, message: str, status: str, details: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
     """A Google API error body."""
     return {"error": {"code": code, "message": message, "status": status, "details": list(details)}}
 
@@ -113,8 +126,12 @@ def quota_failure(quota_id: str) -> dict[str, Any]:
     """A ``QuotaFailure`` detail naming ``quota_id`` (``...PerDay...`` is a daily quota)."""
     return {
         "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-        "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
-                        "quotaId": quota_id}],
+        "violations": [
+            {
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                "quotaId": quota_id,
+            }
+        ],
     }
 
 

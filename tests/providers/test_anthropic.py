@@ -77,8 +77,9 @@ def test_tool_use_and_results_pair_in_next_user_message() -> None:
 
 
 def test_call_without_result_is_answered_with_an_error() -> None:
-    _, messages = wire.to_anthropic_messages([Message.user("q"), Message.assistant("", [CALL_A, CALL_B]),
-                                              Message.tool(CALL_A, "ok")])
+    _, messages = wire.to_anthropic_messages(
+        [Message.user("q"), Message.assistant("", [CALL_A, CALL_B]), Message.tool(CALL_A, "ok")]
+    )
     assert messages[2]["content"][1] == {
         "type": "tool_result",
         "tool_use_id": "toolu_b",
@@ -91,13 +92,21 @@ def test_result_without_call_becomes_text() -> None:
     orphan = Message(role="tool", content="42", tool_call_id="toolu_zzz", name="calc__add")
     _, messages = wire.to_anthropic_messages([Message.user("q"), orphan])
     assert messages == [
-        {"role": "user", "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "[result of calc__add]\n42"}]}
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "q"}, {"type": "text", "text": "[result of calc__add]\n42"}],
+        }
     ]
 
 
 def test_duplicate_result_for_one_call_is_sent_once_as_result() -> None:
     _, messages = wire.to_anthropic_messages(
-        [Message.user("q"), Message.assistant("", [CALL_A]), Message.tool(CALL_A, "1"), Message.tool(CALL_A, "2")]
+        [
+            Message.user("q"),
+            Message.assistant("", [CALL_A]),
+            Message.tool(CALL_A, "1"),
+            Message.tool(CALL_A, "2"),
+        ]
     )
     results = [b for b in messages[2]["content"] if b["type"] == "tool_result"]
     assert len(results) == 1 and results[0]["content"] == "1"
@@ -105,7 +114,13 @@ def test_duplicate_result_for_one_call_is_sent_once_as_result() -> None:
 
 def test_consecutive_same_role_messages_are_merged_and_empty_ones_skipped() -> None:
     _, messages = wire.to_anthropic_messages(
-        [Message.user("a"), Message.user("b"), Message.assistant(""), Message.assistant("x"), Message.assistant("y")]
+        [
+            Message.user("a"),
+            Message.user("b"),
+            Message.assistant(""),
+            Message.assistant("x"),
+            Message.assistant("y"),
+        ]
     )
     assert messages == [
         {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
@@ -114,7 +129,9 @@ def test_consecutive_same_role_messages_are_merged_and_empty_ones_skipped() -> N
 
 
 def test_empty_tool_result_omits_content() -> None:
-    _, messages = wire.to_anthropic_messages([Message.user("q"), Message.assistant("", [CALL_A]), Message.tool(CALL_A, "")])
+    _, messages = wire.to_anthropic_messages(
+        [Message.user("q"), Message.assistant("", [CALL_A]), Message.tool(CALL_A, "")]
+    )
     assert messages[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_a"}]
 
 
@@ -134,10 +151,12 @@ def test_reasoning_without_thinking_blocks_is_not_sent() -> None:
 
 
 def test_tools_use_anthropic_variant_and_object_type() -> None:
-    tools = wire.to_anthropic_tools(
-        [_spec(anthropic={"$schema": "x", "properties": {}}), _spec("b__c")]
-    )
-    assert tools[0] == {"name": "ports__check", "description": "Check a port.", "input_schema": {"properties": {}, "type": "object"}}
+    tools = wire.to_anthropic_tools([_spec(anthropic={"$schema": "x", "properties": {}}), _spec("b__c")])
+    assert tools[0] == {
+        "name": "ports__check",
+        "description": "Check a port.",
+        "input_schema": {"properties": {}, "type": "object"},
+    }
     assert tools[1]["input_schema"]["required"] == ["port"]
 
 
@@ -147,7 +166,10 @@ def test_tools_use_anthropic_variant_and_object_type() -> None:
 )
 def test_max_tokens_is_always_sent(max_output: int | None, default: int, expected: int) -> None:
     body = wire.build_request(
-        ModelRequest([Message.user("q")], max_output_tokens=max_output), model="m", stream=False, default_max_tokens=default
+        ModelRequest([Message.user("q")], max_output_tokens=max_output),
+        model="m",
+        stream=False,
+        default_max_tokens=default,
     )
     assert body["max_tokens"] == expected
     assert "stream" not in body and "tools" not in body and "system" not in body
@@ -201,7 +223,12 @@ def test_map_stop_reason(reason: str | None, expected: str | None) -> None:
         (None, Usage()),
         ({"input_tokens": 10, "output_tokens": 5}, Usage(10, 5, 15)),
         (
-            {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2},
+            {
+                "input_tokens": 10,
+                "output_tokens": 5,
+                "cache_creation_input_tokens": 3,
+                "cache_read_input_tokens": 2,
+            },
             Usage(15, 5, 20),
         ),
         ({"input_tokens": None, "output_tokens": 7}, Usage(0, 7, 7)),
@@ -230,10 +257,15 @@ def test_parse_response_text_thinking_and_parallel_calls() -> None:
     )
     assert turn.content == "Checking both."
     assert turn.reasoning == "let me think"
-    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("toolu_1", "a__b", {"x": 1}), ("toolu_2", "c__d", {})]
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        ("toolu_1", "a__b", {"x": 1}),
+        ("toolu_2", "c__d", {}),
+    ]
     assert turn.finish_reason == "tool_calls" and turn.request_id == "req_9"
     assert turn.usage == Usage(3, 4, 7)
-    assert turn.meta[wire.THINKING_META] == [{"type": "thinking", "thinking": "let me think", "signature": "S1"}]
+    assert turn.meta[wire.THINKING_META] == [
+        {"type": "thinking", "thinking": "let me think", "signature": "S1"}
+    ]
 
 
 def test_parse_response_falls_back_to_message_id() -> None:
@@ -252,7 +284,9 @@ def test_turn_round_trips_to_outgoing_history() -> None:
         }
     )
     message = turn.to_message()
-    _, messages = wire.to_anthropic_messages([Message.user("q"), message, Message.tool(turn.tool_calls[0], "done")])
+    _, messages = wire.to_anthropic_messages(
+        [Message.user("q"), message, Message.tool(turn.tool_calls[0], "done")]
+    )
     assert messages[1]["content"] == [
         {"type": "thinking", "thinking": "t", "signature": "SIG"},
         {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {"x": 1}},
@@ -268,7 +302,13 @@ def _events(*items: tuple[str, dict[str, Any]]) -> tuple[wire.StreamState, list[
 
 
 STREAM = (
-    ("message_start", {"type": "message_start", "message": {"id": "msg_s", "usage": {"input_tokens": 20, "output_tokens": 1}}}),
+    (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {"id": "msg_s", "usage": {"input_tokens": 20, "output_tokens": 1}},
+        },
+    ),
     ("content_block_start", {"index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
     ("content_block_delta", {"index": 0, "delta": {"type": "thinking_delta", "thinking": "pondering"}}),
     ("content_block_delta", {"index": 0, "delta": {"type": "signature_delta", "signature": "SIG=="}}),
@@ -278,8 +318,14 @@ STREAM = (
     ("content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "Hel"}}),
     ("content_block_delta", {"index": 1, "delta": {"type": "text_delta", "text": "lo"}}),
     ("content_block_stop", {"index": 1}),
-    ("content_block_start", {"index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {}}}),
-    ("content_block_start", {"index": 3, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "c__d", "input": {}}}),
+    (
+        "content_block_start",
+        {"index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "a__b", "input": {}}},
+    ),
+    (
+        "content_block_start",
+        {"index": 3, "content_block": {"type": "tool_use", "id": "toolu_2", "name": "c__d", "input": {}}},
+    ),
     ("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}}),
     ("content_block_delta", {"index": 3, "delta": {"type": "input_json_delta", "partial_json": '{"y": '}}),
     ("content_block_delta", {"index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"x": 1'}}),
@@ -301,8 +347,12 @@ def test_stream_accumulates_blocks_by_index() -> None:
         ("toolu_1", "a__b", {"x": 1}),
         ("toolu_2", "c__d", {"y": "z"}),
     ]
-    assert turn.finish_reason == "tool_calls" and turn.usage == Usage(20, 30, 50) and turn.request_id == "req_s"
-    assert turn.meta[wire.THINKING_META] == [{"type": "thinking", "thinking": "pondering", "signature": "SIG=="}]
+    assert (
+        turn.finish_reason == "tool_calls" and turn.usage == Usage(20, 30, 50) and turn.request_id == "req_s"
+    )
+    assert turn.meta[wire.THINKING_META] == [
+        {"type": "thinking", "thinking": "pondering", "signature": "SIG=="}
+    ]
     assert Delta("reasoning", "pondering") in deltas
     assert [d.text for d in deltas if d.kind == "text"] == ["Hel", "lo"]
     assert Delta("tool_call", index=0, name="a__b") in deltas
@@ -324,7 +374,10 @@ def test_stream_error_event_is_kept() -> None:
 
 def test_stream_broken_tool_json_is_reported_on_the_call() -> None:
     state, _ = _events(
-        ("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "a__b", "input": {}}}),
+        (
+            "content_block_start",
+            {"index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "a__b", "input": {}}},
+        ),
         ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta", "partial_json": "[1, 2"}}),
         ("message_stop", {}),
     )
@@ -347,7 +400,10 @@ def test_stream_ignores_unknown_and_malformed_events() -> None:
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}, ("rate_limit_error", "slow down")),
+        (
+            {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+            ("rate_limit_error", "slow down"),
+        ),
         ({"error": "plain"}, (None, "plain")),
         ("not json", (None, "unknown error")),
         ({"error": {"type": "api_error"}}, ("api_error", "api_error")),
@@ -402,11 +458,15 @@ async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[Anthro
 
 
 def _request(*tools: ToolSpec, messages: list[Message] | None = None) -> ModelRequest:
-    return ModelRequest(messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools)
+    return ModelRequest(
+        messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools
+    )
 
 
 async def test_plain_text_turn_headers_and_body(server: FakeModelServer, plain: AnthropicProvider) -> None:
-    server.enqueue(Reply.json(shapes.message("Port 8000 is free.", usage=(12, 4)), headers={"request-id": "req_abc"}))
+    server.enqueue(
+        Reply.json(shapes.message("Port 8000 is free.", usage=(12, 4)), headers={"request-id": "req_abc"})
+    )
     with anyio.fail_after(20):
         turn = await plain.complete(_request(_spec()))
     assert turn.content == "Port 8000 is free." and turn.tool_calls == ()
@@ -419,14 +479,19 @@ async def test_plain_text_turn_headers_and_body(server: FakeModelServer, plain: 
     assert body["tools"][0]["input_schema"]["type"] == "object"
 
 
-async def test_streamed_thinking_text_and_parallel_calls(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_streamed_thinking_text_and_parallel_calls(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     server.enqueue(
         Reply.sse(
             shapes.stream_events(
                 "Checking both.",
                 thinking="The user wants ports.",
                 signature="SIG/abc==",
-                calls=[("toolu_1", "ports__check", {"port": 8000}), ("toolu_2", "ports__check", {"port": 8001})],
+                calls=[
+                    ("toolu_1", "ports__check", {"port": 8000}),
+                    ("toolu_2", "ports__check", {"port": 8001}),
+                ],
                 usage=(30, 12),
             ),
             headers={"request-id": "req_s"},
@@ -439,34 +504,53 @@ async def test_streamed_thinking_text_and_parallel_calls(server: FakeModelServer
     assert server.last.json["stream"] is True and server.last.headers["accept"] == "text/event-stream"
     assert turn.content == "Checking both." and turn.reasoning == "The user wants ports."
     assert "ports." not in turn.content
-    assert [(c.id, c.arguments) for c in turn.tool_calls] == [("toolu_1", {"port": 8000}), ("toolu_2", {"port": 8001})]
-    assert turn.finish_reason == "tool_calls" and turn.usage == Usage(30, 12, 42) and turn.request_id == "req_s"
+    assert [(c.id, c.arguments) for c in turn.tool_calls] == [
+        ("toolu_1", {"port": 8000}),
+        ("toolu_2", {"port": 8001}),
+    ]
+    assert (
+        turn.finish_reason == "tool_calls" and turn.usage == Usage(30, 12, 42) and turn.request_id == "req_s"
+    )
     assert "".join(d.text for d in deltas if d.kind == "text") == "Checking both."
     assert "".join(d.text for d in deltas if d.kind == "reasoning") == "The user wants ports."
     assert {d.index for d in deltas if d.kind == "tool_call"} == {0, 1}
 
     # the next request replays thinking with its signature and pairs every call with its result
     server.enqueue(Reply.sse(shapes.stream_events("Both free."), done=False))
-    history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free"),
-               Message.tool(turn.tool_calls[1], "free")]
+    history = [
+        *_request().messages,
+        turn.to_message(),
+        Message.tool(turn.tool_calls[0], "free"),
+        Message.tool(turn.tool_calls[1], "free"),
+    ]
     with anyio.fail_after(20):
         final = await streaming.complete(_request(_spec(), messages=history))
     assert final.content == "Both free."
     messages = server.last.json["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert messages[1]["content"][0] == {"type": "thinking", "thinking": "The user wants ports.", "signature": "SIG/abc=="}
+    assert messages[1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "The user wants ports.",
+        "signature": "SIG/abc==",
+    }
     assert [b["tool_use_id"] for b in messages[2]["content"]] == ["toolu_1", "toolu_2"]
 
 
 async def test_streamed_single_call(server: FakeModelServer, streaming: AnthropicProvider) -> None:
-    server.enqueue(Reply.sse(shapes.stream_events(calls=[("toolu_9", "time__now", {"tz": "UTC"})]), done=False))
+    server.enqueue(
+        Reply.sse(shapes.stream_events(calls=[("toolu_9", "time__now", {"tz": "UTC"})]), done=False)
+    )
     with anyio.fail_after(20):
         turn = await streaming.complete(_request(_spec("time__now")))
-    assert turn.content == "" and [(c.name, c.arguments) for c in turn.tool_calls] == [("time__now", {"tz": "UTC"})]
+    assert turn.content == "" and [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("time__now", {"tz": "UTC"})
+    ]
 
 
 async def test_plain_parallel_calls(server: FakeModelServer, plain: AnthropicProvider) -> None:
-    server.enqueue(Reply.json(shapes.message(calls=[("t1", "a__b", {"x": 1}), ("t2", "c__d", {})], thinking="hm")))
+    server.enqueue(
+        Reply.json(shapes.message(calls=[("t1", "a__b", {"x": 1}), ("t2", "c__d", {})], thinking="hm"))
+    )
     deltas: list[Delta] = []
     with anyio.fail_after(20):
         turn = await plain.complete(_request(), deltas.append)
@@ -475,8 +559,16 @@ async def test_plain_parallel_calls(server: FakeModelServer, plain: AnthropicPro
 
 
 async def test_from_config_max_tokens_headers_and_url(server: FakeModelServer) -> None:
-    llm = LLMConfig(endpoint=server.url, provider="anthropic", model="claude-x", api_key=KEY, stream=False,
-                    max_output_tokens=77, headers={"anthropic-beta": "tools-2024"}, temperature=0.1)
+    llm = LLMConfig(
+        endpoint=server.url,
+        provider="anthropic",
+        model="claude-x",
+        api_key=KEY,
+        stream=False,
+        max_output_tokens=77,
+        headers={"anthropic-beta": "tools-2024"},
+        temperature=0.1,
+    )
     server.enqueue(Reply.json(shapes.message("ok")))
     async with AnthropicProvider.from_config(llm) as provider:
         with anyio.fail_after(20):
@@ -486,7 +578,9 @@ async def test_from_config_max_tokens_headers_and_url(server: FakeModelServer) -
     assert server.last.json["model"] == "claude-x" and server.last.headers["anthropic-beta"] == "tools-2024"
 
 
-async def test_proxy_answering_json_to_a_stream_request(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_proxy_answering_json_to_a_stream_request(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     server.enqueue(Reply.json(shapes.message("whole")))
     deltas: list[Delta] = []
     with anyio.fail_after(20):
@@ -501,7 +595,9 @@ async def test_proxy_answering_json_to_a_stream_request(server: FakeModelServer,
 async def test_overloaded_529_is_retried(server: FakeModelServer, sleeps: Sleeps, stream: bool) -> None:
     server.enqueue(
         Reply.json(shapes.error_body("overloaded_error", "Overloaded"), status=529),
-        Reply.json(shapes.message("fine")) if not stream else Reply.sse(shapes.stream_events("fine"), done=False),
+        Reply.json(shapes.message("fine"))
+        if not stream
+        else Reply.sse(shapes.stream_events("fine"), done=False),
     )
     async with _provider(server, sleeps, stream=stream) as provider:
         with anyio.fail_after(20):
@@ -509,9 +605,13 @@ async def test_overloaded_529_is_retried(server: FakeModelServer, sleeps: Sleeps
     assert turn.content == "fine" and len(server.requests) == 2 and len(sleeps.delays) == 1
 
 
-async def test_rate_limit_honours_retry_after(server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider) -> None:
+async def test_rate_limit_honours_retry_after(
+    server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider
+) -> None:
     server.enqueue(
-        Reply.json(shapes.error_body("rate_limit_error", "slow down"), status=429, headers={"retry-after": "3"}),
+        Reply.json(
+            shapes.error_body("rate_limit_error", "slow down"), status=429, headers={"retry-after": "3"}
+        ),
         Reply.json(shapes.message("ok")),
     )
     with anyio.fail_after(20):
@@ -530,9 +630,17 @@ async def test_retries_run_out(server: FakeModelServer, sleeps: Sleeps, plain: A
     ("status", "body"),
     [
         (401, shapes.error_body("authentication_error", "invalid x-api-key")),
-        (400, shapes.error_body("invalid_request_error", "messages.1: tool_use ids were found without tool_result")),
+        (
+            400,
+            shapes.error_body(
+                "invalid_request_error", "messages.1: tool_use ids were found without tool_result"
+            ),
+        ),
         (404, shapes.error_body("not_found_error", "model: claude-nope")),
-        (429, shapes.error_body("rate_limit_error", "spend limit", error_code="enforced_spend_limit_reached")),
+        (
+            429,
+            shapes.error_body("rate_limit_error", "spend limit", error_code="enforced_spend_limit_reached"),
+        ),
     ],
 )
 async def test_terminal_errors_are_not_retried(
@@ -546,15 +654,21 @@ async def test_terminal_errors_are_not_retried(
 
 
 async def test_prompt_too_long_is_context_length(server: FakeModelServer, plain: AnthropicProvider) -> None:
-    server.enqueue(Reply.json(shapes.error_body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
-                              status=400))
+    server.enqueue(
+        Reply.json(
+            shapes.error_body("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum"),
+            status=400,
+        )
+    )
     with anyio.fail_after(20), pytest.raises(ContextLengthError):
         await plain.complete(_request())
     assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_context_window_stop_reason_is_context_length(server: FakeModelServer, sleeps: Sleeps, stream: bool) -> None:
+async def test_context_window_stop_reason_is_context_length(
+    server: FakeModelServer, sleeps: Sleeps, stream: bool
+) -> None:
     reason = "model_context_window_exceeded"
     server.enqueue(
         Reply.sse(shapes.stream_events("partial", stop_reason=reason), done=False)
@@ -566,7 +680,9 @@ async def test_context_window_stop_reason_is_context_length(server: FakeModelSer
             await provider.complete(_request())
 
 
-async def test_error_event_before_any_delta_is_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_error_event_before_any_delta_is_retried(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     events = shapes.stream_events("x")
     server.enqueue(
         Reply.sse([events[0], shapes.error_event("overloaded_error", "Overloaded")], done=False),
@@ -577,7 +693,9 @@ async def test_error_event_before_any_delta_is_retried(server: FakeModelServer, 
     assert turn.content == "recovered" and len(server.requests) == 2
 
 
-async def test_error_event_after_a_delta_is_not_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_error_event_after_a_delta_is_not_retried(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     events = shapes.stream_events("some text here")
     server.enqueue(Reply.sse([*events[:5], shapes.error_event("overloaded_error", "Overloaded")], done=False))
     deltas: list[Delta] = []
@@ -587,21 +705,27 @@ async def test_error_event_after_a_delta_is_not_retried(server: FakeModelServer,
     assert len(server.requests) == 1 and deltas
 
 
-async def test_error_event_invalid_request_is_terminal(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_error_event_invalid_request_is_terminal(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     server.enqueue(Reply.sse([shapes.error_event("invalid_request_error", "bad")], done=False))
     with anyio.fail_after(20), pytest.raises(ProviderResponseError) as info:
         await streaming.complete(_request())
     assert info.value.terminal and len(server.requests) == 1
 
 
-async def test_stream_without_message_stop_is_broken(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_stream_without_message_stop_is_broken(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     server.enqueue(*[Reply.sse(shapes.stream_events(calls=[("t", "a__b", {})], stop=False), done=False)] * 3)
     with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="message_stop"):
         await streaming.complete(_request())
     assert len(server.requests) == 1  # a tool-call delta was already reported: no retry
 
 
-async def test_stream_cut_before_any_delta_is_retried(server: FakeModelServer, streaming: AnthropicProvider) -> None:
+async def test_stream_cut_before_any_delta_is_retried(
+    server: FakeModelServer, streaming: AnthropicProvider
+) -> None:
     server.enqueue(
         Reply.sse(shapes.stream_events("text"), done=False, abort_after=1),
         Reply.sse(shapes.stream_events("again"), done=False),
@@ -626,7 +750,9 @@ async def test_error_in_a_200_body(server: FakeModelServer, plain: AnthropicProv
 
 async def test_non_json_answer(server: FakeModelServer, sleeps: Sleeps) -> None:
     server.enqueue(*[Reply(body=b"<html>gateway</html>")] * 2)
-    async with _provider(server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)) as provider:
+    async with _provider(
+        server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
+    ) as provider:
         with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not JSON"):
             await provider.complete(_request())
     assert len(server.requests) == 2
@@ -640,7 +766,10 @@ def _free_port() -> int:
 
 async def test_connection_refused(sleeps: Sleeps) -> None:
     provider = AnthropicProvider(
-        base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY, refused="nothing listens there",
+        base_url=f"http://127.0.0.1:{_free_port()}/v1",
+        model="m",
+        api_key=KEY,
+        refused="nothing listens there",
         retry=RetryPolicy(sleep=sleeps),
     )
     async with provider:
@@ -661,17 +790,32 @@ HERMES = '<tool_call>{"name": "ports__check", "arguments": {"port": 1}}</tool_ca
         (HERMES, (), "text", True, ["ports__check"], "", ""),
         (HERMES, (), "native", True, [], HERMES, ""),
         (HERMES, (), "auto", False, [], HERMES, ""),
-        (HERMES.replace("ports__check", "nope__x"), (), "auto", True, [], HERMES.replace("ports__check", "nope__x"), ""),
+        (
+            HERMES.replace("ports__check", "nope__x"),
+            (),
+            "auto",
+            True,
+            [],
+            HERMES.replace("ports__check", "nope__x"),
+            "",
+        ),
         (HERMES, (CALL_B,), "auto", True, ["time__now"], HERMES, ""),
         ("Plain answer.", (), "auto", True, [], "Plain answer.", ""),
     ],
 )
 def test_finish_turn(
-    content: str, native: tuple[ToolCall, ...], style: str, tools: bool,
-    expected_calls: list[str], expected_content: str, expected_reasoning: str,
+    content: str,
+    native: tuple[ToolCall, ...],
+    style: str,
+    tools: bool,
+    expected_calls: list[str],
+    expected_content: str,
+    expected_reasoning: str,
 ) -> None:
     request = ModelRequest([Message.user("q")], tools=[_spec()] if tools else [])
-    turn = wire.finish_turn(Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style)
+    turn = wire.finish_turn(
+        Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style
+    )
     assert [c.name for c in turn.tool_calls] == expected_calls
     assert turn.content == expected_content and turn.reasoning == expected_reasoning
     if expected_calls and not native:
@@ -686,16 +830,24 @@ def test_finish_turn_estimates_missing_usage() -> None:
     assert wire.finish_turn(reported, request) is reported
 
 
-async def test_text_written_call_is_extracted_end_to_end(server: FakeModelServer, plain: AnthropicProvider) -> None:
+async def test_text_written_call_is_extracted_end_to_end(
+    server: FakeModelServer, plain: AnthropicProvider
+) -> None:
     server.enqueue(Reply.json(shapes.message(HERMES)))
     with anyio.fail_after(20):
         turn = await plain.complete(_request(_spec()))
-    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ports__check", {"port": 1})] and turn.content == ""
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [
+        ("ports__check", {"port": 1})
+    ] and turn.content == ""
 
 
 async def test_refused_without_a_hint_is_retried(sleeps: Sleeps) -> None:
-    provider = AnthropicProvider(base_url=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY,
-                                 retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    provider = AnthropicProvider(
+        base_url=f"http://127.0.0.1:{_free_port()}/v1",
+        model="m",
+        api_key=KEY,
+        retry=RetryPolicy(max_retries=2, sleep=sleeps),
+    )
     async with provider:
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())
@@ -703,7 +855,9 @@ async def test_refused_without_a_hint_is_retried(sleeps: Sleeps) -> None:
 
 
 async def test_from_config_on_a_refusing_loopback_endpoint_says_so_at_once() -> None:
-    llm = LLMConfig(endpoint=f"http://127.0.0.1:{_free_port()}", provider="anthropic", model="m", max_retries=2)
+    llm = LLMConfig(
+        endpoint=f"http://127.0.0.1:{_free_port()}", provider="anthropic", model="m", max_retries=2
+    )
     async with AnthropicProvider.from_config(llm) as provider:
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())

@@ -62,14 +62,18 @@ def test_tools_default_to_parameters_json_schema_minus_dollar_schema() -> None:
 
 
 def test_tools_json_schema_prefers_openai_variant() -> None:
-    (tools,) = wire.to_gemini_tools([_spec(openai={"type": "object", "properties": {"q": {"type": "string"}}})])
+    (tools,) = wire.to_gemini_tools(
+        [_spec(openai={"type": "object", "properties": {"q": {"type": "string"}}})]
+    )
     assert tools["functionDeclarations"][0]["parametersJsonSchema"]["properties"] == {"q": {"type": "string"}}
 
 
 def test_tools_parameters_subset_uses_gemini_variant() -> None:
     subset = {"type": "object", "properties": {"port": {"type": "integer", "nullable": True}}}
-    (tools,) = wire.to_gemini_tools([_spec(gemini=subset), _spec("t__empty", gemini={"type": "object", "properties": {}})],
-                                    json_schema=False)
+    (tools,) = wire.to_gemini_tools(
+        [_spec(gemini=subset), _spec("t__empty", gemini={"type": "object", "properties": {}})],
+        json_schema=False,
+    )
     first, empty = tools["functionDeclarations"]
     assert first["parameters"] == subset and "parametersJsonSchema" not in first
     assert "parameters" not in empty  # Gemini rejects an OBJECT with no properties
@@ -99,14 +103,18 @@ def test_function_responses_by_name_in_call_order_in_one_user_turn() -> None:
         Message.user("q"),
         Message.assistant("", [a, b]),
         Message.tool(b, "noon"),
-        Message(role="tool", content="refused", tool_call_id="call_x1", is_error=True),  # no name: taken from the call
+        Message(
+            role="tool", content="refused", tool_call_id="call_x1", is_error=True
+        ),  # no name: taken from the call
         Message.user("thanks"),
     ]
     _, contents = wire.to_gemini_contents(history)
     assert contents[1] == {
         "role": "model",
-        "parts": [{"functionCall": {"name": "ports__check", "args": {"port": 1}}},
-                  {"functionCall": {"name": "time__now", "args": {}}}],
+        "parts": [
+            {"functionCall": {"name": "ports__check", "args": {"port": 1}}},
+            {"functionCall": {"name": "time__now", "args": {}}},
+        ],
     }
     assert contents[2] == {
         "role": "user",
@@ -131,7 +139,9 @@ def test_missing_result_is_answered_and_stray_result_becomes_text() -> None:
 
 def test_native_call_id_is_echoed() -> None:
     a = ToolCall("call_1", "a__b", {}, meta={wire.NATIVE_ID: "g-7"})
-    _, contents = wire.to_gemini_contents([Message.user("q"), Message.assistant("", [a]), Message.tool(a, "r")])
+    _, contents = wire.to_gemini_contents(
+        [Message.user("q"), Message.assistant("", [a]), Message.tool(a, "r")]
+    )
     assert contents[1]["parts"][0]["functionCall"]["id"] == "g-7"
     assert contents[2]["parts"][0]["functionResponse"]["id"] == "g-7"
 
@@ -143,8 +153,12 @@ def test_signature_replayed_from_raw_parts_exactly() -> None:
         {"functionCall": {"name": "c__d", "args": {}}},
     ]
     a, b = ToolCall("call_1", "a__b", {"x": 1}), ToolCall("call_2", "c__d", {})
-    message = Message(role="assistant", content="Let me check.", tool_calls=(a, b), meta={wire.PARTS_META: raw})
-    _, contents = wire.to_gemini_contents([Message.user("q"), message, Message.tool(a, "1"), Message.tool(b, "2")])
+    message = Message(
+        role="assistant", content="Let me check.", tool_calls=(a, b), meta={wire.PARTS_META: raw}
+    )
+    _, contents = wire.to_gemini_contents(
+        [Message.user("q"), message, Message.tool(a, "1"), Message.tool(b, "2")]
+    )
     assert contents[1]["parts"] == raw
 
 
@@ -153,7 +167,9 @@ def test_rebuilt_when_message_no_longer_matches_raw_parts() -> None:
     a = ToolCall("call_1", "a__b", {}, meta={wire.SIGNATURE: SIG})
     extra = ToolCall("call_2", "c__d", {"k": "v"})
     message = Message(role="assistant", content="hm", tool_calls=(a, extra), meta={wire.PARTS_META: raw})
-    _, contents = wire.to_gemini_contents([Message.user("q"), message, Message.tool(a, "1"), Message.tool(extra, "2")])
+    _, contents = wire.to_gemini_contents(
+        [Message.user("q"), message, Message.tool(a, "1"), Message.tool(extra, "2")]
+    )
     assert contents[1]["parts"] == [
         {"text": "hm"},
         {"functionCall": {"name": "a__b", "args": {}}, "thoughtSignature": SIG},
@@ -163,10 +179,18 @@ def test_rebuilt_when_message_no_longer_matches_raw_parts() -> None:
 
 def test_build_request_generation_config() -> None:
     body = wire.build_request(
-        ModelRequest([Message.user("q")], tools=[_spec()], temperature=0.3, max_output_tokens=50), include_thoughts=True
+        ModelRequest([Message.user("q")], tools=[_spec()], temperature=0.3, max_output_tokens=50),
+        include_thoughts=True,
     )
-    assert body["generationConfig"] == {"temperature": 0.3, "maxOutputTokens": 50, "thinkingConfig": {"includeThoughts": True}}
-    assert "systemInstruction" not in body and body["tools"][0]["functionDeclarations"][0]["name"] == "ports__check"
+    assert body["generationConfig"] == {
+        "temperature": 0.3,
+        "maxOutputTokens": 50,
+        "thinkingConfig": {"includeThoughts": True},
+    }
+    assert (
+        "systemInstruction" not in body
+        and body["tools"][0]["functionDeclarations"][0]["name"] == "ports__check"
+    )
     assert "generationConfig" not in wire.build_request(ModelRequest([Message.user("q")]))
 
 
@@ -198,7 +222,15 @@ def test_map_finish_reason(reason: str | None, has_calls: bool, expected: str | 
     [
         (None, Usage()),
         ({"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}, Usage(10, 5, 15)),
-        ({"promptTokenCount": 10, "candidatesTokenCount": 5, "thoughtsTokenCount": 7, "totalTokenCount": 22}, Usage(10, 12, 22)),
+        (
+            {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 5,
+                "thoughtsTokenCount": 7,
+                "totalTokenCount": 22,
+            },
+            Usage(10, 12, 22),
+        ),
         ({"promptTokenCount": 4, "thoughtsTokenCount": 2}, Usage(4, 2, 6)),
     ],
 )
@@ -225,10 +257,15 @@ def test_parse_response_parallel_calls_get_unique_ids_and_keep_signatures() -> N
         responseId="resp-1",
     )
     turn = wire.parse_response(body, new_id=ids)
-    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [("call_1", "a__b", {"x": 1}), ("call_2", "a__b", {"x": 2})]
+    assert [(c.id, c.name, c.arguments) for c in turn.tool_calls] == [
+        ("call_1", "a__b", {"x": 1}),
+        ("call_2", "a__b", {"x": 2}),
+    ]
     assert turn.tool_calls[0].meta == {wire.SIGNATURE: SIG} and turn.tool_calls[1].meta == {}
     assert turn.content == "" and turn.reasoning == "thinking out loud"
-    assert turn.finish_reason == "tool_calls" and turn.usage == Usage(9, 7, 16) and turn.request_id == "resp-1"
+    assert (
+        turn.finish_reason == "tool_calls" and turn.usage == Usage(9, 7, 16) and turn.request_id == "resp-1"
+    )
     assert turn.meta[wire.PARTS_META] == body["candidates"][0]["content"]["parts"][1:]  # thought dropped
     # a second round gets fresh ids, never repeating the first round's
     again = wire.parse_response(body, new_id=ids)
@@ -252,7 +289,9 @@ def test_thought_text_never_in_answer() -> None:
 
 
 def test_parse_response_round_trips_through_history() -> None:
-    body = _response([{"text": "ok "}, {"functionCall": {"name": "a__b", "args": {"q": "é"}}, "thoughtSignature": SIG}])
+    body = _response(
+        [{"text": "ok "}, {"functionCall": {"name": "a__b", "args": {"q": "é"}}, "thoughtSignature": SIG}]
+    )
     turn = wire.parse_response(body, new_id=_ids())
     history = [Message.user("q"), turn.to_message(), Message.tool(turn.tool_calls[0], "r")]
     _, contents = wire.to_gemini_contents(history)
@@ -267,7 +306,10 @@ def test_stream_chunks_join_text_and_keep_late_signature() -> None:
         _response([{"text": "n", "thought": True}], finish=None),
         _response([{"text": "Hel"}], finish=None),
         [_response([{"text": "lo"}], finish=None)],  # an array wrapper is accepted too
-        _response([{"text": "", "thoughtSignature": SIG}], usageMetadata={"promptTokenCount": 2, "candidatesTokenCount": 1}),
+        _response(
+            [{"text": "", "thoughtSignature": SIG}],
+            usageMetadata={"promptTokenCount": 2, "candidatesTokenCount": 1},
+        ),
     ]:
         deltas += state.feed(chunk)
     turn = state.turn()
@@ -282,8 +324,11 @@ def test_stream_text_after_signature_starts_a_new_part() -> None:
     state.feed(_response([{"text": "a", "thoughtSignature": "S1"}], finish=None))
     state.feed(_response([{"text": "b"}], finish=None))
     state.feed(_response([{"thoughtSignature": "S2"}]))
-    assert state.turn().meta[wire.PARTS_META] == [{"text": "a", "thoughtSignature": "S1"}, {"text": "b"},
-                                                   {"thoughtSignature": "S2"}]
+    assert state.turn().meta[wire.PARTS_META] == [
+        {"text": "a", "thoughtSignature": "S1"},
+        {"text": "b"},
+        {"thoughtSignature": "S2"},
+    ]
 
 
 def test_stream_call_delta() -> None:
@@ -318,7 +363,12 @@ def test_blocked_prompt_is_noted() -> None:
 
 def test_malformed_chunks_are_ignored() -> None:
     state = wire.ResponseState()
-    for chunk in ["x", {"candidates": "no"}, {"candidates": [1]}, {"candidates": [{"content": {"parts": [3]}}]}]:
+    for chunk in [
+        "x",
+        {"candidates": "no"},
+        {"candidates": [1]},
+        {"candidates": [{"content": {"parts": [3]}}]},
+    ]:
         assert state.feed(chunk) == []
     assert state.turn().meta == {}
 
@@ -368,7 +418,9 @@ async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[Gemini
 
 
 def _request(*tools: ToolSpec, messages: list[Message] | None = None) -> ModelRequest:
-    return ModelRequest(messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools)
+    return ModelRequest(
+        messages or [Message.system("be brief"), Message.user("is port 8000 free?")], tools=tools
+    )
 
 
 def _stream(*args: Any, **kw: Any) -> Reply:
@@ -420,18 +472,28 @@ async def test_streamed_thought_text_and_parallel_calls_then_replay(
     assert turn.usage == Usage(20, 15, 35)
     assert "".join(d.text for d in deltas if d.kind == "reasoning") == "The user wants ports."
     assert "".join(d.text for d in deltas if d.kind == "text") == "Checking."
-    assert [(d.index, d.name) for d in deltas if d.kind == "tool_call"] == [(0, "ports__check"), (1, "ports__check")]
+    assert [(d.index, d.name) for d in deltas if d.kind == "tool_call"] == [
+        (0, "ports__check"),
+        (1, "ports__check"),
+    ]
 
     # round two: the signature goes back byte for byte, results by name in call order, ids never repeat
     server.enqueue(_stream(calls=[("ports__check", {"port": 9})]))
-    history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free"),
-               Message.tool(turn.tool_calls[1], "in use", is_error=True)]
+    history = [
+        *_request().messages,
+        turn.to_message(),
+        Message.tool(turn.tool_calls[0], "free"),
+        Message.tool(turn.tool_calls[1], "in use", is_error=True),
+    ]
     with anyio.fail_after(20):
         second = await streaming.complete(_request(_spec(), messages=history))
     contents = server.last.json["contents"]
     assert [c["role"] for c in contents] == ["user", "model", "user"]
     model_parts = contents[1]["parts"]
-    assert model_parts[1] == {"functionCall": {"name": "ports__check", "args": {"port": 8000}}, "thoughtSignature": SIG}
+    assert model_parts[1] == {
+        "functionCall": {"name": "ports__check", "args": {"port": 8000}},
+        "thoughtSignature": SIG,
+    }
     assert all(not p.get("thought") for p in model_parts)
     assert b'"thoughtSignature":"' + SIG.encode() + b'"' in server.last.body
     assert contents[2]["parts"] == [
@@ -442,7 +504,9 @@ async def test_streamed_thought_text_and_parallel_calls_then_replay(
     _no_key_anywhere(server)
 
 
-async def test_streamed_text_signature_on_an_empty_last_part(server: FakeModelServer, streaming: GeminiProvider) -> None:
+async def test_streamed_text_signature_on_an_empty_last_part(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
     server.enqueue(_stream("All good.", text_signature="TXT-SIG=="))
     with anyio.fail_after(20):
         turn = await streaming.complete(_request())
@@ -457,8 +521,14 @@ async def test_plain_single_call_and_array_body(server: FakeModelServer, plain: 
 
 
 async def test_from_config_moves_a_key_from_the_url_to_the_header(server: FakeModelServer) -> None:
-    llm = LLMConfig(endpoint=f"{server.url}/v1beta?key={KEY}", provider="gemini", model="models/gemini-x",
-                    stream=False, max_output_tokens=64, temperature=0.0)
+    llm = LLMConfig(
+        endpoint=f"{server.url}/v1beta?key={KEY}",
+        provider="gemini",
+        model="models/gemini-x",
+        stream=False,
+        max_output_tokens=64,
+        temperature=0.0,
+    )
     server.enqueue(Reply.json(shapes.response("ok")))
     async with GeminiProvider.from_config(llm) as provider:
         with anyio.fail_after(20):
@@ -468,13 +538,20 @@ async def test_from_config_moves_a_key_from_the_url_to_the_header(server: FakeMo
     _no_key_anywhere(server)
 
 
-async def test_schema_fallback_to_parameters_on_a_400_naming_it(server: FakeModelServer, plain: GeminiProvider) -> None:
+async def test_schema_fallback_to_parameters_on_a_400_naming_it(
+    server: FakeModelServer, plain: GeminiProvider
+) -> None:
     gemini_subset = {"type": "object", "properties": {"port": {"type": "integer"}}}
     spec = _spec(gemini=gemini_subset)
     rejected = shapes.error_body(
-        400, 'Invalid JSON payload received. Unknown name "parameters_json_schema" at '
-        "'tools[0].function_declarations[0]': Cannot find field.", "INVALID_ARGUMENT")
-    server.enqueue(Reply.json(rejected, status=400), Reply.json(shapes.response("ok")), Reply.json(shapes.response("ok")))
+        400,
+        'Invalid JSON payload received. Unknown name "parameters_json_schema" at '
+        "'tools[0].function_declarations[0]': Cannot find field.",
+        "INVALID_ARGUMENT",
+    )
+    server.enqueue(
+        Reply.json(rejected, status=400), Reply.json(shapes.response("ok")), Reply.json(shapes.response("ok"))
+    )
     with anyio.fail_after(20):
         await plain.complete(_request(spec))
         await plain.complete(_request(spec))
@@ -484,8 +561,14 @@ async def test_schema_fallback_to_parameters_on_a_400_naming_it(server: FakeMode
     assert third["parameters"] == gemini_subset  # the switch sticks
 
 
-async def test_other_400_is_terminal_and_keeps_the_schema_mode(server: FakeModelServer, plain: GeminiProvider) -> None:
-    server.enqueue(Reply.json(shapes.error_body(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), status=400))
+async def test_other_400_is_terminal_and_keeps_the_schema_mode(
+    server: FakeModelServer, plain: GeminiProvider
+) -> None:
+    server.enqueue(
+        Reply.json(
+            shapes.error_body(400, "Request contains an invalid argument.", "INVALID_ARGUMENT"), status=400
+        )
+    )
     with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
         await plain.complete(_request(_spec()))
     assert info.value.terminal and len(server.requests) == 1 and plain.schema_mode == "json_schema"
@@ -495,26 +578,39 @@ async def test_other_400_is_terminal_and_keeps_the_schema_mode(server: FakeModel
 
 
 async def test_per_day_quota_is_terminal(server: FakeModelServer, plain: GeminiProvider) -> None:
-    body = shapes.error_body(429, "You exceeded your current quota.", "RESOURCE_EXHAUSTED",
-                             [shapes.quota_failure("GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
-                              shapes.retry_info("37s")])
+    body = shapes.error_body(
+        429,
+        "You exceeded your current quota.",
+        "RESOURCE_EXHAUSTED",
+        [shapes.quota_failure("GenerateRequestsPerDayPerProjectPerModel-FreeTier"), shapes.retry_info("37s")],
+    )
     server.enqueue(Reply.json(body, status=429))
     with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
         await plain.complete(_request())
     assert info.value.terminal and len(server.requests) == 1 and KEY not in str(info.value)
 
 
-async def test_per_minute_quota_honours_retry_delay(server: FakeModelServer, sleeps: Sleeps, plain: GeminiProvider) -> None:
-    body = shapes.error_body(429, "Resource has been exhausted.", "RESOURCE_EXHAUSTED",
-                             [shapes.quota_failure("GenerateRequestsPerMinutePerProjectPerModel"), shapes.retry_info("7s")])
+async def test_per_minute_quota_honours_retry_delay(
+    server: FakeModelServer, sleeps: Sleeps, plain: GeminiProvider
+) -> None:
+    body = shapes.error_body(
+        429,
+        "Resource has been exhausted.",
+        "RESOURCE_EXHAUSTED",
+        [shapes.quota_failure("GenerateRequestsPerMinutePerProjectPerModel"), shapes.retry_info("7s")],
+    )
     server.enqueue(Reply.json(body, status=429), Reply.json(shapes.response("ok")))
     with anyio.fail_after(20):
         turn = await plain.complete(_request())
     assert turn.content == "ok" and sleeps.delays == [7.0]
 
 
-async def test_server_errors_are_retried_until_they_run_out(server: FakeModelServer, plain: GeminiProvider) -> None:
-    server.enqueue(*[Reply.json(shapes.error_body(503, "The model is overloaded.", "UNAVAILABLE"), status=503)] * 3)
+async def test_server_errors_are_retried_until_they_run_out(
+    server: FakeModelServer, plain: GeminiProvider
+) -> None:
+    server.enqueue(
+        *[Reply.json(shapes.error_body(503, "The model is overloaded.", "UNAVAILABLE"), status=503)] * 3
+    )
     with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
         await plain.complete(_request())
     assert info.value.status == 503 and len(server.requests) == 3
@@ -527,8 +623,12 @@ async def test_token_count_error_is_context_length(server: FakeModelServer, plai
         await plain.complete(_request())
 
 
-@pytest.mark.parametrize(("status", "grpc"), [(401, "UNAUTHENTICATED"), (403, "PERMISSION_DENIED"), (404, "NOT_FOUND")])
-async def test_auth_and_not_found_are_terminal(server: FakeModelServer, plain: GeminiProvider, status: int, grpc: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "grpc"), [(401, "UNAUTHENTICATED"), (403, "PERMISSION_DENIED"), (404, "NOT_FOUND")]
+)
+async def test_auth_and_not_found_are_terminal(
+    server: FakeModelServer, plain: GeminiProvider, status: int, grpc: str
+) -> None:
     server.enqueue(Reply.json(shapes.error_body(status, "API key not valid.", grpc), status=status))
     with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
         await plain.complete(_request())
@@ -536,7 +636,9 @@ async def test_auth_and_not_found_are_terminal(server: FakeModelServer, plain: G
 
 
 @pytest.mark.parametrize("wrapped", [False, True])
-async def test_error_inside_a_stream(server: FakeModelServer, streaming: GeminiProvider, wrapped: bool) -> None:
+async def test_error_inside_a_stream(
+    server: FakeModelServer, streaming: GeminiProvider, wrapped: bool
+) -> None:
     error = shapes.error_body(500, "Internal error encountered.", "INTERNAL")
     server.enqueue(Reply.sse([shapes.sse([error] if wrapped else error)], done=False), _stream("recovered"))
     with anyio.fail_after(20):
@@ -544,7 +646,9 @@ async def test_error_inside_a_stream(server: FakeModelServer, streaming: GeminiP
     assert turn.content == "recovered" and len(server.requests) == 2
 
 
-async def test_error_inside_a_stream_after_text_is_not_retried(server: FakeModelServer, streaming: GeminiProvider) -> None:
+async def test_error_inside_a_stream_after_text_is_not_retried(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
     chunks = shapes.stream_chunks("some answer")
     error = shapes.error_body(500, "Internal error encountered.", "INTERNAL")
     server.enqueue(Reply.sse([chunks[0], shapes.sse(error)], done=False))
@@ -553,7 +657,9 @@ async def test_error_inside_a_stream_after_text_is_not_retried(server: FakeModel
     assert not info.value.retryable and len(server.requests) == 1
 
 
-async def test_stream_without_finish_reason_is_broken(server: FakeModelServer, streaming: GeminiProvider) -> None:
+async def test_stream_without_finish_reason_is_broken(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
     cut = shapes.stream_chunks("partial")[:-1]
     server.enqueue(Reply.sse(cut, done=False))
     with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="finishReason"):
@@ -561,28 +667,36 @@ async def test_stream_without_finish_reason_is_broken(server: FakeModelServer, s
     assert len(server.requests) == 1
 
 
-async def test_stream_cut_before_anything_is_retried(server: FakeModelServer, streaming: GeminiProvider) -> None:
+async def test_stream_cut_before_anything_is_retried(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
     server.enqueue(Reply.sse(shapes.stream_chunks("x"), done=False, abort_after=0), _stream("again"))
     with anyio.fail_after(20):
         turn = await streaming.complete(_request())
     assert turn.content == "again" and len(server.requests) == 2
 
 
-async def test_done_marker_from_a_proxy_is_ignored(server: FakeModelServer, streaming: GeminiProvider) -> None:
+async def test_done_marker_from_a_proxy_is_ignored(
+    server: FakeModelServer, streaming: GeminiProvider
+) -> None:
     server.enqueue(Reply.sse(shapes.stream_chunks("fine"), done=True))
     with anyio.fail_after(20):
         assert (await streaming.complete(_request())).content == "fine"
 
 
 async def test_malformed_function_call_is_retried(server: FakeModelServer, plain: GeminiProvider) -> None:
-    server.enqueue(Reply.json(shapes.response(finish="MALFORMED_FUNCTION_CALL")), Reply.json(shapes.response("ok")))
+    server.enqueue(
+        Reply.json(shapes.response(finish="MALFORMED_FUNCTION_CALL")), Reply.json(shapes.response("ok"))
+    )
     with anyio.fail_after(20):
         assert (await plain.complete(_request())).content == "ok"
     assert len(server.requests) == 2
 
 
 async def test_blocked_prompt_is_terminal(server: FakeModelServer, plain: GeminiProvider) -> None:
-    server.enqueue(Reply.json({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 3}}))
+    server.enqueue(
+        Reply.json({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 3}})
+    )
     with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="SAFETY") as info:
         await plain.complete(_request())
     assert info.value.terminal and len(server.requests) == 1
@@ -618,7 +732,9 @@ def test_finish_turn(content: str, style: str, expected_calls: list[str], expect
     assert [c.name for c in turn.tool_calls] == expected_calls and turn.content == expected_content
 
 
-async def test_text_written_call_round_trips_as_function_call(server: FakeModelServer, plain: GeminiProvider) -> None:
+async def test_text_written_call_round_trips_as_function_call(
+    server: FakeModelServer, plain: GeminiProvider
+) -> None:
     # models without native calls (Gemma on the Gemini API) write calls as text
     server.enqueue(Reply.json(shapes.response("Sure. " + HERMES)), Reply.json(shapes.response("done")))
     with anyio.fail_after(20):
@@ -628,8 +744,13 @@ async def test_text_written_call_round_trips_as_function_call(server: FakeModelS
         history = [*_request().messages, turn.to_message(), Message.tool(turn.tool_calls[0], "free")]
         await plain.complete(_request(_spec(), messages=history))
     contents = server.last.json["contents"]
-    assert contents[1]["parts"] == [{"text": "Sure."}, {"functionCall": {"name": "ports__check", "args": {"port": 1}}}]
-    assert contents[2]["parts"] == [{"functionResponse": {"name": "ports__check", "response": {"output": "free"}}}]
+    assert contents[1]["parts"] == [
+        {"text": "Sure."},
+        {"functionCall": {"name": "ports__check", "args": {"port": 1}}},
+    ]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "ports__check", "response": {"output": "free"}}}
+    ]
 
 
 async def test_missing_usage_is_estimated(server: FakeModelServer, plain: GeminiProvider) -> None:
@@ -660,8 +781,13 @@ def test_compiled_mcp_schema_reaches_the_wire_in_the_right_dialect(json_schema: 
         },
         "required": ["path"],
         "additionalProperties": False,
-        "$defs": {"Options": {"type": "object", "properties": {"depth": {"type": "integer"}},
-                              "additionalProperties": False}},
+        "$defs": {
+            "Options": {
+                "type": "object",
+                "properties": {"depth": {"type": "integer"}},
+                "additionalProperties": False,
+            }
+        },
     }
     compiled = compile_tool_schema(mcp_schema)
     spec = ToolSpec(name="fs__list", parameters=compiled.parameters, variants=compiled.variants)
@@ -687,3 +813,15 @@ async def test_a_raising_on_delta_does_not_break_the_call(
     with anyio.fail_after(20):
         turn = await streaming.complete(_request(), bad)
     assert turn.content == "hello there" and caplog.text.count("on_delta callback raised") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "has_error"),
+    [('{"x": 1}', {"x": 1}, False), ("[1, 2]", {}, True), (None, {}, False), (5, {}, False)],
+)
+def test_function_call_args_that_are_not_an_object(
+    args: Any, expected: dict[str, Any], has_error: bool
+) -> None:
+    turn = wire.parse_response(_response([{"functionCall": {"name": "a__b", "args": args}}]), new_id=_ids())
+    call = turn.tool_calls[0]
+    assert call.arguments == expected and (call.error is not None) == has_error
