@@ -112,7 +112,7 @@ def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
                 "exposed_name": spec.name,
                 "description": spec.description,
                 "parameters": spec.schema_for(dialect),
-                "changes": list(spec.changes),
+                "changes": list(spec.changes_for(dialect)),
             }
             for spec in hub.list_tools()
         ],

@@ -275,6 +275,16 @@ class ToolSpec:
         """The schema to send to a provider of the given dialect."""
         return dict(self.variants.get(dialect) or self.parameters)
 
+    def changes_for(self, dialect: str) -> tuple[str, ...]:
+        """The compiler's changes that concern ``dialect``: the normalisation notes (no prefix)
+        and that dialect's own (``"gemini: dropped default at properties.n"``)."""
+        dialects = {"openai", "openai_strict", "anthropic", "gemini"}
+        return tuple(
+            change
+            for change in self.changes
+            if change.split(":", 1)[0] not in dialects or change.split(":", 1)[0] == dialect
+        )
+
 
 @dataclass(frozen=True)
 class ToolResult:

@@ -104,3 +104,13 @@ def test_describe_gives_progress_lines():
     assert describe(ToolCallEnded(run_id="r", round=1, call_id="c", name="t", verdict="denied", error="no")) == (
         "round 1: t not run (denied): no"
     )
+
+
+def test_changes_for_keeps_normalisation_and_one_dialect():
+    spec = ToolSpec(
+        "t",
+        changes=("removed $schema", "gemini: dropped default at properties.n", "openai_strict: made x nullable"),
+    )
+    assert spec.changes_for("openai") == ("removed $schema",)
+    assert spec.changes_for("gemini") == ("removed $schema", "gemini: dropped default at properties.n")
+    assert spec.changes_for("openai_strict") == ("removed $schema", "openai_strict: made x nullable")

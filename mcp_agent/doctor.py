@@ -1,0 +1,116 @@
+"""``mcp-agent doctor``: check the config, the model server and every tool server, and say why.
+
+Each check prints one line with a mark (``ok``, ``warn``, ``FAIL``) and, on failure, what to do.
+The run fails (exit 1) when the model server is unreachable, the model is missing, or a tool
+server does not start; schema changes and config warnings are only reported.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+import anyio
+
+from .config import AgentConfig, RemoteServerConfig
+from .exceptions import ConfigError, MCPAgentError
+
+
+class _Report:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.failed = False
+
+    def line(self, mark: str, text: str) -> None:
+        if mark == "FAIL":
+            self.failed = True
+        print(f"[{mark:>4}] {text}", file=self.out, flush=True)
+
+    def detail(self, text: str) -> None:
+        print(f"       {text}", file=self.out, flush=True)
+
+
+async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float = 15.0) -> bool:
+    """Run every check, printing to ``out``. Returns True when nothing essential failed."""
+    report = _Report(out)
+    _check_config(config, report)
+    await _check_model(config, report, model_timeout)
+    await _check_servers(config, report)
+    report.line("FAIL" if report.failed else "ok", "some checks failed" if report.failed else "all checks passed")
+    return not report.failed
+
+
+def _check_config(config: AgentConfig, report: _Report) -> None:
+    servers = config.servers()
+    report.line("ok", f"config valid: {len(servers)} tool servers, model {config.llm.model!r}")
+    for warning in config.warnings:
+        report.line("warn", f"config: {warning}")
+    try:
+        config.prompt()
+    except ConfigError as exc:
+        report.line("FAIL", str(exc))
+    gateway = config.gateway
+    from .providers.endpoints import is_loopback
+
+    if not is_loopback(gateway.host) and not gateway.auth_token:
+        report.line("FAIL", f"gateway.host {gateway.host} is not loopback and gateway.authToken is not set")
+        report.detail("serve would refuse to start: set authToken or bind 127.0.0.1")
+
+
+async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:
+    from .providers.endpoints import resolve_endpoint
+    from .providers.factory import build_client
+    from .providers.models import list_models, model_present
+
+    endpoint = resolve_endpoint(config.llm)
+    where = f"{endpoint.provider} API, {endpoint.kind} server at {endpoint.base_url}"
+    try:
+        async with build_client(config.llm) as client:
+            with anyio.fail_after(timeout):
+                models = await list_models(config.llm, client)
+    except TimeoutError:
+        report.line("FAIL", f"model server did not answer in {timeout:g} s ({where})")
+        return
+    except MCPAgentError as exc:
+        report.line("FAIL", f"model server: {exc}")
+        return
+    report.line("ok", f"model server reachable ({where}), {len(models)} models")
+    if model_present(config.llm.model, models):
+        report.line("ok", f"model {config.llm.model!r} is available")
+    elif not models:
+        report.line("warn", f"the server listed no models; cannot confirm {config.llm.model!r}")
+    else:
+        shown = ", ".join(models[:10]) + (" ..." if len(models) > 10 else "")
+        report.line("FAIL", f"model {config.llm.model!r} is not offered by the server (it has: {shown})")
+        if endpoint.kind == "ollama":
+            report.detail(f"pull it with `ollama pull {config.llm.model}`")
+
+
+async def _check_servers(config: AgentConfig, report: _Report) -> None:
+    from .providers.endpoints import resolve_endpoint
+    from .tools.hub import open_tool_hub
+
+    servers = config.servers()
+    if not servers:
+        report.line("warn", "no tool servers configured (mcpServers or serversDir)")
+        return
+    async with open_tool_hub(servers, default_timeout=config.limits.tool_timeout_seconds) as hub:
+        tools = hub.list_tools()
+        for status in hub.status():
+            server = servers.get(status.name)
+            kind = "remote" if isinstance(server, RemoteServerConfig) else "stdio"
+            if status.status == "up":
+                took = f" in {status.startup_ms:.0f} ms" if status.startup_ms is not None else ""
+                junk = f", {status.junk_lines} junk lines on stdout" if status.junk_lines else ""
+                report.line("ok", f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{junk}")
+            elif status.status == "disabled":
+                report.line("ok", f"server {status.name}: disabled in config")
+            else:
+                report.line("FAIL", f"server {status.name} ({kind}): {status.status}: {status.error}")
+        dialect = resolve_endpoint(config.llm).provider
+        changed = [spec for spec in tools if spec.changes_for(dialect)]
+        report.line(
+            "ok", f"{len(tools)} tools offered; for the {dialect} API the schema compiler changed {len(changed)}"
+        )
+        for spec in changed:
+            for change in spec.changes_for(dialect):
+                report.detail(f"{spec.name}: {change}")
