@@ -56,6 +56,7 @@ from .result import ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
+
 def safety_bound(timeout: float) -> float:
     """The loop's own bound on one call, in case a tool source ignores its ``timeout``.
 
@@ -284,7 +285,9 @@ class Dispatcher:
             text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
             if slot.repeat_of is not None:
                 text = f"{text}\n\n[NOTE: identical to a call in round {slot.repeat_of}]"
-            slot.answer(text, "run", is_error=result.is_error, ok=not is_failure(result.text, result.is_error))
+            slot.answer(
+                text, "run", is_error=result.is_error, ok=not is_failure(result.text, result.is_error)
+            )
         finally:
             if slot.started:
                 self._ended(round, slot)
@@ -322,7 +325,9 @@ class Dispatcher:
                 return await self.tools.call_tool(call.name, call.arguments, timeout=timeout)
         except Exception as exc:  # the ToolSource contract says it never raises; defend anyway
             logger.exception("tool source raised for %s", call.name)
-            return ToolResult(f"error: calling {call.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            return ToolResult(
+                f"error: calling {call.name} failed: {type(exc).__name__}: {exc}", is_error=True
+            )
         return ToolResult(f"error: tool {call.name} did not answer within {bound:g} s", is_error=True)
 
     # ----------------------------------------------------------------------------------------

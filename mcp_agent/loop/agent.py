@@ -39,6 +39,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from .._types import JSONObject
 from ..config import AgentConfig, Limits, load_config
 from ..events import (
     EventSink,
@@ -51,7 +52,7 @@ from ..events import (
     RunStarted,
 )
 from ..exceptions import ConfigError, ContextLengthError, ProviderError
-from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn, Usage
 from ..providers.base import ModelRequest, Provider
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter, Plan
@@ -197,8 +198,11 @@ async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Messag
         except ContextLengthError as exc:
             trimmed = hard_trim(messages)
             if attempt == 2 or history_chars(trimmed) >= history_chars(messages):
-                return _Ending(R.TERMINAL_ERROR, f"the conversation does not fit the model's context "
-                               f"even after trimming (round {r.rounds}): {exc}")
+                return _Ending(
+                    R.TERMINAL_ERROR,
+                    f"the conversation does not fit the model's context "
+                    f"even after trimming (round {r.rounds}): {exc}",
+                )
             logger.warning("context length exceeded; retrying with the history trimmed to half: %s", exc)
             messages, r.history_cap = trimmed, history_chars(trimmed)
         except ProviderError as exc:
@@ -307,11 +311,15 @@ class _Run:
 
     def timed_out(self) -> _Ending:
         seconds = self.limits.timeout_seconds
-        return _Ending(R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out")
+        return _Ending(
+            R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out"
+        )
 
     def out_of_rounds(self) -> _Ending | None:
         if rounds_exhausted(self.rounds, self.limits.max_rounds):
-            return _Ending(R.MAX_ROUNDS, f"reached max rounds ({self.limits.max_rounds})", why="max rounds reached")
+            return _Ending(
+                R.MAX_ROUNDS, f"reached max rounds ({self.limits.max_rounds})", why="max rounds reached"
+            )
         return None
 
     def out_of_tokens(self) -> _Ending | None:
@@ -332,8 +340,10 @@ class _Run:
         used, limit = self.dispatcher.executed, self.limits.max_tool_calls
         if tool_calls_fit(used, plan.wanted, limit):
             return None
-        detail = (f"tool-call budget exhausted: {plan.wanted} calls asked for, "
-                  f"{max(limit - used, 0)} of {limit} left (round {self.rounds})")
+        detail = (
+            f"tool-call budget exhausted: {plan.wanted} calls asked for, "
+            f"{max(limit - used, 0)} of {limit} left (round {self.rounds})"
+        )
         return _Ending(R.TOOL_BUDGET, detail, why="tool-call budget exhausted")
 
     def wants_early_stop(self, ending: _Ending) -> bool:
@@ -357,7 +367,9 @@ class _Run:
 
     def answer(self, turn: Turn) -> _Ending:
         if not turn.content.strip():
-            detail = f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
+            detail = (
+                f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
+            )
             return _Ending(R.EMPTY_RESPONSE, detail)
         self.messages.append(turn.to_message())
         return _Ending(R.SUCCESS, answer=turn.content.strip())
@@ -486,8 +498,12 @@ class Agent:
         self.provider = provider
         self._tools = tools
         self._system_prompt = self.config.prompt()
-        self._sessions = sessions if sessions is not None else MemorySessionStore.from_config(self.config.sessions)
-        self._approvals = approvals if approvals is not None else ApprovalQueue(self.config.approvals.timeout_seconds)
+        self._sessions = (
+            sessions if sessions is not None else MemorySessionStore.from_config(self.config.sessions)
+        )
+        self._approvals = (
+            approvals if approvals is not None else ApprovalQueue(self.config.approvals.timeout_seconds)
+        )
         require = self.config.approvals.require
         self._gate = gate if gate is not None else (GlobGate(require) if require else None)
         self._events = events
@@ -543,8 +559,37 @@ class Agent:
         session = self._sessions.open(session_id)
         async with session.lock:
             result = await self._run(text, effective, sinks, cancel, session.transcript, session.id)
-            self._sessions.save(session, trim_history(result.transcript, self.config.limits.max_history_chars))
+            self._sessions.save(
+                session, trim_history(result.transcript, self.config.limits.max_history_chars)
+            )
         return result
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: JSONObject,
+        *,
+        session_id: str | None = None,
+        events: EventSink | None = None,
+    ) -> ToolResult:
+        """One tool call from outside the loop (the gateway's ``exposeTools``), with its guards.
+
+        The call goes through what a call the model makes goes through: the name resolved, the
+        arguments validated and coerced, the gate asked (``tainted``: the arguments come from
+        outside) and any approval awaited, ``toolTimeoutSeconds``, ``maxResultChars``, and the
+        ToolCallStarted/Ended (and approval) events. Never raises for what the tool does.
+        """
+        run_id = secrets.token_hex(8)
+        sinks = [sink for sink in (self._events, events) if sink is not None]
+        emit = Emitter(sinks, run_id, session_id)
+        dispatcher = Dispatcher(
+            self._tools, self.config.limits, emit, gate=self._gate, approvals=self._approvals
+        )
+        call = ToolCall(f"direct_{run_id}", name, dict(arguments))
+        plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
+        await dispatcher.execute(plan)
+        [message] = dispatcher.finish(plan, "the call was interrupted")
+        return ToolResult(message.content, is_error=message.is_error)
 
     def _tighten(self, limits: Limits | Mapping[str, Any] | None) -> Limits:
         try:

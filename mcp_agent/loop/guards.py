@@ -27,8 +27,7 @@ from .._json import canonical_json
 from .._types import JSONObject
 
 FAILURE_HINT = (
-    "[SYSTEM: This tool has failed multiple times. Do NOT retry it. "
-    "Answer using your own knowledge instead.]"
+    "[SYSTEM: This tool has failed multiple times. Do NOT retry it. Answer using your own knowledge instead.]"
 )
 """Appended, exactly, to a result after ``failureHintAfter`` consecutive failures of its tool."""
 
@@ -121,9 +120,7 @@ class FailureLedger:
         hint = bool(self.hint_after) and streak >= self.hint_after
         disabled = bool(self.disable_after) and streak >= self.disable_after and name not in self._disabled
         if disabled:
-            self._disabled[name] = (
-                f"disabled for this run after {streak} failures: {self._last_error[name]}"
-            )
+            self._disabled[name] = f"disabled for this run after {streak} failures: {self._last_error[name]}"
         return LedgerMark(failed=True, hint=hint, disabled=disabled)
 
     def disabled_reason(self, name: str) -> str | None:

@@ -59,7 +59,9 @@ def assert_valid_transcript(messages: Sequence[Message]) -> None:
                 j = i + 1 + k
                 assert j < len(messages), f"call {tool_call.id} has no result"
                 result = messages[j]
-                assert result.role == "tool", f"call {tool_call.id}: expected its result at {j}, got {result.role}"
+                assert result.role == "tool", (
+                    f"call {tool_call.id}: expected its result at {j}, got {result.role}"
+                )
                 assert result.tool_call_id == tool_call.id, (j, result.tool_call_id, tool_call.id)
                 assert result.name == tool_call.name
             i += 1 + len(message.tool_calls)
@@ -123,7 +125,11 @@ class LoopingProvider:
         self.requests.append(request)
         n = len(self.requests)
         calls = tuple(
-            ToolCall(f"c{n}_{k}", self.name, {**self.arguments, "text": f"{n}_{k}"} if self.distinct else dict(self.arguments))
+            ToolCall(
+                f"c{n}_{k}",
+                self.name,
+                {**self.arguments, "text": f"{n}_{k}"} if self.distinct else dict(self.arguments),
+            )
             for k in range(self.per_turn)
         )
         return Turn(tool_calls=calls, finish_reason="tool_calls", usage=Usage(self.tokens, 0, self.tokens))
@@ -162,7 +168,9 @@ async def go(
 ) -> tuple[RunResult, RecordingSink]:
     """run() with a RecordingSink, then check_run."""
     sink = RecordingSink()
-    result = await run(query, provider=provider, tools=tools if tools is not None else echo_tools(), events=sink, **kwargs)
+    result = await run(
+        query, provider=provider, tools=tools if tools is not None else echo_tools(), events=sink, **kwargs
+    )
     check_run(result, sink)
     return result, sink
 

@@ -42,7 +42,12 @@ async def test_queue_resolve_approves_once() -> None:
     queue = ApprovalQueue(timeout_seconds=10)
     pending = queue.submit(ToolCall("c1", "fs__write", {"path": "x"}), run_id="r1", session_id="s1")
     assert queue.pending() == [pending]
-    assert (pending.run_id, pending.session_id, pending.call_id, pending.name) == ("r1", "s1", "c1", "fs__write")
+    assert (pending.run_id, pending.session_id, pending.call_id, pending.name) == (
+        "r1",
+        "s1",
+        "c1",
+        "fs__write",
+    )
     assert pending.to_dict()["arguments"] == {"path": "x"}
     assert queue.resolve(pending.id, True)
     assert not queue.resolve(pending.id, False)  # exactly one resolver wins
@@ -98,11 +103,17 @@ async def test_queue_cancelled_wait_withdraws_the_request() -> None:
 
 def _write_tools() -> MemoryToolSource:
     tools = echo_tools()
-    tools.add("fs__write", lambda path: f"wrote {path}", parameters={"type": "object", "properties": {"path": {"type": "string"}}})
+    tools.add(
+        "fs__write",
+        lambda path: f"wrote {path}",
+        parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+    )
     return tools
 
 
-async def _resolve_when_pending(queue: ApprovalQueue, approved: bool, reason: str = "", count: int = 1) -> None:
+async def _resolve_when_pending(
+    queue: ApprovalQueue, approved: bool, reason: str = "", count: int = 1
+) -> None:
     with anyio.fail_after(10):
         while len(queue.pending()) < count:
             await anyio.sleep(0.01)
@@ -110,13 +121,27 @@ async def _resolve_when_pending(queue: ApprovalQueue, approved: bool, reason: st
         queue.resolve(pending.id, approved, reason)
 
 
-async def _run_with_resolver(provider: ScriptedProvider, tools: MemoryToolSource, queue: ApprovalQueue,
-                             approved: bool, reason: str = "", count: int = 1, **kwargs: object):
+async def _run_with_resolver(
+    provider: ScriptedProvider,
+    tools: MemoryToolSource,
+    queue: ApprovalQueue,
+    approved: bool,
+    reason: str = "",
+    count: int = 1,
+    **kwargs: object,
+):
     sink = RecordingSink()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_resolve_when_pending, queue, approved, reason, count)
-        result = await run("q", provider=provider, tools=tools, events=sink, gate=GlobGate(["fs__write*"]),
-                           approvals=queue, **kwargs)  # type: ignore[arg-type]
+        result = await run(
+            "q",
+            provider=provider,
+            tools=tools,
+            events=sink,
+            gate=GlobGate(["fs__write*"]),
+            approvals=queue,
+            **kwargs,
+        )  # type: ignore[arg-type]
     check_run(result, sink)
     return result, sink
 
@@ -128,7 +153,11 @@ async def test_approved_call_runs() -> None:
     assert tools.calls == [("fs__write", {"path": "a.txt"})]
     assert tool_texts(result) == ["wrote a.txt"]
     assert [t for t in sink.types() if t.startswith(("tool_call", "approval"))] == [
-        "tool_call_started", "approval_requested", "approval_resolved", "tool_call_ended"]
+        "tool_call_started",
+        "approval_requested",
+        "approval_resolved",
+        "tool_call_ended",
+    ]
     requested, resolved = sink.of(ApprovalRequested)[0], sink.of(ApprovalResolved)[0]
     assert requested.approval_id == resolved.approval_id and requested.arguments == {"path": "a.txt"}
     assert resolved.approved and requested.run_id == result.run_id
@@ -136,11 +165,16 @@ async def test_approved_call_runs() -> None:
 
 @pytest.mark.parametrize(
     ("reason", "text"),
-    [("", denied_text("operator did not approve this call")), ("not on Fridays", "[DENIED: not on Fridays] Do NOT retry this tool")],
+    [
+        ("", denied_text("operator did not approve this call")),
+        ("not on Fridays", "[DENIED: not on Fridays] Do NOT retry this tool"),
+    ],
 )
 async def test_denied_call_does_not_run_and_the_loop_goes_on(reason: str, text: str) -> None:
     tools, queue = _write_tools(), ApprovalQueue(timeout_seconds=10)
-    provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a.txt")), text_turn("could not write")])
+    provider = ScriptedProvider(
+        [tool_turn(call("fs__write", "c1", path="a.txt")), text_turn("could not write")]
+    )
     result, sink = await _run_with_resolver(provider, tools, queue, False, reason)
     assert tools.calls == []
     assert tool_texts(result) == [text]
@@ -153,7 +187,9 @@ async def test_unanswered_approval_times_out_as_a_denial() -> None:
     tools = _write_tools()
     provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a")), text_turn("ok")])
     with anyio.fail_after(10):
-        result, _ = await go(provider, tools, gate=GlobGate(["fs__write"]), approvals=ApprovalQueue(timeout_seconds=0.05))
+        result, _ = await go(
+            provider, tools, gate=GlobGate(["fs__write"]), approvals=ApprovalQueue(timeout_seconds=0.05)
+        )
     assert tools.calls == []
     assert tool_texts(result) == ["[DENIED: approval timed out after 0.05 s] Do NOT retry this tool"]
 
@@ -163,14 +199,22 @@ async def test_approval_needed_without_a_queue_is_denied() -> None:
     provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a")), text_turn("ok")])
     result, _ = await go(provider, tools, gate=GlobGate(["fs__write"]))
     assert tools.calls == []
-    assert tool_texts(result)[0].startswith("[DENIED: this tool needs approval and no approver is configured]")
+    assert tool_texts(result)[0].startswith(
+        "[DENIED: this tool needs approval and no approver is configured]"
+    )
 
 
 async def test_approvals_are_asked_together_and_do_not_hold_a_parallel_slot() -> None:
     tools, queue = _write_tools(), ApprovalQueue(timeout_seconds=10)
     provider = ScriptedProvider(
-        [tool_turn(call("fs__write", "c1", path="a"), call("fs__write", "c2", path="b"), call("echo", "c3", text="e")),
-         text_turn("ok")]
+        [
+            tool_turn(
+                call("fs__write", "c1", path="a"),
+                call("fs__write", "c2", path="b"),
+                call("echo", "c3", text="e"),
+            ),
+            text_turn("ok"),
+        ]
     )
 
     async def resolver() -> None:
@@ -182,8 +226,14 @@ async def test_approvals_are_asked_together_and_do_not_hold_a_parallel_slot() ->
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(resolver)
-        result = await run("q", provider=provider, tools=tools, gate=GlobGate(["fs__write"]), approvals=queue,
-                           limits=Limits(max_parallel_tools=1))
+        result = await run(
+            "q",
+            provider=provider,
+            tools=tools,
+            gate=GlobGate(["fs__write"]),
+            approvals=queue,
+            limits=Limits(max_parallel_tools=1),
+        )
     assert tool_texts(result) == ["wrote a", "wrote b", "e"]
 
 
@@ -199,8 +249,15 @@ async def test_cancel_while_waiting_for_approval() -> None:
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(cancel_when_pending)
-            result = await run("q", provider=ScriptedProvider([tool_turn(call("fs__write", "c1", path="a"))]),
-                               tools=tools, events=sink, gate=GlobGate(["fs__write"]), approvals=queue, cancel=cancel)
+            result = await run(
+                "q",
+                provider=ScriptedProvider([tool_turn(call("fs__write", "c1", path="a"))]),
+                tools=tools,
+                events=sink,
+                gate=GlobGate(["fs__write"]),
+                approvals=queue,
+                cancel=cancel,
+            )
     check_run(result, sink)
     assert result.termination_reason is R.CANCELLED
     assert queue.pending() == [] and tools.calls == []
@@ -211,8 +268,13 @@ async def test_cancel_while_waiting_for_approval() -> None:
 async def test_a_turn_stopped_by_the_loop_guard_asks_nobody() -> None:
     queue = ApprovalQueue(timeout_seconds=0.05)
     provider = LoopingProvider("fs__write", {"path": "a"})
-    result, sink = await go(provider, _write_tools(), gate=GlobGate(["fs__write"]), approvals=queue,
-                            limits=Limits(loop_threshold=2))
+    result, sink = await go(
+        provider,
+        _write_tools(),
+        gate=GlobGate(["fs__write"]),
+        approvals=queue,
+        limits=Limits(loop_threshold=2),
+    )
     assert result.termination_reason is R.LOOP_DETECTED
     assert len(sink.of(ApprovalRequested)) == 1  # round 1 only; round 2 trips the guard first
 
@@ -233,7 +295,9 @@ class _RecordingGate:
 
 async def test_gate_denial_is_answered_without_asking_anyone() -> None:
     tools, gate = _write_tools(), _RecordingGate(deny={"fs__write"})
-    provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a"), call("echo", "c2", text="e")), text_turn("ok")])
+    provider = ScriptedProvider(
+        [tool_turn(call("fs__write", "c1", path="a"), call("echo", "c2", text="e")), text_turn("ok")]
+    )
     result, sink = await go(provider, tools, gate=gate, approvals=ApprovalQueue())
     assert tools.calls == [("echo", {"text": "e"})]
     assert tool_texts(result) == ["[DENIED: blocked by policy X] Do NOT retry this tool", "e"]
@@ -257,8 +321,17 @@ async def test_tainted_once_tool_output_is_in_the_context() -> None:
 async def test_tainted_from_the_start_when_the_history_holds_tool_output() -> None:
     gate = _RecordingGate()
     c = ToolCall("h1", "echo", {"text": "old"})
-    history = [Message.user("q0"), Message.assistant("", [c]), Message.tool(c, "old"), Message.assistant("a0")]
-    await go(ScriptedProvider([tool_turn(call("echo", "c1", text="x")), text_turn("ok")]), gate=gate, history=history)
+    history = [
+        Message.user("q0"),
+        Message.assistant("", [c]),
+        Message.tool(c, "old"),
+        Message.assistant("a0"),
+    ]
+    await go(
+        ScriptedProvider([tool_turn(call("echo", "c1", text="x")), text_turn("ok")]),
+        gate=gate,
+        history=history,
+    )
     assert gate.seen == [("echo", True)]
 
 

@@ -41,13 +41,15 @@ async def test_cancel_inside_the_model_call_just_before_it_returns_starts_no_too
 
     def cancel_then_call(request: ModelRequest) -> Turn:
         cancel.set()  # the caller cancels while the model is answering...
-        return tool_turn(call("echo", "c1", text="x"), call("echo", "c2", text="y"))  # ...and it asks for tools
+        return tool_turn(
+            call("echo", "c1", text="x"), call("echo", "c2", text="y")
+        )  # ...and it asks for tools
 
     result, _ = await go(ScriptedProvider([cancel_then_call]), tools, cancel=cancel)
     assert result.termination_reason is R.CANCELLED
     assert tools.calls == []
     assert tool_texts(result) == ["not executed: cancelled"] * 2
-    assert "cancelled by the caller (round 1)" == result.detail
+    assert result.detail == "cancelled by the caller (round 1)"
 
 
 async def test_cancel_before_the_run_makes_no_model_call() -> None:
@@ -75,18 +77,31 @@ async def test_cancel_during_tool_calls_cancels_them_and_answers_every_call() ->
     cancel = anyio.Event()
     tools, seen = _tools_that_notice_cancellation()
     provider = ScriptedProvider(
-        [tool_turn(call("slow", "c1", i=1), call("slow", "c2", i=2), call("slow", "c3", i=3)), text_turn("never")]
+        [
+            tool_turn(call("slow", "c1", i=1), call("slow", "c2", i=2), call("slow", "c3", i=3)),
+            text_turn("never"),
+        ]
     )
     sink = RecordingSink()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(_set_soon, cancel)
-            result = await run("q", provider=provider, tools=tools, events=sink, cancel=cancel,
-                               limits=Limits(max_parallel_tools=2))
+            result = await run(
+                "q",
+                provider=provider,
+                tools=tools,
+                events=sink,
+                cancel=cancel,
+                limits=Limits(max_parallel_tools=2),
+            )
     check_run(result, sink)
     assert result.termination_reason is R.CANCELLED
     assert seen == {"started": 2, "cancelled": 2}  # the in-flight calls saw the cancellation
-    assert tool_texts(result) == ["not completed: cancelled", "not completed: cancelled", "not executed: cancelled"]
+    assert tool_texts(result) == [
+        "not completed: cancelled",
+        "not completed: cancelled",
+        "not executed: cancelled",
+    ]
     assert [r.verdict for r in result.tool_calls] == ["run", "run", "skipped"]
     assert len(provider.requests) == 1
 
@@ -110,7 +125,9 @@ async def test_timeout_during_a_model_call() -> None:
 
 async def test_timeout_during_tool_calls_cancels_them() -> None:
     tools, seen = _tools_that_notice_cancellation()
-    provider = ScriptedProvider([tool_turn(call("slow", "c1"), call("echo", "c2", text="quick")), text_turn("never")])
+    provider = ScriptedProvider(
+        [tool_turn(call("slow", "c1"), call("echo", "c2", text="quick")), text_turn("never")]
+    )
     with anyio.fail_after(10):
         result, _ = await go(provider, tools, limits=Limits(timeout_seconds=0.2, tool_timeout_seconds=0))
     assert result.termination_reason is R.TIMEOUT
@@ -185,4 +202,3 @@ async def test_cancel_event_unused_does_not_keep_the_run_alive() -> None:
     with anyio.fail_after(10):
         result, _ = await go(ScriptedProvider([text_turn("ok")]), cancel=cancel)
     assert result.termination_reason is R.SUCCESS
-

@@ -24,9 +24,14 @@ from ._helpers import OBJ, call, echo_tools, go, tool_texts
 
 async def test_unparseable_arguments_are_answered_with_the_problem() -> None:
     tools = echo_tools()
-    bad = ToolCall("c1", "echo", {}, error="arguments are not valid JSON (Expecting value at position 9)",
-                   raw_arguments='{"text": ')
-    result, sink = await go(ScriptedProvider([tool_turn(bad), text_turn("sorry")]), tools)
+    bad = ToolCall(
+        "c1",
+        "echo",
+        {},
+        error="arguments are not valid JSON (Expecting value at position 9)",
+        raw_arguments='{"text": ',
+    )
+    result, _sink = await go(ScriptedProvider([tool_turn(bad), text_turn("sorry")]), tools)
     assert tools.calls == []
     text = tool_texts(result)[0]
     assert text.startswith("error: the arguments of echo could not be read: arguments are not valid JSON")
@@ -55,7 +60,9 @@ async def test_schema_violations_are_answered_with_the_validator_text() -> None:
 
 async def test_the_tool_receives_coerced_arguments_and_the_transcript_keeps_them() -> None:
     tools = echo_tools()
-    result, sink = await go(ScriptedProvider([tool_turn(call("add", "c1", a="2", b="3")), text_turn("5")]), tools)
+    result, sink = await go(
+        ScriptedProvider([tool_turn(call("add", "c1", a="2", b="3")), text_turn("5")]), tools
+    )
     assert tools.calls == [("add", {"a": 2, "b": 3})]
     assert tool_texts(result) == ["5"]
     assert result.transcript[1].tool_calls[0].arguments == {"a": 2, "b": 3}
@@ -128,8 +135,12 @@ async def test_a_success_resets_the_failure_count() -> None:
 @pytest.mark.parametrize("text", ["No results found.", "", "error: nothing there", '{"error": "nope"}'])
 async def test_failure_by_text_counts(text: str) -> None:
     tools = echo_tools()
-    tools.add("search", lambda q: text, parameters={"type": "object", "properties": {"q": {"type": "string"}}})
-    provider = ScriptedProvider([tool_turn(call("search", f"c{i}", q=str(i))) for i in range(2)] + [text_turn("ok")])
+    tools.add(
+        "search", lambda q: text, parameters={"type": "object", "properties": {"q": {"type": "string"}}}
+    )
+    provider = ScriptedProvider(
+        [tool_turn(call("search", f"c{i}", q=str(i))) for i in range(2)] + [text_turn("ok")]
+    )
     result, _ = await go(provider, tools, limits=Limits(failure_hint_after=2))
     assert tool_texts(result)[1].endswith(FAILURE_HINT)
     assert [r.ok for r in result.tool_calls] == [False, False]
@@ -151,8 +162,12 @@ async def test_ledger_is_fresh_for_each_run() -> None:
 async def test_identical_calls_in_one_turn_run_once_and_share_the_result() -> None:
     tools = echo_tools()
     provider = ScriptedProvider(
-        [tool_turn(call("echo", "c1", text="a"), call("echo", "c2", text="a"), call("echo", "c3", text="b")),
-         text_turn("ok")]
+        [
+            tool_turn(
+                call("echo", "c1", text="a"), call("echo", "c2", text="a"), call("echo", "c3", text="b")
+            ),
+            text_turn("ok"),
+        ]
     )
     result, sink = await go(provider, tools, limits=Limits(loop_threshold=2))
     assert tools.calls == [("echo", {"text": "a"}), ("echo", {"text": "b"})]
@@ -165,8 +180,12 @@ async def test_identical_calls_in_one_turn_run_once_and_share_the_result() -> No
 async def test_a_repeat_across_turns_runs_with_a_note() -> None:
     tools = echo_tools()
     provider = ScriptedProvider(
-        [tool_turn(call("echo", "c1", text="a")), tool_turn(call("echo", "c2", text="b")),
-         tool_turn(call("echo", "c3", text="a")), text_turn("ok")]
+        [
+            tool_turn(call("echo", "c1", text="a")),
+            tool_turn(call("echo", "c2", text="b")),
+            tool_turn(call("echo", "c3", text="a")),
+            text_turn("ok"),
+        ]
     )
     result, _ = await go(provider, tools, limits=Limits(loop_threshold=0))
     assert len(tools.calls) == 3
@@ -257,8 +276,11 @@ class _Recording:
 @pytest.mark.parametrize(("setting", "passed"), [(12.5, 12.5), (0, None)])
 async def test_the_tool_timeout_is_passed_to_the_source(setting: float, passed: float | None) -> None:
     source = _Recording()
-    await go(ScriptedProvider([tool_turn(call("t", "c1")), text_turn("ok")]), source,
-             limits=Limits(tool_timeout_seconds=setting))
+    await go(
+        ScriptedProvider([tool_turn(call("t", "c1")), text_turn("ok")]),
+        source,
+        limits=Limits(tool_timeout_seconds=setting),
+    )
     assert source.timeouts == [passed]
 
 
@@ -301,14 +323,19 @@ async def test_a_source_that_raises_becomes_an_error_result() -> None:
 async def test_long_results_are_cut_with_a_note() -> None:
     tools = echo_tools()
     text = "é" * 30 + "😀" * 30
-    result, sink = await go(ScriptedProvider([tool_turn(call("echo", "c1", text=text)), text_turn("ok")]), tools,
-                            limits=Limits(max_result_chars=45))
+    result, sink = await go(
+        ScriptedProvider([tool_turn(call("echo", "c1", text=text)), text_turn("ok")]),
+        tools,
+        limits=Limits(max_result_chars=45),
+    )
     cut = tool_texts(result)[0]
     assert cut.startswith("é" * 30 + "😀" * 15 + "\n[... truncated: 15 of 60 characters cut]")
     assert sink.of(ToolCallEnded)[0].truncated is True
 
 
 async def test_results_under_the_limit_are_untouched() -> None:
-    result, sink = await go(ScriptedProvider([tool_turn(call("echo", "c1", text="short")), text_turn("ok")]),
-                            limits=Limits(max_result_chars=45))
+    result, sink = await go(
+        ScriptedProvider([tool_turn(call("echo", "c1", text="short")), text_turn("ok")]),
+        limits=Limits(max_result_chars=45),
+    )
     assert tool_texts(result) == ["short"] and sink.of(ToolCallEnded)[0].truncated is False

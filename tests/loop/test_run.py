@@ -118,13 +118,15 @@ async def test_no_system_prompt_when_none_given() -> None:
 
 
 async def test_answer_without_tools_is_one_round() -> None:
-    result, sink = await go(ScriptedProvider([text_turn("  42  ")]))
+    result, _sink = await go(ScriptedProvider([text_turn("  42  ")]))
     assert (result.termination_reason, result.answer, result.rounds) == (R.SUCCESS, "42", 1)
     assert result.detail == "" and result.tool_calls == ()
 
 
 async def test_text_next_to_tool_calls_is_kept() -> None:
-    provider = ScriptedProvider([tool_turn(call("echo", "c1", text="x"), content="Let me check."), text_turn("x")])
+    provider = ScriptedProvider(
+        [tool_turn(call("echo", "c1", text="x"), content="Let me check."), text_turn("x")]
+    )
     result, _ = await go(provider)
     assert result.transcript[1].content == "Let me check."
 
@@ -138,7 +140,9 @@ async def test_control_flow_follows_the_calls_not_the_finish_reason() -> None:
 async def test_missing_and_reused_call_ids_are_replaced() -> None:
     provider = ScriptedProvider(
         [
-            tool_turn(call("echo", "", text="a"), call("echo", "dup", text="b"), call("echo", "dup", text="c")),
+            tool_turn(
+                call("echo", "", text="a"), call("echo", "dup", text="b"), call("echo", "dup", text="c")
+            ),
             tool_turn(call("echo", "dup", text="d")),  # reused from an earlier round
             text_turn("done"),
         ]
@@ -174,7 +178,9 @@ async def test_an_answer_on_the_last_allowed_round_is_a_success() -> None:
 
 
 async def test_max_rounds_zero_is_off() -> None:
-    provider = ScriptedProvider([tool_turn(call("echo", f"c{i}", text=str(i))) for i in range(12)] + [text_turn("ok")])
+    provider = ScriptedProvider(
+        [tool_turn(call("echo", f"c{i}", text=str(i))) for i in range(12)] + [text_turn("ok")]
+    )
     result, _ = await go(provider, limits=Limits(max_rounds=0))
     assert result.termination_reason is R.SUCCESS and result.rounds == 13
 
@@ -244,7 +250,9 @@ async def test_tool_budget_counts_calls_already_made() -> None:
 
 
 async def test_tool_budget_exactly_used_then_an_answer_is_success() -> None:
-    provider = ScriptedProvider([tool_turn(call("echo", "a", text="1"), call("echo", "b", text="2")), text_turn("ok")])
+    provider = ScriptedProvider(
+        [tool_turn(call("echo", "a", text="1"), call("echo", "b", text="2")), text_turn("ok")]
+    )
     result, _ = await go(provider, limits=Limits(max_tool_calls=2))
     assert result.termination_reason is R.SUCCESS
 
@@ -269,7 +277,9 @@ async def test_a_model_stuck_repeating_one_call() -> None:
 
 async def test_loop_detection_is_not_only_for_consecutive_calls() -> None:
     a, b = {"text": "A"}, {"text": "B"}
-    provider = ScriptedProvider([tool_turn(call("echo", f"c{i}", **(a if i % 2 == 0 else b))) for i in range(5)])
+    provider = ScriptedProvider(
+        [tool_turn(call("echo", f"c{i}", **(a if i % 2 == 0 else b))) for i in range(5)]
+    )
     result, _ = await go(provider, limits=Limits(loop_threshold=3))
     assert result.termination_reason is R.LOOP_DETECTED  # A, B, A, B, A trips on the fifth
     assert result.rounds == 5
@@ -300,7 +310,9 @@ async def test_empty_response(turn: Turn) -> None:
 
 
 async def test_llm_error_after_a_tool_round_leaves_a_valid_transcript() -> None:
-    provider = ScriptedProvider([tool_turn(call("echo", "c1", text="x")), ProviderError("bad gateway", status=502)])
+    provider = ScriptedProvider(
+        [tool_turn(call("echo", "c1", text="x")), ProviderError("bad gateway", status=502)]
+    )
     result, sink = await go(provider)
     assert result.termination_reason is R.LLM_ERROR
     assert "bad gateway" in result.detail and "round 2" in result.detail
@@ -368,7 +380,9 @@ def _early_stop_case(reason: R) -> tuple[object, Limits]:
     if reason is R.TOKEN_BUDGET:
         return LoopingProvider("echo", same, tokens=200), Limits(max_tokens=100, early_stop=True)
     if reason is R.TOOL_BUDGET:
-        return LoopingProvider("echo", same, per_turn=3, distinct=True), Limits(max_tool_calls=2, early_stop=True)
+        return LoopingProvider("echo", same, per_turn=3, distinct=True), Limits(
+            max_tool_calls=2, early_stop=True
+        )
     return LoopingProvider("echo", same), Limits(loop_threshold=2, early_stop=True)
 
 
