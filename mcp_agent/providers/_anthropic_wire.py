@@ -6,7 +6,8 @@ system messages become the top-level ``system`` string; assistant tool calls bec
 ``tool_result`` blocks at the head of the NEXT user message (consecutive tool messages merged,
 calls without a result answered with an error result, results without a call turned into
 text); consecutive same-role messages are merged; earlier ``thinking`` blocks are replayed with
-their signatures. ``max_tokens`` is required by the API: the request's cap, else
+their signatures. A request without tools gets earlier calls and results as text (the API
+refuses tool blocks when no tools are defined). ``max_tokens`` is required by the API: the request's cap, else
 ``DEFAULT_MAX_TOKENS`` (4096).
 
 Incoming: ``parse_response`` reads a whole message; ``StreamState`` folds the SSE events
@@ -23,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import canonical_json, parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from .base import ModelRequest
@@ -88,7 +89,9 @@ def _result_block(tool_use_id: str, text: str, is_error: bool) -> JSONObject:
     return block
 
 
-def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list[JSONObject]]:
+def to_anthropic_messages(
+    messages: Sequence[Message], *, tools_offered: bool = True
+) -> tuple[str | None, list[JSONObject]]:
     """Convert a conversation to Anthropic's ``(system, messages)``.
 
     Every ``tool_use`` of an assistant message is answered by a ``tool_result`` block in the
@@ -97,6 +100,10 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
     whose call is not in the previous assistant message becomes a text block (Anthropic rejects
     unknown ``tool_use_id`` values). Messages with nothing to send are skipped, and messages of
     the same role that end up next to each other are merged into one.
+
+    Anthropic refuses ``tool_use``/``tool_result`` blocks in a request that defines no tools
+    (the loop's last, tool-less call for a best-effort answer is such a request), so with
+    ``tools_offered=False`` earlier calls and results are written as text instead.
 
     Returns:
         The system prompt (None when there is none) and the ``messages`` array.
@@ -121,6 +128,10 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
                 system_parts.append(message.content)
         elif message.role == "user":
             append("user", [{"type": "text", "text": message.content}] if message.content else [])
+        elif message.role == "assistant" and not tools_offered:
+            blocks = _assistant_blocks(replace(message, tool_calls=()))
+            blocks += [{"type": "text", "text": call_text(c)} for c in message.tool_calls]
+            append("assistant", blocks)
         elif message.role == "assistant":
             append("assistant", _assistant_blocks(message))
             if not message.tool_calls:
@@ -152,6 +163,11 @@ def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str | None, list
     return system, out
 
 
+def call_text(call: ToolCall) -> str:
+    """A tool call written as text, for a history sent without tools."""
+    return f"[called {call.name} with {canonical_json(call.arguments)}]"
+
+
 def _stray_text(message: Message) -> JSONObject:
     label = message.name or message.tool_call_id or "tool"
     prefix = "error from" if message.is_error else "result of"
@@ -177,7 +193,7 @@ def build_request(
             temperature is then left out (the API requires its default) and ``max_tokens`` is
             raised above the budget when needed.
     """
-    system, messages = to_anthropic_messages(request.messages)
+    system, messages = to_anthropic_messages(request.messages, tools_offered=bool(request.tools))
     max_tokens = request.max_output_tokens or default_max_tokens
     body: JSONObject = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if system is not None:

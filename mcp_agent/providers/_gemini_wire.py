@@ -8,7 +8,8 @@ order, named by the exposed name of the call they answer (Gemini matches results
 by ``id`` only when it sent one). A model turn that came from Gemini is replayed from the parts
 it came with (``Message.meta["gemini_parts"]``), so every ``thoughtSignature`` goes back
 exactly as it came on the part it came on; when the message no longer matches those parts it
-is rebuilt, with each call's signature taken from ``ToolCall.meta["thoughtSignature"]``.
+is rebuilt, with each call's signature taken from ``ToolCall.meta["thoughtSignature"]``. A
+request without tools gets earlier calls and results as text.
 
 Tool schemas go through ``parametersJsonSchema`` (real JSON Schema: ``spec.schema_for("openai")``
 minus ``$schema``) by default; ``json_schema=False`` sends the sanitised OpenAPI subset
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import canonical_json, parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from .base import ModelRequest
@@ -142,13 +143,19 @@ def _response_part(call: ToolCall | None, result: Message) -> JSONObject:
     return {"functionResponse": function}
 
 
-def to_gemini_contents(messages: Sequence[Message]) -> tuple[JSONObject | None, list[JSONObject]]:
+def to_gemini_contents(
+    messages: Sequence[Message], *, tools_offered: bool = True
+) -> tuple[JSONObject | None, list[JSONObject]]:
     """Convert a conversation to Gemini's ``(systemInstruction, contents)``.
 
     The ``tool`` messages after a model turn become one user turn of ``functionResponse``
     parts in call order; a call left without a result gets an ``error`` response ("not
     executed"), and a result whose call is not in that model turn is sent as text. Consecutive
     user turns are merged; model turns are never merged or reordered.
+
+    With ``tools_offered=False`` (a tool-less call, such as the loop's last call for a
+    best-effort answer) earlier calls and results are written as text, so no ``functionCall``
+    part needs declared tools or a signature.
     """
     system_parts: list[str] = []
     contents: list[JSONObject] = []
@@ -170,6 +177,10 @@ def to_gemini_contents(messages: Sequence[Message]) -> tuple[JSONObject | None, 
                 system_parts.append(message.content)
         elif message.role == "user":
             add_user([{"text": message.content}] if message.content else [])
+        elif message.role == "assistant" and not tools_offered:
+            text = "\n".join(p for p in (message.content, *map(call_text, message.tool_calls)) if p)
+            if text:
+                contents.append({"role": "model", "parts": [{"text": text}]})
         elif message.role == "assistant":
             parts = _model_parts(message)
             if parts:
@@ -202,6 +213,11 @@ def to_gemini_contents(messages: Sequence[Message]) -> tuple[JSONObject | None, 
     return system, contents
 
 
+def call_text(call: ToolCall) -> str:
+    """A tool call written as text, for a history sent without tools."""
+    return f"[called {call.name} with {canonical_json(call.arguments)}]"
+
+
 def _stray_text(message: Message) -> JSONObject:
     label = message.name or message.tool_call_id or "tool"
     prefix = "error from" if message.is_error else "result of"
@@ -221,7 +237,7 @@ def build_request(
         json_schema: send tool schemas as ``parametersJsonSchema`` (else as ``parameters``).
         include_thoughts: ask for thought summaries (they come back as reasoning).
     """
-    system, contents = to_gemini_contents(request.messages)
+    system, contents = to_gemini_contents(request.messages, tools_offered=bool(request.tools))
     body: JSONObject = {"contents": contents}
     if system is not None:
         body["systemInstruction"] = system

@@ -875,3 +875,32 @@ async def test_a_raising_on_delta_does_not_break_the_call(
     with anyio.fail_after(20):
         turn = await streaming.complete(_request(), bad)
     assert turn.content == "hello there" and caplog.text.count("on_delta callback raised") == 1
+
+
+def test_history_with_calls_sent_without_tools_is_written_as_text() -> None:
+    history = [
+        Message.user("q"),
+        Message.assistant("Checking.", [CALL_A]),
+        Message.tool(CALL_A, "free"),
+        Message.user("Answer now."),
+    ]
+    body = wire.build_request(ModelRequest(history), model="m", stream=False)
+    assert "tools" not in body
+    assert "tool_use" not in str(body) and "tool_result" not in str(body)
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "q"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "text", "text": '[called ports__check with {"port":8000}]'},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[result of ports__check]\nfree"},
+                {"type": "text", "text": "Answer now."},
+            ],
+        },
+    ]

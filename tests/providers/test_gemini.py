@@ -825,3 +825,21 @@ def test_function_call_args_that_are_not_an_object(
     turn = wire.parse_response(_response([{"functionCall": {"name": "a__b", "args": args}}]), new_id=_ids())
     call = turn.tool_calls[0]
     assert call.arguments == expected and (call.error is not None) == has_error
+
+
+def test_history_with_calls_sent_without_tools_is_written_as_text() -> None:
+    a = ToolCall("call_1", "ports__check", {"port": 1}, meta={wire.SIGNATURE: SIG})
+    raw = [{"functionCall": {"name": "ports__check", "args": {"port": 1}}, "thoughtSignature": SIG}]
+    history = [
+        Message.user("q"),
+        Message(role="assistant", tool_calls=(a,), meta={wire.PARTS_META: raw}),
+        Message.tool(a, "free"),
+        Message.user("Answer now."),
+    ]
+    body = wire.build_request(ModelRequest(history))
+    assert "tools" not in body and "functionCall" not in str(body) and "functionResponse" not in str(body)
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [{"text": '[called ports__check with {"port":1}]'}]},
+        {"role": "user", "parts": [{"text": "[result of ports__check]\nfree"}, {"text": "Answer now."}]},
+    ]
