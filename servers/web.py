@@ -148,6 +148,11 @@ def port_of(url: httpx.URL) -> int:
     return url.port or (443 if url.scheme == "https" else 80)
 
 
+def ascii_host(url: httpx.URL) -> str:
+    """The URL's host as DNS and TLS see it: IDNA-encoded (``bücher.de`` → ``xn--bcher-kva.de``)."""
+    return url.raw_host.decode("ascii")
+
+
 def parse_content_type(header: str | None) -> tuple[str, str | None]:
     """``"text/html; charset=UTF-8"`` → ``("text/html", "UTF-8")``; a missing header → ``("", None)``."""
     if not header:
@@ -264,7 +269,7 @@ async def vetted_addresses(url: httpx.URL, policy: Policy) -> list[str]:
     Raises:
         ToolError: the host does not resolve, or resolves only to refused addresses.
     """
-    host = url.host
+    host = ascii_host(url)
     try:
         infos = await anyio.getaddrinfo(host, port_of(url), type=socket.SOCK_STREAM)
     except OSError as exc:
@@ -289,7 +294,7 @@ async def _open(client: httpx.AsyncClient, url: httpx.URL, policy: Policy) -> ht
             "GET",
             pinned,
             headers={"Host": url.netloc.decode("ascii")},
-            extensions={"sni_hostname": url.host},
+            extensions={"sni_hostname": ascii_host(url)},
         )
         try:
             return await client.send(request, stream=True)

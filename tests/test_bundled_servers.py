@@ -653,10 +653,17 @@ async def test_https_through_a_pinned_address_verifies_the_url_host(
             await web.fetch_url(url)
 
 
-async def test_unresolvable_host_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [
+        ("http://no-such-host.invalid/", "no-such-host.invalid"),
+        ("https://bücher.invalid/", "xn--bcher-kva.invalid"),
+    ],
+)
+async def test_unresolvable_host_is_an_error(monkeypatch: pytest.MonkeyPatch, url: str, host: str) -> None:
     monkeypatch.setenv(web.ALLOW_PRIVATE_ENV, "1")
-    with pytest.raises(ToolError, match=re.escape("cannot resolve host 'no-such-host.invalid'")):
-        await web.fetch_url("http://no-such-host.invalid/")
+    with pytest.raises(ToolError, match=re.escape(f"cannot resolve host '{host}'")):
+        await web.fetch_url(url)
 
 
 # --------------------------------------------------------------------------------------------
