@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.client._transport import ReadStream
 from mcp.shared.message import SessionMessage
 from mcp_types import methods as _methods
 from pydantic import ValidationError
@@ -80,7 +81,9 @@ def repair_tools_result(result: Mapping[str, Any], version: str = DEFAULT_VERSIO
     """
     tools = result.get("tools")
     if not isinstance(tools, list):
-        return Repaired(dict(result), ("tools/list: 'tools' is not a list; no tools",) if tools is not None else ())
+        return Repaired(
+            dict(result), ("tools/list: 'tools' is not a list; no tools",) if tools is not None else ()
+        )
     notes: list[str] = []
     kept: list[dict[str, Any]] = []
     raw: dict[str, dict[str, Any]] = {}
@@ -133,8 +136,13 @@ def repair_call_result(result: Mapping[str, Any], version: str = DEFAULT_VERSION
     if "structuredContent" in fixed and structured is not None and not isinstance(structured, dict):
         del fixed["structuredContent"]
         content = fixed.get("content")
-        if isinstance(content, list) and not any(isinstance(c, dict) and c.get("type") == "text" for c in content):
-            fixed["content"] = [*content, {"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]
+        if isinstance(content, list) and not any(
+            isinstance(c, dict) and c.get("type") == "text" for c in content
+        ):
+            fixed["content"] = [
+                *content,
+                {"type": "text", "text": json.dumps(structured, ensure_ascii=False)},
+            ]
         notes.append(f"structuredContent of type {type(structured).__name__} moved to text")
     try:
         _surface_check("tools/call", version, fixed)
@@ -195,7 +203,7 @@ class ResponseRepairer:
 
     async def pump(
         self,
-        source: MemoryObjectReceiveStream[SessionMessage | Exception],
+        source: ReadStream[SessionMessage | Exception],
         sink: MemoryObjectSendStream[SessionMessage | Exception],
     ) -> None:
         """Copy ``source`` to ``sink``, repairing results; set ``ended`` when ``source`` ends."""

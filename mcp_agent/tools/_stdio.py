@@ -32,7 +32,6 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
@@ -128,10 +127,8 @@ class StdioChild:
         except ValueError:
             self._junk(line)
             return
-        try:
+        with suppress(anyio.BrokenResourceError):  # nobody reads any more (shutdown): drain on
             await self._read_send.send(SessionMessage(message))
-        except anyio.BrokenResourceError:
-            pass  # nobody reads any more (shutdown); the drain goes on
 
     def _junk(self, line: bytes) -> None:
         self.junk_lines += 1
@@ -286,7 +283,9 @@ async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> Async
         )
     except FileNotFoundError as exc:
         missing = config.cwd if config.cwd and not Path(config.cwd).is_dir() else config.command
-        raise ToolServerStartError(f"cannot start {config.command!r}: {missing!r} not found", server=name) from exc
+        raise ToolServerStartError(
+            f"cannot start {config.command!r}: {missing!r} not found", server=name
+        ) from exc
     except (OSError, ValueError) as exc:
         raise ToolServerStartError(f"cannot start {config.command!r}: {exc}", server=name) from exc
 

@@ -21,10 +21,10 @@ import collections
 import fnmatch
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -32,6 +32,7 @@ import httpx2
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, MCPError
+from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
@@ -50,8 +51,13 @@ from .schema import CompiledSchema, compile_tool_schema
 logger = logging.getLogger(__name__)
 
 ServerState = Literal["starting", "up", "failed", "disabled", "restarting"]
-ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
-"""``(progress, total, message)``, as the SDK reports a call's ``notifications/progress``."""
+
+
+class ProgressCallback(Protocol):
+    """Receives a call's ``notifications/progress``: ``(progress, total, message)``."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version="0.1.0")
 _EXIT_WAIT_SECONDS = 1.0
@@ -78,7 +84,7 @@ class RestartPolicy:
 
     def delay(self, restart: int) -> float:
         """The wait before the ``restart``-th restart of the window (1-based)."""
-        return min(self.max_delay, self.first_delay * 2 ** max(0, restart - 1))
+        return float(min(self.max_delay, self.first_delay * 2.0 ** max(0, restart - 1)))
 
 
 @dataclass(frozen=True)
@@ -289,11 +295,7 @@ class ServerConnection:
             attempt.done.set()
 
     @asynccontextmanager
-    async def _transport(
-        self, attempt: _Attempt
-    ) -> AsyncIterator[
-        tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-    ]:
+    async def _transport(self, attempt: _Attempt) -> AsyncIterator[TransportStreams]:
         config = self.config
         if isinstance(config, StdioServerConfig):
             async with open_stdio_transport(config, name=self.name) as child:
@@ -303,20 +305,22 @@ class ServerConnection:
                 yield child.read_stream, child.write_stream
         elif config.transport == "sse":
             async with sse_client(config.url, headers=dict(config.headers) or None) as (read, write):
-                yield read, write  # type: ignore[misc]
+                yield read, write
         else:
             timeout = httpx2.Timeout(30, read=300)
             async with (
-                httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout, follow_redirects=True) as http,
+                httpx2.AsyncClient(
+                    headers=dict(config.headers), timeout=timeout, follow_redirects=True
+                ) as http,
                 streamable_http_client(config.url, http_client=http) as (read, write),
             ):
-                yield read, write  # type: ignore[misc]
+                yield read, write
 
     async def _serve(
         self,
         attempt: _Attempt,
-        read: MemoryObjectReceiveStream[SessionMessage | Exception],
-        write: MemoryObjectSendStream[SessionMessage],
+        read: ReadStream[SessionMessage | Exception],
+        write: WriteStream[SessionMessage],
     ) -> None:
         repairer = ResponseRepairer(self.name)
         repaired_send, repaired_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -324,10 +328,9 @@ class ServerConnection:
 
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
-                try:
+                # a refresh already pending is enough; a closed stream means this incarnation ends
+                with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
                     refresh_send.send_nowait(None)
-                except (anyio.WouldBlock, anyio.ClosedResourceError):
-                    pass  # a refresh is already pending, or this incarnation is ending
             elif isinstance(message, Exception):
                 logger.warning("%s: transport error: %s", self.name, message)
 
@@ -337,7 +340,11 @@ class ServerConnection:
         async with refresh_send, refresh_read, anyio.create_task_group() as tg:
             tg.start_soon(repairer.pump, read, repaired_send)
             async with ClientSession(
-                repaired_read, write, message_handler=on_message, logging_callback=on_log, client_info=CLIENT_INFO
+                repaired_read,
+                write,
+                message_handler=on_message,
+                logging_callback=on_log,
+                client_info=CLIENT_INFO,
             ) as session:
                 await session.initialize()
                 live = _Live(session, repairer, attempt.child, refresh_send)
@@ -392,7 +399,9 @@ class ServerConnection:
         try:
             schema = compile_tool_schema(raw.get("inputSchema"))
         except Exception:
-            logger.exception("%s: skipping tool %s: its input schema could not be compiled", self.name, tool.name)
+            logger.exception(
+                "%s: skipping tool %s: its input schema could not be compiled", self.name, tool.name
+            )
             return None
         annotations = raw.get("annotations")
         return ServerTool(
@@ -479,7 +488,9 @@ class ServerConnection:
                 return failed(f"tool {shown} failed: server {crash}")
             return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
         except ValidationError as exc:
-            return failed(f"tool {shown} failed: the server returned an invalid result: {exc.errors()[0]['msg']}")
+            return failed(
+                f"tool {shown} failed: the server returned an invalid result: {exc.errors()[0]['msg']}"
+            )
         except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
             logger.warning("%s: call to %s failed: %r", self.name, mcp_name, exc)
             return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
@@ -487,7 +498,9 @@ class ServerConnection:
 
     @staticmethod
     def _to_result(result: types.CallToolResult, start: float) -> ToolResult:
-        content = tuple(part.model_dump(by_alias=True, exclude_none=True, mode="json") for part in result.content)
+        content = tuple(
+            part.model_dump(by_alias=True, exclude_none=True, mode="json") for part in result.content
+        )
         structured = result.structured_content
         return ToolResult(
             text=content_to_text(list(content), structured),

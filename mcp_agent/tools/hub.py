@@ -88,6 +88,7 @@ class ToolHub:
         }
         self._specs: tuple[ToolSpec, ...] = ()
         self._routes: dict[str, tuple[ServerConnection, str]] = {}
+        self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
         self._warnings: tuple[str, ...] = ()
         self._subscribers: list[Callable[[], None]] = []
         self._closed = False
@@ -120,6 +121,10 @@ class ToolHub:
             return ToolResult(f"tool {name} is unavailable: the tool servers are shut down", is_error=True)
         route = self._routes.get(name)
         if route is None:
+            gone = self._gone.get(name)
+            if gone is not None and gone.state == "failed":
+                text = f"tool {name} is unavailable: server {gone.name} failed: {gone.error}"
+                return ToolResult(text, is_error=True)
             return ToolResult(self._unknown(name), is_error=True)
         connection, mcp_name = route
         if connection.config.call_timeout_seconds is not None:
@@ -229,6 +234,9 @@ class ToolHub:
             for warning in warnings:
                 logger.warning("tool names: %s", warning)
         self._warnings = tuple(warnings)
+        for name, (connection, _) in self._routes.items():
+            if name not in routes:
+                self._gone[name] = connection
         self._routes = routes
         if tuple(specs) == self._specs:
             return

@@ -13,6 +13,7 @@ thread with a ``Call`` handle that knows whether the client sent ``notifications
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -159,7 +160,5 @@ class RawServer:
 
 def main_guard(server: RawServer) -> None:
     """Run the server until stdin ends; exit quietly on Ctrl-C or a closed pipe."""
-    try:
+    with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         server.run()
-    except (KeyboardInterrupt, BrokenPipeError):
-        pass

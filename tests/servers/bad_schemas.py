@@ -50,7 +50,7 @@ def empty_schema(args: dict, call: Call) -> dict:
 
 @server.tool("wrong_output")
 def wrong_output(args: dict, call: Call) -> dict:
-    return {"content": [{"type": "text", "text": "{\"y\": 1}"}], "structuredContent": {"y": 1}}
+    return {"content": [{"type": "text", "text": '{"y": 1}'}], "structuredContent": {"y": 1}}
 
 
 if __name__ == "__main__":

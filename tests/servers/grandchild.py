@@ -17,8 +17,16 @@ grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60
 server = RawServer(
     "grandchild",
     tools=[
-        {"name": "pids", "description": "The server's and grandchild's pids.", "inputSchema": {"type": "object"}},
-        {"name": "exit", "description": "Exit the server, leaving the grandchild.", "inputSchema": {"type": "object"}},
+        {
+            "name": "pids",
+            "description": "The server's and grandchild's pids.",
+            "inputSchema": {"type": "object"},
+        },
+        {
+            "name": "exit",
+            "description": "Exit the server, leaving the grandchild.",
+            "inputSchema": {"type": "object"},
+        },
     ],
 )
 

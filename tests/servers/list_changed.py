@@ -10,7 +10,11 @@ server = RawServer(
         {
             "name": "add_tool",
             "description": "Add a tool with this name.",
-            "inputSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+            "inputSchema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
         }
     ],
     list_changed=True,
@@ -20,7 +24,10 @@ server = RawServer(
 @server.tool("add_tool")
 def add_tool(args: dict, call: Call) -> dict:
     name = str(args["name"])
-    server.tools = [*server.tools, {"name": name, "description": "Added later.", "inputSchema": {"type": "object"}}]
+    server.tools = [
+        *server.tools,
+        {"name": name, "description": "Added later.", "inputSchema": {"type": "object"}},
+    ]
     server.handlers[name] = lambda args, call: text(f"{name} ran")
     server.notify("notifications/tools/list_changed")
     return text(f"added {name}")

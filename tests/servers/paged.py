@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from _raw import Call, RawServer, main_guard, text
+from _raw import RawServer, main_guard, text
 
 TOOLS = [
-    {"name": f"tool{i}", "description": f"Tool number {i}.", "inputSchema": {"type": "object", "properties": {}}}
+    {
+        "name": f"tool{i}",
+        "description": f"Tool number {i}.",
+        "inputSchema": {"type": "object", "properties": {}},
+    }
     for i in range(5)
 ]
 PAGES = {None: (0, 2, "page2"), "page2": (2, 4, "page3"), "page3": (4, 5, None)}

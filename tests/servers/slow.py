@@ -15,7 +15,11 @@ server = RawServer(
         {
             "name": "sleep",
             "description": "Sleep for some seconds.",
-            "inputSchema": {"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+            "inputSchema": {
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}},
+                "required": ["seconds"],
+            },
         },
         {"name": "ping", "description": "Answer pong.", "inputSchema": {"type": "object", "properties": {}}},
     ],

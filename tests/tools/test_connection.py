@@ -68,7 +68,9 @@ def test_repair_tools_result_mends_or_drops_each_tool(tool: Any, kept: bool, not
     repaired = repair_tools_result({"tools": [tool, good]})
     names = [t["name"] for t in repaired.result["tools"]]
     assert names == ([tool["name"], "good"] if kept else ["good"])
-    assert all(t["inputSchema"]["type"] == "object" and "outputSchema" not in t for t in repaired.result["tools"])
+    assert all(
+        t["inputSchema"]["type"] == "object" and "outputSchema" not in t for t in repaired.result["tools"]
+    )
     if note is None:
         assert repaired.notes == ()
     else:
@@ -88,7 +90,11 @@ def test_repair_tools_result_drops_a_duplicate_and_keeps_other_keys() -> None:
     ("result", "expected", "noted"),
     [
         ({"content": [{"type": "text", "text": "hi"}]}, {"content": [{"type": "text", "text": "hi"}]}, False),
-        ({"content": [], "structuredContent": {"a": 1}}, {"content": [], "structuredContent": {"a": 1}}, False),
+        (
+            {"content": [], "structuredContent": {"a": 1}},
+            {"content": [], "structuredContent": {"a": 1}},
+            False,
+        ),
         ({"content": [], "structuredContent": 42}, {"content": [{"type": "text", "text": "42"}]}, True),
         (
             {"content": [{"type": "text", "text": "x"}], "structuredContent": [1]},
@@ -135,7 +141,9 @@ def test_tool_allowed(name: str, allow: list[str] | None, deny: list[str], expec
     assert tool_allowed(name, allow, deny) is expected
 
 
-@pytest.mark.parametrize(("restart", "delay"), [(1, 0.5), (2, 1.0), (3, 2.0), (6, 16.0), (7, 30.0), (20, 30.0)])
+@pytest.mark.parametrize(
+    ("restart", "delay"), [(1, 0.5), (2, 1.0), (3, 2.0), (6, 16.0), (7, 30.0), (20, 30.0)]
+)
 def test_restart_backoff_doubles_up_to_the_cap(restart: int, delay: float) -> None:
     assert RestartPolicy().delay(restart) == delay
 
@@ -162,7 +170,9 @@ async def test_stdio_transport_keeps_the_last_100_stderr_lines_and_the_exit_code
     assert child.stderr_tail(2) == ("line 148", "line 149")
 
 
-async def test_stdio_transport_child_env_is_the_safe_default_plus_env(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stdio_transport_child_env_is_the_safe_default_plus_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("SECRET_OF_THE_PARENT", "x")
     script = "import os, sys\nprint(sorted(os.environ), file=sys.stderr)"
     config = StdioServerConfig(command=sys.executable, args=["-c", script], env={"EXTRA": "1"})
@@ -182,7 +192,9 @@ async def test_stdio_transport_child_env_is_the_safe_default_plus_env(monkeypatc
         (StdioServerConfig(command="/etc/hostname"), "cannot start '/etc/hostname'"),
     ],
 )
-async def test_stdio_transport_reports_a_command_that_cannot_start(config: StdioServerConfig, message: str) -> None:
+async def test_stdio_transport_reports_a_command_that_cannot_start(
+    config: StdioServerConfig, message: str
+) -> None:
     with pytest.raises(ToolServerStartError, match=message):
         async with open_stdio_transport(config, name="x"):
             pass
@@ -247,7 +259,10 @@ async def test_failures_of_a_call_are_error_results() -> None:
         fail = await connection.call("fail", {}, display_name="fails__fail")
         assert (fail.is_error, fail.text) == (True, "disk is on fire")
         rpc = await connection.call("rpc_error", {}, display_name="fails__rpc_error")
-        assert rpc.is_error and rpc.text == "tool fails__rpc_error failed: bad things happened (MCP error -32602)"
+        assert (
+            rpc.is_error
+            and rpc.text == "tool fails__rpc_error failed: bad things happened (MCP error -32602)"
+        )
         bad = await connection.call("bad_result", {})
         assert bad.is_error and "invalid tool result" in bad.text
         scalar = await connection.call("scalar", {})
@@ -324,7 +339,9 @@ async def test_calls_while_restarting_say_temporarily_unavailable() -> None:
         await until(lambda: connection.state == "restarting")
         result = await connection.call("echo", {"text": "x"}, display_name="crashes__echo")
         assert result.is_error
-        assert result.text.startswith("tool crashes__echo is temporarily unavailable: server srv is restarting")
+        assert result.text.startswith(
+            "tool crashes__echo is temporarily unavailable: server srv is restarting"
+        )
         assert "exit code 2" in result.text
 
 
