@@ -31,6 +31,8 @@ class ServerSpec:
     script: str
     env: Mapping[str, str] = field(default_factory=dict)
     prefix: tuple[str, ...] = ()
+    optional: bool = False
+    """A server that may fail to start (it is then absent from the clients, not an error)."""
 
 
 def load_server(stem: str) -> ModuleType:
@@ -57,17 +59,30 @@ def params(spec: ServerSpec) -> StdioServerParameters:
 async def open_clients(
     specs: list[ServerSpec], errlog: TextIO, timeout: float = 30
 ) -> AsyncIterator[dict[str, Client]]:
-    """Connected clients for every spec, started concurrently; all closed on exit."""
+    """Connected clients for every spec, started concurrently; all closed on exit.
+
+    An optional spec whose server fails to start is left out of the clients.
+    """
     clients: dict[str, Client] = {}
+    settled: set[str] = set()
     ready = anyio.Event()
     stop = anyio.Event()
 
+    def settle(name: str) -> None:
+        settled.add(name)
+        if len(settled) == len(specs):
+            ready.set()
+
     async def hold(spec: ServerSpec) -> None:
-        async with Client(stdio_client(params(spec), errlog=errlog), mode="legacy") as client:
-            clients[spec.name] = client
-            if len(clients) == len(specs):
-                ready.set()
-            await stop.wait()
+        try:
+            async with Client(stdio_client(params(spec), errlog=errlog), mode="legacy") as client:
+                clients[spec.name] = client
+                settle(spec.name)
+                await stop.wait()
+        except Exception:
+            if not spec.optional or spec.name in clients:
+                raise
+            settle(spec.name)
 
     async with anyio.create_task_group() as tg:
         for spec in specs:
