@@ -429,10 +429,19 @@ class Sleeps:
         self.delays.append(seconds)
 
 
-@pytest.fixture
-def server() -> Iterator[FakeModelServer]:
+@pytest.fixture(scope="module")
+def _running() -> Iterator[FakeModelServer]:
     with running_model_server() as running:
         yield running
+
+
+@pytest.fixture
+def server(_running: FakeModelServer) -> FakeModelServer:
+    """The module's fake model server, with no replies queued and no requests recorded."""
+    _running.replies.clear()
+    _running.requests.clear()
+    _running.handler = None
+    return _running
 
 
 @pytest.fixture
