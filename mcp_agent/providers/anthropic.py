@@ -168,7 +168,9 @@ class AnthropicProvider:
         async def attempt(_: int) -> Turn:
             if self.stream:
                 return await self._streamed(body, on_delta)
-            return await self._whole(body)
+            turn = await self._whole(body)
+            _replay(turn, on_delta)
+            return turn
 
         turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
         turn = wire.finish_turn(turn, request, style=self.tool_call_style)

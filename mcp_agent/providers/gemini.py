@@ -226,6 +226,7 @@ class GeminiProvider:
 
         state = wire.ResponseState()
         request_id: str | None = None
+        whole: list[Delta] = []
         try:
             with map_transport_errors(refused_message=self._refused):
                 async with self._client.stream(
@@ -247,16 +248,19 @@ class GeminiProvider:
                             )
                     else:
                         await response.aread()
-                        data = _json(response.content, request_id)
-                        for delta in state.feed(data):
-                            report(delta)
-            return self._finish(state, request_id)
+                        whole = state.feed(_json(response.content, request_id))
+            turn = self._finish(state, request_id)
         except ProviderError as exc:
             if emitted and exc.retryable:
                 exc.retryable = False  # pieces were already reported: a retry would repeat them
             raise
+        for delta in whole:  # a whole answer is reported once it is known to be good
+            report(delta)
+        return turn
 
-    async def _read_events(self, response: httpx.Response, state: wire.ResponseState, report: Any) -> None:
+    async def _read_events(
+        self, response: httpx.Response, state: wire.ResponseState, report: DeltaCallback
+    ) -> None:
         async for event in aiter_sse(response.aiter_bytes()):
             if not event.data.strip() or event.is_done:
                 continue

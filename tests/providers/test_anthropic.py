@@ -564,7 +564,11 @@ async def test_plain_parallel_calls(server: FakeModelServer, plain: AnthropicPro
     with anyio.fail_after(20):
         turn = await plain.complete(_request(), deltas.append)
     assert [c.id for c in turn.tool_calls] == ["t1", "t2"] and turn.reasoning == "hm" and turn.content == ""
-    assert deltas == []  # nothing streamed, nothing reported
+    assert [(d.kind, d.index, d.name) for d in deltas] == [
+        ("reasoning", None, None),
+        ("tool_call", 0, "a__b"),
+        ("tool_call", 1, "c__d"),
+    ]  # a whole answer is reported once, after it parsed
 
 
 async def test_from_config_max_tokens_headers_and_url(server: FakeModelServer) -> None:

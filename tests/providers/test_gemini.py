@@ -852,3 +852,16 @@ def test_history_with_calls_sent_without_tools_is_written_as_text() -> None:
         {"role": "model", "parts": [{"text": '[called ports__check with {"port":1}]'}]},
         {"role": "user", "parts": [{"text": "[result of ports__check]\nfree"}, {"text": "Answer now."}]},
     ]
+
+
+async def test_plain_answer_is_reported_once_after_it_parsed(
+    server: FakeModelServer, plain: GeminiProvider
+) -> None:
+    server.enqueue(
+        Reply.json(shapes.response("first try", finish="MALFORMED_FUNCTION_CALL", raw_parts=[])),
+        Reply.json(shapes.response("All good.", thought="hmm")),
+    )
+    deltas: list[Delta] = []
+    with anyio.fail_after(20):
+        await plain.complete(_request(), deltas.append)
+    assert deltas == [Delta("reasoning", "hmm"), Delta("text", "All good.")]
