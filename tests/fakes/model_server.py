@@ -162,7 +162,7 @@ class FakeModelServer:
                         return
                     with self._lock:
                         self.requests.append(request)
-                    if not await self._answer(stream, self._next(request)):
+                    if not await self._answer(stream, self._next(request), buffer):
                         return
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             self.disconnects += 1
@@ -177,7 +177,7 @@ class FakeModelServer:
             return self.handler(request)
         return Reply.json({"error": {"message": "fake model server: no reply scripted"}}, status=500)
 
-    async def _answer(self, stream: anyio.abc.SocketStream, reply: Reply) -> bool:
+    async def _answer(self, stream: anyio.abc.SocketStream, reply: Reply, buffer: bytearray) -> bool:
         """Send one reply; False when the connection must close afterwards."""
         if reply.delay:
             await anyio.sleep(reply.delay)
@@ -202,7 +202,7 @@ class FakeModelServer:
         sent = 0
         for item in items:
             if isinstance(item, Delay):
-                await anyio.sleep(item.seconds)
+                await _pause(stream, item.seconds, buffer)
                 continue
             if reply.abort_after is not None and sent >= reply.abort_after:
                 return False
@@ -215,6 +215,17 @@ class FakeModelServer:
             return False
         await stream.send(b"0\r\n\r\n")
         return True
+
+
+async def _pause(stream: anyio.abc.SocketStream, seconds: float, buffer: bytearray) -> None:
+    """Wait, but notice at once when the client goes away (raises BrokenResourceError)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            try:
+                data = await stream.receive()
+            except (anyio.EndOfStream, ConnectionError) as exc:
+                raise anyio.BrokenResourceError from exc
+            buffer += data
 
 
 def _encode(item: Any) -> bytes:

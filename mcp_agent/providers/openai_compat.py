@@ -1,0 +1,305 @@
+"""The OpenAI-compatible provider: Chat Completions over one injected ``httpx.AsyncClient``.
+
+One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
+when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
+callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
+returns a ``Turn`` built by the pure ``_openai_wire`` module.
+
+Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
+asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
+error event before any delta is retried like any error; once deltas were handed out, a break or
+an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
+A stream that ends without a finish reason or ``[DONE]`` counts as broken.
+
+``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
+reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
+the server answers that the model does not support tools (Ollama: "does not support tools";
+vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
+describes the tools in the system prompt and sends no ``tools`` (see ``_openai_wire``). Groq's
+``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
+``native``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from ..config import LLMConfig
+from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
+from ..messages import Delta, Turn
+from ._openai_wire import ChunkAccumulator, ToolCallStyle, build_chat_body, estimate_usage, finish_turn
+from ._sse import aiter_sse, parse_sse
+from .base import DeltaCallback, ModelRequest
+from .endpoints import Endpoint, refused_message, resolve_endpoint
+from .retry import RetryPolicy, classify_error, error_info, map_transport_errors, request_id_from
+from .textcalls import extract_tool_calls
+
+__all__ = ["TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
+
+logger = logging.getLogger(__name__)
+
+TEXT_TOOL_MODELS = ("gemma:", "gemma2", "gemma3", "phi3", "phi-3", "llama2", "codellama")
+"""Model-name prefixes (after any ``org/``) known to lack native tool calling on common servers
+(Ollama answers 400 "does not support tools"); ``toolCallStyle: auto`` uses text for them."""
+
+_NO_NATIVE_TOOLS = re.compile(
+    r"does not support tools|enable-auto-tool-choice|tools? (?:is|are) not supported"
+    r"|does not support (?:function|tool) call",
+    re.IGNORECASE,
+)
+
+
+def prefers_text_tools(model: str) -> bool:
+    """True when ``model`` is in ``TEXT_TOOL_MODELS``."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return name.startswith(TEXT_TOOL_MODELS)
+
+
+def _guarded(callback: DeltaCallback | None) -> DeltaCallback:
+    if callback is None:
+        return lambda delta: None
+    warned = False
+
+    def emit(delta: Delta) -> None:
+        nonlocal warned
+        try:
+            callback(delta)
+        except Exception:
+            if not warned:
+                warned = True
+                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
+
+    return emit
+
+
+class _EarlyEnd(Exception):
+    """The stream ended or broke before anything was handed out."""
+
+
+@dataclass
+class _CallState:
+    stream: bool
+
+
+class OpenAICompatProvider:
+    """A Provider for any OpenAI-compatible ``/chat/completions`` server.
+
+    Args:
+        llm: the ``llm`` section of agent.json.
+        client: the pooled HTTP client (its timeouts apply; the factory builds one from config).
+        endpoint: the resolved endpoint; by default resolved from ``llm``.
+        retry: the retry policy; by default ``llm.maxRetries`` with the standard backoff.
+    """
+
+    def __init__(
+        self,
+        llm: LLMConfig,
+        client: httpx.AsyncClient,
+        *,
+        endpoint: Endpoint | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.llm = llm
+        self.client = client
+        self.endpoint = endpoint or resolve_endpoint(llm)
+        self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
+        self._text_tools = prefers_text_tools(llm.model)
+        self._refused = refused_message(self.endpoint, llm.model) if self.endpoint.local else None
+        self._headers = {"Accept": "application/json, text/event-stream"}
+        if llm.api_key:
+            self._headers["Authorization"] = f"Bearer {llm.api_key}"
+        self._headers.update(llm.headers)
+
+    @property
+    def tool_call_style(self) -> ToolCallStyle:
+        """The style in force: ``llm.toolCallStyle``, with ``auto`` turned ``text`` where needed."""
+        if self.llm.tool_call_style == "auto" and self._text_tools:
+            return "text"
+        return self.llm.tool_call_style
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
+        """One model turn. See ``Provider.complete`` for the contract."""
+        emit = _guarded(on_delta)
+        style = self.tool_call_style
+        try:
+            return await self._complete(request, emit, style)
+        except ProviderHTTPError as exc:
+            if not (request.tools and style == "auto" and _NO_NATIVE_TOOLS.search(exc.message)):
+                raise
+            logger.warning("model %s takes no native tools (%s); sending tools as text from now on",
+                           self.llm.model, exc.message)
+            self._text_tools = True
+            return await self._complete(request, emit, "text")
+
+    async def _complete(self, request: ModelRequest, emit: DeltaCallback, style: ToolCallStyle) -> Turn:
+        caps = self.endpoint.capabilities
+        stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
+        state = _CallState(stream=stream)
+
+        async def attempt(_: int) -> Turn:
+            if state.stream:
+                try:
+                    return await self._streamed(request, emit, style)
+                except _EarlyEnd as exc:
+                    logger.warning("the stream %s; asking again without streaming", exc)
+                    state.stream = False
+            return await self._plain(request, style)
+
+        return await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+
+    def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
+        return build_chat_body(
+            request,
+            model=self.llm.model,
+            caps=self.endpoint.capabilities,
+            stream=stream,
+            text_tools=style == "text",
+            temperature=self.llm.temperature,
+            max_output_tokens=self.llm.max_output_tokens,
+        )
+
+    # ------------------------------------------------------------------------------ streamed
+
+    async def _streamed(self, request: ModelRequest, emit: DeltaCallback, style: ToolCallStyle) -> Turn:
+        body = self._body(request, stream=True, style=style)
+        acc = ChunkAccumulator()
+        produced = False
+        with map_transport_errors(refused_message=self._refused):
+            async with self.client.stream("POST", self.endpoint.chat_url, json=body, headers=self._headers) as response:
+                request_id = request_id_from(response.headers)
+                if response.status_code >= 400:
+                    await response.aread()
+                    return self._error_answer(response, request, style)
+                content_type = response.headers.get("content-type", "")
+                if "event-stream" not in content_type:
+                    await response.aread()
+                    return self._whole_answer(response, request, style)
+                try:
+                    async for event in aiter_sse(response.aiter_bytes()):
+                        data = event.data.strip()
+                        if event.event == "ping" or not data:
+                            continue
+                        if event.is_done:
+                            acc.done = True
+                            break
+                        try:
+                            chunk = json.loads(data)
+                        except ValueError:
+                            logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
+                            continue
+                        if event.event == "error" and not (isinstance(chunk, Mapping) and chunk.get("error")):
+                            chunk = {"error": chunk}
+                        if not isinstance(chunk, Mapping):
+                            continue
+                        try:
+                            deltas = acc.feed(chunk)
+                        except ProviderError as exc:
+                            recovered = self._recover(chunk, request, style)
+                            if recovered is not None and not produced:
+                                return recovered
+                            exc.request_id = exc.request_id or request_id
+                            if produced:
+                                exc.retryable, exc.terminal = False, False
+                            raise
+                        for delta in deltas:
+                            produced = True
+                            emit(delta)
+                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    if isinstance(exc, httpx.TimeoutException) and not produced:
+                        raise
+                    if not produced and not acc.has_output:
+                        raise _EarlyEnd(f"broke off before any output ({exc})") from exc
+                    raise ProviderResponseError(
+                        f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
+                    ) from exc
+        if not produced and not acc.has_output:
+            raise _EarlyEnd("ended before any output" if not acc.finished else "had no output")
+        if not acc.finished:
+            raise ProviderResponseError(
+                f"the stream ended without a finish reason or [DONE] after {acc.chunks} chunks",
+                request_id=request_id,
+            )
+        return finish_turn(acc, request, style=style, request_id=request_id)
+
+    # ------------------------------------------------------------------------------ plain
+
+    async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
+        body = self._body(request, stream=False, style=style)
+        with map_transport_errors(refused_message=self._refused):
+            response = await self.client.post(self.endpoint.chat_url, json=body, headers=self._headers)
+        if response.status_code >= 400:
+            return self._error_answer(response, request, style)
+        return self._whole_answer(response, request, style)
+
+    def _whole_answer(self, response: httpx.Response, request: ModelRequest, style: ToolCallStyle) -> Turn:
+        """A complete answer body: JSON (or, from a server that streamed anyway, SSE text)."""
+        request_id = request_id_from(response.headers)
+        acc = ChunkAccumulator()
+        if "event-stream" in response.headers.get("content-type", ""):
+            for event in parse_sse(response.text):
+                if event.is_done:
+                    acc.done = True
+                    break
+                try:
+                    chunk = event.json()
+                except ValueError:
+                    continue
+                if isinstance(chunk, Mapping):
+                    acc.feed(chunk)
+            return finish_turn(acc, request, style=style, request_id=request_id)
+        try:
+            data = response.json()
+        except ValueError:
+            raise ProviderResponseError(
+                f"the answer is not JSON: {response.text[:200]!r}",
+                status=response.status_code,
+                request_id=request_id,
+                retryable=True,
+            ) from None
+        if not isinstance(data, Mapping):
+            raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
+        if "choices" not in data and error_info(data) is not None:  # LM Studio: HTTP 200, error body
+            recovered = self._recover(data, request, style)
+            if recovered is not None:
+                return recovered
+            raise classify_error(None, data, response.headers, request_id=request_id)
+        try:
+            acc.feed_completion(data)
+        except ProviderError as exc:
+            exc.request_id = exc.request_id or request_id
+            raise
+        return finish_turn(acc, request, style=style, request_id=request_id)
+
+    def _error_answer(self, response: httpx.Response, request: ModelRequest, style: ToolCallStyle) -> Turn:
+        """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
+        if response.status_code == 400:
+            recovered = self._recover(response.content, request, style)
+            if recovered is not None:
+                return recovered
+        raise classify_error(response.status_code, response.content, response.headers)
+
+    def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
+        """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""
+        info = error_info(body)
+        if info is None or info.code != "tool_use_failed" or not request.tools or style == "native":
+            return None
+        generation = info.raw.get("failed_generation")
+        if not isinstance(generation, str) or not generation.strip():
+            return None
+        found = extract_tool_calls(generation, request.tools)
+        if not found.calls:
+            return None
+        logger.info("read %d tool call(s) from the server's failed_generation", len(found.calls))
+        return Turn(
+            content=found.content,
+            reasoning=found.reasoning,
+            tool_calls=found.calls,
+            finish_reason="tool_calls",
+            usage=estimate_usage(request, len(generation)),
+        )
