@@ -230,20 +230,27 @@ class AgentQueryTool:
         except QueryInputError as exc:
             service.metrics.reject("invalid")
             return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+        try:
+            admission = await service.admit_when_ready(STARTUP_WAIT_SECONDS)
+        except Busy as exc:
+            return text_result(str(exc), is_error=True)
+        except NotReady as exc:
+            return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
         token = progress_token_from_params(ctx.params)
         sink = BufferedSink(PROGRESS_BUFFER) if token is not None else None
-        async with anyio.create_task_group() as tg:
-            if sink is not None:
-                tg.start_soon(_pump_progress, ctx, sink)
-            try:
-                result = await service.run(request, events=sink, wait_ready=STARTUP_WAIT_SECONDS)
-            except Busy as exc:
-                return text_result(str(exc), is_error=True)
-            except NotReady as exc:
-                return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-            finally:
+        try:
+            async with anyio.create_task_group() as tg:
                 if sink is not None:
-                    sink.close()
+                    tg.start_soon(_pump_progress, ctx, sink)
+                try:
+                    result = await service.run(request, events=sink, admission=admission)
+                finally:
+                    if sink is not None:
+                        sink.close()
+        finally:
+            admission.release()
+            if sink is not None:
+                sink.aclose_receiver()
         return run_result_to_mcp(result)
 
     async def _inner_call(self, name: str, arguments: JSONObject) -> types.CallToolResult:

@@ -283,8 +283,11 @@ class RestAPI:
 
                 tg.start_soon(run)
                 tg.start_soon(cancel_on_disconnect)
-                async for event in sink:
-                    await write(sse_frame(event.type, event.to_dict()))
+                try:
+                    async for event in sink:
+                        await write(sse_frame(event.type, event.to_dict()))
+                finally:
+                    sink.aclose_receiver()
                 tg.cancel_scope.cancel()
             if result is not None:
                 await write(sse_frame("result", query_body(result)))

@@ -283,6 +283,13 @@ class GatewayService:
         self.metrics.in_flight += 1
         return admission
 
+    async def admit_when_ready(self, wait: float, cancel: anyio.Event | None = None) -> Admission:
+        """``admit``, after waiting up to ``wait`` seconds for an agent that is still starting."""
+        if wait > 0 and self.state == "starting":
+            with anyio.move_on_after(wait):
+                await self.ready.wait()
+        return self.admit(cancel)
+
     def _release(self, admission: Admission) -> None:
         self.metrics.in_flight -= 1
         self._running.discard(admission.cancel)
@@ -312,10 +319,7 @@ class GatewayService:
             Busy: ``maxConcurrentQueries`` queries are already running.
         """
         if admission is None:
-            if wait_ready > 0 and self.state == "starting":
-                with anyio.move_on_after(wait_ready):
-                    await self.ready.wait()
-            admission = self.admit(cancel)
+            admission = await self.admit_when_ready(wait_ready, cancel)
         try:
             agent = admission.agent
             # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)

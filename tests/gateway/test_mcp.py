@@ -28,7 +28,7 @@ async def transport_for(url: str, transport: str, headers: dict[str, str] | None
     """The SDK's client transport; the Streamable HTTP one gets an httpx2 client that is closed after."""
     if transport in ("sse", "sse_alias"):
         path = "/sse" if transport == "sse" else "/mcp/sse"
-        async with sse_client(f"{url}{path}", headers=headers) as streams:
+        async with sse_client(f"{url}{path}", headers=headers, timeout=30) as streams:
             yield streams
         return
     async with httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=60)) as http:
