@@ -15,9 +15,10 @@ from contextlib import asynccontextmanager
 import httpx
 
 from ..config import LLMConfig
-from ..exceptions import ConfigError
+from .anthropic import AnthropicProvider
 from .base import Provider
 from .endpoints import resolve_endpoint
+from .gemini import GeminiProvider
 from .openai_compat import OpenAICompatProvider
 
 __all__ = ["build_client", "create_provider", "open_provider"]
@@ -26,16 +27,12 @@ USER_AGENT = "mcp-agent/0.1"
 
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
-    """The provider for ``llm``, talking through ``client`` (which the caller owns).
-
-    Raises:
-        ConfigError: the provider is not available.
-    """
+    """The provider for ``llm``, talking through ``client`` (which the caller owns)."""
     endpoint = resolve_endpoint(llm)
     if endpoint.provider == "anthropic":
-        raise ConfigError("llm.provider: the Anthropic provider is not available yet", "llm.provider")
+        return AnthropicProvider.from_config(llm, client=client, endpoint=endpoint)
     if endpoint.provider == "gemini":
-        raise ConfigError("llm.provider: the Gemini provider is not available yet", "llm.provider")
+        return GeminiProvider.from_config(llm, client=client, endpoint=endpoint)
     return OpenAICompatProvider(llm, client, endpoint=endpoint)
 
 
@@ -59,10 +56,6 @@ def build_client(llm: LLMConfig) -> httpx.AsyncClient:
 
 @asynccontextmanager
 async def open_provider(llm: LLMConfig) -> AsyncIterator[Provider]:
-    """A provider for ``llm`` with its own HTTP client, closed when the block ends.
-
-    Raises:
-        ConfigError: the provider is not available.
-    """
+    """A provider for ``llm`` with its own HTTP client, closed when the block ends."""
     async with build_client(llm) as client:
         yield create_provider(llm, client)

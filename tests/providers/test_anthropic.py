@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from mcp_agent.config import LLMConfig
@@ -21,9 +22,11 @@ from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _anthropic_wire as wire
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.retry import RetryPolicy
 from tests.fakes import anthropic_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
+from tests.providers.conftest import SleepRecorder
 
 CALL_A = ToolCall("toolu_a", "ports__check", {"port": 8000})
 CALL_B = ToolCall("toolu_b", "time__now", {})
@@ -419,16 +422,6 @@ def test_error_message(body: Any, expected: tuple[str | None, str]) -> None:
 KEY = "sk-ant-secret-key"
 
 
-class Sleeps:
-    """A RetryPolicy sleep that records the delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
 @pytest.fixture(scope="module")
 def _running() -> Iterator[FakeModelServer]:
     with running_model_server() as running:
@@ -444,25 +437,24 @@ def server(_running: FakeModelServer) -> FakeModelServer:
     return _running
 
 
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
-
-
-def _provider(server: FakeModelServer, sleeps: Sleeps, **options: Any) -> AnthropicProvider:
+def _provider(server: FakeModelServer, sleeps: SleepRecorder, **options: Any) -> AnthropicProvider:
     options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
     return AnthropicProvider(base_url=server.base_url, model="claude-test", api_key=KEY, **options)
 
 
 @pytest.fixture
-async def streaming(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[AnthropicProvider]:
-    async with _provider(server, sleeps) as provider:
+async def streaming(
+    server: FakeModelServer, sleeps: SleepRecorder, http_client: httpx.AsyncClient
+) -> AsyncIterator[AnthropicProvider]:
+    async with _provider(server, sleeps, client=http_client) as provider:
         yield provider
 
 
 @pytest.fixture
-async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[AnthropicProvider]:
-    async with _provider(server, sleeps, stream=False) as provider:
+async def plain(
+    server: FakeModelServer, sleeps: SleepRecorder, http_client: httpx.AsyncClient
+) -> AsyncIterator[AnthropicProvider]:
+    async with _provider(server, sleeps, client=http_client, stream=False) as provider:
         yield provider
 
 
@@ -605,7 +597,9 @@ async def test_proxy_answering_json_to_a_stream_request(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_overloaded_529_is_retried(server: FakeModelServer, sleeps: Sleeps, stream: bool) -> None:
+async def test_overloaded_529_is_retried(
+    server: FakeModelServer, sleeps: SleepRecorder, stream: bool
+) -> None:
     server.enqueue(
         Reply.json(shapes.error_body("overloaded_error", "Overloaded"), status=529),
         Reply.json(shapes.message("fine"))
@@ -619,7 +613,7 @@ async def test_overloaded_529_is_retried(server: FakeModelServer, sleeps: Sleeps
 
 
 async def test_rate_limit_honours_retry_after(
-    server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider
+    server: FakeModelServer, sleeps: SleepRecorder, plain: AnthropicProvider
 ) -> None:
     server.enqueue(
         Reply.json(
@@ -632,7 +626,9 @@ async def test_rate_limit_honours_retry_after(
     assert sleeps.delays == [3.0]
 
 
-async def test_retries_run_out(server: FakeModelServer, sleeps: Sleeps, plain: AnthropicProvider) -> None:
+async def test_retries_run_out(
+    server: FakeModelServer, sleeps: SleepRecorder, plain: AnthropicProvider
+) -> None:
     server.enqueue(*[Reply.json(shapes.error_body("api_error", "boom"), status=500)] * 3)
     with anyio.fail_after(20), pytest.raises(ProviderHTTPError) as info:
         await plain.complete(_request())
@@ -680,7 +676,7 @@ async def test_prompt_too_long_is_context_length(server: FakeModelServer, plain:
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_context_window_stop_reason_is_context_length(
-    server: FakeModelServer, sleeps: Sleeps, stream: bool
+    server: FakeModelServer, sleeps: SleepRecorder, stream: bool
 ) -> None:
     reason = "model_context_window_exceeded"
     server.enqueue(
@@ -761,7 +757,7 @@ async def test_error_in_a_200_body(server: FakeModelServer, plain: AnthropicProv
         await plain.complete(_request())
 
 
-async def test_non_json_answer(server: FakeModelServer, sleeps: Sleeps) -> None:
+async def test_non_json_answer(server: FakeModelServer, sleeps: SleepRecorder) -> None:
     server.enqueue(*[Reply(body=b"<html>gateway</html>")] * 2)
     async with _provider(
         server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
@@ -777,7 +773,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_connection_refused(sleeps: Sleeps) -> None:
+async def test_connection_refused(sleeps: SleepRecorder) -> None:
     provider = AnthropicProvider(
         base_url=f"http://127.0.0.1:{_free_port()}/v1",
         model="m",
@@ -854,7 +850,7 @@ async def test_text_written_call_is_extracted_end_to_end(
     ] and turn.content == ""
 
 
-async def test_refused_without_a_hint_is_retried(sleeps: Sleeps) -> None:
+async def test_refused_without_a_hint_is_retried(sleeps: SleepRecorder) -> None:
     provider = AnthropicProvider(
         base_url=f"http://127.0.0.1:{_free_port()}/v1",
         model="m",
@@ -917,3 +913,28 @@ def test_history_with_calls_sent_without_tools_is_written_as_text() -> None:
             ],
         },
     ]
+
+
+# ---------------------------------------------------------------------------------- factory
+
+
+async def test_factory_routes_anthropic(server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+    by_host = create_provider(LLMConfig(endpoint="https://api.anthropic.com", model="claude-x"), http_client)
+    assert isinstance(by_host, AnthropicProvider) and by_host.url == "https://api.anthropic.com/v1/messages"
+    llm = LLMConfig(endpoint=server.url, provider="anthropic", model="claude-x", api_key=KEY)
+    provider = create_provider(llm, http_client)
+    assert isinstance(provider, AnthropicProvider)
+    server.enqueue(Reply.sse(shapes.stream_events("via factory"), done=False))
+    with anyio.fail_after(20):
+        assert (await provider.complete(_request())).content == "via factory"
+    assert server.last.path == "/v1/messages" and server.last.headers["x-api-key"] == KEY
+    await provider.aclose()
+    assert not http_client.is_closed  # the caller's client stays the caller's
+
+
+async def test_open_provider_owns_its_client_for_anthropic(server: FakeModelServer) -> None:
+    llm = LLMConfig(endpoint=server.url, provider="anthropic", model="claude-x", stream=False)
+    server.enqueue(Reply.json(shapes.message("opened")))
+    async with open_provider(llm) as provider:
+        with anyio.fail_after(20):
+            assert (await provider.complete(_request())).content == "opened"

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from mcp_agent.config import LLMConfig
@@ -15,11 +16,13 @@ from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTP
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _gemini_wire as wire
 from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.tools.schema import compile_tool_schema
 from tests.fakes import gemini_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
+from tests.providers.conftest import SleepRecorder
 
 SIG = "Cq4BAVSoXO7+/=="  # signatures are opaque base64: replayed byte for byte
 
@@ -379,16 +382,6 @@ def test_malformed_chunks_are_ignored() -> None:
 KEY = "AIza-secret-gemini-key"
 
 
-class Sleeps:
-    """A RetryPolicy sleep that records the delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
 @pytest.fixture(scope="module")
 def _running() -> Iterator[FakeModelServer]:
     with running_model_server() as running:
@@ -404,25 +397,24 @@ def server(_running: FakeModelServer) -> FakeModelServer:
     return _running
 
 
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
-
-
-def _provider(server: FakeModelServer, sleeps: Sleeps, **options: Any) -> GeminiProvider:
+def _provider(server: FakeModelServer, sleeps: SleepRecorder, **options: Any) -> GeminiProvider:
     options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
     return GeminiProvider(base_url=server.url + "/v1beta", model="gemini-test", api_key=KEY, **options)
 
 
 @pytest.fixture
-async def streaming(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[GeminiProvider]:
-    async with _provider(server, sleeps) as provider:
+async def streaming(
+    server: FakeModelServer, sleeps: SleepRecorder, http_client: httpx.AsyncClient
+) -> AsyncIterator[GeminiProvider]:
+    async with _provider(server, sleeps, client=http_client) as provider:
         yield provider
 
 
 @pytest.fixture
-async def plain(server: FakeModelServer, sleeps: Sleeps) -> AsyncIterator[GeminiProvider]:
-    async with _provider(server, sleeps, stream=False) as provider:
+async def plain(
+    server: FakeModelServer, sleeps: SleepRecorder, http_client: httpx.AsyncClient
+) -> AsyncIterator[GeminiProvider]:
+    async with _provider(server, sleeps, client=http_client, stream=False) as provider:
         yield provider
 
 
@@ -600,7 +592,7 @@ async def test_per_day_quota_is_terminal(server: FakeModelServer, plain: GeminiP
 
 
 async def test_per_minute_quota_honours_retry_delay(
-    server: FakeModelServer, sleeps: Sleeps, plain: GeminiProvider
+    server: FakeModelServer, sleeps: SleepRecorder, plain: GeminiProvider
 ) -> None:
     body = shapes.error_body(
         429,
@@ -865,3 +857,25 @@ async def test_plain_answer_is_reported_once_after_it_parsed(
     with anyio.fail_after(20):
         await plain.complete(_request(), deltas.append)
     assert deltas == [Delta("reasoning", "hmm"), Delta("text", "All good.")]
+
+
+# ---------------------------------------------------------------------------------- factory
+
+
+async def test_factory_routes_gemini(server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+    llm = LLMConfig(
+        endpoint="https://generativelanguage.googleapis.com", model="gemini-2.5-flash", api_key=KEY
+    )
+    by_host = create_provider(llm, http_client)
+    assert isinstance(by_host, GeminiProvider)
+    assert by_host.url == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    )
+    local = LLMConfig(endpoint=server.url + "/v1beta", provider="gemini", model="gemini-x", api_key=KEY)
+    server.enqueue(_stream("via factory"))
+    async with open_provider(local) as provider:
+        assert isinstance(provider, GeminiProvider)
+        with anyio.fail_after(20):
+            assert (await provider.complete(_request())).content == "via factory"
+    assert server.last.path == "/v1beta/models/gemini-x:streamGenerateContent"
+    _no_key_anywhere(server)
