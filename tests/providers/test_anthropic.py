@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from mcp_agent.config import LLMConfig
+from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import (
     ContextLengthError,
     ProviderConnectionError,
@@ -18,12 +18,14 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
+from mcp_agent.loop.agent import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _anthropic_wire as wire
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 from tests.providers.conftest import SleepRecorder
@@ -938,3 +940,29 @@ async def test_open_provider_owns_its_client_for_anthropic(server: FakeModelServ
     async with open_provider(llm) as provider:
         with anyio.fail_after(20):
             assert (await provider.complete(_request())).content == "opened"
+
+
+# ---------------------------------------------------------------------------------- with the loop
+
+
+async def test_the_loop_over_anthropic_with_an_early_stop(server: FakeModelServer) -> None:
+    tools = MemoryToolSource()
+    tools.add("check", lambda port: f"port {port} free", parameters=_spec().parameters)
+    calls = [("toolu_1", "check", {"port": 1}), ("toolu_2", "check", {"port": 2})]
+    server.enqueue(
+        Reply.sse(shapes.stream_events("Checking.", calls=calls, thinking="hm"), done=False),
+        Reply.sse(shapes.stream_events("Both free."), done=False),
+    )
+    llm = LLMConfig(endpoint=server.url, provider="anthropic", model="claude-x", api_key=KEY)
+    async with open_provider(llm) as provider:
+        with anyio.fail_after(20):
+            result = await run(
+                "ports?", provider=provider, tools=tools, limits=Limits(max_rounds=1, early_stop=True)
+            )
+    assert result.answer == "Both free." and result.early_stopped
+    first, last = (r.json for r in server.requests)
+    assert "tools" in first and "tools" not in last  # the best-effort call offers no tools...
+    assert "tool_use" not in str(last["messages"]) and "tool_result" not in str(
+        last["messages"]
+    )  # ...so no tool blocks
+    assert [m["role"] for m in last["messages"]] == ["user", "assistant", "user"]

@@ -11,14 +11,16 @@ import anyio
 import httpx
 import pytest
 
-from mcp_agent.config import LLMConfig
+from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
+from mcp_agent.loop.agent import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers import _gemini_wire as wire
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.tools.memory import MemoryToolSource
 from mcp_agent.tools.schema import compile_tool_schema
 from tests.fakes import gemini_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
@@ -878,4 +880,31 @@ async def test_factory_routes_gemini(server: FakeModelServer, http_client: httpx
         with anyio.fail_after(20):
             assert (await provider.complete(_request())).content == "via factory"
     assert server.last.path == "/v1beta/models/gemini-x:streamGenerateContent"
+    _no_key_anywhere(server)
+
+
+# ---------------------------------------------------------------------------------- with the loop
+
+
+async def test_the_loop_over_gemini_replays_signatures_each_round(server: FakeModelServer) -> None:
+    tools = MemoryToolSource()
+    tools.add("check", lambda port: f"port {port} free", parameters=_spec().parameters)
+    server.enqueue(
+        _stream("Checking.", calls=[("check", {"port": 1}), ("check", {"port": 2})], signature="SIG-1"),
+        _stream(calls=[("check", {"port": 3})], signature="SIG-2"),
+        _stream("All free."),
+    )
+    llm = LLMConfig(endpoint=server.url + "/v1beta", provider="gemini", model="gemini-x", api_key=KEY)
+    async with open_provider(llm) as provider:
+        with anyio.fail_after(20):
+            result = await run("ports?", provider=provider, tools=tools, limits=Limits(max_rounds=5))
+    assert result.answer == "All free." and result.termination_reason == "success"
+    contents = server.last.json["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user", "model", "user"]
+    assert contents[1]["parts"][1]["thoughtSignature"] == "SIG-1"
+    assert contents[3]["parts"][0]["thoughtSignature"] == "SIG-2"
+    assert [p["functionResponse"]["response"] for p in contents[2]["parts"]] == [
+        {"output": "port 1 free"},
+        {"output": "port 2 free"},
+    ]
     _no_key_anywhere(server)
