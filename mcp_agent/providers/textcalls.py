@@ -8,9 +8,9 @@ tokens, Llama JSON / ``<|python_tag|>`` / ``<function=name>{json}``, LM Studio
 bare JSON. ``split_reasoning`` separates ``<think>`` blocks from the answer; ``extract_tool_calls``
 strips reasoning first (calls inside reasoning are ignored), finds every call block, keeps the
 calls that name an offered tool and leaves all other text as content. Bare JSON counts only when
-the whole message is call JSON. Nothing here does I/O or raises, and every scan is linear-ish in
-the length of the text: markers are found with one alternation of literals, and each block is
-bounded by the next marker.
+the whole message is call JSON. Nothing here does I/O or raises, and the work is linear-ish in
+the length of the text: markers are found with ``str.find``, every search remembers its last
+answer, and each block is bounded by the next marker of its kind.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class TextExtraction:
             generated id (``call_`` + 24 hex). A call whose arguments could not be read has
             ``error`` set and ``raw_arguments`` kept, so the loop can tell the model.
         rejected: names used in call blocks that match no offered tool (their text stays in
-            ``content``), for logs and for telling the model which names exist.
+            ``content``), for logs, or for telling the model which names it may use.
     """
 
     content: str
@@ -126,7 +126,12 @@ _DECODER = json.JSONDecoder()
 _BRACKETS = re.compile(r"[{}\[\]\"'\\]")
 _NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"'\\\n]{1,200})["']""")
 _CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
-_MAX_LENIENT = 100_000  # json_repair reads about 3 µs a character
+_MAX_LENIENT = 100_000
+# json_repair costs 3-10 µs a character on shallow text, and turns quadratic on deep nesting
+# ("{" * 8000 takes two seconds): it only sees short, shallow text.
+_MAX_REPAIR = 32_000
+_MAX_REPAIR_DEPTH = 32
+_OPEN_CLOSE = re.compile(r"[{}\[\]]")
 
 
 def _balanced_end(text: str, start: int, limit: int) -> int:
@@ -152,6 +157,15 @@ def _balanced_end(text: str, start: int, limit: int) -> int:
     return limit
 
 
+def _depth(text: str) -> int:
+    """The deepest bracket nesting in text (quotes ignored: an estimate that errs deep)."""
+    depth = deepest = 0
+    for m in _OPEN_CLOSE.finditer(text):
+        depth = depth + 1 if m.group() in "{[" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _lenient(raw: str) -> Any:
     """A JSON-like value from nearly-JSON text: Python literals, single quotes, light repairs."""
     raw = raw.strip()
@@ -161,6 +175,8 @@ def _lenient(raw: str) -> Any:
         return _literal(ast.parse(raw, mode="eval").body)  # single quotes, True/None, true/null
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         pass
+    if len(raw) > _MAX_REPAIR or _depth(raw) > _MAX_REPAIR_DEPTH:
+        return BROKEN
     try:
         import json_repair  # costs ~60 ms to import: only on the rare broken input
 
@@ -170,8 +186,11 @@ def _lenient(raw: str) -> Any:
     return value if isinstance(value, (dict, list)) and value else BROKEN
 
 
-def read_value(text: str, start: int, limit: int) -> tuple[Any, int, bool]:
+def read_value(text: str, start: int, limit: int, *, need: str = "") -> tuple[Any, int, bool]:
     """Read one JSON value at ``start``: strictly, else leniently up to its closing bracket.
+
+    The lenient reading is tried only when the text holds ``need`` (a call object must say
+    ``name``): repairs cost far more than strict parsing, and garbage would pay them too.
 
     Returns:
         ``(value, end, repaired)``; value is ``BROKEN`` when nothing could be read, and end is
@@ -183,7 +202,8 @@ def read_value(text: str, start: int, limit: int) -> tuple[Any, int, bool]:
     except (ValueError, RecursionError):
         pass
     end = _balanced_end(text, start, limit)
-    return _lenient(text[start:end]), end, True
+    raw = text[start:end]
+    return (_lenient(raw) if need in raw else BROKEN), end, True
 
 
 def call_from_object(
@@ -193,9 +213,10 @@ def call_from_object(
 
     A call object has a string ``name`` and ``arguments`` or ``parameters`` (an object, or JSON
     text of one), maybe wrapped as ``{"function": {...}}``. ``strict`` (for bare JSON) also
-    demands the arguments key and no keys beyond the call's own. ``repaired`` says the object
-    came out of a JSON repair: one that lost its arguments key to odd keys is then an error,
-    not a call without arguments.
+    demands the arguments key and no keys beyond the call's own; otherwise keys beyond the call's
+    own, with no arguments key, are the arguments written flat. ``repaired`` says the object came
+    out of a JSON repair: one that lost its arguments key to odd keys is then an error, not a
+    call without arguments.
     """
     if not isinstance(item, dict):
         return None
@@ -208,8 +229,11 @@ def call_from_object(
         return None
     if strict and (set(item) - _CALL_KEYS or not {"arguments", "parameters"} & set(item)):
         return None
-    if repaired and not {"arguments", "parameters"} & set(item) and set(item) - _CALL_KEYS:
-        return name, {}, "the arguments could not be read as JSON", None
+    extra = set(item) - _CALL_KEYS
+    if extra and not {"arguments", "parameters"} & set(item):
+        if repaired:  # the repair lost the arguments key to odd keys
+            return name, {}, "the arguments could not be read as JSON", None
+        return name, {k: item[k] for k in item if k in extra}, None, None  # arguments written flat
     args = item["arguments"] if "arguments" in item else item.get("parameters")
     if args is not None and not isinstance(args, (str, Mapping)):
         return name, {}, f"arguments must be a JSON object, got {type(args).__name__}", json.dumps(args)
@@ -507,11 +531,11 @@ class _Scanner:
             accepted = 0
             for raw in block.calls:
                 call = self._finish(raw)
-                if call is None:
-                    rejected.append(raw.name)
-                else:
+                if call is not None:
                     calls.append(call)
                     accepted += 1
+                elif _looks_meant(raw, hit.kind):
+                    rejected.append(raw.name)
             if accepted == len(block.calls):
                 pieces.append(text[kept : hit.start])
                 kept = block.end
@@ -523,7 +547,8 @@ class _Scanner:
                 found = [c for c in map(self._finish, whole) if c is not None]
                 if len(found) == len(whole):
                     return found, [], []
-                rejected.extend(r.name for r in whole if self.names.resolve(r.name) is None)
+                unknown = [r for r in whole if self.names.resolve(r.name) is None]
+                rejected.extend(r.name for r in unknown if _looks_meant(r, "pythonic"))
         return calls, rejected, pieces
 
     def _finish(self, raw: _Raw) -> ToolCall | None:
@@ -552,7 +577,7 @@ class _Scanner:
             i, closers = fenced, ("```", *closers)
         if text[i : i + 1] not in ("{", "["):
             return None
-        value, end, repaired = read_value(text, i, limit)
+        value, end, repaired = read_value(text, i, limit, need="name")
         if value is BROKEN:
             name = find_name(text[i:limit])
             if name is None:
@@ -622,7 +647,7 @@ class _Scanner:
         text = self.text
         i = _skip_ws(text, hit.end)
         if text[i : i + 1] != "{":  # a built-in tool: brave_search.call(query="...")
-            line_end = self.find(_PY_END, i)
+            line_end = self.first(i, _PY_END, "<|python_tag|>")
             raws = _pythonic(text[i:line_end])
             return _Block(_consume(text, line_end, "<|eom_id|>", "<|eot_id|>"), raws) if raws else None
         limit = self.first(i, "<|python_tag|>", "<|eom_id|>", "<|eot_id|>")
@@ -654,7 +679,7 @@ class _Scanner:
         name = head.group(1).strip().strip("\"'")
         j = _skip_ws(text, head.end())
         if text[j : j + 1] == "{":  # Llama: <function=name>{"city": "Tokyo"}</function>
-            limit = self.find("</function>", j)
+            limit = self.first(j, "</function>", "<function=")
             value, end, repaired = read_value(text, j, limit)
             if isinstance(value, dict):
                 raw_json = text[j:end] if repaired else None
@@ -696,7 +721,7 @@ class _Scanner:
         return end, end
 
     def _olmo(self, hit: _Hit) -> _Block | None:
-        end = self.find("</function_calls>", hit.end)
+        end = self.first(hit.end, "</function_calls>", "<function_calls>")
         raws: list[_Raw] = []
         for line in self.text[hit.end : end].splitlines():
             if line.strip():
@@ -708,7 +733,7 @@ class _Scanner:
 
     def _gemma(self, hit: _Hit) -> _Block | None:
         text = self.text
-        end = self.find("<end_function_call>", hit.end)
+        end = self.first(hit.end, "<end_function_call>", "<start_function_call>")
         head = _GEMMA_HEAD.match(text, hit.end, end)
         if head is None:
             return None
@@ -728,11 +753,7 @@ class _Scanner:
         text = self.text
         i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
         raws: list[_Raw] = []
-        while True:
-            i = _skip_ws(text, i)
-            cm = _DS_CALL_BEGIN.match(text, i)
-            if cm is None:
-                break
+        while (cm := _DS_CALL_BEGIN.match(text, _skip_ws(text, i))) is not None:
             end = min(
                 self.find(_DS_CALL_END, cm.end()),
                 self.find(_DS_CALL_BEGIN, cm.end()),
@@ -740,14 +761,13 @@ class _Scanner:
             )
             raw = _deepseek_call(text[cm.end() : end])
             if raw is None:
-                return None
+                break  # the calls read so far stand; the unreadable one stays text
             raws.append(raw)
             close = _DS_CALL_END.match(text, end)
             i = close.end() if close else end
         if not raws:
             return None
-        j = _skip_ws(text, i)
-        close = _DS_CALLS_END.match(text, j)
+        close = _DS_CALLS_END.match(text, _skip_ws(text, i))
         return _Block(close.end() if close else i, raws)
 
     def _pythonic(self, hit: _Hit) -> _Block | None:
@@ -760,6 +780,11 @@ class _Scanner:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _looks_meant(raw: _Raw, kind: str) -> bool:
+    """Whether an unknown call was meant as one: ``note(this)`` in prose is not."""
+    return kind != "pythonic" or raw.error is None
 
 
 def _strip_newline(value: str) -> str:
@@ -814,17 +839,20 @@ _PY_LITERALS = {"true": True, "false": False, "null": None, "True": True, "False
 
 def _literal(node: ast.AST) -> Any:
     """A literal value from an AST node; JSON's true/false/null are accepted too."""
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, type(None))):
         return node.value
     if isinstance(node, ast.Name) and node.id in _PY_LITERALS:
         return _PY_LITERALS[node.id]
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {
-            _literal(k) if k is not None else None: _literal(v)
-            for k, v in zip(node.keys, node.values, strict=True)
-        }
+        out: dict[str, Any] = {}
+        for key_node, value_node in zip(node.keys, node.values, strict=True):
+            if key_node is None:
+                raise ValueError("** in a dict literal")
+            key = _literal(key_node)
+            out[key if isinstance(key, str) else json.dumps(key)] = _literal(value_node)
+        return out
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _literal(node.operand)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -931,21 +959,22 @@ def _gemma_value(s: str, i: int) -> tuple[Any, int]:
     return word, j
 
 
-def _json_values(body: str) -> list[Any] | None:
-    """Successive JSON values filling all of body (separated by whitespace, ``;`` or ``,``)."""
-    values: list[Any] = []
+def _json_calls(body: str) -> list[_Raw] | None:
+    """Calls from successive call JSON values filling all of body (split by space, ``;``, ``,``)."""
+    raws: list[_Raw] = []
     i = 0
     while i < len(body):
         if body[i] not in "{[":
             return None
-        value, end, _ = read_value(body, i, len(body))
-        if value is BROKEN:
+        value, end, _ = read_value(body, i, len(body), need="name")
+        found = None if value is BROKEN else _raws_from_value(value, None, strict=True)
+        if found is None:  # stop at the first value that is not a call: it is no call message
             return None
-        values.extend(value if isinstance(value, list) else [value])
+        raws.extend(found)
         i = _skip_ws(body, end)
         if body[i : i + 1] in (";", ","):
             i = _skip_ws(body, i + 1)
-    return values
+    return raws or None
 
 
 def _whole_message(text: str) -> list[_Raw] | None:
@@ -954,8 +983,7 @@ def _whole_message(text: str) -> list[_Raw] | None:
     if not body:
         return None
     if body[0] in "{[":
-        values = _json_values(body)
-        found = _raws_from_value(values, None, strict=True) if values else None
+        found = _json_calls(body)
         if found or body[0] == "{":
             return found
     if (body[0] == "[" or _NAME_LIKE.match(body)) and body.rstrip("]").rstrip().endswith(")"):
@@ -984,6 +1012,7 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
     """
     if not isinstance(text, str):
         text = "" if text is None else str(text)
+    reasoning, body = "", text.strip()
     try:
         reasoning, body = split_reasoning(text)
         if not tools or not body:
@@ -999,4 +1028,4 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
         )
     except Exception:  # never cost the answer
         logger.warning("textcalls: extraction failed; the text is kept as content", exc_info=True)
-        return TextExtraction(content=text.strip())
+        return TextExtraction(content=body, reasoning=reasoning)

@@ -247,6 +247,12 @@ FORMATS = [
         id="hermes-fenced-inside",
     ),
     pytest.param(
+        '<tool_call>\n{"name": "get_weather", "city": "Tokyo"}\n</tool_call>',
+        [(W, TOKYO)],
+        "",
+        id="hermes-arguments-written-flat",
+    ),
+    pytest.param(
         '<tool_call>{"type": "function", "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Tokyo\\"}"}}</tool_call>',
         [(W, TOKYO)],
         "",
@@ -537,6 +543,7 @@ def test_not_a_call(text: str) -> None:
     result = extract_tool_calls(text, TOOLS)
     assert result.calls == ()
     assert result.content == text.strip()
+    assert result.rejected == ()
 
 
 @pytest.mark.parametrize(
@@ -628,6 +635,8 @@ def test_exact_name_wins_over_a_short_name() -> None:
         pytest.param(DS + "get_weather<｜tool▁sep｜>city Tokyo<｜tool▁call▁end｜><｜tool▁calls▁end｜>", id="deepseek-args-not-json"),
         pytest.param('[get_weather("Tokyo")]', id="pythonic-positional"),
         pytest.param("[get_weather(city=tokyo_var)]", id="pythonic-not-a-literal"),
+        pytest.param("[get_weather(city=b'Tokyo')]", id="pythonic-bytes"),
+        pytest.param("[get_weather(**{'city': 'Tokyo'})]", id="pythonic-kwargs"),
         pytest.param("<start_function_call>call:get_weather{city<end_function_call>", id="functiongemma-broken"),
     ],
 )
@@ -648,6 +657,11 @@ def test_call_too_broken_and_too_long_to_repair_still_names_its_tool() -> None:
     assert call.error is not None and "not valid JSON" in call.error
     assert call.raw_arguments is not None and len(call.raw_arguments) > 120_000
     assert result.content == "Done."
+
+
+def test_pythonic_dict_keys_become_strings() -> None:
+    (call,) = extract_tool_calls("[write_file(options={1: 'a', None: 'b', 'c': {'d': (1, 2)}})]", TOOLS).calls
+    assert call.arguments == {"options": {"1": "a", "null": "b", "c": {"d": [1, 2]}}}
 
 
 def test_repaired_arguments_keep_the_raw_text() -> None:
@@ -675,7 +689,7 @@ def test_an_extraction_failure_keeps_the_text() -> None:
     broken = ToolSpec(None)  # type: ignore[arg-type]
     with parser_warnings() as warnings:
         result = extract_tool_calls("<think>x</think>Hello", [broken])
-    assert (result.content, result.calls) == ("<think>x</think>Hello", ())
+    assert (result.reasoning, result.content, result.calls) == ("x", "Hello", ())
     assert len(warnings) == 1
 
 
@@ -697,6 +711,17 @@ ADVERSARIAL = {
     "think": "<think>" * 2000 + "</think>" * 2000,
     "gemma": "<start_function_call>call:get_weather{a:{b:[" * 600,
     "quotes": "<tool_call>" + "{'\"" * 6000,
+    "function-json": "<function=get_weather>{" * 1000,
+    "function-params": "<function=get_weather><parameter=city>" * 500,
+    "function-params-lines": "<function=x>\n<parameter=a>\n" * 600,
+    "olmo": "<function_calls>\n" * 1200,
+    "gemma-heads": "<start_function_call>call:get_weather{" * 400,
+    "lmstudio": "[TOOL_REQUEST]{" * 1500,
+    "phi": "functools[{" * 1500,
+    "python-tag-builtin": "<|python_tag|>" * 1500,
+    "deepseek-unreadable-last": (DS + "x<｜tool▁sep｜>[END]") * 700 + "<｜tool▁call▁begin｜>x",
+    "bare-brackets": "[ARGS]" * 3000,
+    "functools-garbage": "functools[weather__get_weather, x " * 600,
 }
 
 
