@@ -273,14 +273,14 @@ def _usage_from(data: Mapping[str, Any]) -> Usage | None:
 def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
     """Usage from ``usage``, else ``x_groq.usage``, else llama.cpp ``timings``; None if none."""
     usage = chunk.get("usage")
-    if isinstance(usage, Mapping) and (found := _usage_from(usage)) is not None:
+    if isinstance(usage, dict) and (found := _usage_from(usage)) is not None:
         return found
     groq = chunk.get("x_groq")
-    if isinstance(groq, Mapping) and isinstance(groq.get("usage"), Mapping):
+    if isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
         if (found := _usage_from(groq["usage"])) is not None:
             return found
     timings = chunk.get("timings")
-    if isinstance(timings, Mapping):
+    if isinstance(timings, dict):
         predicted = _int(timings.get("predicted_n"))
         prompt = _int(timings.get("prompt_n"))
         if predicted is not None or prompt is not None:
@@ -293,7 +293,7 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
 
 
@@ -358,15 +358,23 @@ def _partial_suffix(text: str, tags: Any) -> int:
 
 
 class _Slot:
-    __slots__ = ("foreign", "id", "name", "obj", "position", "text")
+    __slots__ = ("foreign", "id", "name", "obj", "parts", "position")
 
     def __init__(self, position: int) -> None:
         self.position = position
         self.id = ""
         self.name = ""
-        self.text = ""
+        self.parts: list[str] = []  # argument fragments, joined once at the end
         self.obj: Any = None
         self.foreign = False
+
+    @property
+    def text(self) -> str:
+        if self.obj is not None:
+            return json.dumps(self.obj, ensure_ascii=False)
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
 
     def complete(self) -> bool:
         if self.obj is not None:
@@ -375,6 +383,49 @@ class _Slot:
             return isinstance(json.loads(self.text), dict)
         except ValueError:
             return False
+
+
+_CallFields = tuple[int | None, str, str, Any, Any]
+
+
+def _call_fields(tc: Mapping[str, Any]) -> _CallFields:
+    """(index, id, name, arguments, type) of one tool-call entry, with wrong types dropped."""
+    fn = tc.get("function")
+    if not isinstance(fn, dict):
+        fn = {}
+    call_id = tc.get("id")
+    if isinstance(call_id, int) and not isinstance(call_id, bool):
+        call_id = str(call_id)
+    name = fn.get("name")
+    return (
+        _int(tc.get("index")),
+        call_id if isinstance(call_id, str) else "",
+        name if isinstance(name, str) else "",
+        fn.get("arguments"),
+        tc.get("type"),
+    )
+
+
+def _update(slot: _Slot, fields: _CallFields) -> str:
+    """Merge one entry into its slot; returns the new argument text (for the delta)."""
+    _, call_id, name, args, kind = fields
+    if call_id and not slot.id:
+        slot.id = call_id
+    if name and not slot.name:
+        slot.name = name
+    if isinstance(kind, str) and kind and kind != "function":
+        slot.foreign = True
+    if isinstance(args, dict | list):  # an object: replace, never concatenate
+        slot.obj = args
+        slot.parts = []
+        return slot.text
+    if isinstance(args, str) and args:
+        if slot.obj is not None:
+            slot.parts = [slot.text]
+            slot.obj = None
+        slot.parts.append(args)
+        return args
+    return ""
 
 
 class ChunkAccumulator:
@@ -417,7 +468,7 @@ class ChunkAccumulator:
             self.completion_id = chunk["id"]
         usage = parse_usage(chunk)
         if usage is not None:
-            if isinstance(chunk.get("usage"), Mapping) or isinstance(chunk.get("x_groq"), Mapping):
+            if isinstance(chunk.get("usage"), dict) or isinstance(chunk.get("x_groq"), dict):
                 self.usage = usage
             else:
                 self._timings = usage
@@ -431,12 +482,12 @@ class ChunkAccumulator:
         if not isinstance(choices, list):
             return out
         for choice in choices:
-            if not isinstance(choice, Mapping) or choice.get("index", 0) not in (0, None):
+            if not isinstance(choice, dict) or choice.get("index", 0) not in (0, None):
                 continue
             delta = choice.get("delta")
-            if not isinstance(delta, Mapping):
+            if not isinstance(delta, dict):
                 delta = choice.get("message")  # a server that streams whole messages
-            if isinstance(delta, Mapping):
+            if isinstance(delta, dict):
                 self._delta(delta, out)
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
@@ -447,11 +498,11 @@ class ChunkAccumulator:
         """Fold a whole (non-streamed) completion."""
         self._common(body)
         choices = body.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise ProviderResponseError("the answer has no choices", retryable=True)
         choice = choices[0]
         message = choice.get("message")
-        message = message if isinstance(message, Mapping) else {}
+        message = message if isinstance(message, dict) else {}
         reasoning = _reasoning_of(message)
         if reasoning:
             self.reasoning_parts.append(reasoning)
@@ -460,10 +511,10 @@ class ChunkAccumulator:
             self.content_parts.append(content)
         calls = message.get("tool_calls")
         for tc in calls if isinstance(calls, list) else ():
-            if isinstance(tc, Mapping):
-                self._update(self._open(None), tc)
-        if isinstance(message.get("function_call"), Mapping):
-            self._update(self._open(None), {"function": message["function_call"]})
+            if isinstance(tc, dict):
+                _update(self._open(None), _call_fields(tc))
+        if isinstance(message.get("function_call"), dict):
+            _update(self._open(None), _call_fields({"function": message["function_call"]}))
         reason = choice.get("finish_reason")
         self.finish_reason = reason if isinstance(reason, str) and reason else self.finish_reason
         self.done = True
@@ -482,46 +533,19 @@ class ChunkAccumulator:
         calls = delta.get("tool_calls")
         if isinstance(calls, list):
             for position, tc in enumerate(calls):
-                if isinstance(tc, Mapping):
+                if isinstance(tc, dict):
                     self._call(tc, position, out)
         legacy = delta.get("function_call")
-        if isinstance(legacy, Mapping):
+        if isinstance(legacy, dict):
             self._call({"index": 0, "function": legacy}, 0, out)
 
     def _call(self, tc: Mapping[str, Any], position: int, out: list[Delta]) -> None:
-        fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
-        index = _int(tc.get("index"))
-        call_id = tc.get("id")
-        call_id = str(call_id) if isinstance(call_id, str | int) and not isinstance(call_id, bool) else ""
-        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
-        args = fn.get("arguments")
-        slot = self._slot_for(index, call_id, name, args, position)
+        fields = _call_fields(tc)
+        slot = self._slot_for(fields[0], fields[1], fields[2], fields[3], position)
         had_name = bool(slot.name)
-        fragment = self._update(slot, tc)
+        fragment = _update(slot, fields)
         if fragment or (slot.name and not had_name):
             out.append(Delta("tool_call", fragment, index=slot.position, name=slot.name or None))
-
-    def _update(self, slot: _Slot, tc: Mapping[str, Any]) -> str:
-        fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
-        call_id = tc.get("id")
-        if isinstance(call_id, str | int) and not isinstance(call_id, bool) and str(call_id) and not slot.id:
-            slot.id = str(call_id)
-        name = fn.get("name")
-        if isinstance(name, str) and name and not slot.name:
-            slot.name = name
-        kind = tc.get("type")
-        if isinstance(kind, str) and kind and kind != "function":
-            slot.foreign = True
-        args = fn.get("arguments")
-        if isinstance(args, Mapping | list):  # an object: replace, never concatenate
-            slot.obj = args
-            slot.text = json.dumps(args, ensure_ascii=False)
-            return slot.text
-        if isinstance(args, str) and args:
-            slot.obj = None
-            slot.text += args
-            return args
-        return ""
 
     def _open(self, index: int | None) -> _Slot:
         slot = _Slot(len(self.slots))
@@ -539,7 +563,7 @@ class ChunkAccumulator:
     @staticmethod
     def _another_whole_call(slot: _Slot, call_id: str, name: str, args: Any) -> bool:
         """A named delta with arguments arriving at a slot already holding a complete call."""
-        has_args = bool(args) if isinstance(args, Mapping | list) else isinstance(args, str) and bool(args.strip())
+        has_args = bool(args) if isinstance(args, dict | list) else isinstance(args, str) and bool(args.strip())
         return bool(name and slot.name and has_args and not (call_id and call_id == slot.id) and slot.complete())
 
     def _slot_for(self, index: int | None, call_id: str, name: str, args: Any, position: int) -> _Slot:
@@ -571,7 +595,7 @@ def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
             continue
         raw: str | None = None
         error: str | None = None
-        if isinstance(slot.obj, Mapping):
+        if isinstance(slot.obj, dict):
             arguments: JSONObject = dict(slot.obj)
         elif not slot.text.strip() and slot.obj is None:
             arguments = {}

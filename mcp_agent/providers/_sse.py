@@ -20,8 +20,7 @@ import codecs
 import json
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..exceptions import ProviderResponseError
 
@@ -33,9 +32,8 @@ MAX_EVENT_CHARS = 32 * 1024 * 1024
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
-@dataclass(frozen=True)
-class SSEEvent:
-    """One dispatched event.
+class SSEEvent(NamedTuple):
+    """One dispatched event (a NamedTuple: immutable, and cheap to build per chunk).
 
     Attributes:
         event: the ``event:`` field, ``"message"`` when none was given.
@@ -87,6 +85,13 @@ class SSEDecoder:
         if not line:
             event = self._dispatch()
             return [event] if event is not None else []
+        if line.startswith("data:"):  # the common case, first
+            value = line[6:] if line.startswith("data: ") else line[5:]
+            self._size += len(value) + 1
+            if self._size > self._max:
+                raise ProviderResponseError(f"stream event larger than {self._max} characters", retryable=False)
+            self._data.append(value)
+            return []
         first = line[0]
         if first == ":":
             return []
@@ -98,12 +103,7 @@ class SSEDecoder:
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
             value = value[1:]
-        if name == "data":
-            self._size += len(value) + 1
-            if self._size > self._max:
-                raise ProviderResponseError(
-                    f"stream event larger than {self._max} characters", retryable=False
-                )
+        if name == "data":  # "data" alone: an empty data line
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -142,7 +142,7 @@ class SSEDecoder:
         hold_cr = buffer.endswith("\r")
         if hold_cr:
             buffer = buffer[:-1]
-        parts = _NEWLINE.split(buffer)
+        parts = _NEWLINE.split(buffer) if "\r" in buffer else buffer.split("\n")
         rest = parts.pop()
         if hold_cr:
             rest += "\r"

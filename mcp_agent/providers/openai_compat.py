@@ -25,16 +25,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 
+import anyio
 import httpx
 
 from ..config import LLMConfig
 from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from ._openai_wire import ChunkAccumulator, ToolCallStyle, build_chat_body, estimate_usage, finish_turn
-from ._sse import aiter_sse, parse_sse
+from ._sse import SSEEvent, aiter_sse, parse_sse
 from .base import DeltaCallback, ModelRequest
 from .endpoints import Endpoint, refused_message, resolve_endpoint
 from .retry import RetryPolicy, classify_error, error_info, map_transport_errors, request_id_from
@@ -47,6 +49,9 @@ logger = logging.getLogger(__name__)
 TEXT_TOOL_MODELS = ("gemma:", "gemma2", "gemma3", "phi3", "phi-3", "llama2", "codellama")
 """Model-name prefixes (after any ``org/``) known to lack native tool calling on common servers
 (Ollama answers 400 "does not support tools"); ``toolCallStyle: auto`` uses text for them."""
+
+DRAIN_SECONDS = 1.0
+"""After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
 
 _NO_NATIVE_TOOLS = re.compile(
     r"does not support tools|enable-auto-tool-choice|tools? (?:is|are) not supported"
@@ -76,6 +81,28 @@ def _guarded(callback: DeltaCallback | None) -> DeltaCallback:
                 logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
 
     return emit
+
+
+class _Counter:
+    """Hands deltas to the callback and counts them (retrying is safe only while it is 0)."""
+
+    def __init__(self, emit: DeltaCallback) -> None:
+        self.emit = emit
+        self.count = 0
+
+    def __call__(self, delta: Delta) -> None:
+        self.count += 1
+        self.emit(delta)
+
+
+async def _drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body) so the connection is reused."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in events:
+                pass
+        except httpx.TransportError:
+            pass
 
 
 class _EarlyEnd(Exception):
@@ -169,56 +196,32 @@ class OpenAICompatProvider:
     async def _streamed(self, request: ModelRequest, emit: DeltaCallback, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
-        produced = False
+        out = _Counter(emit)
         with map_transport_errors(refused_message=self._refused):
             async with self.client.stream("POST", self.endpoint.chat_url, json=body, headers=self._headers) as response:
                 request_id = request_id_from(response.headers)
                 if response.status_code >= 400:
                     await response.aread()
                     return self._error_answer(response, request, style)
-                content_type = response.headers.get("content-type", "")
-                if "event-stream" not in content_type:
+                if "event-stream" not in response.headers.get("content-type", ""):
                     await response.aread()
                     return self._whole_answer(response, request, style)
-                try:
-                    async for event in aiter_sse(response.aiter_bytes()):
-                        data = event.data.strip()
-                        if event.event == "ping" or not data:
-                            continue
-                        if event.is_done:
-                            acc.done = True
-                            break
-                        try:
-                            chunk = json.loads(data)
-                        except ValueError:
-                            logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
-                            continue
-                        if event.event == "error" and not (isinstance(chunk, Mapping) and chunk.get("error")):
-                            chunk = {"error": chunk}
-                        if not isinstance(chunk, Mapping):
-                            continue
-                        try:
-                            deltas = acc.feed(chunk)
-                        except ProviderError as exc:
-                            recovered = self._recover(chunk, request, style)
-                            if recovered is not None and not produced:
-                                return recovered
-                            exc.request_id = exc.request_id or request_id
-                            if produced:
-                                exc.retryable, exc.terminal = False, False
-                            raise
-                        for delta in deltas:
-                            produced = True
-                            emit(delta)
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
-                    if isinstance(exc, httpx.TimeoutException) and not produced:
-                        raise
-                    if not produced and not acc.has_output:
-                        raise _EarlyEnd(f"broke off before any output ({exc})") from exc
-                    raise ProviderResponseError(
-                        f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
-                    ) from exc
-        if not produced and not acc.has_output:
+                async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+                    try:
+                        recovered = await self._fold(events, acc, out, request, style, request_id)
+                    except httpx.TransportError as exc:
+                        if isinstance(exc, httpx.TimeoutException) and not out.count:
+                            raise  # a slow server, not a broken stream: retried as a timeout
+                        if not out.count and not acc.has_output:
+                            raise _EarlyEnd(f"broke off before any output ({exc})") from exc
+                        raise ProviderResponseError(
+                            f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
+                        ) from exc
+                    if recovered is not None:
+                        return recovered
+                    if acc.done:
+                        await _drain(events)
+        if not out.count and not acc.has_output:
             raise _EarlyEnd("ended before any output" if not acc.finished else "had no output")
         if not acc.finished:
             raise ProviderResponseError(
@@ -226,6 +229,46 @@ class OpenAICompatProvider:
                 request_id=request_id,
             )
         return finish_turn(acc, request, style=style, request_id=request_id)
+
+    async def _fold(
+        self,
+        events: AsyncIterator[SSEEvent],
+        acc: ChunkAccumulator,
+        out: _Counter,
+        request: ModelRequest,
+        style: ToolCallStyle,
+        request_id: str | None,
+    ) -> Turn | None:
+        """Feed the stream's events to ``acc`` until ``[DONE]`` or EOF; a Turn only when recovered."""
+        async for event in events:
+            data = event.data.strip()
+            if event.event == "ping" or not data:
+                continue
+            if event.is_done:
+                acc.done = True
+                return None
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
+                continue
+            if event.event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
+                chunk = {"error": chunk}
+            if not isinstance(chunk, dict):
+                continue
+            try:
+                deltas = acc.feed(chunk)
+            except ProviderError as exc:
+                recovered = None if out.count else self._recover(chunk, request, style)
+                if recovered is not None:
+                    return recovered
+                exc.request_id = exc.request_id or request_id
+                if out.count:  # text was handed out: asking again would repeat it
+                    exc.retryable, exc.terminal = False, False
+                raise
+            for delta in deltas:
+                out(delta)
+        return None
 
     # ------------------------------------------------------------------------------ plain
 

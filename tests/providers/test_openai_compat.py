@@ -536,3 +536,22 @@ async def test_open_provider_end_to_end(model_server: FakeModelServer) -> None:
     async with open_provider(LLMConfig(endpoint=model_server.url, model="m")) as provider:
         assert (await provider.complete(REQUEST)).content == "via factory"
     assert model_server.last.path == "/v1/chat/completions"
+
+
+async def test_streamed_calls_reuse_one_connection(model_server: FakeModelServer, http_client: httpx.AsyncClient,
+                                                   sleeps: SleepRecorder) -> None:
+    """After [DONE] the body is read to its end, so the pooled connection is kept."""
+    model_server.enqueue(*[Reply.sse(shapes.openai_stream(content=f"answer {i}")) for i in range(3)])
+    provider = make(model_server, http_client, sleeps)
+    for i in range(3):
+        assert (await provider.complete(REQUEST)).content == f"answer {i}"
+    assert model_server.connections == 1
+
+
+async def test_data_after_done_is_ignored_briefly(model_server: FakeModelServer, http_client: httpx.AsyncClient,
+                                                  sleeps: SleepRecorder) -> None:
+    """A server that keeps the stream open after [DONE] does not hold the call."""
+    events = [*shapes.openai_stream(content="done"), "data: [DONE]\n\n", Delay(30), {"late": True}]
+    model_server.enqueue(Reply.sse(events, done=False))
+    with anyio.fail_after(20):
+        assert (await make(model_server, http_client, sleeps).complete(REQUEST)).content == "done"

@@ -1,0 +1,146 @@
+"""Benchmark of the OpenAI-compatible provider; prints one JSON object.
+
+- ``accumulator_us_per_chunk``: folding a 200-chunk stream with 4 parallel tool calls
+  (interleaved by index) through the pure ``ChunkAccumulator`` and ``finish_turn``, no HTTP.
+- ``sse_and_accumulator_us_per_chunk``: the same stream as SSE bytes through ``_sse`` first.
+- ``e2e_streamed_ms``: one streamed completion of that stream against the fake model server
+  (in a child process, so it does not share our GIL) over 127.0.0.1, through the real provider
+  and one pooled ``httpx.AsyncClient``; median and p90 of 50 calls after 3 warm-ups.
+
+Run: ``.venv/bin/python bench/bench_providers.py``
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mcp_agent.config import LLMConfig  # noqa: E402
+from mcp_agent.messages import Message, ToolSpec  # noqa: E402
+from mcp_agent.providers._openai_wire import ChunkAccumulator, finish_turn  # noqa: E402
+from mcp_agent.providers._sse import iter_sse  # noqa: E402
+from mcp_agent.providers.base import ModelRequest  # noqa: E402
+from mcp_agent.providers.openai_compat import OpenAICompatProvider  # noqa: E402
+from tests.fakes.model_server import Reply, running_model_server, sse_event  # noqa: E402
+from tests.fakes.openai_shapes import Call, openai_stream  # noqa: E402
+
+TOOLS = tuple(
+    ToolSpec(name=f"tool_{i}", description="x", parameters={"type": "object", "properties": {"q": {"type": "string"}}})
+    for i in range(4)
+)
+REQUEST = ModelRequest(messages=[Message.system("sys"), Message.user("go")], tools=TOOLS)
+
+
+def stream_of_200() -> list[dict[str, Any]]:
+    """A stream of exactly 200 chunks: 4 parallel calls interleaved, 5-character fragments."""
+    calls = [Call(f"tool_{i}", {"q": "x" * 200}) for i in range(4)]
+    for size in range(3, 40):
+        chunks = openai_stream(calls=calls, interleave=True, size=size, usage=(100, 50))
+        if len(chunks) <= 200:
+            break
+    pad = 200 - len(chunks)
+    role = chunks[0]
+    return [role] + [{**role, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]}] * pad + chunks[1:]
+
+
+def bench_accumulator(chunks: list[dict[str, Any]], rounds: int = 300) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        acc = ChunkAccumulator()
+        for chunk in chunks:
+            acc.feed(chunk)
+        turn = finish_turn(acc, REQUEST)
+        times.append(time.perf_counter() - start)
+    assert len(turn.tool_calls) == 4
+    return statistics.median(times) / len(chunks) * 1e6
+
+
+def bench_sse(chunks: list[dict[str, Any]], rounds: int = 300) -> float:
+    raw = "".join(sse_event(c) for c in chunks).encode() + b"data: [DONE]\n\n"
+    pieces = [raw[i : i + 1024] for i in range(0, len(raw), 1024)]
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        acc = ChunkAccumulator()
+        for event in iter_sse(pieces):
+            if event.is_done:
+                break
+            acc.feed(json.loads(event.data))
+        finish_turn(acc, REQUEST)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / len(chunks) * 1e6
+
+
+def serve_forever() -> None:
+    """Child process: the fake model server answering every request with the 200-chunk stream."""
+    chunks = stream_of_200()
+    with running_model_server() as server:
+        server.handler = lambda request: Reply.sse(chunks)
+        print(server.port, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin
+
+
+def bench_e2e(rounds: int = 50) -> dict[str, float]:
+    """Streamed completions against the fake server in ANOTHER process (no shared GIL)."""
+    child = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+
+        async def run() -> list[float]:
+            times = []
+            llm = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
+            async with httpx.AsyncClient(trust_env=False) as client:
+                provider = OpenAICompatProvider(llm, client)
+                for i in range(rounds + 3):
+                    start = time.perf_counter()
+                    turn = await provider.complete(REQUEST)
+                    if i >= 3:  # warm-up: connection, imports
+                        times.append(time.perf_counter() - start)
+                    assert len(turn.tool_calls) == 4
+            return times
+
+        times = anyio.run(run)
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=20)
+    return {"median": statistics.median(times) * 1e3, "p90": statistics.quantiles(times, n=10)[-1] * 1e3}
+
+
+def main() -> None:
+    chunks = stream_of_200()
+    e2e = bench_e2e()
+    print(
+        json.dumps(
+            {
+                "benchmark": "providers",
+                "chunks": len(chunks),
+                "parallel_tool_calls": 4,
+                "accumulator_us_per_chunk": round(bench_accumulator(chunks), 2),
+                "sse_and_accumulator_us_per_chunk": round(bench_sse(chunks), 2),
+                "e2e_streamed_ms": round(e2e["median"], 2),
+                "e2e_streamed_p90_ms": round(e2e["p90"], 2),
+                "python": sys.version.split()[0],
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        serve_forever()
+    else:
+        main()
