@@ -141,11 +141,11 @@ class HubLike:
             callback()
 
 
-def make_config(**gateway: Any) -> AgentConfig:
+def make_config(limits: dict[str, Any] | None = None, **gateway: Any) -> AgentConfig:
     """A config with the given gateway settings (snake_case keys) and test-friendly limits."""
     data: dict[str, Any] = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
-        "limits": {"maxRounds": 4, "toolTimeoutSeconds": 30, "timeoutSeconds": 60},
+        "limits": {"maxRounds": 4, "toolTimeoutSeconds": 30, "timeoutSeconds": 60, **(limits or {})},
         "approvals": {"require": ["write_file"], "timeoutSeconds": 30},
         "gateway": {"description": "Test agent."},
     }
