@@ -25,17 +25,21 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_agent.config import LLMConfig  # noqa: E402
-from mcp_agent.messages import Message, ToolSpec  # noqa: E402
-from mcp_agent.providers._openai_wire import ChunkAccumulator, finish_turn  # noqa: E402
-from mcp_agent.providers._sse import iter_sse  # noqa: E402
-from mcp_agent.providers.base import ModelRequest  # noqa: E402
-from mcp_agent.providers.openai_compat import OpenAICompatProvider  # noqa: E402
-from tests.fakes.model_server import Reply, running_model_server, sse_event  # noqa: E402
-from tests.fakes.openai_shapes import Call, openai_stream  # noqa: E402
+from mcp_agent.config import LLMConfig
+from mcp_agent.messages import Message, ToolSpec
+from mcp_agent.providers._openai_wire import ChunkAccumulator, finish_turn
+from mcp_agent.providers._sse import iter_sse
+from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from tests.fakes.model_server import Reply, running_model_server, sse_event
+from tests.fakes.openai_shapes import Call, openai_stream
 
 TOOLS = tuple(
-    ToolSpec(name=f"tool_{i}", description="x", parameters={"type": "object", "properties": {"q": {"type": "string"}}})
+    ToolSpec(
+        name=f"tool_{i}",
+        description="x",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
     for i in range(4)
 )
 REQUEST = ModelRequest(messages=[Message.system("sys"), Message.user("go")], tools=TOOLS)
@@ -50,7 +54,11 @@ def stream_of_200() -> list[dict[str, Any]]:
             break
     pad = 200 - len(chunks)
     role = chunks[0]
-    return [role] + [{**role, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]}] * pad + chunks[1:]
+    return (
+        [role]
+        + [{**role, "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]}] * pad
+        + chunks[1:]
+    )
 
 
 def bench_accumulator(chunks: list[dict[str, Any]], rounds: int = 300) -> float:
@@ -93,8 +101,9 @@ def serve_forever() -> None:
 
 def bench_e2e(rounds: int = 50) -> dict[str, float]:
     """Streamed completions against the fake server in ANOTHER process (no shared GIL)."""
-    child = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None
         port = int(child.stdout.readline())

@@ -31,7 +31,7 @@ import logging
 import math
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .._json import parse_arguments
 from .._types import JSONObject
@@ -135,7 +135,9 @@ def repair_transcript(messages: Sequence[Message]) -> list[Message]:
         for call in message.tool_calls:
             match = next((r for r in results if r.tool_call_id == call.id), None)
             if match is None:
-                logger.warning("tool call %s (%s) has no result; sending %r", call.id, call.name, NOT_EXECUTED)
+                logger.warning(
+                    "tool call %s (%s) has no result; sending %r", call.id, call.name, NOT_EXECUTED
+                )
                 match = Message.tool(call, NOT_EXECUTED, is_error=True)
             else:
                 results.remove(match)
@@ -150,7 +152,8 @@ def _assistant(message: Message, caps: Capabilities, text_tools: bool) -> JSONOb
     data: JSONObject = {"role": "assistant"}
     if message.tool_calls and text_tools:
         blocks = [
-            "<tool_call>\n" + json.dumps({"name": c.name, "arguments": c.arguments or {}}, ensure_ascii=False)
+            "<tool_call>\n"
+            + json.dumps({"name": c.name, "arguments": c.arguments or {}}, ensure_ascii=False)
             + "\n</tool_call>"
             for c in message.tool_calls
         ]
@@ -169,7 +172,9 @@ def _assistant(message: Message, caps: Capabilities, text_tools: bool) -> JSONOb
     return data
 
 
-def to_openai_messages(messages: Sequence[Message], caps: Capabilities, *, text_tools: bool = False) -> list[JSONObject]:
+def to_openai_messages(
+    messages: Sequence[Message], caps: Capabilities, *, text_tools: bool = False
+) -> list[JSONObject]:
     """Messages as Chat Completions ``messages`` (after ``repair_transcript``)."""
     out: list[JSONObject] = []
     responses: list[str] = []  # text mode: results waiting to become one user message
@@ -185,7 +190,11 @@ def to_openai_messages(messages: Sequence[Message], caps: Capabilities, *, text_
                 body = json.dumps({"name": message.name, "content": message.content}, ensure_ascii=False)
                 responses.append(f"<tool_response>\n{body}\n</tool_response>")
                 continue
-            data: JSONObject = {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            data: JSONObject = {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.content,
+            }
             if caps.tool_result_name and message.name:
                 data["name"] = message.name
             out.append(data)
@@ -276,16 +285,21 @@ def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
     if isinstance(usage, dict) and (found := _usage_from(usage)) is not None:
         return found
     groq = chunk.get("x_groq")
-    if isinstance(groq, dict) and isinstance(groq.get("usage"), dict):
-        if (found := _usage_from(groq["usage"])) is not None:
-            return found
+    if (
+        isinstance(groq, dict)
+        and isinstance(groq.get("usage"), dict)
+        and (found := _usage_from(groq["usage"]))
+    ):
+        return found
     timings = chunk.get("timings")
     if isinstance(timings, dict):
         predicted = _int(timings.get("predicted_n"))
         prompt = _int(timings.get("prompt_n"))
         if predicted is not None or prompt is not None:
             prompt = (prompt or 0) + (_int(timings.get("cache_n")) or 0)
-            return Usage(prompt_tokens=prompt, completion_tokens=predicted or 0, total_tokens=prompt + (predicted or 0))
+            return Usage(
+                prompt_tokens=prompt, completion_tokens=predicted or 0, total_tokens=prompt + (predicted or 0)
+            )
     return None
 
 
@@ -293,7 +307,9 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -308,7 +324,7 @@ def _reasoning_of(delta: Mapping[str, Any]) -> str:
 class _ThinkFilter:
     """Routes streamed content to text or reasoning at ``<think>`` tags, even when split."""
 
-    _TAGS = {"<think>": "</think>", "<thinking>": "</thinking>"}
+    _TAGS: ClassVar[dict[str, str]] = {"<think>": "</think>", "<thinking>": "</thinking>"}
 
     def __init__(self) -> None:
         self._close: str | None = None
@@ -329,13 +345,14 @@ class _ThinkFilter:
                     continue
                 keep = _partial_suffix(buf, self._TAGS)
             else:
-                at = buf.find(self._close)
+                close = self._close
+                at = buf.find(close)
                 if at >= 0:
                     if at:
                         out.append(("reasoning", buf[:at]))
-                    self._close, buf = None, buf[at + len(self._close) :]
+                    self._close, buf = None, buf[at + len(close) :]
                     continue
-                keep = _partial_suffix(buf, (self._close,))
+                keep = _partial_suffix(buf, (close,))
             kind: Literal["text", "reasoning"] = "text" if self._close is None else "reasoning"
             if len(buf) > keep:
                 out.append((kind, buf[: len(buf) - keep]))
@@ -563,8 +580,12 @@ class ChunkAccumulator:
     @staticmethod
     def _another_whole_call(slot: _Slot, call_id: str, name: str, args: Any) -> bool:
         """A named delta with arguments arriving at a slot already holding a complete call."""
-        has_args = bool(args) if isinstance(args, dict | list) else isinstance(args, str) and bool(args.strip())
-        return bool(name and slot.name and has_args and not (call_id and call_id == slot.id) and slot.complete())
+        has_args = (
+            bool(args) if isinstance(args, dict | list) else isinstance(args, str) and bool(args.strip())
+        )
+        return bool(
+            name and slot.name and has_args and not (call_id and call_id == slot.id) and slot.complete()
+        )
 
     def _slot_for(self, index: int | None, call_id: str, name: str, args: Any, position: int) -> _Slot:
         if index is not None:
@@ -613,7 +634,9 @@ def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
         if not call_id or call_id in seen:
             call_id = new_call_id()
         seen.add(call_id)
-        calls.append(ToolCall(id=call_id, name=slot.name, arguments=arguments, error=error, raw_arguments=raw))
+        calls.append(
+            ToolCall(id=call_id, name=slot.name, arguments=arguments, error=error, raw_arguments=raw)
+        )
     return calls
 
 
@@ -627,7 +650,9 @@ def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
     for spec in request.tools:
         chars += len(spec.name) + len(spec.description) + len(json.dumps(spec.schema_for("openai")))
     prompt, completion = math.ceil(chars / 4), math.ceil(output_chars / 4)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
+    )
 
 
 def finish_turn(

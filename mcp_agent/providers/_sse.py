@@ -19,7 +19,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from ..exceptions import ProviderResponseError
@@ -89,7 +89,9 @@ class SSEDecoder:
             value = line[6:] if line.startswith("data: ") else line[5:]
             self._size += len(value) + 1
             if self._size > self._max:
-                raise ProviderResponseError(f"stream event larger than {self._max} characters", retryable=False)
+                raise ProviderResponseError(
+                    f"stream event larger than {self._max} characters", retryable=False
+                )
             self._data.append(value)
             return []
         first = line[0]
@@ -107,12 +109,10 @@ class SSEDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
-        elif name == "id":
-            if "\0" not in value:
-                self._last_id = value
-        elif name == "retry":
-            if value.isdigit():
-                self._retry = int(value)
+        elif name == "id" and "\0" not in value:
+            self._last_id = value
+        elif name == "retry" and value.isdigit():
+            self._retry = int(value)
         return []
 
     def _dispatch(self) -> SSEEvent | None:
@@ -194,7 +194,7 @@ def parse_sse(text: str) -> list[SSEEvent]:
     return list(iter_sse([text]))
 
 
-async def aiter_sse(chunks: AsyncIterable[bytes | str]) -> AsyncIterator[SSEEvent]:
+async def aiter_sse(chunks: AsyncIterable[bytes | str]) -> AsyncGenerator[SSEEvent, None]:
     """Events from an async iterator of byte (or text) chunks, e.g. ``response.aiter_bytes()``.
 
     The events of an unterminated last event are delivered at EOF; telling a complete stream from
@@ -210,7 +210,7 @@ async def aiter_sse(chunks: AsyncIterable[bytes | str]) -> AsyncIterator[SSEEven
         yield event
 
 
-async def aiter_sse_lines(lines: AsyncIterable[str]) -> AsyncIterator[SSEEvent]:
+async def aiter_sse_lines(lines: AsyncIterable[str]) -> AsyncGenerator[SSEEvent, None]:
     """Events from an async iterator of lines, e.g. ``response.aiter_lines()`` (line ends optional)."""
     decoder = SSEDecoder()
     async for line in lines:

@@ -59,7 +59,13 @@ SERVER_NAMES: dict[str, str] = {
     "unknown": "the model server",
 }
 
-_DEFAULT_PORTS: dict[int, ServerKind] = {11434: "ollama", 1234: "lmstudio", 8080: "llamacpp", 8000: "vllm", 13305: "lemonade"}
+_DEFAULT_PORTS: dict[int, ServerKind] = {
+    11434: "ollama",
+    1234: "lmstudio",
+    8080: "llamacpp",
+    8000: "vllm",
+    13305: "lemonade",
+}
 _HOSTS: dict[str, ServerKind] = {
     "api.openai.com": "openai",
     "api.groq.com": "groq",

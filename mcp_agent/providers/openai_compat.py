@@ -95,6 +95,15 @@ class _Counter:
         self.emit(delta)
 
 
+def _report(turn: Turn, out: _Counter) -> None:
+    if turn.reasoning:
+        out(Delta("reasoning", turn.reasoning))
+    if turn.content:
+        out(Delta("text", turn.content))
+    for index, call in enumerate(turn.tool_calls):
+        out(Delta("tool_call", index=index, name=call.name))
+
+
 async def _drain(events: AsyncIterator[SSEEvent]) -> None:
     """Read what follows ``[DONE]`` (the end of the chunked body) so the connection is reused."""
     with anyio.move_on_after(DRAIN_SECONDS):
@@ -152,19 +161,22 @@ class OpenAICompatProvider:
 
     async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
         """One model turn. See ``Provider.complete`` for the contract."""
-        emit = _guarded(on_delta)
+        out = _Counter(_guarded(on_delta))
         style = self.tool_call_style
         try:
-            return await self._complete(request, emit, style)
+            return await self._complete(request, out, style)
         except ProviderHTTPError as exc:
             if not (request.tools and style == "auto" and _NO_NATIVE_TOOLS.search(exc.message)):
                 raise
-            logger.warning("model %s takes no native tools (%s); sending tools as text from now on",
-                           self.llm.model, exc.message)
+            logger.warning(
+                "model %s takes no native tools (%s); sending tools as text from now on",
+                self.llm.model,
+                exc.message,
+            )
             self._text_tools = True
-            return await self._complete(request, emit, "text")
+            return await self._complete(request, out, "text")
 
-    async def _complete(self, request: ModelRequest, emit: DeltaCallback, style: ToolCallStyle) -> Turn:
+    async def _complete(self, request: ModelRequest, out: _Counter, style: ToolCallStyle) -> Turn:
         caps = self.endpoint.capabilities
         stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
         state = _CallState(stream=stream)
@@ -172,13 +184,16 @@ class OpenAICompatProvider:
         async def attempt(_: int) -> Turn:
             if state.stream:
                 try:
-                    return await self._streamed(request, emit, style)
+                    return await self._streamed(request, out, style)
                 except _EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
                     state.stream = False
             return await self._plain(request, style)
 
-        return await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        if not out.count:  # answered whole: report it once, as the streamed path would have
+            _report(turn, out)
+        return turn
 
     def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
         return build_chat_body(
@@ -193,12 +208,13 @@ class OpenAICompatProvider:
 
     # ------------------------------------------------------------------------------ streamed
 
-    async def _streamed(self, request: ModelRequest, emit: DeltaCallback, style: ToolCallStyle) -> Turn:
+    async def _streamed(self, request: ModelRequest, out: _Counter, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
-        out = _Counter(emit)
         with map_transport_errors(refused_message=self._refused):
-            async with self.client.stream("POST", self.endpoint.chat_url, json=body, headers=self._headers) as response:
+            async with self.client.stream(
+                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+            ) as response:
                 request_id = request_id_from(response.headers)
                 if response.status_code >= 400:
                     await response.aread()
@@ -306,7 +322,9 @@ class OpenAICompatProvider:
                 retryable=True,
             ) from None
         if not isinstance(data, Mapping):
-            raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
+            raise ProviderResponseError(
+                "the answer is not a JSON object", request_id=request_id, retryable=True
+            )
         if "choices" not in data and error_info(data) is not None:  # LM Studio: HTTP 200, error body
             recovered = self._recover(data, request, style)
             if recovered is not None:

@@ -110,7 +110,9 @@ _TERMINAL_TYPES = frozenset(
     }
 )
 
-_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "model_context_window_exceeded"})
+_CONTEXT_CODES = frozenset(
+    {"context_length_exceeded", "exceed_context_size_error", "model_context_window_exceeded"}
+)
 _CONTEXT_PATTERNS = re.compile(
     "|".join(
         [
@@ -502,7 +504,12 @@ class RetryPolicy:
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds before retry number ``retry`` (0-based), honouring the server's hint."""
         return backoff_delay(
-            retry, retry_after, rand=self.rand, initial=self.initial_delay, maximum=self.max_delay, jitter=self.jitter
+            retry,
+            retry_after,
+            rand=self.rand,
+            initial=self.initial_delay,
+            maximum=self.max_delay,
+            jitter=self.jitter,
         )
 
     async def run(self, attempt: Callable[[int], Awaitable[T]], *, what: str = "model call") -> T:

@@ -34,8 +34,17 @@ __all__ = ["Delay", "FakeModelServer", "RecordedRequest", "Reply", "running_mode
 
 logger = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 408: "Request Timeout",
-            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable", 529: "Overloaded"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+    529: "Overloaded",
+}
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,16 @@ class _Chunks:
 
     def usage_chunk(self, usage: tuple[int, int] | None) -> None:
         if usage is not None:
-            self.items.append({"id": self.cid, "object": "chat.completion.chunk", "created": CREATED,
-                               "model": self.model, "choices": [], "usage": _usage(usage)})
+            self.items.append(
+                {
+                    "id": self.cid,
+                    "object": "chat.completion.chunk",
+                    "created": CREATED,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": _usage(usage),
+                }
+            )
 
 
 def _finish(calls: Sequence[Call], finish: str | None) -> str:
@@ -111,8 +119,12 @@ def openai_stream(
     starts, rests = [], []
     for i, call in enumerate(calls):
         call_id = call.id if call.id is not None else "call_" + _digest(cid, i)[:24]
-        starts.append({"index": i, "id": call_id, "type": "function", "function": {"name": call.name, "arguments": ""}})
-        rests.append([{"index": i, "function": {"arguments": piece}} for piece in _fragments(call.text, size)])
+        starts.append(
+            {"index": i, "id": call_id, "type": "function", "function": {"name": call.name, "arguments": ""}}
+        )
+        rests.append(
+            [{"index": i, "function": {"arguments": piece}} for piece in _fragments(call.text, size)]
+        )
     if interleave:
         for start in starts:
             out.add({"tool_calls": [start]})
@@ -161,8 +173,11 @@ def ollama_stream(
     if calls:
         entries = []
         for i, call in enumerate(calls):
-            entry: dict[str, Any] = {"id": call.id if call.id is not None else "call_" + _digest(cid, i)[:8],
-                                     "type": "function", "function": {"name": call.name, "arguments": call.text}}
+            entry: dict[str, Any] = {
+                "id": call.id if call.id is not None else "call_" + _digest(cid, i)[:8],
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.text},
+            }
             if index == "normal":
                 entry["index"] = i
             elif index == "zero":
@@ -198,18 +213,43 @@ def llamacpp_stream(
     for i, call in enumerate(calls):
         call_id = call.id if call.id is not None else _digest(cid, i)[:32]
         if object_args:
-            out.add({"tool_calls": [{"index": i, "id": call_id, "type": "function",
-                                     "function": {"name": call.name, "arguments": call.arguments}}]})
+            out.add(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments},
+                        }
+                    ]
+                }
+            )
             continue
         pieces = _fragments(call.text, size) or [""]
-        out.add({"tool_calls": [{"index": i, "id": call_id, "type": "function",
-                                 "function": {"name": call.name, "arguments": pieces[0]}}]})
+        out.add(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": pieces[0]},
+                    }
+                ]
+            }
+        )
         for piece in pieces[1:]:
             out.add({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
     extra: dict[str, Any] = {}
     if timings is not None:
-        extra["timings"] = {"cache_n": 0, "prompt_n": timings[0], "prompt_ms": 10.5,
-                            "predicted_n": timings[1], "predicted_ms": 99.0}
+        extra["timings"] = {
+            "cache_n": 0,
+            "prompt_n": timings[0],
+            "prompt_ms": 10.5,
+            "predicted_n": timings[1],
+            "predicted_ms": 99.0,
+        }
     if usage is not None:
         extra["usage"] = _usage(usage)
     out.add({}, _finish(calls, finish=None), **extra)
@@ -229,8 +269,17 @@ def vllm_stream(
     model: str = "Qwen/Qwen3-8B",
 ) -> list[dict[str, Any]]:
     """vLLM: the first tool delta has id, type and name but no ``arguments`` key."""
-    items = openai_stream(content=content, calls=calls, reasoning=reasoning, reasoning_field=reasoning_field,
-                          usage=usage, interleave=interleave, size=size, cid=cid, model=model)
+    items = openai_stream(
+        content=content,
+        calls=calls,
+        reasoning=reasoning,
+        reasoning_field=reasoning_field,
+        usage=usage,
+        interleave=interleave,
+        size=size,
+        cid=cid,
+        model=model,
+    )
     for i, chunk in enumerate(items):
         for choice in chunk.get("choices", []):
             for tc in choice["delta"].get("tool_calls", []):
@@ -256,11 +305,29 @@ def lmstudio_stream(
     for piece in _fragments(content, size):
         out.add({"content": piece})
     for i, call in enumerate(calls):
-        call_id = call.id if call.id is not None else str(int(_digest(cid, i)[:8], 16) % 900_000_000 + 100_000_000)
-        out.add({"tool_calls": [{"index": i, "id": call_id, "type": "function",
-                                 "function": {"name": call.name, "arguments": ""}}]})
+        call_id = (
+            call.id if call.id is not None else str(int(_digest(cid, i)[:8], 16) % 900_000_000 + 100_000_000)
+        )
+        out.add(
+            {
+                "tool_calls": [
+                    {
+                        "index": i,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": ""},
+                    }
+                ]
+            }
+        )
         for piece in _fragments(call.text, size):
-            out.add({"tool_calls": [{"index": i, "type": "function", "function": {"name": "", "arguments": piece}}]})
+            out.add(
+                {
+                    "tool_calls": [
+                        {"index": i, "type": "function", "function": {"name": "", "arguments": piece}}
+                    ]
+                }
+            )
     out.add({}, _finish(calls, None))
     out.usage_chunk(usage)
     return out.items
@@ -274,16 +341,30 @@ def groq_stream(
     size: int = 8,
 ) -> list[dict[str, Any]]:
     """Groq (legacy usage): the final chunk carries ``x_groq.usage``."""
-    items = openai_stream(content=content, calls=calls, size=size, cid="chatcmpl-groq", model="llama-3.3-70b-versatile")
+    items = openai_stream(
+        content=content, calls=calls, size=size, cid="chatcmpl-groq", model="llama-3.3-70b-versatile"
+    )
     if usage is not None:
-        items[-1]["x_groq"] = {"id": "req_01abc", "usage": {**_usage(usage), "queue_time": 0.01, "prompt_time": 0.002}}
+        items[-1]["x_groq"] = {
+            "id": "req_01abc",
+            "usage": {**_usage(usage), "queue_time": 0.01, "prompt_time": 0.002},
+        }
     return items
 
 
-def groq_error_event(message: str = "Failed to call a function. Please adjust your prompt.",
-                     code: str = "tool_use_failed", failed_generation: str | None = None, status: int = 400) -> str:
+def groq_error_event(
+    message: str = "Failed to call a function. Please adjust your prompt.",
+    code: str = "tool_use_failed",
+    failed_generation: str | None = None,
+    status: int = 400,
+) -> str:
     """Groq's in-stream error: ``event: error`` and the error object."""
-    error: dict[str, Any] = {"message": message, "type": "invalid_request_error", "code": code, "status_code": status}
+    error: dict[str, Any] = {
+        "message": message,
+        "type": "invalid_request_error",
+        "code": code,
+        "status_code": status,
+    }
     if failed_generation is not None:
         error["failed_generation"] = failed_generation
     return sse_event({"error": error}, event="error")
@@ -313,8 +394,11 @@ def completion(
         message[reasoning_field] = reasoning
     if calls:
         message["tool_calls"] = [
-            {"id": call.id if call.id is not None else "call_" + _digest(cid, i)[:24], "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments if object_args else call.text}}
+            {
+                "id": call.id if call.id is not None else "call_" + _digest(cid, i)[:24],
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments if object_args else call.text},
+            }
             for i, call in enumerate(calls)
         ]
     elif empty_tool_calls:
@@ -324,7 +408,9 @@ def completion(
         "object": "chat.completion",
         "created": CREATED,
         "model": model,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(calls, finish)}],
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": _finish(calls, finish)}
+        ],
         **extra,
     }
     if usage is not None:
@@ -332,37 +418,62 @@ def completion(
     return body
 
 
-def ollama_completion(*, content: str = "", calls: Sequence[Call] = (), reasoning: str = "",
-                      index_zero: bool = False) -> dict[str, Any]:
+def ollama_completion(
+    *, content: str = "", calls: Sequence[Call] = (), reasoning: str = "", index_zero: bool = False
+) -> dict[str, Any]:
     """Ollama ``/v1`` non-streamed: ``reasoning`` field, short ids, ``index`` (always 0 if asked)."""
-    body = completion(content=content, calls=[Call(c.name, c.arguments, c.id or f"call_{i:08d}") for i, c in
-                                              enumerate(calls)],
-                      reasoning=reasoning, reasoning_field="reasoning", cid="chatcmpl-42", model="qwen3:8b")
+    body = completion(
+        content=content,
+        calls=[Call(c.name, c.arguments, c.id or f"call_{i:08d}") for i, c in enumerate(calls)],
+        reasoning=reasoning,
+        reasoning_field="reasoning",
+        cid="chatcmpl-42",
+        model="qwen3:8b",
+    )
     for i, tc in enumerate(body["choices"][0]["message"].get("tool_calls", [])):
         tc["index"] = 0 if index_zero else i
     return body
 
 
-def llamacpp_completion(*, content: str | None = None, calls: Sequence[Call] = (), reasoning: str = "",
-                        object_args: bool = False, timings: bool = True) -> dict[str, Any]:
+def llamacpp_completion(
+    *,
+    content: str | None = None,
+    calls: Sequence[Call] = (),
+    reasoning: str = "",
+    object_args: bool = False,
+    timings: bool = True,
+) -> dict[str, Any]:
     """llama-server non-streamed: ``reasoning_content``, maybe object arguments, ``timings``."""
     extra = {"timings": {"prompt_n": 30, "predicted_n": 12, "cache_n": 5}} if timings else {}
-    return completion(content=content, calls=calls, reasoning=reasoning, object_args=object_args, usage=None,
-                      model="model.gguf", **extra)
+    return completion(
+        content=content,
+        calls=calls,
+        reasoning=reasoning,
+        object_args=object_args,
+        usage=None,
+        model="model.gguf",
+        **extra,
+    )
 
 
 def lmstudio_completion(*, content: str = "", calls: Sequence[Call] = ()) -> dict[str, Any]:
     """LM Studio non-streamed: ``tool_calls: []`` even without calls."""
-    return completion(content=content, calls=calls, empty_tool_calls=True, model="qwen/qwen3-8b",
-                      system_fingerprint="qwen/qwen3-8b")
+    return completion(
+        content=content,
+        calls=calls,
+        empty_tool_calls=True,
+        model="qwen/qwen3-8b",
+        system_fingerprint="qwen/qwen3-8b",
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # errors
 
 
-def openai_error(message: str, type: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None) -> dict[str, Any]:
+def openai_error(
+    message: str, type: str = "invalid_request_error", code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
 
 
@@ -377,9 +488,15 @@ def llamacpp_error(message: str, type: str = "server_error", code: int = 500, **
 
 
 def groq_tool_use_failed(failed_generation: str) -> dict[str, Any]:
-    return {"error": {"message": "Failed to call a function. Please adjust your prompt. See 'failed_generation' for "
-                      "more details.", "type": "invalid_request_error", "code": "tool_use_failed",
-                      "failed_generation": failed_generation}}
+    return {
+        "error": {
+            "message": "Failed to call a function. Please adjust your prompt. See 'failed_generation' for "
+            "more details.",
+            "type": "invalid_request_error",
+            "code": "tool_use_failed",
+            "failed_generation": failed_generation,
+        }
+    }
 
 
 def lmstudio_200_error(message: str = "Context size has been exceeded.") -> dict[str, Any]:

@@ -51,8 +51,16 @@ def test_normalize_base_url(url: str, expected: str) -> None:
     [
         ("https://api.anthropic.com", "anthropic", "https://api.anthropic.com/v1"),
         ("https://api.anthropic.com/v1/messages", "anthropic", "https://api.anthropic.com/v1"),
-        ("https://generativelanguage.googleapis.com", "gemini", "https://generativelanguage.googleapis.com/v1beta"),
-        ("https://generativelanguage.googleapis.com/v1beta/", "gemini", "https://generativelanguage.googleapis.com/v1beta"),
+        (
+            "https://generativelanguage.googleapis.com",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta",
+        ),
+        (
+            "https://generativelanguage.googleapis.com/v1beta/",
+            "gemini",
+            "https://generativelanguage.googleapis.com/v1beta",
+        ),
     ],
 )
 def test_normalize_other_providers(url: str, provider: str, expected: str) -> None:
@@ -101,15 +109,28 @@ def test_detect_server_kind(url: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("host", "expected"),
-    [("localhost", True), ("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True),
-     ("0.0.0.0", True), ("10.0.0.5", False), ("example.com", False), ("api.openai.com", False)],
+    [
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("127.1.2.3", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", True),
+        ("10.0.0.5", False),
+        ("example.com", False),
+        ("api.openai.com", False),
+    ],
 )
 def test_is_loopback(host: str, expected: bool) -> None:
     assert is_loopback(host) is expected
 
 
 def test_capability_defaults() -> None:
-    ollama, llamacpp, openai = capabilities_for("ollama"), capabilities_for("llamacpp"), capabilities_for("openai")
+    ollama, llamacpp, openai = (
+        capabilities_for("ollama"),
+        capabilities_for("llamacpp"),
+        capabilities_for("openai"),
+    )
     assert not ollama.tool_choice and not ollama.parallel_tool_calls and ollama.stream_usage
     assert llamacpp.tool_choice and llamacpp.parallel_tool_calls
     assert openai.max_tokens_field == "max_completion_tokens" and openai.description_cap == 1024
@@ -120,7 +141,9 @@ def test_capability_defaults() -> None:
 
 
 def test_capability_overrides() -> None:
-    overrides = CapabilityOverrides(tool_choice=True, max_tokens_field="max_completion_tokens", stream_tools=False)
+    overrides = CapabilityOverrides(
+        tool_choice=True, max_tokens_field="max_completion_tokens", stream_tools=False
+    )
     caps = capabilities_for("ollama", overrides)
     assert caps.tool_choice and caps.max_tokens_field == "max_completion_tokens" and not caps.stream_tools
     assert caps.stream_usage  # untouched
@@ -131,12 +154,20 @@ def test_resolve_endpoint() -> None:
     llm = LLMConfig(endpoint="http://localhost:11434", capabilities=CapabilityOverrides(send_reasoning=True))
     endpoint = resolve_endpoint(llm)
     assert (endpoint.provider, endpoint.kind, endpoint.base_url, endpoint.local) == (
-        "openai", "ollama", "http://localhost:11434/v1", True)
+        "openai",
+        "ollama",
+        "http://localhost:11434/v1",
+        True,
+    )
     assert endpoint.chat_url == "http://localhost:11434/v1/chat/completions"
     assert endpoint.capabilities.send_reasoning
 
-    azure = resolve_endpoint(LLMConfig(endpoint="https://x.example.com/openai/deployments/d?api-version=2024-06-01"))
-    assert azure.chat_url == "https://x.example.com/openai/deployments/d/chat/completions?api-version=2024-06-01"
+    azure = resolve_endpoint(
+        LLMConfig(endpoint="https://x.example.com/openai/deployments/d?api-version=2024-06-01")
+    )
+    assert (
+        azure.chat_url == "https://x.example.com/openai/deployments/d/chat/completions?api-version=2024-06-01"
+    )
     assert azure.kind == "unknown" and not azure.local
 
     forced = resolve_endpoint(LLMConfig(endpoint="http://127.0.0.1:5555/v1"), kind="llamacpp")
@@ -146,17 +177,34 @@ def test_resolve_endpoint() -> None:
 @pytest.mark.parametrize(
     ("endpoint", "expected"),
     [
-        ("http://localhost:11434/v1",
-         "Ollama is not running at http://localhost:11434/v1: start it with `ollama serve` and pull the model "
-         "with `ollama pull qwen3:8b`"),
-        ("http://localhost:1234/v1", "LM Studio is not running at http://localhost:1234/v1: start it with `lms server start`"),
-        ("http://127.0.0.1:8080", "llama.cpp (llama-server) is not running at http://127.0.0.1:8080/v1: start it with "
-         "`llama-server"),
-        ("http://localhost:8000/v1", "vLLM is not running at http://localhost:8000/v1: start it with `vllm serve qwen3:8b"),
-        ("http://localhost:13305/api/v1", "Lemonade Server is not running at http://localhost:13305/api/v1: start it "
-         "with `lemonade-server serve`"),
-        ("http://localhost:9999/v1", "No model server is listening at http://localhost:9999/v1: start a model server "
-         "there (Ollama: `ollama serve`"),
+        (
+            "http://localhost:11434/v1",
+            "Ollama is not running at http://localhost:11434/v1: start it with `ollama serve` and pull the model "
+            "with `ollama pull qwen3:8b`",
+        ),
+        (
+            "http://localhost:1234/v1",
+            "LM Studio is not running at http://localhost:1234/v1: start it with `lms server start`",
+        ),
+        (
+            "http://127.0.0.1:8080",
+            "llama.cpp (llama-server) is not running at http://127.0.0.1:8080/v1: start it with "
+            "`llama-server",
+        ),
+        (
+            "http://localhost:8000/v1",
+            "vLLM is not running at http://localhost:8000/v1: start it with `vllm serve qwen3:8b",
+        ),
+        (
+            "http://localhost:13305/api/v1",
+            "Lemonade Server is not running at http://localhost:13305/api/v1: start it "
+            "with `lemonade-server serve`",
+        ),
+        (
+            "http://localhost:9999/v1",
+            "No model server is listening at http://localhost:9999/v1: start a model server "
+            "there (Ollama: `ollama serve`",
+        ),
         ("https://api.openai.com/v1", "Cannot reach OpenAI at https://api.openai.com/v1: check the network"),
     ],
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import email.utils
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,14 +35,27 @@ from tests.providers.conftest import SleepRecorder
 # the fake server itself (others build on it)
 
 
-async def test_fake_server_replays_json_and_records(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_fake_server_replays_json_and_records(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(Reply.json({"ok": True}, status=201, headers={"x-request-id": "req_9"}))
-    response = await http_client.post(model_server.base_url + "/chat/completions?a=1", json={"model": "m"},
-                                      headers={"Authorization": "Bearer k"})
-    assert (response.status_code, response.json(), response.headers["x-request-id"]) == (201, {"ok": True}, "req_9")
+    response = await http_client.post(
+        model_server.base_url + "/chat/completions?a=1",
+        json={"model": "m"},
+        headers={"Authorization": "Bearer k"},
+    )
+    assert (response.status_code, response.json(), response.headers["x-request-id"]) == (
+        201,
+        {"ok": True},
+        "req_9",
+    )
     request = model_server.last
-    assert (request.method, request.path, request.query, request.json) == ("POST", "/v1/chat/completions", "a=1",
-                                                                          {"model": "m"})
+    assert (request.method, request.path, request.query, request.json) == (
+        "POST",
+        "/v1/chat/completions",
+        "a=1",
+        {"model": "m"},
+    )
     assert request.headers["authorization"] == "Bearer k"
 
 
@@ -51,14 +66,19 @@ async def test_fake_server_streams_sse_and_keeps_the_connection(
         Reply.sse([{"a": 1}, Delay(0.01), sse_event({"b": 2}, event="x", newline="\r\n"), b": ping\n\n"]),
         Reply.sse([{"c": 3}], done=False),
     )
-    for expected in ([("message", '{"a": 1}'), ("x", '{"b": 2}'), ("message", "[DONE]")], [("message", '{"c": 3}')]):
+    for expected in (
+        [("message", '{"a": 1}'), ("x", '{"b": 2}'), ("message", "[DONE]")],
+        [("message", '{"c": 3}')],
+    ):
         async with http_client.stream("POST", model_server.url + "/x", json={}) as response:
             assert response.headers["content-type"] == "text/event-stream"
             assert [(e.event, e.data) async for e in aiter_sse(response.aiter_bytes())] == expected
     assert model_server.connections == 1
 
 
-async def test_fake_server_abrupt_close_and_drop(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_fake_server_abrupt_close_and_drop(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(Reply.sse([{"a": 1}, {"b": 2}], abort_after=1), Reply(drop=True))
     got = []
     with pytest.raises(httpx.RemoteProtocolError):
@@ -70,13 +90,17 @@ async def test_fake_server_abrupt_close_and_drop(model_server: FakeModelServer, 
         await http_client.post(model_server.url, json={})
 
 
-async def test_fake_server_handler_and_default(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_fake_server_handler_and_default(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     assert (await http_client.get(model_server.url)).status_code == 500
     model_server.handler = lambda request: Reply.json({"path": request.path})
     assert (await http_client.get(model_server.url + "/v1/models")).json() == {"path": "/v1/models"}
 
 
-async def test_fake_server_sees_the_client_go(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_fake_server_sees_the_client_go(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(Reply.sse([{"a": 1}, Delay(0.3), {"b": 2}, Delay(0.3), {"c": 3}]))
     with anyio.fail_after(20):
         async with http_client.stream("POST", model_server.url, json={}) as response:
@@ -89,8 +113,11 @@ async def test_fake_server_sees_the_client_go(model_server: FakeModelServer, htt
 # --------------------------------------------------------------------------------------------
 # the provider
 
-WEATHER = ToolSpec(name="weather__get", description="Weather.",
-                   parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+WEATHER = ToolSpec(
+    name="weather__get",
+    description="Weather.",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+)
 TIME = ToolSpec(name="time__now", description="Time.", parameters={"type": "object", "properties": {}})
 TOOLS = (WEATHER, TIME)
 REQUEST = ModelRequest(messages=[Message.system("sys"), Message.user("weather?")], tools=TOOLS)
@@ -100,11 +127,21 @@ EXPECTED_ONE = [("weather__get", {"city": "Paris"})]
 EXPECTED_TWO = [("weather__get", {"city": "Paris"}), ("time__now", {})]
 
 
-def make(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, *, kind: str = "unknown",
-         **llm: Any) -> OpenAICompatProvider:
+def make(
+    server: FakeModelServer,
+    client: httpx.AsyncClient,
+    sleeps: SleepRecorder,
+    *,
+    kind: str = "unknown",
+    **llm: Any,
+) -> OpenAICompatProvider:
     config = LLMConfig(**{"endpoint": server.base_url, "model": "m", **llm})
-    return OpenAICompatProvider(config, client, endpoint=resolve_endpoint(config, kind=kind),  # type: ignore[arg-type]
-                                retry=RetryPolicy(max_retries=config.max_retries, sleep=sleeps, rand=lambda: 0.0))
+    return OpenAICompatProvider(
+        config,
+        client,
+        endpoint=resolve_endpoint(config, kind=kind),  # type: ignore[arg-type]
+        retry=RetryPolicy(max_retries=config.max_retries, sleep=sleeps, rand=lambda: 0.0),
+    )
 
 
 def calls_of(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
@@ -132,7 +169,10 @@ WHOLE: dict[str, tuple[str, Builder]] = {
     "ollama-index0": ("ollama", lambda calls: shapes.ollama_completion(calls=calls, index_zero=True)),
     "llamacpp": ("llamacpp", lambda calls: shapes.llamacpp_completion(calls=calls)),
     "llamacpp-object": ("llamacpp", lambda calls: shapes.llamacpp_completion(calls=calls, object_args=True)),
-    "vllm": ("vllm", lambda calls: shapes.completion(calls=calls, reasoning="r", reasoning_field="reasoning")),
+    "vllm": (
+        "vllm",
+        lambda calls: shapes.completion(calls=calls, reasoning="r", reasoning_field="reasoning"),
+    ),
     "lmstudio": ("lmstudio", lambda calls: shapes.lmstudio_completion(calls=calls)),
     "groq": ("groq", lambda calls: shapes.completion(calls=calls, model="llama-3.3-70b-versatile")),
 }
@@ -140,8 +180,13 @@ WHOLE: dict[str, tuple[str, Builder]] = {
 
 @pytest.mark.parametrize("calls", [ONE, TWO], ids=["single", "parallel"])
 @pytest.mark.parametrize("shape", list(STREAMS))
-async def test_streamed_tool_calls_per_server(shape: str, calls: list[Call], model_server: FakeModelServer,
-                                              http_client: httpx.AsyncClient, sleeps: SleepRecorder) -> None:
+async def test_streamed_tool_calls_per_server(
+    shape: str,
+    calls: list[Call],
+    model_server: FakeModelServer,
+    http_client: httpx.AsyncClient,
+    sleeps: SleepRecorder,
+) -> None:
     kind, build = STREAMS[shape]
     model_server.enqueue(Reply.sse(build(calls)))
     deltas: list[Delta] = []
@@ -160,8 +205,13 @@ async def test_streamed_tool_calls_per_server(shape: str, calls: list[Call], mod
 
 @pytest.mark.parametrize("calls", [ONE, TWO], ids=["single", "parallel"])
 @pytest.mark.parametrize("shape", list(WHOLE))
-async def test_whole_tool_calls_per_server(shape: str, calls: list[Call], model_server: FakeModelServer,
-                                           http_client: httpx.AsyncClient, sleeps: SleepRecorder) -> None:
+async def test_whole_tool_calls_per_server(
+    shape: str,
+    calls: list[Call],
+    model_server: FakeModelServer,
+    http_client: httpx.AsyncClient,
+    sleeps: SleepRecorder,
+) -> None:
     kind, build = WHOLE[shape]
     model_server.enqueue(Reply.json(build(calls)))
     turn = await make(model_server, http_client, sleeps, kind=kind, stream=False).complete(REQUEST)
@@ -170,11 +220,14 @@ async def test_whole_tool_calls_per_server(shape: str, calls: list[Call], model_
     assert body["stream"] is False and "stream_options" not in body
 
 
-async def test_text_reasoning_usage_and_request_id(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                   sleeps: SleepRecorder) -> None:
+async def test_text_reasoning_usage_and_request_id(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(
-        Reply.sse(shapes.openai_stream(content="<think>hmm</think>Sunny.", reasoning="first", usage=(40, 8)),
-                  headers={"x-request-id": "req_123"}),
+        Reply.sse(
+            shapes.openai_stream(content="<think>hmm</think>Sunny.", reasoning="first", usage=(40, 8)),
+            headers={"x-request-id": "req_123"},
+        ),
         Reply.json(shapes.completion(content="Hi."), headers={"request-id": "req_456"}),
         Reply.sse(shapes.ollama_stream(content="Hello there")),
     )
@@ -192,8 +245,9 @@ async def test_text_reasoning_usage_and_request_id(model_server: FakeModelServer
     assert turn.request_id == "chatcmpl-7" and turn.usage.estimated and turn.content == "Hello there"
 
 
-async def test_a_raising_on_delta_is_ignored(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                             sleeps: SleepRecorder) -> None:
+async def test_a_raising_on_delta_is_ignored(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse(shapes.openai_stream(content="a long enough answer", calls=ONE)))
 
     def explode(delta: Delta) -> None:
@@ -203,8 +257,9 @@ async def test_a_raising_on_delta_is_ignored(model_server: FakeModelServer, http
     assert turn.content == "a long enough answer" and calls_of(turn) == EXPECTED_ONE
 
 
-async def test_headers_auth_and_extra(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                      sleeps: SleepRecorder) -> None:
+async def test_headers_auth_and_extra(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse(shapes.openai_stream(content="ok")))
     await make(model_server, http_client, sleeps, api_key="sk-test", headers={"X-Org": "o"}).complete(REQUEST)
     headers = model_server.last.headers
@@ -212,19 +267,32 @@ async def test_headers_auth_and_extra(model_server: FakeModelServer, http_client
     assert model_server.last.path == "/v1/chat/completions"
 
 
-async def test_outgoing_history_for_ollama(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                           sleeps: SleepRecorder) -> None:
+async def test_outgoing_history_for_ollama(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     call = ToolCall("call_k3x9q2mz", "time__now", {})
     bad = ToolCall("call_2", "weather__get", {}, error="not JSON", raw_arguments="{city")
-    history = [Message.system("sys"), Message.user("q"), Message.assistant("", [call, bad], reasoning="secret"),
-               Message.tool(call, "12:00"), Message.tool(bad, "error", is_error=True), Message.user("more")]
+    history = [
+        Message.system("sys"),
+        Message.user("q"),
+        Message.assistant("", [call, bad], reasoning="secret"),
+        Message.tool(call, "12:00"),
+        Message.tool(bad, "error", is_error=True),
+        Message.user("more"),
+    ]
     model_server.enqueue(Reply.sse(shapes.ollama_stream(content="done")))
-    await make(model_server, http_client, sleeps, kind="ollama").complete(ModelRequest(messages=history, tools=TOOLS))
+    await make(model_server, http_client, sleeps, kind="ollama").complete(
+        ModelRequest(messages=history, tools=TOOLS)
+    )
     sent = model_server.last.json["messages"]
     assistant = sent[2]
-    assert assistant["content"] == "" and "reasoning_content" not in assistant and "reasoning" not in assistant
+    assert (
+        assistant["content"] == "" and "reasoning_content" not in assistant and "reasoning" not in assistant
+    )
     assert [(c["id"], c["function"]["arguments"]) for c in assistant["tool_calls"]] == [
-        ("call_k3x9q2mz", "{}"), ("call_2", "{}")]
+        ("call_k3x9q2mz", "{}"),
+        ("call_2", "{}"),
+    ]
     assert [m.get("tool_call_id") for m in sent[3:5]] == ["call_k3x9q2mz", "call_2"]
 
 
@@ -232,24 +300,41 @@ async def test_outgoing_history_for_ollama(model_server: FakeModelServer, http_c
 # errors and retries
 
 
-async def test_terminal_http_errors_are_not_retried(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                    sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.json(shapes.openai_error("Incorrect API key", code="invalid_api_key"), status=401,
-                                    headers={"x-request-id": "req_a"}))
+async def test_terminal_http_errors_are_not_retried(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.json(
+            shapes.openai_error("Incorrect API key", code="invalid_api_key"),
+            status=401,
+            headers={"x-request-id": "req_a"},
+        )
+    )
     with pytest.raises(ProviderHTTPError) as info:
         await make(model_server, http_client, sleeps).complete(REQUEST)
-    assert (info.value.status, info.value.message, info.value.request_id) == (401, "Incorrect API key", "req_a")
+    assert (info.value.status, info.value.message, info.value.request_id) == (
+        401,
+        "Incorrect API key",
+        "req_a",
+    )
     assert info.value.terminal and len(model_server.requests) == 1 and sleeps.delays == []
 
 
-async def test_retryable_errors_back_off_then_succeed(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                      sleeps: SleepRecorder) -> None:
+async def test_retryable_errors_back_off_then_succeed(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(
         Reply.json(shapes.llamacpp_error("Loading model", "unavailable_error", 503), status=503),
-        Reply.json(shapes.openai_error("slow down", "requests", "rate_limit_exceeded"), status=429,
-                   headers={"retry-after": "3"}),
-        Reply.json({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, status=529,
-                   headers={"retry-after-ms": "250"}),
+        Reply.json(
+            shapes.openai_error("slow down", "requests", "rate_limit_exceeded"),
+            status=429,
+            headers={"retry-after": "3"},
+        ),
+        Reply.json(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            status=529,
+            headers={"retry-after-ms": "250"},
+        ),
         Reply.sse(shapes.openai_stream(content="finally")),
     )
     turn = await make(model_server, http_client, sleeps, max_retries=3).complete(REQUEST)
@@ -257,8 +342,9 @@ async def test_retryable_errors_back_off_then_succeed(model_server: FakeModelSer
     assert sleeps.delays == [0.5, 3.0, 0.25]
 
 
-async def test_retries_run_out(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                               sleeps: SleepRecorder) -> None:
+async def test_retries_run_out(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(*[Reply.json({"error": {"message": f"down {i}"}}, status=500) for i in range(3)])
     with pytest.raises(ProviderHTTPError, match="down 2"):
         await make(model_server, http_client, sleeps, max_retries=2).complete(REQUEST)
@@ -268,36 +354,54 @@ async def test_retries_run_out(model_server: FakeModelServer, http_client: httpx
 @pytest.mark.parametrize(
     "reply",
     [
-        Reply.json(shapes.openai_error("This model's maximum context length is 8192 tokens.",
-                                       code="context_length_exceeded"), status=400),
-        Reply.json(shapes.vllm_error("This model's maximum context length is 4096 tokens. However, you requested "
-                                     "5000 tokens", old=True), status=400),
-        Reply.json(shapes.llamacpp_error("request exceeds", "exceed_context_size_error", 400, n_ctx=8192,
-                                         n_prompt_tokens=9000), status=400),
+        Reply.json(
+            shapes.openai_error(
+                "This model's maximum context length is 8192 tokens.", code="context_length_exceeded"
+            ),
+            status=400,
+        ),
+        Reply.json(
+            shapes.vllm_error(
+                "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens",
+                old=True,
+            ),
+            status=400,
+        ),
+        Reply.json(
+            shapes.llamacpp_error(
+                "request exceeds", "exceed_context_size_error", 400, n_ctx=8192, n_prompt_tokens=9000
+            ),
+            status=400,
+        ),
         Reply.json(shapes.lmstudio_200_error()),  # HTTP 200 with an error body
         Reply.sse([{"error": {"message": "Context size has been exceeded."}}]),  # in the stream
     ],
     ids=["openai", "vllm-old", "llamacpp", "lmstudio-200", "in-stream"],
 )
-async def test_context_length_errors(reply: Reply, model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                     sleeps: SleepRecorder) -> None:
+async def test_context_length_errors(
+    reply: Reply, model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(reply)
     with pytest.raises(ContextLengthError):
         await make(model_server, http_client, sleeps).complete(REQUEST)
     assert sleeps.delays == []
 
 
-async def test_groq_error_event_in_stream(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                          sleeps: SleepRecorder) -> None:
+async def test_groq_error_event_in_stream(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse([shapes.groq_error_event()], done=False))
     with pytest.raises(ProviderResponseError) as info:
         await make(model_server, http_client, sleeps, kind="groq").complete(REQUEST)
-    assert info.value.status == 400 and info.value.terminal and "Failed to call a function" in info.value.message
+    assert (
+        info.value.status == 400 and info.value.terminal and "Failed to call a function" in info.value.message
+    )
 
 
 @pytest.mark.parametrize("where", ["event", "status"])
-async def test_groq_failed_generation_is_read_for_calls(where: str, model_server: FakeModelServer,
-                                                        http_client: httpx.AsyncClient, sleeps: SleepRecorder) -> None:
+async def test_groq_failed_generation_is_read_for_calls(
+    where: str, model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     text = '<function=weather__get>{"city": "Paris"}</function>'
     if where == "event":
         model_server.enqueue(Reply.sse([shapes.groq_error_event(failed_generation=text)], done=False))
@@ -310,17 +414,24 @@ async def test_groq_failed_generation_is_read_for_calls(where: str, model_server
         await make(model_server, http_client, sleeps, kind="groq", tool_call_style="native").complete(REQUEST)
 
 
-async def test_error_event_before_deltas_is_retried(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                    sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.sse([{"error": {"message": "overloaded", "type": "server_error"}}], done=False),
-                         Reply.sse(shapes.openai_stream(content="ok")))
+async def test_error_event_before_deltas_is_retried(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.sse([{"error": {"message": "overloaded", "type": "server_error"}}], done=False),
+        Reply.sse(shapes.openai_stream(content="ok")),
+    )
     assert (await make(model_server, http_client, sleeps).complete(REQUEST)).content == "ok"
     assert sleeps.delays == [0.5]
 
 
-async def test_error_event_after_deltas_is_not_retried(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                       sleeps: SleepRecorder) -> None:
-    events = shapes.openai_stream(content="partial answer")[:3] + [{"error": {"message": "boom", "type": "server_error"}}]
+async def test_error_event_after_deltas_is_not_retried(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    events = [
+        *shapes.openai_stream(content="partial answer")[:3],
+        {"error": {"message": "boom", "type": "server_error"}},
+    ]
     model_server.enqueue(Reply.sse(events, done=False))
     with pytest.raises(ProviderResponseError) as info:
         await make(model_server, http_client, sleeps).complete(REQUEST)
@@ -337,7 +448,9 @@ async def test_error_event_after_deltas_is_not_retried(model_server: FakeModelSe
         Reply.sse(shapes.openai_stream(content="x"), abort_after=0),  # headers, then the connection drops
         Reply.sse(shapes.openai_stream(content="x")[:1], abort_after=1),  # the role chunk only, then drops
         Reply.sse(shapes.openai_stream(content="x")[:1], done=False),  # ends quietly before any delta
-        Reply.sse([{"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]),  # zero deltas
+        Reply.sse(
+            [{"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+        ),  # zero deltas
     ],
     ids=["drop-after-headers", "drop-after-role", "eof-before-delta", "empty-stream"],
 )
@@ -351,18 +464,24 @@ async def test_stream_without_output_is_asked_again_once_without_streaming(
     assert sleeps.delays == []
 
 
-async def test_non_streamed_retry_is_retried_without_streaming(model_server: FakeModelServer,
-                                                               http_client: httpx.AsyncClient,
-                                                               sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.sse([], abort_after=0), Reply.json({"error": {"message": "busy"}}, status=503),
-                         Reply.json(shapes.completion(content="ok")))
+async def test_non_streamed_retry_is_retried_without_streaming(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.sse([], abort_after=0),
+        Reply.json({"error": {"message": "busy"}}, status=503),
+        Reply.json(shapes.completion(content="ok")),
+    )
     assert (await make(model_server, http_client, sleeps).complete(REQUEST)).content == "ok"
     assert [r.json["stream"] for r in model_server.requests] == [True, False, False]
 
 
-async def test_stream_broken_after_deltas_is_an_error(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                      sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.sse(shapes.openai_stream(content="a long partial answer", size=3), abort_after=4))
+async def test_stream_broken_after_deltas_is_an_error(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.sse(shapes.openai_stream(content="a long partial answer", size=3), abort_after=4)
+    )
     got: list[Delta] = []
     with pytest.raises(ProviderResponseError) as info:
         await make(model_server, http_client, sleeps).complete(REQUEST, got.append)
@@ -378,16 +497,18 @@ async def test_stream_ending_after_deltas_without_finish_is_an_error(
         await make(model_server, http_client, sleeps).complete(REQUEST)
 
 
-async def test_stream_ending_with_finish_but_no_done_is_fine(model_server: FakeModelServer,
-                                                             http_client: httpx.AsyncClient,
-                                                             sleeps: SleepRecorder) -> None:
+async def test_stream_ending_with_finish_but_no_done_is_fine(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse(shapes.ollama_stream(content="complete"), done=False))
-    assert (await make(model_server, http_client, sleeps, kind="ollama").complete(REQUEST)).content == "complete"
+    assert (
+        await make(model_server, http_client, sleeps, kind="ollama").complete(REQUEST)
+    ).content == "complete"
 
 
-async def test_tolerant_stream_with_crlf_comments_pings_and_junk(model_server: FakeModelServer,
-                                                                 http_client: httpx.AsyncClient,
-                                                                 sleeps: SleepRecorder) -> None:
+async def test_tolerant_stream_with_crlf_comments_pings_and_junk(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     chunks = shapes.openai_stream(content="Hello world", calls=ONE)
     events: list[Any] = [": OPENROUTER PROCESSING\r\n\r\n", sse_event({}, event="ping")]
     events += [sse_event(c, newline="\r\n") for c in chunks[:3]] + ["data: not json\n\n"] + chunks[3:]
@@ -396,30 +517,38 @@ async def test_tolerant_stream_with_crlf_comments_pings_and_junk(model_server: F
     assert turn.content == "Hello world" and calls_of(turn) == EXPECTED_ONE
 
 
-async def test_server_that_ignores_stream_true(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                               sleeps: SleepRecorder) -> None:
+async def test_server_that_ignores_stream_true(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.json(shapes.completion(content="whole")))
     assert (await make(model_server, http_client, sleeps).complete(REQUEST)).content == "whole"
 
 
-async def test_server_that_streams_when_asked_not_to(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                     sleeps: SleepRecorder) -> None:
+async def test_server_that_streams_when_asked_not_to(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse(shapes.openai_stream(content="streamed anyway", calls=ONE)))
     turn = await make(model_server, http_client, sleeps, stream=False).complete(REQUEST)
     assert turn.content == "streamed anyway" and calls_of(turn) == EXPECTED_ONE
 
 
-async def test_not_json_answer_is_retried(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                          sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply(body=b"<html>proxy error</html>", headers={"content-type": "text/html"}),
-                         Reply.json(shapes.completion(content="ok")))
+async def test_not_json_answer_is_retried(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply(body=b"<html>proxy error</html>", headers={"content-type": "text/html"}),
+        Reply.json(shapes.completion(content="ok")),
+    )
     assert (await make(model_server, http_client, sleeps, stream=False).complete(REQUEST)).content == "ok"
     assert sleeps.delays == [0.5]
 
 
-async def test_stream_tools_off_sends_one_plain_request(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                        sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.json(shapes.completion(calls=ONE)), Reply.sse(shapes.openai_stream(content="x")))
+async def test_stream_tools_off_sends_one_plain_request(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.json(shapes.completion(calls=ONE)), Reply.sse(shapes.openai_stream(content="x"))
+    )
     provider = make(model_server, http_client, sleeps, capabilities=CapabilityOverrides(stream_tools=False))
     assert calls_of(await provider.complete(REQUEST)) == EXPECTED_ONE
     await provider.complete(ModelRequest(messages=REQUEST.messages))  # no tools: streams
@@ -434,8 +563,9 @@ async def test_read_timeout_is_retryable(model_server: FakeModelServer, sleeps: 
     assert info.value.retryable and "in time" in info.value.message
 
 
-async def test_connection_refused_says_how_to_start_a_server(http_client: httpx.AsyncClient,
-                                                             sleeps: SleepRecorder) -> None:
+async def test_connection_refused_says_how_to_start_a_server(
+    http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     await listener.aclose()  # nothing listens there now
@@ -445,14 +575,19 @@ async def test_connection_refused_says_how_to_start_a_server(http_client: httpx.
         await provider.complete(REQUEST)
     assert info.value.message.startswith(f"No model server is listening at http://127.0.0.1:{port}/v1: start")
     assert "ollama serve" in info.value.message and info.value.terminal and sleeps.delays == []
-    ollama = OpenAICompatProvider(config, http_client, endpoint=resolve_endpoint(config, kind="ollama"),
-                                  retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    ollama = OpenAICompatProvider(
+        config,
+        http_client,
+        endpoint=resolve_endpoint(config, kind="ollama"),
+        retry=RetryPolicy(max_retries=2, sleep=sleeps),
+    )
     with pytest.raises(ProviderConnectionError, match=r"Ollama is not running at .*`ollama pull qwen3:8b`"):
         await ollama.complete(REQUEST)
 
 
-async def test_cancellation_closes_the_stream(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                              sleeps: SleepRecorder) -> None:
+async def test_cancellation_closes_the_stream(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     chunks = shapes.openai_stream(content="slow answer")
     model_server.enqueue(Reply.sse([*chunks[:2], Delay(30), *chunks[2:]]))
     got: list[Delta] = []
@@ -468,9 +603,9 @@ async def test_cancellation_closes_the_stream(model_server: FakeModelServer, htt
 # tool-call styles
 
 
-async def test_text_style_sends_no_tools_and_reads_text_calls(model_server: FakeModelServer,
-                                                              http_client: httpx.AsyncClient,
-                                                              sleeps: SleepRecorder) -> None:
+async def test_text_style_sends_no_tools_and_reads_text_calls(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     text = '<tool_call>\n{"name": "weather__get", "arguments": {"city": "Paris"}}\n</tool_call>'
     model_server.enqueue(Reply.sse(shapes.openai_stream(content=text)))
     turn = await make(model_server, http_client, sleeps, tool_call_style="text").complete(REQUEST)
@@ -479,13 +614,16 @@ async def test_text_style_sends_no_tools_and_reads_text_calls(model_server: Fake
     assert "tools" not in body and "<tools>" in body["messages"][0]["content"]
 
 
-async def test_auto_switches_to_text_when_the_model_takes_no_tools(model_server: FakeModelServer,
-                                                                   http_client: httpx.AsyncClient,
-                                                                   sleeps: SleepRecorder) -> None:
+async def test_auto_switches_to_text_when_the_model_takes_no_tools(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     refusal = shapes.openai_error("registry.ollama.ai/library/gemma:2b does not support tools")
     text = '<tool_call>\n{"name": "time__now", "arguments": {}}\n</tool_call>'
-    model_server.enqueue(Reply.json(refusal, status=400), Reply.sse(shapes.ollama_stream(content=text)),
-                         Reply.sse(shapes.ollama_stream(content="again")))
+    model_server.enqueue(
+        Reply.json(refusal, status=400),
+        Reply.sse(shapes.ollama_stream(content=text)),
+        Reply.sse(shapes.ollama_stream(content="again")),
+    )
     provider = make(model_server, http_client, sleeps, kind="ollama")
     assert provider.tool_call_style == "auto"
     turn = await provider.complete(REQUEST)
@@ -497,14 +635,24 @@ async def test_auto_switches_to_text_when_the_model_takes_no_tools(model_server:
         await make(model_server, http_client, sleeps, tool_call_style="native").complete(REQUEST)
 
 
-@pytest.mark.parametrize(("model", "text"), [("gemma3:4b", True), ("google/gemma-2-9b", False), ("gemma2:9b", True),
-                                             ("qwen3:8b", False), ("phi3:mini", True), ("functiongemma", False)])
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [
+        ("gemma3:4b", True),
+        ("google/gemma-2-9b", False),
+        ("gemma2:9b", True),
+        ("qwen3:8b", False),
+        ("phi3:mini", True),
+        ("functiongemma", False),
+    ],
+)
 def test_models_known_to_lack_native_tools(model: str, text: bool) -> None:
     assert prefers_text_tools(model) is text
 
 
-async def test_auto_uses_text_for_known_models(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                               sleeps: SleepRecorder) -> None:
+async def test_auto_uses_text_for_known_models(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     model_server.enqueue(Reply.sse(shapes.ollama_stream(content="hi")))
     provider = make(model_server, http_client, sleeps, model="gemma3:4b")
     assert provider.tool_call_style == "text"
@@ -525,8 +673,9 @@ async def test_build_client_timeouts_and_proxies() -> None:
     async with build_client(LLMConfig(request_timeout_seconds=120, connect_timeout_seconds=5)) as client:
         assert (client.timeout.connect, client.timeout.read) == (5, 120)
         assert client.trust_env is False  # localhost: no proxy from the environment
-    async with build_client(LLMConfig(endpoint="https://api.openai.com/v1", request_timeout_seconds=0,
-                                      connect_timeout_seconds=0)) as client:
+    async with build_client(
+        LLMConfig(endpoint="https://api.openai.com/v1", request_timeout_seconds=0, connect_timeout_seconds=0)
+    ) as client:
         assert (client.timeout.connect, client.timeout.read) == (None, None)
         assert client.trust_env is True
 
@@ -538,8 +687,9 @@ async def test_open_provider_end_to_end(model_server: FakeModelServer) -> None:
     assert model_server.last.path == "/v1/chat/completions"
 
 
-async def test_streamed_calls_reuse_one_connection(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                   sleeps: SleepRecorder) -> None:
+async def test_streamed_calls_reuse_one_connection(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     """After [DONE] the body is read to its end, so the pooled connection is kept."""
     model_server.enqueue(*[Reply.sse(shapes.openai_stream(content=f"answer {i}")) for i in range(3)])
     provider = make(model_server, http_client, sleeps)
@@ -548,10 +698,60 @@ async def test_streamed_calls_reuse_one_connection(model_server: FakeModelServer
     assert model_server.connections == 1
 
 
-async def test_data_after_done_is_ignored_briefly(model_server: FakeModelServer, http_client: httpx.AsyncClient,
-                                                  sleeps: SleepRecorder) -> None:
+async def test_data_after_done_is_ignored_briefly(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
     """A server that keeps the stream open after [DONE] does not hold the call."""
     events = [*shapes.openai_stream(content="done"), "data: [DONE]\n\n", Delay(30), {"late": True}]
     model_server.enqueue(Reply.sse(events, done=False))
     with anyio.fail_after(20):
         assert (await make(model_server, http_client, sleeps).complete(REQUEST)).content == "done"
+
+
+async def test_a_whole_answer_is_reported_through_on_delta_once(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    model_server.enqueue(
+        Reply.json(shapes.completion(content="<think>why</think>Here.", calls=TWO)),
+        Reply.sse(shapes.openai_stream(content="x"), abort_after=0),
+        Reply.json(shapes.completion(content="after a broken stream")),
+    )
+    got: list[Delta] = []
+    provider = make(model_server, http_client, sleeps, stream=False)
+    await provider.complete(REQUEST, got.append)
+    assert got == [
+        Delta("reasoning", "why"),
+        Delta("text", "Here."),
+        Delta("tool_call", index=0, name="weather__get"),
+        Delta("tool_call", index=1, name="time__now"),
+    ]
+    got.clear()
+    provider.llm = provider.llm.model_copy(update={"stream": True})
+    await provider.complete(REQUEST, got.append)
+    assert got == [Delta("text", "after a broken stream")]
+
+
+async def test_retry_after_as_an_http_date(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    model_server.enqueue(
+        Reply.json({"error": {"message": "later"}}, status=503, headers={"retry-after": when}),
+        Reply.json(shapes.completion(content="ok")),
+    )
+    assert (await make(model_server, http_client, sleeps, stream=False).complete(REQUEST)).content == "ok"
+    assert len(sleeps.delays) == 1 and 20 < sleeps.delays[0] <= 30
+
+
+async def test_cancelled_while_waiting_to_retry(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
+    model_server.enqueue(
+        Reply.json({"error": {"message": "busy"}}, status=503, headers={"retry-after": "30"})
+    )
+    config = LLMConfig(endpoint=model_server.base_url, model="m", stream=False)
+    provider = OpenAICompatProvider(config, http_client)  # the real sleep
+    with anyio.fail_after(20):
+        with anyio.move_on_after(0.3) as scope:
+            await provider.complete(REQUEST)
+    assert scope.cancelled_caught and len(model_server.requests) == 1

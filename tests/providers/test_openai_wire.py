@@ -52,7 +52,9 @@ TOOLS = (WEATHER, TIME)
 REQUEST = ModelRequest(messages=[Message.system("sys"), Message.user("weather in Paris?")], tools=TOOLS)
 
 
-def fold(chunks: Sequence[Any], *, style: str = "auto", request: ModelRequest = REQUEST) -> tuple[Turn, list[Delta]]:
+def fold(
+    chunks: Sequence[Any], *, style: str = "auto", request: ModelRequest = REQUEST
+) -> tuple[Turn, list[Delta]]:
     acc = ChunkAccumulator()
     deltas: list[Delta] = []
     for chunk in chunks:
@@ -66,7 +68,9 @@ def whole(body: dict[str, Any], *, style: str = "auto") -> Turn:
     return finish_turn(acc, REQUEST, style=style)  # type: ignore[arg-type]
 
 
-def chunk(*tool_calls: dict[str, Any], content: Any = None, finish: str | None = None, **delta: Any) -> dict[str, Any]:
+def chunk(
+    *tool_calls: dict[str, Any], content: Any = None, finish: str | None = None, **delta: Any
+) -> dict[str, Any]:
     d: dict[str, Any] = dict(delta)
     if tool_calls:
         d["tool_calls"] = list(tool_calls)
@@ -75,8 +79,13 @@ def chunk(*tool_calls: dict[str, Any], content: Any = None, finish: str | None =
     return {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
 
 
-def tc(index: int | None = None, id: str | None = None, name: str | None = None, args: Any = None,
-       type: str | None = None) -> dict[str, Any]:
+def tc(
+    index: int | None = None,
+    id: str | None = None,
+    name: str | None = None,
+    args: Any = None,
+    type: str | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if index is not None:
         out["index"] = index
@@ -102,8 +111,12 @@ def summary(turn: Turn) -> list[tuple[str, dict[str, Any]]]:
 
 
 def test_tools_shape_and_description_cap() -> None:
-    long = ToolSpec(name="a__b", description="x" * 2000, parameters={"type": "object"},
-                    variants={"openai": {"type": "object", "properties": {}}})
+    long = ToolSpec(
+        name="a__b",
+        description="x" * 2000,
+        parameters={"type": "object"},
+        variants={"openai": {"type": "object", "properties": {}}},
+    )
     openai = to_openai_tools([long], capabilities_for("openai"))[0]
     assert openai["type"] == "function"
     assert openai["function"]["name"] == "a__b"
@@ -119,7 +132,9 @@ def test_tools_shape_and_description_cap() -> None:
 
 CALL = ToolCall("call_abc", "weather__get", {"city": "Paris"})
 EMPTY = ToolCall("7", "time__now", {})
-BROKEN = ToolCall("call_bad", "weather__get", {}, error="arguments are not valid JSON", raw_arguments='{"city": ')
+BROKEN = ToolCall(
+    "call_bad", "weather__get", {}, error="arguments are not valid JSON", raw_arguments='{"city": '
+)
 
 
 def _history(*extra: Message) -> list[Message]:
@@ -134,8 +149,18 @@ def _history(*extra: Message) -> list[Message]:
     ]
 
 
-@pytest.mark.parametrize(("kind", "content"), [("openai", None), ("groq", None), ("vllm", None), ("ollama", ""),
-                                                ("llamacpp", ""), ("lmstudio", ""), ("unknown", "")])
+@pytest.mark.parametrize(
+    ("kind", "content"),
+    [
+        ("openai", None),
+        ("groq", None),
+        ("vllm", None),
+        ("ollama", ""),
+        ("llamacpp", ""),
+        ("lmstudio", ""),
+        ("unknown", ""),
+    ],
+)
 def test_assistant_calls_content_null_or_empty_per_server(kind: str, content: str | None) -> None:
     out = to_openai_messages(_history(), capabilities_for(kind))  # type: ignore[arg-type]
     assert out[2]["content"] == content
@@ -147,7 +172,11 @@ def test_history_arguments_ids_names_and_results() -> None:
     calls = out[2]["tool_calls"]
     assert [c["id"] for c in calls] == ["call_abc", "7", "call_bad"]  # exactly as they came
     assert [c["function"]["name"] for c in calls] == ["weather__get", "time__now", "weather__get"]
-    assert [c["function"]["arguments"] for c in calls] == ['{"city": "Paris"}', "{}", "{}"]  # strings, never raw text
+    assert [c["function"]["arguments"] for c in calls] == [
+        '{"city": "Paris"}',
+        "{}",
+        "{}",
+    ]  # strings, never raw text
     assert all(c["type"] == "function" for c in calls)
     for c in calls:
         assert isinstance(json.loads(c["function"]["arguments"]), dict)
@@ -166,16 +195,25 @@ def test_reasoning_sent_back_only_when_asked() -> None:
 
 def test_assistant_text_beside_calls_is_kept_and_whitespace_dropped() -> None:
     caps = capabilities_for("openai")
-    assert to_openai_messages([Message.assistant("Let me check.", [CALL]), Message.tool(CALL, "x")],
-                              caps)[0]["content"] == "Let me check."
-    assert to_openai_messages([Message.assistant("\n\n", [CALL]), Message.tool(CALL, "x")], caps)[0]["content"] is None
+    assert (
+        to_openai_messages([Message.assistant("Let me check.", [CALL]), Message.tool(CALL, "x")], caps)[0][
+            "content"
+        ]
+        == "Let me check."
+    )
+    assert (
+        to_openai_messages([Message.assistant("\n\n", [CALL]), Message.tool(CALL, "x")], caps)[0]["content"]
+        is None
+    )
 
 
 def test_repair_synthesises_missing_results_in_call_order() -> None:
     messages = [Message.user("q"), Message.assistant("", [CALL, EMPTY]), Message.tool(EMPTY, "12:00")]
     fixed = repair_transcript(messages)
     assert [(m.role, m.tool_call_id, m.content) for m in fixed[2:]] == [
-        ("tool", "call_abc", NOT_EXECUTED), ("tool", "7", "12:00")]
+        ("tool", "call_abc", NOT_EXECUTED),
+        ("tool", "7", "12:00"),
+    ]
     assert fixed[2].is_error
 
 
@@ -191,13 +229,23 @@ def test_repair_drops_orphans_and_duplicates_and_moves_results_up() -> None:
     ]
     fixed = repair_transcript(messages)
     assert [(m.role, m.content) for m in fixed] == [
-        ("user", "q"), ("assistant", ""), ("tool", "first"), ("user", "interjection")]
+        ("user", "q"),
+        ("assistant", ""),
+        ("tool", "first"),
+        ("user", "interjection"),
+    ]
 
 
 def test_repair_keeps_ids_reused_across_turns_apart() -> None:
     first, second = ToolCall("call_0", "time__now"), ToolCall("call_0", "time__now")
-    messages = [Message.user("q"), Message.assistant("", [first]), Message.tool(first, "one"),
-                Message.assistant("", [second]), Message.tool(second, "two"), Message.assistant("done")]
+    messages = [
+        Message.user("q"),
+        Message.assistant("", [first]),
+        Message.tool(first, "one"),
+        Message.assistant("", [second]),
+        Message.tool(second, "two"),
+        Message.assistant("done"),
+    ]
     assert [m.content for m in repair_transcript(messages)] == ["q", "", "one", "", "two", "done"]
 
 
@@ -222,9 +270,16 @@ def test_a_valid_transcript_is_unchanged() -> None:
         ("unknown", False, False, "max_tokens", False),
     ],
 )
-def test_body_per_server(kind: str, tool_choice: bool, parallel: bool, max_field: str, stream_options: bool) -> None:
-    body = build_chat_body(REQUEST, model="m", caps=capabilities_for(kind), stream=True,  # type: ignore[arg-type]
-                           max_output_tokens=256)
+def test_body_per_server(
+    kind: str, tool_choice: bool, parallel: bool, max_field: str, stream_options: bool
+) -> None:
+    body = build_chat_body(
+        REQUEST,
+        model="m",
+        caps=capabilities_for(kind),
+        stream=True,  # type: ignore[arg-type]
+        max_output_tokens=256,
+    )
     assert ("tool_choice" in body) is tool_choice
     if tool_choice:
         assert body["tool_choice"] == "auto"
@@ -240,11 +295,19 @@ def test_body_temperature_and_caps_only_when_set() -> None:
     caps = capabilities_for("openai")
     plain = build_chat_body(ModelRequest(messages=[Message.user("hi")]), model="m", caps=caps, stream=False)
     assert plain == {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": False}
-    configured = build_chat_body(ModelRequest(messages=[Message.user("hi")]), model="m", caps=caps, stream=False,
-                                 temperature=0.2, max_output_tokens=100)
+    configured = build_chat_body(
+        ModelRequest(messages=[Message.user("hi")]),
+        model="m",
+        caps=caps,
+        stream=False,
+        temperature=0.2,
+        max_output_tokens=100,
+    )
     assert (configured["temperature"], configured["max_completion_tokens"]) == (0.2, 100)
     request = ModelRequest(messages=[Message.user("hi")], temperature=0.0, max_output_tokens=5)
-    overridden = build_chat_body(request, model="m", caps=caps, stream=False, temperature=0.7, max_output_tokens=100)
+    overridden = build_chat_body(
+        request, model="m", caps=caps, stream=False, temperature=0.7, max_output_tokens=100
+    )
     assert (overridden["temperature"], overridden["max_completion_tokens"]) == (0.0, 5)
 
 
@@ -262,15 +325,27 @@ def test_text_style_on_the_wire() -> None:
     assert messages[3]["content"].count("<tool_response>") == 3  # the three results, merged
     assert '"content": "sunny"' in messages[3]["content"]
     assert messages[4] == {"role": "user", "content": "and now?"}
-    no_system = build_chat_body(ModelRequest(messages=[Message.user("q")], tools=TOOLS), model="m",
-                                caps=Capabilities(), stream=False, text_tools=True)
+    no_system = build_chat_body(
+        ModelRequest(messages=[Message.user("q")], tools=TOOLS),
+        model="m",
+        caps=Capabilities(),
+        stream=False,
+        text_tools=True,
+    )
     assert no_system["messages"][0] == {"role": "system", "content": text_tool_prompt(TOOLS)}
 
 
 def test_text_style_prompt_is_read_back_by_the_text_parser() -> None:
     """What the prompt asks for is what the fallback parses."""
-    turn, _ = fold([chunk(content='<tool_call>\n{"name": "weather__get", "arguments": {"city": "Oslo"}}\n</tool_call>',
-                          finish="stop")], style="text")
+    turn, _ = fold(
+        [
+            chunk(
+                content='<tool_call>\n{"name": "weather__get", "arguments": {"city": "Oslo"}}\n</tool_call>',
+                finish="stop",
+            )
+        ],
+        style="text",
+    )
     assert summary(turn) == [("weather__get", {"city": "Oslo"})]
 
 
@@ -279,8 +354,11 @@ def test_text_style_prompt_is_read_back_by_the_text_parser() -> None:
 
 
 def test_reference_stream_single_call_and_text() -> None:
-    turn, deltas = fold(openai_stream(content="Checking.", calls=[Call("weather__get", {"city": "Paris"}, "call_1")],
-                                      usage=(50, 10)))
+    turn, deltas = fold(
+        openai_stream(
+            content="Checking.", calls=[Call("weather__get", {"city": "Paris"}, "call_1")], usage=(50, 10)
+        )
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"})]
     assert turn.tool_calls[0].id == "call_1" and turn.tool_calls[0].raw_arguments is None
     assert turn.content == "Checking." and turn.finish_reason == "tool_calls"
@@ -292,16 +370,28 @@ def test_reference_stream_single_call_and_text() -> None:
 
 
 def test_parallel_calls_interleaved_by_index() -> None:
-    calls = [Call("weather__get", {"city": "Paris"}), Call("weather__get", {"city": "Oslo"}), Call("time__now", {})]
+    calls = [
+        Call("weather__get", {"city": "Paris"}),
+        Call("weather__get", {"city": "Oslo"}),
+        Call("time__now", {}),
+    ]
     turn, deltas = fold(openai_stream(calls=calls, interleave=True, size=3))
-    assert summary(turn) == [("weather__get", {"city": "Paris"}), ("weather__get", {"city": "Oslo"}), ("time__now", {})]
+    assert summary(turn) == [
+        ("weather__get", {"city": "Paris"}),
+        ("weather__get", {"city": "Oslo"}),
+        ("time__now", {}),
+    ]
     assert len({c.id for c in turn.tool_calls}) == 3
     assert {d.index for d in deltas if d.kind == "tool_call"} == {0, 1, 2}
 
 
 def test_arguments_as_an_object_replace_not_concatenate() -> None:
-    turn, _ = fold([chunk(tc(0, "a", "weather__get", {"city": "Par"})), chunk(tc(0, None, None, {"city": "Paris"}),
-                                                                             finish="tool_calls")])
+    turn, _ = fold(
+        [
+            chunk(tc(0, "a", "weather__get", {"city": "Par"})),
+            chunk(tc(0, None, None, {"city": "Paris"}), finish="tool_calls"),
+        ]
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"})]
     assert turn.tool_calls[0].raw_arguments is None
 
@@ -315,62 +405,111 @@ def test_empty_arguments_are_an_empty_object() -> None:
 
 @pytest.mark.parametrize("missing", [None, ""])
 def test_missing_or_empty_ids_are_generated(missing: str | None) -> None:
-    turn, _ = fold([chunk(tc(0, missing, "time__now", "{}"), tc(1, missing, "weather__get", '{"city":"X"}')),
-                    chunk(finish="tool_calls")])
+    turn, _ = fold(
+        [
+            chunk(tc(0, missing, "time__now", "{}"), tc(1, missing, "weather__get", '{"city":"X"}')),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert [bool(GENERATED.match(c.id)) for c in turn.tool_calls] == [True, True]
     assert turn.tool_calls[0].id != turn.tool_calls[1].id
 
 
 def test_duplicate_ids_in_one_turn_are_replaced() -> None:
-    turn, _ = fold([chunk(tc(0, "call_0", "time__now", "{}")), chunk(tc(1, "call_0", "weather__get", '{"city":"X"}')),
-                    chunk(finish="tool_calls")])
+    turn, _ = fold(
+        [
+            chunk(tc(0, "call_0", "time__now", "{}")),
+            chunk(tc(1, "call_0", "weather__get", '{"city":"X"}')),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert turn.tool_calls[0].id == "call_0" and GENERATED.match(turn.tool_calls[1].id)
 
 
 def test_id_repeated_on_every_chunk_is_one_call() -> None:
-    turn, _ = fold([chunk(tc(0, "call_x", "weather__get", '{"ci')), chunk(tc(0, "call_x", None, 'ty": "Paris"}')),
-                    chunk(finish="tool_calls")])
+    turn, _ = fold(
+        [
+            chunk(tc(0, "call_x", "weather__get", '{"ci')),
+            chunk(tc(0, "call_x", None, 'ty": "Paris"}')),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"})] and turn.tool_calls[0].id == "call_x"
 
 
 def test_id_repeated_with_index_missing_is_one_call() -> None:
-    turn, _ = fold([chunk(tc(None, "call_x", "weather__get", '{"ci')), chunk(tc(None, "call_x", "", 'ty": "Rome"}'))])
+    turn, _ = fold(
+        [chunk(tc(None, "call_x", "weather__get", '{"ci')), chunk(tc(None, "call_x", "", 'ty": "Rome"}'))]
+    )
     assert summary(turn) == [("weather__get", {"city": "Rome"})]
 
 
 def test_index_missing_continuations_go_to_the_last_call() -> None:
-    turn, _ = fold([chunk(tc(None, "call_1", "weather__get", '{"city"')), chunk(tc(None, None, None, ': "Oslo"}')),
-                    chunk(tc(None, "call_2", "time__now", "")), chunk(tc(None, None, None, "{}"))])
+    turn, _ = fold(
+        [
+            chunk(tc(None, "call_1", "weather__get", '{"city"')),
+            chunk(tc(None, None, None, ': "Oslo"}')),
+            chunk(tc(None, "call_2", "time__now", "")),
+            chunk(tc(None, None, None, "{}")),
+        ]
+    )
     assert summary(turn) == [("weather__get", {"city": "Oslo"}), ("time__now", {})]
 
 
 def test_index_missing_whole_calls_in_one_chunk() -> None:
-    turn, _ = fold(ollama_stream(calls=[Call("weather__get", {"city": "A"}), Call("weather__get", {"city": "B"})],
-                                 index="missing"))
+    turn, _ = fold(
+        ollama_stream(
+            calls=[Call("weather__get", {"city": "A"}), Call("weather__get", {"city": "B"})], index="missing"
+        )
+    )
     assert summary(turn) == [("weather__get", {"city": "A"}), ("weather__get", {"city": "B"})]
 
 
 def test_index_missing_and_no_ids_whole_calls_in_one_chunk() -> None:
-    turn, _ = fold([chunk(tc(None, None, "weather__get", '{"city": "A"}'), tc(None, None, "time__now", "{}"))])
+    turn, _ = fold(
+        [chunk(tc(None, None, "weather__get", '{"city": "A"}'), tc(None, None, "time__now", "{}"))]
+    )
     assert summary(turn) == [("weather__get", {"city": "A"}), ("time__now", {})]
 
 
 def test_index_always_zero_with_different_ids_are_separate_calls() -> None:
-    turn, _ = fold(ollama_stream(calls=[Call("weather__get", {"city": "A"}), Call("weather__get", {"city": "B"}),
-                                        Call("time__now", {})], index="zero"))
-    assert summary(turn) == [("weather__get", {"city": "A"}), ("weather__get", {"city": "B"}), ("time__now", {})]
+    turn, _ = fold(
+        ollama_stream(
+            calls=[
+                Call("weather__get", {"city": "A"}),
+                Call("weather__get", {"city": "B"}),
+                Call("time__now", {}),
+            ],
+            index="zero",
+        )
+    )
+    assert summary(turn) == [
+        ("weather__get", {"city": "A"}),
+        ("weather__get", {"city": "B"}),
+        ("time__now", {}),
+    ]
     assert len({c.id for c in turn.tool_calls}) == 3
 
 
 def test_index_always_zero_without_ids_whole_calls_in_separate_chunks() -> None:
-    turn, _ = fold([chunk(tc(0, None, "weather__get", '{"city": "A"}')), chunk(tc(0, None, "weather__get", '{"city": "B"}')),
-                    chunk(finish="tool_calls")])
+    turn, _ = fold(
+        [
+            chunk(tc(0, None, "weather__get", '{"city": "A"}')),
+            chunk(tc(0, None, "weather__get", '{"city": "B"}')),
+            chunk(finish="tool_calls"),
+        ]
+    )
     assert summary(turn) == [("weather__get", {"city": "A"}), ("weather__get", {"city": "B"})]
 
 
 def test_a_repeated_name_while_arguments_are_incomplete_is_the_same_call() -> None:
-    turn, _ = fold([chunk(tc(0, None, "weather__get", '{"city": ')), chunk(tc(0, None, "weather__get", '"A"}')),
-                    chunk(tc(0, None, "weather__get", ""))])
+    turn, _ = fold(
+        [
+            chunk(tc(0, None, "weather__get", '{"city": ')),
+            chunk(tc(0, None, "weather__get", '"A"}')),
+            chunk(tc(0, None, "weather__get", "")),
+        ]
+    )
     assert summary(turn) == [("weather__get", {"city": "A"})]
 
 
@@ -418,19 +557,31 @@ def test_calls_in_the_final_chunk_with_finish_reason() -> None:
 
 
 def test_foreign_call_types_are_ignored() -> None:
-    custom = {"index": 0, "id": "c1", "type": "custom", "custom": {"name": "x", "input": "y"}, "function": {"name": "x"}}
-    turn, _ = fold([chunk(custom), chunk(tc(1, "c2", "time__now", "{}", type="function")), chunk(finish="tool_calls")])
+    custom = {
+        "index": 0,
+        "id": "c1",
+        "type": "custom",
+        "custom": {"name": "x", "input": "y"},
+        "function": {"name": "x"},
+    }
+    turn, _ = fold(
+        [chunk(custom), chunk(tc(1, "c2", "time__now", "{}", type="function")), chunk(finish="tool_calls")]
+    )
     assert summary(turn) == [("time__now", {})]
 
 
 def test_vllm_first_delta_without_arguments_key() -> None:
-    turn, _ = fold(vllm_stream(calls=[Call("weather__get", {"city": "Paris"}), Call("time__now", {})], interleave=True))
+    turn, _ = fold(
+        vllm_stream(calls=[Call("weather__get", {"city": "Paris"}), Call("time__now", {})], interleave=True)
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"}), ("time__now", {})]
     assert all(c.id.startswith("chatcmpl-tool-") for c in turn.tool_calls)
 
 
 def test_llamacpp_object_arguments_and_timings() -> None:
-    turn, _ = fold(llamacpp_stream(calls=[Call("weather__get", {"city": "Paris"})], object_args=True, timings=(12, 34)))
+    turn, _ = fold(
+        llamacpp_stream(calls=[Call("weather__get", {"city": "Paris"})], object_args=True, timings=(12, 34))
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"})]
     assert turn.usage == Usage(12, 34, 46) and not turn.usage.estimated
     assert len(turn.tool_calls[0].id) == 32
@@ -447,13 +598,19 @@ def test_bad_arguments_keep_raw_text_and_error() -> None:
 
 
 def test_double_encoded_arguments() -> None:
-    turn, _ = fold([chunk(tc(0, "a", "weather__get", json.dumps('{"city": "Paris"}'))), chunk(finish="tool_calls")])
+    turn, _ = fold(
+        [chunk(tc(0, "a", "weather__get", json.dumps('{"city": "Paris"}'))), chunk(finish="tool_calls")]
+    )
     assert summary(turn) == [("weather__get", {"city": "Paris"})]
 
 
 def test_legacy_function_call() -> None:
-    turn, _ = fold([chunk(function_call={"name": "time__now", "arguments": ""}),
-                    chunk(function_call={"arguments": "{}"}, finish="function_call")])
+    turn, _ = fold(
+        [
+            chunk(function_call={"name": "time__now", "arguments": ""}),
+            chunk(function_call={"arguments": "{}"}, finish="function_call"),
+        ]
+    )
     assert summary(turn) == [("time__now", {})]
     body = completion(content=None)
     body["choices"][0]["message"]["function_call"] = {"name": "time__now", "arguments": "{}"}
@@ -461,8 +618,17 @@ def test_legacy_function_call() -> None:
 
 
 def test_other_choices_are_ignored() -> None:
-    turn, _ = fold([{"choices": [{"index": 1, "delta": {"content": "other"}}, {"index": 0, "delta": {"content": "mine"}}]},
-                    chunk(finish="stop")])
+    turn, _ = fold(
+        [
+            {
+                "choices": [
+                    {"index": 1, "delta": {"content": "other"}},
+                    {"index": 0, "delta": {"content": "mine"}},
+                ]
+            },
+            chunk(finish="stop"),
+        ]
+    )
     assert turn.content == "mine"
 
 
@@ -479,8 +645,13 @@ def test_reasoning_from_each_field(field: str) -> None:
 
 
 def test_reasoning_fields_in_order_first_present_wins() -> None:
-    turn, _ = fold([chunk(reasoning_content="one", reasoning="one"), chunk(reasoning="two", thinking="x"),
-                    chunk(content="a", finish="stop")])
+    turn, _ = fold(
+        [
+            chunk(reasoning_content="one", reasoning="one"),
+            chunk(reasoning="two", thinking="x"),
+            chunk(content="a", finish="stop"),
+        ]
+    )
     assert turn.reasoning == "onetwo"
 
 
@@ -489,16 +660,23 @@ def test_reasoning_fields_in_order_first_present_wins() -> None:
     [
         ("<think>\nplan\n</think>\n\nThe answer.", "plan", "The answer."),
         ("<think>\n\n</think>\n\nThe answer.", "", "The answer."),
-        ("plan without an opening tag\n</think>\n\nThe answer.", "plan without an opening tag", "The answer."),
+        (
+            "plan without an opening tag\n</think>\n\nThe answer.",
+            "plan without an opening tag",
+            "The answer.",
+        ),
         ("<think>never closed", "never closed", ""),
     ],
 )
 def test_reasoning_from_think_blocks(content: str, reasoning: str, answer: str) -> None:
     for size in (1, 4, 1000):
         pieces = [content[i : i + size] for i in range(0, len(content), size)]
-        turn, deltas = fold([chunk(content=p) for p in pieces] + [chunk(finish="stop")])
+        turn, _ = fold([*[chunk(content=p) for p in pieces], chunk(finish="stop")])
         assert (turn.reasoning, turn.content) == (reasoning, answer)
-    assert (whole(completion(content=content)).reasoning, whole(completion(content=content)).content) == (reasoning, answer)
+    assert (whole(completion(content=content)).reasoning, whole(completion(content=content)).content) == (
+        reasoning,
+        answer,
+    )
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 100])
@@ -512,7 +690,9 @@ def test_think_tags_split_across_chunks_stream_as_reasoning_deltas(size: int) ->
 
 
 def test_field_and_think_reasoning_are_joined() -> None:
-    turn, _ = fold([chunk(reasoning="from field"), chunk(content="<think>from tags</think>Answer"), chunk(finish="stop")])
+    turn, _ = fold(
+        [chunk(reasoning="from field"), chunk(content="<think>from tags</think>Answer"), chunk(finish="stop")]
+    )
     assert turn.reasoning == "from field\n\nfrom tags" and turn.content == "Answer"
 
 
@@ -561,11 +741,24 @@ def test_text_calls_only_for_offered_tools_and_not_inside_reasoning() -> None:
         ({"usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}, Usage(5, 2, 7)),
         ({"usage": {"prompt_tokens": 5, "completion_tokens": 2}}, Usage(5, 2, 7)),
         ({"usage": {"input_tokens": 5, "output_tokens": 2}}, Usage(5, 2, 7)),
-        ({"usage": None, "x_groq": {"id": "r", "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}},
-         Usage(9, 1, 10)),
+        (
+            {
+                "usage": None,
+                "x_groq": {
+                    "id": "r",
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+                },
+            },
+            Usage(9, 1, 10),
+        ),
         ({"timings": {"prompt_n": 10, "predicted_n": 4, "cache_n": 3}}, Usage(13, 4, 17)),
-        ({"usage": {"prompt_tokens": 1, "completion_tokens": 1}, "timings": {"prompt_n": 99, "predicted_n": 99}},
-         Usage(1, 1, 2)),
+        (
+            {
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                "timings": {"prompt_n": 99, "predicted_n": 99},
+            },
+            Usage(1, 1, 2),
+        ),
         ({"usage": None}, None),
         ({"usage": {}}, None),
         ({"timings": {"prompt_ms": 3.0}}, None),

@@ -55,7 +55,11 @@ from mcp_agent.providers.retry import (
         ),
         ({"error": "model 'x' not found"}, ("model 'x' not found", None, None, None)),  # Ollama native
         (  # Anthropic
-            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}, "request_id": "r"},
+            {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": "Overloaded"},
+                "request_id": "r",
+            },
             ("Overloaded", "overloaded_error", None, None),
         ),
         (  # Gemini, wrapped in a list as in streams
@@ -63,7 +67,14 @@ from mcp_agent.providers.retry import (
             ("quota", "RESOURCE_EXHAUSTED", "429", 429),
         ),
         (  # Groq, in-stream
-            {"error": {"message": "Failed", "type": "invalid_request_error", "code": "tool_use_failed", "status_code": 400}},
+            {
+                "error": {
+                    "message": "Failed",
+                    "type": "invalid_request_error",
+                    "code": "tool_use_failed",
+                    "status_code": 400,
+                }
+            },
             ("Failed", "invalid_request_error", "tool_use_failed", 400),
         ),
         ({"detail": "Not Found"}, ("Not Found", None, None, None)),  # FastAPI-style proxies
@@ -78,7 +89,17 @@ def test_error_info_shapes(body: Any, expected: tuple[Any, ...]) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [None, "", "plain text", b"<html>", {"id": "chatcmpl-1", "choices": []}, {"error": None}, [], [1], {"error": {}}],
+    [
+        None,
+        "",
+        "plain text",
+        b"<html>",
+        {"id": "chatcmpl-1", "choices": []},
+        {"error": None},
+        [],
+        [1],
+        {"error": {}},
+    ],
 )
 def test_error_info_none_for_non_errors(body: Any) -> None:
     assert error_info(body) is None
@@ -91,36 +112,108 @@ def test_error_info_none_for_non_errors(body: Any) -> None:
 @pytest.mark.parametrize(
     ("status", "body"),
     [
-        (400, {"error": {"message": "This model's maximum context length is 8192 tokens.", "code": "context_length_exceeded"}}),
-        (400, {"error": {"message": "whatever", "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+        (
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8192 tokens.",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "whatever",
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
         (  # vLLM (new shape)
             400,
-            {"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
-                       "(4000 in the messages, 1000 in the completion). Please reduce the length of the messages or "
-                       "completion.", "type": "BadRequestError", "param": None, "code": 400}},
+            {
+                "error": {
+                    "message": "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens "
+                    "(4000 in the messages, 1000 in the completion). Please reduce the length of the messages or "
+                    "completion.",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
+            },
         ),
         (  # vLLM (old flat shape)
             400,
-            {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, you requested "
-             "3000 tokens", "type": "BadRequestError", "code": 400},
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 2048 tokens. However, you requested "
+                "3000 tokens",
+                "type": "BadRequestError",
+                "code": 400,
+            },
         ),
         (  # llama.cpp: type decides, whatever the wording
             400,
-            {"error": {"code": 400, "message": "something new", "type": "exceed_context_size_error",
-                       "n_prompt_tokens": 13392, "n_ctx": 8192}},
+            {
+                "error": {
+                    "code": 400,
+                    "message": "something new",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 13392,
+                    "n_ctx": 8192,
+                }
+            },
         ),
-        (400, {"error": {"code": 400, "type": "invalid_request_error",
-                         "message": "request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it"}}),
-        (400, {"error": {"message": "Trying to keep the first 5000 tokens when context the overflows. However, the model "
-                         "is loaded with context length of only 4096 tokens, which is not enough."}}),  # LM Studio
-        (400, {"error": "The number of tokens to keep from the initial prompt is greater than the context length "
-               "(n_keep: 10247 >= n_ctx: 4096)"}),  # LM Studio
+        (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "type": "invalid_request_error",
+                    "message": "request (13392 tokens) exceeds the available context size (8192 tokens), try increasing it",
+                }
+            },
+        ),
+        (
+            400,
+            {
+                "error": {
+                    "message": "Trying to keep the first 5000 tokens when context the overflows. However, the model "
+                    "is loaded with context length of only 4096 tokens, which is not enough."
+                }
+            },
+        ),  # LM Studio
+        (
+            400,
+            {
+                "error": "The number of tokens to keep from the initial prompt is greater than the context length "
+                "(n_keep: 10247 >= n_ctx: 4096)"
+            },
+        ),  # LM Studio
         (200, {"error": "Context size has been exceeded."}),  # LM Studio's HTTP 200 with an error body
         (None, {"error": {"message": "Context size has been exceeded."}}),  # the same, mid-stream
-        (400, {"type": "error", "error": {"type": "invalid_request_error",
-                                          "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),  # Anthropic
-        (400, {"error": {"code": 400, "status": "INVALID_ARGUMENT",
-                         "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."}}),
+        (
+            400,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "prompt is too long: 210000 tokens > 200000 maximum",
+                },
+            },
+        ),  # Anthropic
+        (
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "status": "INVALID_ARGUMENT",
+                    "message": "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                }
+            },
+        ),
         (400, {"error": "the input length exceeds the context length"}),  # Ollama, truncate: false
         (400, "This model's maximum context length is 128000 tokens."),  # not JSON at all
     ],
@@ -133,9 +226,15 @@ def test_context_length_errors(status: int | None, body: Any) -> None:
 
 
 def test_tpm_request_too_large_is_not_context_length_but_terminal() -> None:
-    body = {"error": {"message": "Request too large for gpt-4o in organization org-x on tokens per min (TPM): "
-                      "Limit 30000, Requested 31538. The input or output tokens must be reduced in order to run "
-                      "successfully.", "type": "tokens", "code": "rate_limit_exceeded"}}
+    body = {
+        "error": {
+            "message": "Request too large for gpt-4o in organization org-x on tokens per min (TPM): "
+            "Limit 30000, Requested 31538. The input or output tokens must be reduced in order to run "
+            "successfully.",
+            "type": "tokens",
+            "code": "rate_limit_exceeded",
+        }
+    }
     error = classify_error(429, body)
     assert type(error) is ProviderHTTPError
     assert error.terminal and not error.retryable
@@ -162,43 +261,136 @@ def _err(message: str = "m", **extra: Any) -> dict[str, Any]:
     [
         (408, _err(), {}, ProviderHTTPError, True),
         (409, _err(), {}, ProviderHTTPError, True),
-        (429, _err("Rate limit reached", type="requests", code="rate_limit_exceeded"), {}, ProviderHTTPError, True),
+        (
+            429,
+            _err("Rate limit reached", type="requests", code="rate_limit_exceeded"),
+            {},
+            ProviderHTTPError,
+            True,
+        ),
         (500, _err(), {}, ProviderHTTPError, True),
         (502, "<html>Bad gateway</html>", {}, ProviderHTTPError, True),
-        (503, {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}, {}, ProviderHTTPError, True),
-        (529, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, {}, ProviderHTTPError, True),
+        (
+            503,
+            {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}},
+            {},
+            ProviderHTTPError,
+            True,
+        ),
+        (
+            529,
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            {},
+            ProviderHTTPError,
+            True,
+        ),
         (400, _err(), {}, ProviderHTTPError, False),
         (401, _err("Incorrect API key", code="invalid_api_key"), {}, ProviderHTTPError, False),
         (403, _err(), {}, ProviderHTTPError, False),
-        (404, {"error": {"message": "model \"x\" not found", "type": "not_found_error"}}, {}, ProviderHTTPError, False),
+        (
+            404,
+            {"error": {"message": 'model "x" not found', "type": "not_found_error"}},
+            {},
+            ProviderHTTPError,
+            False,
+        ),
         (413, _err(), {}, ProviderHTTPError, False),
         (422, {"detail": "Unprocessable"}, {}, ProviderHTTPError, False),
         # quotas and spend limits: 429 but never retried
-        (429, _err("You exceeded your current quota", type="insufficient_quota", code="insufficient_quota"), {},
-         ProviderHTTPError, False),
-        (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "spend limit",
-                                          "details": {"error_code": "enforced_spend_limit_reached"}}}, {},
-         ProviderHTTPError, False),
-        (429, [{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [
-            {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
-             "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}]}}], {},
-         ProviderHTTPError, False),
-        (429, [{"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [
-            {"violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}]}]}}], {},
-         ProviderHTTPError, True),
+        (
+            429,
+            _err("You exceeded your current quota", type="insufficient_quota", code="insufficient_quota"),
+            {},
+            ProviderHTTPError,
+            False,
+        ),
+        (
+            429,
+            {
+                "type": "error",
+                "error": {
+                    "type": "rate_limit_error",
+                    "message": "spend limit",
+                    "details": {"error_code": "enforced_spend_limit_reached"},
+                },
+            },
+            {},
+            ProviderHTTPError,
+            False,
+        ),
+        (
+            429,
+            [
+                {
+                    "error": {
+                        "code": 429,
+                        "message": "Quota exceeded",
+                        "status": "RESOURCE_EXHAUSTED",
+                        "details": [
+                            {
+                                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                                "violations": [
+                                    {"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}
+                                ],
+                            }
+                        ],
+                    }
+                }
+            ],
+            {},
+            ProviderHTTPError,
+            False,
+        ),
+        (
+            429,
+            [
+                {
+                    "error": {
+                        "code": 429,
+                        "message": "Quota exceeded",
+                        "status": "RESOURCE_EXHAUSTED",
+                        "details": [
+                            {"violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}]}
+                        ],
+                    }
+                }
+            ],
+            {},
+            ProviderHTTPError,
+            True,
+        ),
         # x-should-retry overrides the status either way
         (400, _err(), {"x-should-retry": "true"}, ProviderHTTPError, True),
         (500, _err(), {"X-Should-Retry": "false"}, ProviderHTTPError, False),
         # errors inside a stream or a 200 body: the body's status, else its type
-        (None, {"error": {"message": "Failed to call a function", "code": "tool_use_failed", "status_code": 400}}, {},
-         ProviderResponseError, False),
+        (
+            None,
+            {
+                "error": {
+                    "message": "Failed to call a function",
+                    "code": "tool_use_failed",
+                    "status_code": 400,
+                }
+            },
+            {},
+            ProviderResponseError,
+            False,
+        ),
         (None, {"error": {"message": "boom", "type": "server_error"}}, {}, ProviderResponseError, True),
-        (None, {"error": {"message": "bad", "type": "invalid_request_error"}}, {}, ProviderResponseError, False),
+        (
+            None,
+            {"error": {"message": "bad", "type": "invalid_request_error"}},
+            {},
+            ProviderResponseError,
+            False,
+        ),
         (None, {"error": {"message": "who knows"}}, {}, ProviderResponseError, True),
         (200, {"error": "unknown failure"}, {}, ProviderResponseError, True),
     ],
 )
-def test_classification(status: int | None, body: Any, headers: dict[str, str], cls: type, retryable: bool) -> None:
+def test_classification(
+    status: int | None, body: Any, headers: dict[str, str], cls: type, retryable: bool
+) -> None:
     error = classify_error(status, body, headers)
     assert type(error) is cls
     assert error.retryable is retryable
@@ -208,8 +400,17 @@ def test_classification(status: int | None, body: Any, headers: dict[str, str], 
 
 
 def test_error_carries_status_message_request_id_and_retry_after() -> None:
-    error = classify_error(429, b'{"error": {"message": "slow down"}}', httpx.Headers({"x-request-id": "req_1", "retry-after": "3"}))
-    assert (error.status, error.message, error.request_id, error.retry_after) == (429, "slow down", "req_1", 3.0)
+    error = classify_error(
+        429,
+        b'{"error": {"message": "slow down"}}',
+        httpx.Headers({"x-request-id": "req_1", "retry-after": "3"}),
+    )
+    assert (error.status, error.message, error.request_id, error.retry_after) == (
+        429,
+        "slow down",
+        "req_1",
+        3.0,
+    )
     assert str(error) == "HTTP 429: slow down (request id req_1)"
 
 
@@ -218,7 +419,10 @@ def test_request_id_sources() -> None:
     assert request_id_from(httpx.Headers({"request-id": "b"})) == "b"
     assert request_id_from({}, {"request_id": "req_c"}) == "req_c"
     assert request_id_from(None) is None
-    assert classify_error(500, {"type": "error", "error": {"message": "x"}, "request_id": "req_d"}).request_id == "req_d"
+    assert (
+        classify_error(500, {"type": "error", "error": {"message": "x"}, "request_id": "req_d"}).request_id
+        == "req_d"
+    )
 
 
 def test_message_when_body_is_empty_or_not_json() -> None:
@@ -228,8 +432,14 @@ def test_message_when_body_is_empty_or_not_json() -> None:
 
 
 def test_gemini_retry_delay_in_body() -> None:
-    body = {"error": {"code": 429, "message": "slow", "status": "RESOURCE_EXHAUSTED",
-                      "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "34s"}]}}
+    body = {
+        "error": {
+            "code": 429,
+            "message": "slow",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "34s"}],
+        }
+    }
     assert classify_error(429, body).retry_after == 34.0
     body["error"]["details"][0]["retryDelay"] = "120s"
     assert classify_error(429, body).retry_after is None
@@ -398,7 +608,9 @@ def _refused() -> httpx.ConnectError:
 
 
 def test_refused_with_a_hint_is_terminal_and_says_how_to_start() -> None:
-    error = transport_error(_refused(), refused_message="Ollama is not running at X: start it with `ollama serve`")
+    error = transport_error(
+        _refused(), refused_message="Ollama is not running at X: start it with `ollama serve`"
+    )
     assert type(error) is ProviderConnectionError
     assert error.terminal and not error.retryable
     assert "ollama serve" in error.message
@@ -410,9 +622,17 @@ def test_refused_with_a_hint_is_terminal_and_says_how_to_start() -> None:
         (_refused(), ProviderConnectionError, True),  # no hint (a remote host): retried
         (httpx.ConnectTimeout("timed out"), ProviderConnectionError, True),
         (httpx.ReadTimeout("timed out"), ProviderResponseError, True),
-        (httpx.RemoteProtocolError("Server disconnected without sending a response."), ProviderResponseError, True),
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            ProviderResponseError,
+            True,
+        ),
         (httpx.ReadError("reset"), ProviderResponseError, True),
-        (httpx.UnsupportedProtocol("Request URL is missing an 'http://' or 'https://' protocol."), ProviderConnectionError, False),
+        (
+            httpx.UnsupportedProtocol("Request URL is missing an 'http://' or 'https://' protocol."),
+            ProviderConnectionError,
+            False,
+        ),
         (httpx.ProxyError("proxy said no"), ProviderConnectionError, True),
     ],
 )
@@ -423,16 +643,14 @@ def test_transport_errors(exc: httpx.HTTPError, cls: type, retryable: bool) -> N
 
 
 def test_map_transport_errors_context_manager() -> None:
-    with pytest.raises(ProviderConnectionError) as info:
-        with map_transport_errors(refused_message="start it"):
-            raise _refused()
+    with pytest.raises(ProviderConnectionError) as info, map_transport_errors(refused_message="start it"):
+        raise _refused()
     assert info.value.message == "start it"
     assert isinstance(info.value.__cause__, httpx.ConnectError)
     with map_transport_errors():
         pass
-    with pytest.raises(ValueError):
-        with map_transport_errors():
-            raise ValueError("not ours")
+    with pytest.raises(ValueError), map_transport_errors():
+        raise ValueError("not ours")
 
 
 def test_provider_error_is_the_base() -> None:

@@ -20,7 +20,7 @@ from mcp_agent.providers._sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_
         ("data:  two spaces\n\n", [SSEEvent(data=" two spaces")]),
         ("data: line1\ndata: line2\n\n", [SSEEvent(data="line1\nline2")]),
         (": keep-alive\n\ndata: x\n\n", [SSEEvent(data="x")]),
-        ("event: error\ndata: {\"e\":1}\n\n", [SSEEvent(event="error", data='{"e":1}')]),
+        ('event: error\ndata: {"e":1}\n\n', [SSEEvent(event="error", data='{"e":1}')]),
         ("event: ping\n\n", [SSEEvent(event="ping")]),
         ("id: 7\ndata: x\n\ndata: y\n\n", [SSEEvent(data="x", id="7"), SSEEvent(data="y", id="7")]),
         ("retry: 3000\ndata: x\n\n", [SSEEvent(data="x", retry=3000)]),
@@ -48,10 +48,14 @@ def test_parse_sse(text: str, expected: list[SSEEvent]) -> None:
 STREAM = (
     b'data: {"x": "caf\xc3\xa9"}\r\n\r\n'
     b": comment\r\n"
-    b"event: error\r\ndata: {\"error\": 1}\r\n\r\n"
+    b'event: error\r\ndata: {"error": 1}\r\n\r\n'
     b"data: [DONE]\r\n\r\n"
 )
-EXPECTED = [SSEEvent(data='{"x": "café"}'), SSEEvent(event="error", data='{"error": 1}'), SSEEvent(data="[DONE]")]
+EXPECTED = [
+    SSEEvent(data='{"x": "café"}'),
+    SSEEvent(event="error", data='{"error": 1}'),
+    SSEEvent(data="[DONE]"),
+]
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 64, len(STREAM)])
@@ -95,7 +99,10 @@ async def test_aiter_sse_on_bytes() -> None:
 
 
 async def test_aiter_sse_delivers_an_event_open_at_eof() -> None:
-    assert [e async for e in aiter_sse(_agen([b"data: a\n\ndata: b"]))] == [SSEEvent(data="a"), SSEEvent(data="b")]
+    assert [e async for e in aiter_sse(_agen([b"data: a\n\ndata: b"]))] == [
+        SSEEvent(data="a"),
+        SSEEvent(data="b"),
+    ]
 
 
 async def test_aiter_sse_lines() -> None:
