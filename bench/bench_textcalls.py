@@ -24,9 +24,16 @@ TOOLS = [
     ToolSpec(
         "weather__get_weather",
         mcp_name="get_weather",
-        parameters={"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}},
+        parameters={
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        },
     ),
-    ToolSpec("files__read_file", mcp_name="read_file", parameters={"type": "object", "properties": {"path": {"type": "string"}}}),
+    ToolSpec(
+        "files__read_file",
+        mcp_name="read_file",
+        parameters={"type": "object", "properties": {"path": {"type": "string"}}},
+    ),
 ]
 
 PARAGRAPH = (
@@ -76,13 +83,22 @@ def main() -> None:
         "prose_4_qwen_xml_calls": with_calls(qwen_xml),
         "adversarial_unclosed_markers": ("<tool_call>{" * (SIZE // 12))[:SIZE],
     }
-    expected = {"prose_only": 0, "prose_4_hermes_calls": 4, "prose_4_qwen_xml_calls": 4, "adversarial_unclosed_markers": 0}
+    expected = {
+        "prose_only": 0,
+        "prose_4_hermes_calls": 4,
+        "prose_4_qwen_xml_calls": 4,
+        "adversarial_unclosed_markers": 0,
+    }
     results: dict[str, object] = {}
     for name, text in texts.items():
         found = len(extract_tool_calls(text, TOOLS).calls)
         if found != expected[name]:
             raise SystemExit(f"{name}: expected {expected[name]} calls, found {found}")
-        results[name] = {"chars": len(text), "calls": found, **measure(lambda t=text: extract_tool_calls(t, TOOLS))}
+        results[name] = {
+            "chars": len(text),
+            "calls": found,
+            **measure(lambda t=text: extract_tool_calls(t, TOOLS)),
+        }
     results["split_reasoning_prose_only"] = measure(lambda: split_reasoning(texts["prose_only"]))
     print(
         json.dumps(

@@ -595,15 +595,17 @@ class _Scanner:
         limit = self.first(i, "</tool_call>", "<tool_call>")
         if text.startswith("<function=", i):
             raws: list[_Raw] = []
+            end = i
             while text.startswith("<function=", i):
                 got = self._xml_function(i, wrapped=True)
                 if got is None:
                     break
                 raws.append(got[0])
-                i = _skip_ws(text, got[1])
+                end = got[1]
+                i = _skip_ws(text, end)
             if not raws:
                 return None
-            return _Block(_consume(text, i, "</tool_call>"), raws)
+            return _Block(_consume(text, end, "</tool_call>"), raws)
         return self._json_block(i, limit, "</tool_call>")
 
     def _granite(self, hit: _Hit) -> _Block | None:
@@ -625,6 +627,7 @@ class _Scanner:
         if text[i : i + 1] in ("[", "{") or text.startswith("```", i):
             return self._json_block(i, limit)  # pre-v11: a JSON list after the token
         raws: list[_Raw] = []
+        end = i
         while True:  # v11: name[ARGS]{...}, maybe name[CALL_ID]id[ARGS]{...}
             head = _MISTRAL_CALL.match(text, i)
             if head is None or (head.group(2) is None and text[head.end() : head.end() + 1] != "{"):
@@ -641,7 +644,7 @@ class _Scanner:
             i = _skip_ws(text, end)
         if not raws:
             return None
-        return _Block(i, raws)
+        return _Block(end, raws)
 
     def _python_tag(self, hit: _Hit) -> _Block | None:
         text = self.text
@@ -652,17 +655,19 @@ class _Scanner:
             return _Block(_consume(text, line_end, "<|eom_id|>", "<|eot_id|>"), raws) if raws else None
         limit = self.first(i, "<|python_tag|>", "<|eom_id|>", "<|eot_id|>")
         raws = []
+        end = i
         while text[i : i + 1] == "{":  # several calls: {...}; {...}
             block = self._json_block(i, limit)
             if block is None:
                 break
             raws.extend(block.calls)
-            i = _skip_ws(text, block.end)
+            end = i = block.end
+            i = _skip_ws(text, i)
             if text[i : i + 1] in (";", ","):
                 i = _skip_ws(text, i + 1)
         if not raws:
             return None
-        return _Block(_consume(text, i, "<|eom_id|>", "<|eot_id|>"), raws)
+        return _Block(_consume(text, end, "<|eom_id|>", "<|eot_id|>"), raws)
 
     # -- XML and tag formats ------------------------------------------------------------
 

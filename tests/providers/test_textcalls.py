@@ -59,7 +59,9 @@ WRITE = ToolSpec(
         },
     },
 )
-SEARCH = ToolSpec(name="brave_search", parameters={"type": "object", "properties": {"query": {"type": "string"}}})
+SEARCH = ToolSpec(
+    name="brave_search", parameters={"type": "object", "properties": {"query": {"type": "string"}}}
+)
 CLOCK = ToolSpec(name="get-time", parameters={"type": "object", "properties": {"tz": {"type": "string"}}})
 TOOLS = [WEATHER, WRITE, SEARCH, CLOCK]
 OFFERED = {t.name for t in TOOLS}
@@ -98,10 +100,22 @@ def parser_warnings() -> Iterator[list[logging.LogRecord]]:
     ("text", "reasoning", "content"),
     [
         pytest.param("Just an answer.", "", "Just an answer.", id="none"),
-        pytest.param("<think>\nLet me plan.\n</think>\n\nThe answer.", "Let me plan.", "The answer.", id="qwen3"),
+        pytest.param(
+            "<think>\nLet me plan.\n</think>\n\nThe answer.", "Let me plan.", "The answer.", id="qwen3"
+        ),
         pytest.param("<think>\n\n</think>\n\nThe answer.", "", "The answer.", id="empty-block"),
-        pytest.param("Plan first.\nThen more.\n</think>\n\nThe answer.", "Plan first.\nThen more.", "The answer.", id="r1-no-open"),
-        pytest.param("Intro.\n<think>\nstill thinking when max_tokens hit", "still thinking when max_tokens hit", "Intro.", id="unclosed"),
+        pytest.param(
+            "Plan first.\nThen more.\n</think>\n\nThe answer.",
+            "Plan first.\nThen more.",
+            "The answer.",
+            id="r1-no-open",
+        ),
+        pytest.param(
+            "Intro.\n<think>\nstill thinking when max_tokens hit",
+            "still thinking when max_tokens hit",
+            "Intro.",
+            id="unclosed",
+        ),
         pytest.param("<think>partial", "partial", "", id="unclosed-only"),
         pytest.param("<think>a</think>B<think>c</think>D", "a\n\nc", "B\n\nD", id="two-blocks"),
         pytest.param("<thinking>hmm</thinking>\nAnswer", "hmm", "Answer", id="thinking-tag"),
@@ -142,7 +156,9 @@ def test_r1_reasoning_then_a_call() -> None:
 
 
 def test_unclosed_think_swallows_calls() -> None:
-    text = 'Sure.\n<think>maybe <tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</tool_call>'
+    text = (
+        'Sure.\n<think>maybe <tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</tool_call>'
+    )
     result = extract_tool_calls(text, TOOLS)
     assert result.calls == ()
     assert result.content == "Sure."
@@ -192,8 +208,12 @@ DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
 
 FORMATS = [
     # Qwen3-Coder XML (§5.1)
-    pytest.param(QWEN_XML, [(W, {"city": "Tokyo", "unit": "celsius"})], "I'll check the weather.", id="qwen-xml"),
-    pytest.param(QWEN_XML_TWO, [(W, TOKYO), (W, {"city": "Paris", "days": 3})], "Both requested.", id="qwen-xml-two"),
+    pytest.param(
+        QWEN_XML, [(W, {"city": "Tokyo", "unit": "celsius"})], "I'll check the weather.", id="qwen-xml"
+    ),
+    pytest.param(
+        QWEN_XML_TWO, [(W, TOKYO), (W, {"city": "Paris", "days": 3})], "Both requested.", id="qwen-xml-two"
+    ),
     pytest.param(
         "<function=get_weather>\n<parameter=city>\nTokyo\n</parameter>\n</function>",
         [(W, TOKYO)],
@@ -220,14 +240,24 @@ FORMATS = [
         id="qwen-xml-one-line",
     ),
     # Hermes / Qwen2.5 / Qwen3 (§5.2)
-    pytest.param(HERMES_TWO, [(W, {"city": "Tokyo", "unit": "celsius"}), (W, {"city": "Paris", "unit": "celsius"})], "", id="hermes-two"),
+    pytest.param(
+        HERMES_TWO,
+        [(W, {"city": "Tokyo", "unit": "celsius"}), (W, {"city": "Paris", "unit": "celsius"})],
+        "",
+        id="hermes-two",
+    ),
     pytest.param(
         'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n</tool_call>\nOne moment.',
         [(W, TOKYO)],
         "Let me look.\n\nOne moment.",
         id="hermes-text-around",
     ),
-    pytest.param('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="hermes-no-close-at-end"),
+    pytest.param(
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}',
+        [(W, TOKYO)],
+        "",
+        id="hermes-no-close-at-end",
+    ),
     pytest.param(
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
         [(W, TOKYO), (W, PARIS)],
@@ -259,7 +289,12 @@ FORMATS = [
         id="hermes-openai-shape-string-args",
     ),
     # Granite and Phi (§5.7)
-    pytest.param('<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="granite-3.0"),
+    pytest.param(
+        '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]',
+        [(W, TOKYO)],
+        "",
+        id="granite-3.0",
+    ),
     pytest.param(
         '<tool_call>[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]',
         [(W, TOKYO), (W, PARIS)],
@@ -272,7 +307,12 @@ FORMATS = [
         "",
         id="phi-tags",
     ),
-    pytest.param('functools[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="phi-4-mini"),
+    pytest.param(
+        'functools[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]',
+        [(W, TOKYO)],
+        "",
+        id="phi-4-mini",
+    ),
     # Mistral (§5.5)
     pytest.param(
         '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]',
@@ -280,14 +320,24 @@ FORMATS = [
         "",
         id="mistral-pre-v11",
     ),
-    pytest.param('[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="mistral-pre-v11-no-space"),
+    pytest.param(
+        '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Tokyo"}}]',
+        [(W, TOKYO)],
+        "",
+        id="mistral-pre-v11-no-space",
+    ),
     pytest.param(
         '[TOOL_CALLS]get_weather[ARGS]{"city": "Tokyo"}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
         [(W, TOKYO), (W, PARIS)],
         "",
         id="mistral-v11",
     ),
-    pytest.param('[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{"city": "Tokyo"}', [(W, TOKYO)], "", id="mistral-v11-call-id"),
+    pytest.param(
+        '[TOOL_CALLS]get_weather[CALL_ID]a1b2c3d4e[ARGS]{"city": "Tokyo"}',
+        [(W, TOKYO)],
+        "",
+        id="mistral-v11-call-id",
+    ),
     # DeepSeek (§5.6)
     pytest.param(
         DS + 'function<｜tool▁sep｜>get_weather\n```json\n{"city": "Tokyo"}\n```<｜tool▁call▁end｜>'
@@ -297,7 +347,9 @@ FORMATS = [
         id="deepseek-v3",
     ),
     pytest.param(
-        "Checking.\n" + DS + 'get_weather<｜tool▁sep｜>{"city": "Tokyo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        "Checking.\n"
+        + DS
+        + 'get_weather<｜tool▁sep｜>{"city": "Tokyo"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
         [(W, TOKYO)],
         "Checking.",
         id="deepseek-v3.1",
@@ -309,15 +361,27 @@ FORMATS = [
         id="deepseek-ascii",
     ),
     # Llama (§5.4)
-    pytest.param('<function=get_weather>{"city": "Tokyo"}</function>', [(W, TOKYO)], "", id="llama-function-json"),
+    pytest.param(
+        '<function=get_weather>{"city": "Tokyo"}</function>', [(W, TOKYO)], "", id="llama-function-json"
+    ),
     pytest.param(
         'Sure.\n<function=get_weather>{"city": "Tokyo"}</function>\n<function=get_weather>{"city": "Paris"}</function>',
         [(W, TOKYO), (W, PARIS)],
         "Sure.",
         id="llama-function-json-two",
     ),
-    pytest.param('{"name": "get_weather", "parameters": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="llama-json-parameters"),
-    pytest.param('\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n', [(W, TOKYO)], "", id="llama-json-arguments"),
+    pytest.param(
+        '{"name": "get_weather", "parameters": {"city": "Tokyo"}}',
+        [(W, TOKYO)],
+        "",
+        id="llama-json-parameters",
+    ),
+    pytest.param(
+        '\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n',
+        [(W, TOKYO)],
+        "",
+        id="llama-json-arguments",
+    ),
     pytest.param(
         '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Tokyo"}}; {"name": "get_weather", "parameters": {"city": "Paris"}}',
         [(W, TOKYO), (W, PARIS)],
@@ -342,9 +406,21 @@ FORMATS = [
         "",
         id="pythonic",
     ),
-    pytest.param('I will check.\n[get_weather(city="Tokyo")]\n', [(W, TOKYO)], "I will check.", id="pythonic-line"),
-    pytest.param('[\n  get_weather(city="Tokyo"),\n  get_weather(city="Paris")\n]', [(W, TOKYO), (W, PARIS)], "", id="pythonic-multiline"),
-    pytest.param('get_weather(city="Tokyo", days=-2)', [(W, {"city": "Tokyo", "days": -2})], "", id="pythonic-bare-call"),
+    pytest.param(
+        'I will check.\n[get_weather(city="Tokyo")]\n', [(W, TOKYO)], "I will check.", id="pythonic-line"
+    ),
+    pytest.param(
+        '[\n  get_weather(city="Tokyo"),\n  get_weather(city="Paris")\n]',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="pythonic-multiline",
+    ),
+    pytest.param(
+        'get_weather(city="Tokyo", days=-2)',
+        [(W, {"city": "Tokyo", "days": -2})],
+        "",
+        id="pythonic-bare-call",
+    ),
     pytest.param('[get-time(tz="UTC")]', [("get-time", {"tz": "UTC"})], "", id="pythonic-hyphenated-name"),
     # LM Studio (§4.3)
     pytest.param(
@@ -353,16 +429,28 @@ FORMATS = [
         "Done.",
         id="lmstudio",
     ),
-    pytest.param('[TOOL_REQUEST]\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}', [(W, TOKYO)], "", id="lmstudio-no-end"),
+    pytest.param(
+        '[TOOL_REQUEST]\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}',
+        [(W, TOKYO)],
+        "",
+        id="lmstudio-no-end",
+    ),
     # others (§5.7)
-    pytest.param('```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n```', [(W, TOKYO)], "", id="fenced-json"),
+    pytest.param(
+        '```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}}\n```',
+        [(W, TOKYO)],
+        "",
+        id="fenced-json",
+    ),
     pytest.param(
         '```\n[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]\n```',
         [(W, TOKYO), (W, PARIS)],
         "",
         id="xlam-fenced-array",
     ),
-    pytest.param('[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="bare-array"),
+    pytest.param(
+        '[{"name": "get_weather", "arguments": {"city": "Tokyo"}}]', [(W, TOKYO)], "", id="bare-array"
+    ),
     pytest.param(
         '<function_calls>\nget_weather(city="Tokyo", days=null)\nget_weather(city="Paris", days=2)\n</function_calls>',
         [(W, {"city": "Tokyo", "days": None}), (W, {"city": "Paris", "days": 2})],
@@ -390,7 +478,9 @@ def test_every_format(text: str, calls: list[tuple[str, dict[str, Any]]], conten
 
 
 @pytest.mark.parametrize(("text", "calls", "content"), FORMATS)
-def test_every_format_after_reasoning(text: str, calls: list[tuple[str, dict[str, Any]]], content: str) -> None:
+def test_every_format_after_reasoning(
+    text: str, calls: list[tuple[str, dict[str, Any]]], content: str
+) -> None:
     result = extract_tool_calls("<think>\nThe user wants weather.\n</think>\n\n" + text, TOOLS)
     assert calls_of(result) == calls
     assert result.reasoning == "The user wants weather."
@@ -446,19 +536,23 @@ def test_qwen_xml_strips_one_newline_each_side_only() -> None:
 
 
 def test_qwen_xml_values_are_typed_by_schema() -> None:
-    text = "<tool_call>\n<function=write_file>\n" + "".join(
-        f"<parameter={k}>\n{v}\n</parameter>\n"
-        for k, v in [
-            ("path", "007"),
-            ("port", "3000"),
-            ("ratio", "0.5"),
-            ("overwrite", "True"),
-            ("tags", '["a", "b"]'),
-            ("options", "{'depth': 2, 'follow': None}"),
-            ("mode", "null"),
-            ("limit", "None"),
-        ]
-    ) + "</function>\n</tool_call>"
+    text = (
+        "<tool_call>\n<function=write_file>\n"
+        + "".join(
+            f"<parameter={k}>\n{v}\n</parameter>\n"
+            for k, v in [
+                ("path", "007"),
+                ("port", "3000"),
+                ("ratio", "0.5"),
+                ("overwrite", "True"),
+                ("tags", '["a", "b"]'),
+                ("options", "{'depth': 2, 'follow': None}"),
+                ("mode", "null"),
+                ("limit", "None"),
+            ]
+        )
+        + "</function>\n</tool_call>"
+    )
     (call,) = extract_tool_calls(text, TOOLS).calls
     assert call.arguments == {
         "path": "007",
@@ -530,7 +624,9 @@ NOT_CALLS = [
         '[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"note": "x"}]',
         id="array-with-a-non-call",
     ),
-    pytest.param("Hermes models wrap calls in <tool_call> tags; Mistral uses [TOOL_CALLS].", id="markers-in-prose"),
+    pytest.param(
+        "Hermes models wrap calls in <tool_call> tags; Mistral uses [TOOL_CALLS].", id="markers-in-prose"
+    ),
     pytest.param("See <function=get_weather> in the docs.", id="function-tag-in-prose"),
     pytest.param("[link text](https://example.com) and [note(this)]", id="brackets"),
     pytest.param("print(get_weather)", id="python-code"),
@@ -627,17 +723,30 @@ def test_exact_name_wins_over_a_short_name() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        pytest.param('<tool_call>{"name": "get_weather", "arguments": "city is Tokyo"}</tool_call>', id="hermes-args-not-json"),
-        pytest.param('<tool_call>{"name": "get_weather", "arguments": [1, 2]}</tool_call>', id="hermes-args-a-list"),
-        pytest.param('<tool_call>{"name": "get_weather", "arguments" {"city" "Tokyo"}}</tool_call>', id="hermes-object-broken"),
+        pytest.param(
+            '<tool_call>{"name": "get_weather", "arguments": "city is Tokyo"}</tool_call>',
+            id="hermes-args-not-json",
+        ),
+        pytest.param(
+            '<tool_call>{"name": "get_weather", "arguments": [1, 2]}</tool_call>', id="hermes-args-a-list"
+        ),
+        pytest.param(
+            '<tool_call>{"name": "get_weather", "arguments" {"city" "Tokyo"}}</tool_call>',
+            id="hermes-object-broken",
+        ),
         pytest.param("[TOOL_CALLS]get_weather[ARGS]city=Tokyo", id="mistral-v11-args-not-json"),
         pytest.param("<function=get_weather>{city = Tokyo</function>", id="llama-function-args-broken"),
-        pytest.param(DS + "get_weather<｜tool▁sep｜>city Tokyo<｜tool▁call▁end｜><｜tool▁calls▁end｜>", id="deepseek-args-not-json"),
+        pytest.param(
+            DS + "get_weather<｜tool▁sep｜>city Tokyo<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+            id="deepseek-args-not-json",
+        ),
         pytest.param('[get_weather("Tokyo")]', id="pythonic-positional"),
         pytest.param("[get_weather(city=tokyo_var)]", id="pythonic-not-a-literal"),
         pytest.param("[get_weather(city=b'Tokyo')]", id="pythonic-bytes"),
         pytest.param("[get_weather(**{'city': 'Tokyo'})]", id="pythonic-kwargs"),
-        pytest.param("<start_function_call>call:get_weather{city<end_function_call>", id="functiongemma-broken"),
+        pytest.param(
+            "<start_function_call>call:get_weather{city<end_function_call>", id="functiongemma-broken"
+        ),
     ],
 )
 def test_broken_arguments_give_a_call_with_an_error(text: str) -> None:
@@ -650,7 +759,9 @@ def test_broken_arguments_give_a_call_with_an_error(text: str) -> None:
 
 
 def test_call_too_broken_and_too_long_to_repair_still_names_its_tool() -> None:
-    text = '<tool_call>{"name": "get_weather", "arguments": {"text": "' + "x" * 120_000 + "</tool_call>\nDone."
+    text = (
+        '<tool_call>{"name": "get_weather", "arguments": {"text": "' + "x" * 120_000 + "</tool_call>\nDone."
+    )
     result = extract_tool_calls(text, TOOLS)
     (call,) = result.calls
     assert call.name == W
@@ -736,6 +847,7 @@ def test_adversarial_input_finishes_fast(text: str) -> None:
     assert warnings == []
 
 
+# fmt: off
 FRAGMENTS = [
     "<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", "\n",
     "<|tool_call|>", "<|/tool_call|>", "functools[", "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]", "[TOOL_REQUEST]",
@@ -746,6 +858,7 @@ FRAGMENTS = [
     "get_weather", "weather__get_weather", "delete_everything", "rm", "brave_search", "get-time", "city",
     "port", "content", "null", "true", "None", "3000", "Tokyo", " ",
 ]
+# fmt: on
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -772,13 +885,46 @@ def test_format_fragments_never_raise_nor_call_unoffered_tools(parts: list[str])
     assert warnings == []
 
 
-PROSE = st.text(alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), whitelist_characters=".,!?\n"), max_size=80)
+PROSE = st.text(
+    alphabet=st.characters(whitelist_categories=("L", "N", "Zs"), whitelist_characters=".,!?\n"), max_size=80
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(PROSE, PROSE, st.sampled_from(["Tokyo", "São Paulo", 'a "quoted" city', "x\ny"]))
 def test_a_call_between_prose_is_found_and_the_prose_kept(before: str, after: str, city: str) -> None:
-    block = '<tool_call>\n{"name": "get_weather", "arguments": {"city": ' + json.dumps(city) + "}}\n</tool_call>"
+    block = (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": ' + json.dumps(city) + "}}\n</tool_call>"
+    )
     result = extract_tool_calls(f"{before}\n{block}\n{after}", TOOLS)
     assert calls_of(result) == [(W, {"city": city})]
     assert result.content == "\n\n".join(p.strip() for p in (before, after) if p.strip())
+
+
+# fmt: off
+WHOLE_MESSAGE_ONLY = {
+    "llama-json-parameters", "llama-json-arguments", "llama-json-sequence", "pythonic-bare-call",
+    "pythonic-multiline", "fenced-json", "xlam-fenced-array", "bare-array",
+}
+# fmt: on
+EMBEDDABLE = [p for p in FORMATS if p.id not in WHOLE_MESSAGE_ONLY and p.values[2] == ""]
+
+
+@settings(max_examples=300, deadline=None)
+@given(PROSE, PROSE, st.sampled_from(EMBEDDABLE))
+def test_every_marked_format_is_found_between_prose(before: str, after: str, sample: Any) -> None:
+    text, calls, _ = sample.values
+    result = extract_tool_calls(f"{before}\n{text}\n{after}", TOOLS)
+    assert calls_of(result) == calls
+    assert result.content == "\n\n".join(p.strip() for p in (before, after) if p.strip())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(EMBEDDABLE), min_size=1, max_size=4), st.lists(PROSE, min_size=5, max_size=5))
+def test_several_formats_in_one_message_are_all_found_in_order(samples: list[Any], proses: list[str]) -> None:
+    text, expected = "", []
+    for prose, sample in zip(proses, samples, strict=False):
+        text += f"{prose}\n{sample.values[0]}\n"
+        expected += sample.values[1]
+    result = extract_tool_calls(text + proses[-1], TOOLS)
+    assert calls_of(result) == expected
