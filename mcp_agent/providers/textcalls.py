@@ -30,7 +30,7 @@ from ..messages import ToolCall, ToolSpec
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TextExtraction", "extract_tool_calls", "split_reasoning"]
+__all__ = ["TextExtraction", "convert_value", "extract_tool_calls", "split_reasoning"]
 
 
 @dataclass(frozen=True)
@@ -116,11 +116,11 @@ def split_reasoning(text: str) -> tuple[str, str]:
 
 class _Broken:
     def __repr__(self) -> str:
-        return "BROKEN"
+        return "_BROKEN"
 
 
-BROKEN: Any = _Broken()
-"""What ``read_value`` returns when no reading of the text gives a JSON-like value."""
+_BROKEN: Any = _Broken()
+"""What ``_read_value`` returns when no reading of the text gives a JSON-like value."""
 
 _DECODER = json.JSONDecoder()
 _BRACKETS = re.compile(r"[{}\[\]\"'\\]")
@@ -170,30 +170,30 @@ def _lenient(raw: str) -> Any:
     """A JSON-like value from nearly-JSON text: Python literals, single quotes, light repairs."""
     raw = raw.strip()
     if not raw or len(raw) > _MAX_LENIENT:
-        return BROKEN
+        return _BROKEN
     try:
         return _literal(ast.parse(raw, mode="eval").body)  # single quotes, True/None, true/null
     except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
         pass
     if len(raw) > _MAX_REPAIR or _depth(raw) > _MAX_REPAIR_DEPTH:
-        return BROKEN
+        return _BROKEN
     try:
         import json_repair  # costs ~60 ms to import: only on the rare broken input
 
         value = json_repair.loads(raw)
     except Exception:  # json_repair gives up with assorted errors
-        return BROKEN
-    return value if isinstance(value, (dict, list)) and value else BROKEN
+        return _BROKEN
+    return value if isinstance(value, (dict, list)) and value else _BROKEN
 
 
-def read_value(text: str, start: int, limit: int, *, need: str = "") -> tuple[Any, int, bool]:
+def _read_value(text: str, start: int, limit: int, *, need: str = "") -> tuple[Any, int, bool]:
     """Read one JSON value at ``start``: strictly, else leniently up to its closing bracket.
 
     The lenient reading is tried only when the text holds ``need`` (a call object must say
     ``name``): repairs cost far more than strict parsing, and garbage would pay them too.
 
     Returns:
-        ``(value, end, repaired)``; value is ``BROKEN`` when nothing could be read, and end is
+        ``(value, end, repaired)``; value is ``_BROKEN`` when nothing could be read, and end is
         then where the attempt stopped (at most ``limit``).
     """
     try:
@@ -203,10 +203,10 @@ def read_value(text: str, start: int, limit: int, *, need: str = "") -> tuple[An
         pass
     end = _balanced_end(text, start, limit)
     raw = text[start:end]
-    return (_lenient(raw) if need in raw else BROKEN), end, True
+    return (_lenient(raw) if need in raw else _BROKEN), end, True
 
 
-def call_from_object(
+def _call_from_object(
     item: Any, *, strict: bool, repaired: bool = False
 ) -> tuple[str, JSONObject, str | None, str | None] | None:
     """``(name, arguments, error, raw_arguments)`` from a call object, or None if it is none.
@@ -247,7 +247,7 @@ def call_from_object(
     return name, arguments, error, raw
 
 
-def find_name(region: str) -> str | None:
+def _find_name(region: str) -> str | None:
     """The ``"name": "..."`` of a call object too broken to parse, if it says one."""
     m = _NAME_FIELD.search(region)
     return m.group(1) if m else None
@@ -324,7 +324,7 @@ def convert_value(text: str, schema: Any) -> Any:
     return text
 
 
-def convert_xml_params(params: Mapping[str, str], schema: Any) -> JSONObject:
+def _convert_xml_params(params: Mapping[str, str], schema: Any) -> JSONObject:
     """All of a Qwen XML call's parameters converted by the tool's object schema."""
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     props = props if isinstance(props, Mapping) else {}
@@ -401,7 +401,7 @@ def _raws_from_value(value: Any, raw: str | None, *, strict: bool) -> list[_Raw]
     items = value if isinstance(value, list) else [value]
     out: list[_Raw] = []
     for item in items:
-        call = call_from_object(item, strict=strict, repaired=raw is not None)
+        call = _call_from_object(item, strict=strict, repaired=raw is not None)
         if call is None:
             return None
         name, arguments, error, raw_args = call
@@ -557,7 +557,7 @@ class _Scanner:
             return None
         arguments, error, raw_arguments = raw.arguments, raw.error, raw.raw_arguments
         if raw.xml_params is not None:
-            arguments = convert_xml_params(raw.xml_params, spec.parameters)
+            arguments = _convert_xml_params(raw.xml_params, spec.parameters)
         return ToolCall(
             id="call_" + secrets.token_hex(12),
             name=spec.name,
@@ -577,9 +577,9 @@ class _Scanner:
             i, closers = fenced, ("```", *closers)
         if text[i : i + 1] not in ("{", "["):
             return None
-        value, end, repaired = read_value(text, i, limit, need="name")
-        if value is BROKEN:
-            name = find_name(text[i:limit])
+        value, end, repaired = _read_value(text, i, limit, need="name")
+        if value is _BROKEN:
+            name = _find_name(text[i:limit])
             if name is None:
                 return None
             raw = text[i:limit].strip()
@@ -633,12 +633,12 @@ class _Scanner:
             if head is None or (head.group(2) is None and text[head.end() : head.end() + 1] != "{"):
                 break
             j = _skip_ws(text, head.end())
-            value, end, repaired = read_value(text, j, limit)
+            value, end, repaired = _read_value(text, j, limit)
             if isinstance(value, dict):
                 raws.append(_Raw(head.group(1), value, None, text[j:end] if repaired else None))
             else:
-                raw = text[j:limit].strip() if value is BROKEN else text[j:end]
-                end = limit if value is BROKEN else end
+                raw = text[j:limit].strip() if value is _BROKEN else text[j:end]
+                end = limit if value is _BROKEN else end
                 arguments, error = parse_arguments(raw)
                 raws.append(_Raw(head.group(1), arguments, error, raw))
             i = _skip_ws(text, end)
@@ -685,11 +685,11 @@ class _Scanner:
         j = _skip_ws(text, head.end())
         if text[j : j + 1] == "{":  # Llama: <function=name>{"city": "Tokyo"}</function>
             limit = self.first(j, "</function>", "<function=")
-            value, end, repaired = read_value(text, j, limit)
+            value, end, repaired = _read_value(text, j, limit)
             if isinstance(value, dict):
                 raw_json = text[j:end] if repaired else None
                 return _Raw(name, value, None, raw_json), _consume(text, end, "</function>")
-            raw = text[j:limit].strip() if value is BROKEN else text[j:end]
+            raw = text[j:limit].strip() if value is _BROKEN else text[j:end]
             arguments, error = parse_arguments(raw)
             return _Raw(name, arguments, error, raw), _consume(text, max(end, limit), "</function>")
         spec = self.names.resolve(name)
@@ -874,7 +874,9 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-_HYPHENATED = re.compile(r"[A-Za-z_][\w.]*(?:-[\w.]+)+(?=\s*\()")
+# a hyphenated name where a call's name stands: at the start, or after `[`, `,`, `;` or space
+_HYPHENATED = re.compile(r"(?:^|(?<=[\[,;\s]))[A-Za-z_][\w.]*(?:-[\w.]+)+(?=\s*\()")
+_ALIAS = re.compile(r"_tc_\d+_")
 
 
 def _pythonic(source: str) -> list[_Raw] | None:
@@ -917,10 +919,22 @@ def _pythonic(source: str) -> list[_Raw] | None:
                 arguments[keyword.arg] = _literal(keyword.value)
             except (ValueError, TypeError):
                 problems.append(f"argument {keyword.arg!r} is not a literal value")
+        if hyphens:  # a string value that held such a name gets it back
+            arguments = _unalias(arguments, hyphens)
         error = "; ".join(problems) or None
         raw = ast.get_source_segment(source, element) if error else None
         raws.append(_Raw(name, arguments, error, raw))
     return raws or None
+
+
+def _unalias(value: Any, hyphens: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _ALIAS.sub(lambda m: hyphens.get(m.group(), m.group()), value)
+    if isinstance(value, list):
+        return [_unalias(v, hyphens) for v in value]
+    if isinstance(value, dict):
+        return {k: _unalias(v, hyphens) for k, v in value.items()}
+    return value
 
 
 def _gemma_value(s: str, i: int) -> tuple[Any, int]:
@@ -971,8 +985,8 @@ def _json_calls(body: str) -> list[_Raw] | None:
     while i < len(body):
         if body[i] not in "{[":
             return None
-        value, end, _ = read_value(body, i, len(body), need="name")
-        found = None if value is BROKEN else _raws_from_value(value, None, strict=True)
+        value, end, _ = _read_value(body, i, len(body), need="name")
+        found = None if value is _BROKEN else _raws_from_value(value, None, strict=True)
         if found is None:  # stop at the first value that is not a call: it is no call message
             return None
         raws.extend(found)
@@ -1003,10 +1017,16 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
     """Find tool calls written as text in a model's content.
 
     Reasoning is split off first (calls inside it are ignored). Then every call block of the
-    formats in ``llm-wire.md`` §5 is found; calls naming an offered tool (see ``_Names`` for the
-    loose matches) become ``ToolCall``s, and their blocks leave the content. A block naming any
-    unknown tool stays in the content whole. Bare or fenced JSON, and pythonic calls without
-    brackets, count only when they are the whole message.
+    formats in ``llm-wire.md`` §5 is found, left to right, whatever the mix of formats. Bare or
+    fenced JSON, and a pythonic call without brackets, count only when they are the whole
+    message (after reasoning), so prose that shows a JSON example is left alone.
+
+    Names: a call is accepted when its name is an offered tool's exposed name; failing that, when
+    exactly one offered tool matches it case-insensitively, or by its name without the server
+    prefix (``read_file`` for ``fs__read_file``; small models drop prefixes), or after a
+    ``functions.`` prefix. The call then carries the exposed name. Any other name is reported in
+    ``rejected``, and its block stays in the content as written; a block that mixes offered and
+    unknown tools yields the offered calls and also stays in the content.
 
     Args:
         text: the assistant's content as the server sent it.

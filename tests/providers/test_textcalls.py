@@ -775,6 +775,14 @@ def test_pythonic_dict_keys_become_strings() -> None:
     assert call.arguments == {"options": {"1": "a", "null": "b", "c": {"d": [1, 2]}}}
 
 
+def test_pythonic_hyphenated_names_in_values_stay_as_written() -> None:
+    text = '[get-time(tz="x-y(z)"), get_weather(city="a, get-time(")]'
+    assert calls_of(extract_tool_calls(text, TOOLS)) == [
+        ("get-time", {"tz": "x-y(z)"}),
+        (W, {"city": "a, get-time("}),
+    ]
+
+
 def test_repaired_arguments_keep_the_raw_text() -> None:
     text = "<tool_call>{name: 'get_weather', arguments: {city: 'Tokyo',}}</tool_call>"
     (call,) = extract_tool_calls(text, TOOLS).calls
