@@ -69,7 +69,8 @@ def split_reasoning(text: str) -> tuple[str, str]:
     Handles ``<think>…</think>`` (and ``<thinking>…</thinking>``) anywhere, empty blocks,
     DeepSeek-R1's missing opening tag (text before the first ``</think>`` is reasoning when no
     ``<think>`` opens it) and an unclosed ``<think>`` (everything after it is reasoning, as when
-    ``max_tokens`` ran out). Stray closing tags are dropped.
+    ``max_tokens`` ran out). Stray closing tags are dropped; a tag written as code
+    (`` `<think>` ``, prose about tags) is left alone.
 
     Returns:
         ``(reasoning, content)``, both stripped; several reasoning blocks are joined by a blank
@@ -114,13 +115,7 @@ def split_reasoning(text: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------- values
 
 
-class _Broken:
-    def __repr__(self) -> str:
-        return "_BROKEN"
-
-
-_BROKEN: Any = _Broken()
-"""What ``_read_value`` returns when no reading of the text gives a JSON-like value."""
+_BROKEN: Any = object()  # what _read_value returns when no reading gives a JSON-like value
 
 _DECODER = json.JSONDecoder()
 _BRACKETS = re.compile(r"[{}\[\]\"'\\]")
