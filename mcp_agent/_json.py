@@ -20,7 +20,27 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_REPAIR_MAX_CHARS = 32_000
+_REPAIR_MAX_DEPTH = 32
+
+
 def _repair(text: str) -> Any:
+    """Repair nearly-valid JSON; None when the text is too big or too deep to try safely.
+
+    json_repair slows down sharply on deep nesting (``"{" * 8000`` takes seconds), so a model's
+    garbage must not stall a turn: beyond the bounds the arguments are simply invalid.
+    """
+    if len(text) > _REPAIR_MAX_CHARS:
+        return None
+    depth = deepest = 0
+    for char in text:
+        if char in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "}]":
+            depth -= 1
+    if deepest > _REPAIR_MAX_DEPTH:
+        return None
     # json_repair costs ~60 ms to import: only pay it on the rare broken input.
     import json_repair
 

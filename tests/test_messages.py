@@ -114,3 +114,12 @@ def test_changes_for_keeps_normalisation_and_one_dialect():
     assert spec.changes_for("openai") == ("removed $schema",)
     assert spec.changes_for("gemini") == ("removed $schema", "gemini: dropped default at properties.n")
     assert spec.changes_for("openai_strict") == ("removed $schema", "openai_strict: made x nullable")
+
+
+def test_parse_arguments_does_not_stall_on_deep_garbage():
+    import time
+
+    start = time.perf_counter()
+    arguments, error = parse_arguments("{" * 8000)
+    assert arguments == {} and error is not None
+    assert time.perf_counter() - start < 5  # generous: json_repair alone takes seconds here
