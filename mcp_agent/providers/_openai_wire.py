@@ -330,6 +330,11 @@ class _ThinkFilter:
         self._close: str | None = None
         self._pending = ""
 
+    def flush(self) -> list[tuple[Literal["text", "reasoning"], str]]:
+        """What was held back as a possible tag start, at the end of the stream."""
+        pending, self._pending = self._pending, ""
+        return [("text" if self._close is None else "reasoning", pending)] if pending else []
+
     def feed(self, text: str) -> list[tuple[Literal["text", "reasoning"], str]]:
         out: list[tuple[Literal["text", "reasoning"], str]] = []
         buf = self._pending + text
@@ -477,6 +482,10 @@ class ChunkAccumulator:
     @property
     def final_usage(self) -> Usage | None:
         return self.usage or self._timings
+
+    def flush(self) -> list[Delta]:
+        """Deltas for content held back while it looked like the start of a ``<think>`` tag."""
+        return [Delta(kind, text) for kind, text in self._think.flush()]
 
     def _common(self, chunk: Mapping[str, Any]) -> None:
         if chunk.get("error"):

@@ -239,6 +239,8 @@ class OpenAICompatProvider:
                         await _drain(events)
         if not out.count and not acc.has_output:
             raise _EarlyEnd("ended before any output" if not acc.finished else "had no output")
+        for delta in acc.flush():  # text held back while it looked like the start of a tag
+            out(delta)
         if not acc.finished:
             raise ProviderResponseError(
                 f"the stream ended without a finish reason or [DONE] after {acc.chunks} chunks",

@@ -830,3 +830,14 @@ def test_finished_and_has_output() -> None:
 def test_new_call_id() -> None:
     ids = {new_call_id() for _ in range(100)}
     assert len(ids) == 100 and all(GENERATED.match(i) for i in ids)
+
+
+def test_text_held_back_as_a_possible_tag_is_flushed_at_the_end() -> None:
+    acc = ChunkAccumulator()
+    deltas = acc.feed(chunk(content="a < b and x <thi"))
+    assert "".join(d.text for d in deltas) == "a < b and x "
+    assert acc.flush() == [Delta("text", "<thi")]
+    assert acc.flush() == []
+    acc = ChunkAccumulator()
+    acc.feed(chunk(content="<think>deep </thi"))
+    assert acc.flush() == [Delta("reasoning", "</thi")]
