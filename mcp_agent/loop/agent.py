@@ -3,7 +3,8 @@
 ``run`` is a stateless async function: prior messages and a query in, a ``RunResult`` out. Each
 round follows DESIGN.md's "One query, end to end":
 
-1. check the limits before the model call: cancellation, deadline, rounds, tokens;
+1. check the limits before the model call: cancellation, deadline, rounds (the token budget
+   was checked after the previous model call, in step 4, so the run is never over it here);
 2. call the model with the trimmed history and the tools still offered;
 3. take the turn's tool calls (native, or parsed from text by the provider); none is the answer;
 4. check cancellation, the deadline and the token budget again before anything is dispatched;
@@ -156,8 +157,8 @@ async def run(
 async def _rounds(r: _Run) -> _Ending:
     """The rounds of one run, until an answer or a guard ends it."""
     while True:
-        # 1. the limits, before the model call
-        if stop := r.interrupted() or r.out_of_rounds() or r.out_of_tokens():
+        # 1. the limits, before the model call (tokens were checked after the last one, in 4)
+        if stop := r.interrupted() or r.out_of_rounds():
             return stop
         r.rounds += 1
         r.emit(RoundStarted, round=r.rounds, max_rounds=r.limits.max_rounds)

@@ -139,8 +139,8 @@ class MemorySessionStore:
         return self._sessions.get(session_id)
 
     def save(self, session: Session, transcript: Sequence[Message]) -> None:
-        if self._sessions.get(session.id) is not session:
-            return  # deleted (or replaced) while the run was going on
+        # a session deleted (or replaced) while the run went on is not put back: only the
+        # object the run holds is updated
         session.transcript = tuple(transcript)
         session.updated = time.time()
         session.runs += 1

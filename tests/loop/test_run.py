@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from mcp_agent.config import Limits
@@ -200,7 +201,7 @@ async def test_token_budget_stops_before_dispatch() -> None:
     assert "110 tokens used (limit 100" in result.detail
 
 
-async def test_token_budget_checked_before_the_next_model_call() -> None:
+async def test_token_budget_crossed_by_a_later_call_stops_before_its_dispatch() -> None:
     tools = echo_tools()
     provider = LoopingProvider("echo", {"text": "x"}, tokens=60)
     result, _ = await go(provider, tools, limits=Limits(max_tokens=100, loop_threshold=0))
@@ -456,6 +457,14 @@ async def test_a_programming_error_propagates_after_run_ended() -> None:
     assert len(ended) == 1 and ended[0].termination_reason == "terminal_error"
     assert "internal error: RuntimeError: bug in provider" in ended[0].detail
     assert sink.types().count("model_call_started") == sink.types().count("model_call_ended")
+
+
+async def test_a_programming_error_propagates_unwrapped_from_the_task_groups() -> None:
+    sink = RecordingSink()
+    provider = ScriptedProvider([RuntimeError("bug in provider")])
+    with pytest.raises(RuntimeError, match="bug in provider"):  # not an ExceptionGroup
+        await run("q", provider=provider, tools=echo_tools(), events=sink, cancel=anyio.Event())
+    assert sink.of(RunEnded)[0].termination_reason == "terminal_error"
 
 
 async def test_a_failing_sink_does_not_break_the_run(caplog: pytest.LogCaptureFixture) -> None:
