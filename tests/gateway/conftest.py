@@ -207,8 +207,21 @@ async def running_gateway(
             stop.set()
 
 
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Module scope, so that module-scoped gateways can be shared by read-only tests."""
+    return "asyncio"
+
+
 @pytest.fixture
 async def gateway() -> AsyncIterator[Running]:
+    async with running_gateway() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+async def shared_gateway() -> AsyncIterator[Running]:
+    """One gateway for a module's tests that only read, or that compare counters before and after."""
     async with running_gateway() as running:
         yield running
 

@@ -24,10 +24,13 @@ def model_server() -> Iterator[FakeModelServer]:
         yield server
 
 
-@pytest.fixture
-async def real_gateway(model_server: FakeModelServer, tmp_path: Path) -> AsyncIterator[tuple[Running, Path]]:
-    record = tmp_path / "slow.log"
-    config = load_config(write_config(tmp_path, model_server.base_url, record))
+@pytest.fixture(scope="module")
+async def real_gateway(
+    model_server: FakeModelServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[Running, Path]]:
+    folder = tmp_path_factory.mktemp("real")
+    record = folder / "slow.log"
+    config = load_config(write_config(folder, model_server.base_url, record))
     from mcp_agent.loop.agent import Agent
 
     async with running_gateway(config, factory=Agent.from_config) as gateway:
@@ -50,6 +53,8 @@ async def test_real_agent_end_to_end(real_gateway: tuple[Running, Path]) -> None
 async def test_cancel_mid_run_reaches_the_inner_tool(real_gateway: tuple[Running, Path], transport: str, era: str) -> None:
     gateway, record = real_gateway
     metrics = gateway.app.service.metrics
+    cancelled = metrics.queries["cancelled"]
+    record.write_text("")
     async with connect(gateway.url, transport, era) as client:
         with anyio.move_on_after(30) as scope:
             async with anyio.create_task_group() as tg:
@@ -62,7 +67,7 @@ async def test_cancel_mid_run_reaches_the_inner_tool(real_gateway: tuple[Running
                 tg.cancel_scope.cancel()  # the client gives up: notifications/cancelled (or the stream closes)
         assert not scope.cancelled_caught
         with anyio.fail_after(5):  # "within a second"; generous bound
-            await eventually(lambda: metrics.queries["cancelled"] == 1)
+            await eventually(lambda: metrics.queries["cancelled"] == cancelled + 1)
         await eventually(lambda: "cancelled" in record.read_text().split(), timeout=10)
         assert metrics.in_flight == 0
         # the gateway and the slow server stay usable

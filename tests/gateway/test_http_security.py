@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -11,10 +12,16 @@ import pytest
 from mcp_agent.exceptions import ConfigError
 from mcp_agent.gateway.serve import bind_socket, serve
 
-from .conftest import make_config, running_gateway
+from .conftest import Running, make_config, running_gateway
 from .test_mcp import connect
 
 TOKEN = "t0ken-" + "x" * 20
+
+
+@pytest.fixture(scope="module")
+async def token_gateway() -> AsyncIterator[Running]:
+    async with running_gateway(make_config(auth_token=TOKEN)) as gateway:
+        yield gateway
 
 
 @pytest.mark.parametrize(
@@ -35,20 +42,24 @@ TOKEN = "t0ken-" + "x" * 20
         ("GET", "/mcp", {}),
     ],
 )
-async def test_every_route_but_health_needs_the_token(method: str, path: str, kwargs: dict[str, Any]) -> None:
-    async with running_gateway(make_config(auth_token=TOKEN)) as gateway:
-        async with gateway.client() as http:
-            missing = await http.request(method, path, **kwargs)
-            wrong = await http.request(method, path, headers={"Authorization": "Bearer nope"}, **kwargs)
-        for response in (missing, wrong):
-            assert response.status_code == 401
-            assert response.headers["www-authenticate"].startswith("Bearer")
-            assert response.json()["error"]["type"] == "unauthorized"
-        assert gateway.model.calls == 0
+async def test_every_route_but_health_needs_the_token(
+    token_gateway: Running, method: str, path: str, kwargs: dict[str, Any]
+) -> None:
+    gateway = token_gateway
+    calls = gateway.model.calls
+    async with gateway.client() as http:
+        missing = await http.request(method, path, **kwargs)
+        wrong = await http.request(method, path, headers={"Authorization": "Bearer nope"}, **kwargs)
+    for response in (missing, wrong):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert response.json()["error"]["type"] == "unauthorized"
+    assert gateway.model.calls == calls
 
 
-async def test_health_and_page_are_exempt_and_the_right_token_works() -> None:
-    async with running_gateway(make_config(auth_token=TOKEN)) as gateway:
+async def test_health_and_page_are_exempt_and_the_right_token_works(token_gateway: Running) -> None:
+    gateway = token_gateway
+    if True:
         async with gateway.client() as http:
             assert (await http.get("/api/v1/health")).status_code == 200
             assert (await http.get("/")).status_code == 200
@@ -63,22 +74,21 @@ async def test_health_and_page_are_exempt_and_the_right_token_works() -> None:
 
 
 @pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/tools", "/metrics", "/", "/sse", "/mcp"])
-async def test_bad_host_is_421(path: str) -> None:
-    async with running_gateway() as gateway:
-        async with gateway.client() as http:
-            response = await http.get(path, headers={"Host": "evil.example.com"})
-        assert response.status_code == 421
-        assert response.json()["error"]["type"] == "misdirected_request"
+async def test_bad_host_is_421(shared_gateway: Running, path: str) -> None:
+    async with shared_gateway.client() as http:
+        response = await http.get(path, headers={"Host": "evil.example.com"})
+    assert response.status_code == 421
+    assert response.json()["error"]["type"] == "misdirected_request"
 
 
 @pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/query", "/sse", "/mcp", "/messages/"])
-async def test_foreign_origin_is_403(path: str) -> None:
-    async with running_gateway() as gateway:
-        async with gateway.client() as http:
-            response = await http.post(path, json={"query": "hi"}, headers={"Origin": "https://evil.example.com"})
-        assert response.status_code == 403
-        assert "access-control-allow-origin" not in response.headers
-        assert gateway.model.calls == 0
+async def test_foreign_origin_is_403(shared_gateway: Running, path: str) -> None:
+    calls = shared_gateway.model.calls
+    async with shared_gateway.client() as http:
+        response = await http.post(path, json={"query": "hi"}, headers={"Origin": "https://evil.example.com"})
+    assert response.status_code == 403
+    assert "access-control-allow-origin" not in response.headers
+    assert shared_gateway.model.calls == calls
 
 
 async def test_allowed_hosts_and_origins() -> None:

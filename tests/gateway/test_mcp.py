@@ -148,17 +148,24 @@ async def test_non_success_endings_are_errors(gateway: Running, query: str, reas
         ({"query": "q" * 101}, "the limit is 100 (gateway.maxQueryChars)"),
     ],
 )
-async def test_bad_arguments_are_clear_tool_errors(arguments: dict[str, Any], message: str) -> None:
+async def test_bad_arguments_are_clear_tool_errors(capped: Running, arguments: dict[str, Any], message: str) -> None:
+    gateway = capped
+    rejected = gateway.app.service.metrics.rejected["invalid"]
+    async with connect(gateway.url, "sse", "legacy") as client:
+        [tool] = (await client.list_tools()).tools
+        assert tool.input_schema["properties"]["query"]["maxLength"] == 100
+        result = await client.call_tool("agent_query", arguments)
+    assert result.is_error
+    assert result.content[0].text.startswith("Invalid agent_query arguments: ")
+    assert message in result.content[0].text
+    assert gateway.model.calls == 0
+    assert gateway.app.service.metrics.rejected["invalid"] == rejected + 1
+
+
+@pytest.fixture(scope="module")
+async def capped() -> AsyncIterator[Running]:
     async with running_gateway(make_config(max_query_chars=100)) as gateway:
-        async with connect(gateway.url, "sse", "legacy") as client:
-            [tool] = (await client.list_tools()).tools
-            assert tool.input_schema["properties"]["query"]["maxLength"] == 100
-            result = await client.call_tool("agent_query", arguments)
-        assert result.is_error
-        assert result.content[0].text.startswith("Invalid agent_query arguments: ")
-        assert message in result.content[0].text
-        assert gateway.model.calls == 0
-        assert gateway.app.service.metrics.rejected["invalid"] == 1
+        yield gateway
 
 
 async def test_unknown_tool(gateway: Running) -> None:

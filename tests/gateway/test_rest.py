@@ -207,11 +207,14 @@ async def test_dashboard_page(gateway: Running) -> None:
         ("DELETE", "/api/v1/sessions/none", {}, 404, "not_found"),
     ],
 )
-async def test_rest_errors(gateway: Running, method: str, path: str, kwargs: dict[str, Any], status: int, kind: str) -> None:
-    async with gateway.client() as http:
+async def test_rest_errors(
+    shared_gateway: Running, method: str, path: str, kwargs: dict[str, Any], status: int, kind: str
+) -> None:
+    calls = shared_gateway.model.calls
+    async with shared_gateway.client() as http:
         response = await http.request(method, path, **kwargs)
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/json"
     error = response.json()["error"]
     assert error["type"] == kind and error["message"]
-    assert gateway.model.calls == 0
+    assert shared_gateway.model.calls == calls
