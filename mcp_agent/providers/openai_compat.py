@@ -146,7 +146,7 @@ class OpenAICompatProvider:
         self.endpoint = endpoint or resolve_endpoint(llm)
         self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
         self._text_tools = prefers_text_tools(llm.model)
-        self._refused = refused_message(self.endpoint, llm.model) if self.endpoint.local else None
+        self._refused = refused_message(self.endpoint, llm.model)
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
@@ -211,7 +211,7 @@ class OpenAICompatProvider:
     async def _streamed(self, request: ModelRequest, out: _Counter, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
-        with map_transport_errors(refused_message=self._refused):
+        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
             async with self.client.stream(
                 "POST", self.endpoint.chat_url, json=body, headers=self._headers
             ) as response:
@@ -292,7 +292,7 @@ class OpenAICompatProvider:
 
     async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=False, style=style)
-        with map_transport_errors(refused_message=self._refused):
+        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
             response = await self.client.post(self.endpoint.chat_url, json=body, headers=self._headers)
         if response.status_code >= 400:
             return self._error_answer(response, request, style)

@@ -440,16 +440,20 @@ def _is_refused(exc: BaseException) -> bool:
     return "connection refused" in str(exc).lower()
 
 
-def transport_error(exc: httpx.HTTPError, *, refused_message: str | None = None) -> ProviderError:
+def transport_error(
+    exc: httpx.HTTPError, *, refused_message: str | None = None, refused_final: bool = True
+) -> ProviderError:
     """Translate an httpx transport failure into a ProviderError.
 
     Args:
         exc: what httpx raised.
         refused_message: the text to use when the connection was refused (the endpoint's "how
-            to start it" hint). When given, a refusal is not retried: nothing listens there.
+            to start it" hint).
+        refused_final: a refusal is not retried (terminal): nothing listens there. Pass False
+            for a remote host, where a refusal may be a restart.
     """
     if isinstance(exc, httpx.ConnectError) and refused_message and _is_refused(exc):
-        return ProviderConnectionError(refused_message, terminal=True, retryable=False)
+        return ProviderConnectionError(refused_message, terminal=refused_final, retryable=not refused_final)
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return ProviderConnectionError(f"cannot connect to the model server: {exc}", retryable=True)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
@@ -466,12 +470,12 @@ def transport_error(exc: httpx.HTTPError, *, refused_message: str | None = None)
 
 
 @contextmanager
-def map_transport_errors(*, refused_message: str | None = None) -> Iterator[None]:
+def map_transport_errors(*, refused_message: str | None = None, refused_final: bool = True) -> Iterator[None]:
     """Translate httpx transport failures raised inside the block (see ``transport_error``)."""
     try:
         yield
     except httpx.TransportError as exc:
-        raise transport_error(exc, refused_message=refused_message) from exc
+        raise transport_error(exc, refused_message=refused_message, refused_final=refused_final) from exc
 
 
 # --------------------------------------------------------------------------------------------

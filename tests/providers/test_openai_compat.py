@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import time
 from collections.abc import Callable, Sequence
@@ -583,6 +584,15 @@ async def test_connection_refused_says_how_to_start_a_server(
     )
     with pytest.raises(ProviderConnectionError, match=r"Ollama is not running at .*`ollama pull qwen3:8b`"):
         await ollama.complete(REQUEST)
+    # a host that is not this machine: the same hint, but retried (it may be restarting)
+    remote = dataclasses.replace(resolve_endpoint(config, kind="ollama"), local=False)
+    retried = OpenAICompatProvider(
+        config, http_client, endpoint=remote, retry=RetryPolicy(max_retries=2, sleep=sleeps)
+    )
+    sleeps.delays.clear()
+    with pytest.raises(ProviderConnectionError, match="start it with `ollama serve`") as info:
+        await retried.complete(REQUEST)
+    assert info.value.retryable and len(sleeps.delays) == 2
 
 
 async def test_cancellation_closes_the_stream(

@@ -607,6 +607,12 @@ def _refused() -> httpx.ConnectError:
         return error
 
 
+def test_refused_on_a_remote_host_keeps_the_hint_but_is_retried() -> None:
+    error = transport_error(_refused(), refused_message="Cannot reach Ollama at X", refused_final=False)
+    assert type(error) is ProviderConnectionError
+    assert error.retryable and not error.terminal and error.message == "Cannot reach Ollama at X"
+
+
 def test_refused_with_a_hint_is_terminal_and_says_how_to_start() -> None:
     error = transport_error(
         _refused(), refused_message="Ollama is not running at X: start it with `ollama serve`"
