@@ -46,7 +46,7 @@ import logging
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -64,7 +64,8 @@ DIALECTS = ("openai", "openai_strict", "anthropic", "gemini")
 _MAX_JSON_DEPTH = 100  # input nesting kept; deeper parts are cut
 _MAX_SCHEMA_DEPTH = 48  # schema nesting after inlining $refs
 _MAX_REF_CHAIN = 16  # $refs expanded inside one another
-_MAX_INLINED_NODES = 20_000  # schema nodes produced by inlining, against exponential blow-up
+_MAX_INLINED_NODES = 5_000  # schema nodes visited while inlining, against exponential blow-up
+_MAX_CHANGES = 100  # notes kept per compile; the rest are counted
 _TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
 _TYPE_ALIASES = {"str": "string", "text": "string", "int": "integer", "long": "integer", "float": "number",
                  "double": "number", "bool": "boolean", "dict": "object", "map": "object", "list": "array",
@@ -78,7 +79,8 @@ _ONE = frozenset({"items", "additionalProperties", "unevaluatedProperties", "une
 _MAP = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
 _LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _BOOL_OK = frozenset({"additionalProperties", "unevaluatedProperties", "items", "unevaluatedItems"})
-_META_KEYS = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary")
+_META_KEYS = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$ref",
+              "$dynamicRef", "$recursiveRef")  # a $ref left after inlining is not a string: dropped
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 # What each keyword's value must be (the Draft 2020-12 meta-schema, checked by hand: fast).
@@ -90,16 +92,24 @@ _BOOLEAN_KEYS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"}
 
 
 class _Notes:
-    """The ``changes`` of one compile: short sentences, each once, in order."""
+    """The ``changes`` of one compile: short sentences, each once, in order, at most 100 listed."""
 
     def __init__(self) -> None:
         self._items: dict[str, None] = {}
+        self._more = 0
 
     def add(self, text: str) -> None:
-        self._items.setdefault(text)
+        if text in self._items:
+            return
+        if len(self._items) < _MAX_CHANGES:
+            self._items[text] = None
+        else:
+            self._more += 1
 
-    def __iter__(self) -> Any:
-        return iter(self._items)
+    def __iter__(self) -> Iterator[str]:
+        yield from self._items
+        if self._more:
+            yield f"... and {self._more} more changes"
 
 
 def _join(path: str, *parts: str) -> str:
@@ -117,7 +127,7 @@ def _map_children(node: JSONObject, fn: Callable[[Any, str, str], Any], path: st
     """
     out: JSONObject = {}
     for key, value in node.items():
-        if key in _ONE and not isinstance(value, list):
+        if key in _ONE and not (key == "items" and isinstance(value, list)):
             new = fn(value, key, _join(path, key))
             if new is not _DROP:
                 out[key] = new
@@ -159,6 +169,13 @@ class _Inliner:
         self.notes = notes
         self.budget = _MAX_INLINED_NODES
         self._anchors: dict[str, Any] | None = None
+        self._noted: set[tuple[str, str]] = set()
+
+    def note(self, kind: str, ref: str, text: str) -> None:
+        """One note per kind and $ref (the first place it happens), however often it happens."""
+        if (kind, ref) not in self._noted:
+            self._noted.add((kind, ref))
+            self.notes.add(text)
 
     def resolve(self, ref: str) -> tuple[bool, Any]:
         base, _, fragment = ref.partition("#")
@@ -212,16 +229,17 @@ class _Inliner:
         siblings = {k: v for k, v in node.items() if k not in _REF_KEYS}
         found, target = self.resolve(ref)
         if not found or not isinstance(target, (dict, bool)):
-            self.notes.add(f"unresolvable $ref {ref}{_at(path)} replaced by {{}}")
+            self.note("unresolvable", ref, f"unresolvable $ref {ref}{_at(path)} replaced by {{}}")
             replacement: Any = {}
         elif isinstance(target, bool):
             replacement = {} if target else {"not": {}}
-        elif ref in chain or len(chain) >= _MAX_REF_CHAIN:
+        elif ref in chain:
             replacement = _cycle_stub(target)
-            self.notes.add(f"recursive $ref {ref} cut{_at(path)} (replaced by {json.dumps(replacement)})")
-        elif self.budget <= 0:
-            self.notes.add(f"$ref {ref}{_at(path)} not inlined: the schema is too large; replaced by {{}}")
-            replacement = {}
+            self.note("cycle", ref, f"recursive $ref {ref} cut{_at(path)} (replaced by {json.dumps(replacement)})")
+        elif len(chain) >= _MAX_REF_CHAIN or self.budget <= 0:
+            replacement = _cycle_stub(target)
+            why = f"more than {_MAX_REF_CHAIN} $refs deep" if self.budget > 0 else "the schema is too large"
+            self.note("cut", ref, f"$ref {ref}{_at(path)} not inlined: {why} (replaced by {json.dumps(replacement)})")
         else:
             self.notes.add(f"inlined $ref {ref}")
             replacement = self.expand(target, path, (*chain, ref), depth)
@@ -319,10 +337,12 @@ def _fix_keywords(node: JSONObject, path: str, notes: _Notes) -> None:
     if "additionalItems" in node:
         del node["additionalItems"]
         notes.add(f"removed additionalItems{_at(path)}")
-    if isinstance(node.get("dependencies"), dict):  # draft-07
-        for name, dep in node.pop("dependencies").items():
+    if "dependencies" in node:  # draft-07
+        dependencies = node.pop("dependencies")
+        for name, dep in dependencies.items() if isinstance(dependencies, dict) else ():
             target = "dependentRequired" if isinstance(dep, list) else "dependentSchemas"
-            node.setdefault(target, {})[name] = dep
+            if isinstance(node.get(target, {}), dict):
+                node.setdefault(target, {})[name] = dep
         notes.add(f"dependencies split into dependentRequired/dependentSchemas{_at(path)}")
     props = node.get("properties")
     if isinstance(props, dict):  # draft-03 "required": true on a property
@@ -531,7 +551,7 @@ def _openai(schema: JSONSchema, notes: _Notes) -> JSONSchema:
             notes.add(f"openai: added properties: {{}}{_at(path)}")
         return node
 
-    return visit(_lift_root(schema, "openai", ("enum", "not"), notes), "", "")
+    return visit(_lift_root(schema, "openai", ("enum", "const", "not"), notes), "", "")
 
 
 _STRICT_FATAL = ("not", "if", "then", "else", "patternProperties", "propertyNames", "minProperties",
@@ -832,7 +852,7 @@ def compile_tool_schema(schema: Any) -> CompiledSchema:
         if strict is not None:
             variants["openai_strict"] = strict
         variants["anthropic"] = _lift_root(parameters, "anthropic", (), notes)
-        variants["gemini"] = _gemini(_lift_root(parameters, "gemini", ("enum", "not"), _Notes()), "", notes,
+        variants["gemini"] = _gemini(_lift_root(parameters, "gemini", ("enum", "const", "not"), _Notes()), "", notes,
                                      root=True)
     except Exception as exc:  # a bug here must not cost the tool: fall back to no parameters
         logger.exception("could not compile a tool schema")
@@ -903,7 +923,7 @@ class ArgumentChecker:
         try:
             if self._validator.is_valid(arguments):
                 return ArgumentCheck(arguments)
-            coerced = self._coerce(arguments, self.schema)
+            coerced = self._coerce(arguments, self.schema, known_invalid=True)
             errors = _describe(self._validator.iter_errors(coerced))
         except Exception:
             logger.warning("argument validation failed on schema %s", canonical_json(self.schema)[:200],
@@ -919,9 +939,9 @@ class ArgumentChecker:
             validator = self._validators[id(schema)] = self._validator.evolve(schema=schema)
         return bool(validator.is_valid(value))
 
-    def _coerce(self, value: Any, schema: Any) -> Any:
+    def _coerce(self, value: Any, schema: Any, known_invalid: bool = False) -> Any:
         """``value`` made to fit ``schema`` where a known coercion does it; else as it was."""
-        if not isinstance(schema, dict) or self._valid(value, schema):
+        if not isinstance(schema, dict) or (not known_invalid and self._valid(value, schema)):
             return value
         for branch in schema.get("allOf", ()):
             value = self._coerce(value, branch)
@@ -1074,7 +1094,7 @@ _BOUNDS = {"minimum": ">= {}", "maximum": "<= {}", "exclusiveMinimum": "> {}", "
            "minLength": "at least {} characters", "maxLength": "at most {} characters",
            "minItems": "at least {} items", "maxItems": "at most {} items",
            "minProperties": "at least {} properties", "maxProperties": "at most {} properties",
-           "multipleOf": "a multiple of {}", "pattern": "a string matching {}"}
+           "multipleOf": "a multiple of {}"}
 
 
 def _describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, ...]:
@@ -1118,10 +1138,12 @@ def _describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject,
             message = "matches none of the allowed shapes" if keyword == "anyOf" else (
                 "must match exactly one of the allowed shapes")
             expected = " | ".join(_summary(b) for b in value)
+        elif keyword == "pattern":
+            message, expected = "does not match the pattern", f"a string matching {value}"
+        elif keyword == "items" and value is False:
+            message, expected = "too many items", f"at most {len(schema.get('prefixItems', []))} items"
         elif keyword == "uniqueItems":
             message, expected = "items are not unique", "unique items"
-        elif error.validator is None:  # a false schema
-            message, expected = "not allowed here", "nothing"
         else:
             message = error.message if len(error.message) <= 300 else error.message[:300] + "..."
             expected = f"{keyword}: {canonical_json(value)[:_MAX_RECEIVED_CHARS]}"

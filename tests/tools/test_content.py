@@ -6,7 +6,7 @@ import base64
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_agent.tools.content import base64_size, content_to_text, format_size
@@ -183,6 +183,7 @@ def test_base64_size(raw: bytes, size: int) -> None:
     assert base64_size(wrapped) == size
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=300))
 def test_base64_size_matches_the_decoded_length(raw: bytes) -> None:
     assert base64_size(base64.b64encode(raw).decode()) == len(raw)
@@ -203,6 +204,7 @@ json_values = st.recursive(
 )
 
 
+@settings(deadline=None)
 @given(st.lists(json_values, max_size=5), json_values, st.integers(min_value=0, max_value=50))
 def test_never_raises(content: list[Any], structured: Any, cap: int) -> None:
     assert isinstance(content_to_text(content, structured, max_resource_chars=cap), str)

@@ -6,7 +6,7 @@ import hashlib
 import random
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_agent.tools.naming import NAME_PATTERN, NamedTool, assign_names, exposed_name, sanitize
@@ -61,6 +61,7 @@ def test_long_names_that_share_a_stem_stay_distinct() -> None:
     assert sanitize(stem + ".b") != sanitize(stem + "_b")
 
 
+@settings(deadline=None)
 @given(st.text())
 def test_sanitize_always_gives_a_valid_name(raw: str) -> None:
     assert NAME_PATTERN.match(sanitize(raw))
@@ -175,6 +176,7 @@ tool_lists = st.lists(
 )
 
 
+@settings(deadline=None)
 @given(tool_lists, st.randoms(use_true_random=False))
 def test_names_are_valid_unique_and_independent_of_order(tools: list[NamedTool], rnd: random.Random) -> None:
     names, warnings = assign_names(tools)
