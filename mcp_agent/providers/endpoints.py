@@ -195,11 +195,11 @@ def detect_provider(url: str, configured: str = "auto") -> ProviderName:
     """The API to speak: ``llm.provider`` unless ``auto``, else by host (Anthropic, Gemini, else openai)."""
     if configured in ("openai", "anthropic", "gemini"):
         return configured  # type: ignore[return-value]
-    scheme, netloc, _, _ = _split(url)
+    scheme, netloc, path, _ = _split(url)
     host, _ = _host_port(netloc, scheme)
     if host == "api.anthropic.com" or host.endswith(".anthropic.com"):
         return "anthropic"
-    if host == "generativelanguage.googleapis.com":
+    if host == "generativelanguage.googleapis.com" and "/openai" not in path:  # not Gemini's OpenAI layer
         return "gemini"
     return "openai"
 

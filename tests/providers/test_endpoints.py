@@ -72,6 +72,7 @@ def test_normalize_other_providers(url: str, provider: str, expected: str) -> No
     [
         ("https://api.anthropic.com/v1", "auto", "anthropic"),
         ("https://generativelanguage.googleapis.com/v1beta", "auto", "gemini"),
+        ("https://generativelanguage.googleapis.com/v1beta/openai/", "auto", "openai"),  # its OpenAI layer
         ("http://localhost:11434/v1", "auto", "openai"),
         ("https://api.openai.com/v1", "auto", "openai"),
         ("https://my-proxy.example.com/anthropic", "anthropic", "anthropic"),
