@@ -80,7 +80,9 @@ def serve(port: int) -> None:
         {
             "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "zero"},
             "limits": {"maxRounds": 4},
-            "mcpServers": {"echo": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "echo.py")]}},
+            "mcpServers": {
+                "echo": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "echo.py")]}
+            },
             "gateway": {"exposeTools": True, "maxConcurrentQueries": 0},
         },
         environ={},
@@ -100,16 +102,17 @@ def serve(port: int) -> None:
 @asynccontextmanager
 async def session(url: str, transport: str) -> AsyncIterator[ClientSession]:
     if transport == "sse":
-        async with sse_client(f"{url}/sse", timeout=60) as (read, write):
-            async with ClientSession(read, write) as s:
-                await s.initialize()
-                yield s
+        async with sse_client(f"{url}/sse", timeout=60) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
     else:
-        async with httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as http:
-            async with streamable_http_client(f"{url}/mcp", http_client=http) as (read, write):
-                async with ClientSession(read, write) as s:
-                    await s.initialize()
-                    yield s
+        async with (
+            httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as http,
+            streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s
 
 
 async def level(url: str, transport: str, clients: int, calls: int, kind: str) -> dict[str, Any]:
@@ -184,7 +187,9 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], env=env, stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port)], env=env, stdout=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

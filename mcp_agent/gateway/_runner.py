@@ -116,4 +116,6 @@ def as_dict(value: Any) -> JSONObject:
         return dict(model_dump(mode="json"))
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
+    if hasattr(value, "__dict__"):
+        return {key: item for key, item in vars(value).items() if not key.startswith("_")}
     return {"value": str(value)}

@@ -36,7 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
-from .mcp_server import AgentMCPServer, AgentQueryTool, create_mcp_server
+from .mcp_server import AgentMCPServer, create_mcp_server
 from .middleware import (
     BearerAuthMiddleware,
     BodyLimitMiddleware,
@@ -77,7 +77,8 @@ def _dashboard() -> tuple[bytes, str]:
     def hashes(tag: str) -> str:
         blocks = re.findall(rf"<{tag}>(.*?)</{tag}>", text, flags=re.S)
         return " ".join(
-            f"'sha256-{base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()}'" for block in blocks
+            f"'sha256-{base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()}'"
+            for block in blocks
         )
 
     csp = (
@@ -91,7 +92,10 @@ def _dashboard() -> tuple[bytes, str]:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    message = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
+    message = {
+        404: f"no route {request.url.path}",
+        405: f"{request.method} is not allowed on {request.url.path}",
+    }
     return error_response(exc.status_code, message.get(exc.status_code, str(exc.detail)), kind, exc.headers)
 
 
@@ -138,7 +142,9 @@ class GatewayApp:
             max_request_body_size=body,
         )
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=body)
-        sse_alias = SseServerTransport("/mcp/messages/", security_settings=security, max_request_body_size=body)
+        sse_alias = SseServerTransport(
+            "/mcp/messages/", security_settings=security, max_request_body_size=body
+        )
         page, csp = _dashboard()
         page_headers = {
             "Content-Security-Policy": csp,

@@ -36,6 +36,7 @@ from .._types import JSONObject
 from ..events import RoundStarted, ToolCallEnded, ToolCallStarted, describe
 from ..loop.result import RESULT_SCHEMA, RunResult
 from ..messages import ToolResult, ToolSpec
+from ._runner import as_dict
 from .eventbus import BufferedSink
 from .service import Busy, GatewayService, NotReady, QueryInputError, limits_schema, parse_query_input
 
@@ -80,11 +81,11 @@ def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> 
     by_server: dict[str, list[str]] = {}
     for spec in specs:
         by_server.setdefault(spec.server or "tools", []).append(spec.mcp_name or spec.name)
-    down = [
-        str(getattr(status, "name", ""))
-        for status in statuses
-        if getattr(status, "status", "up") not in ("up", "disabled") and getattr(status, "name", "")
-    ]
+    down = []
+    for status in statuses:
+        fields = as_dict(status)
+        if fields.get("name") and fields.get("status", "up") not in ("up", "disabled"):
+            down.append(str(fields["name"]))
     if not by_server:
         text = "It has no tools at the moment, so it answers from the model's own knowledge."
     else:
@@ -114,7 +115,11 @@ def agent_query_description(description: str, specs: Sequence[ToolSpec], statuse
 
 
 def agent_query_input_schema(max_query_chars: int) -> JSONObject:
-    query: JSONObject = {"type": "string", "minLength": 1, "description": "The question or task for the agent."}
+    query: JSONObject = {
+        "type": "string",
+        "minLength": 1,
+        "description": "The question or task for the agent.",
+    }
     if max_query_chars:
         query["maxLength"] = max_query_chars
     return {
@@ -187,7 +192,9 @@ class AgentQueryTool:
             types.Tool(
                 name=TOOL_NAME,
                 title="Ask the agent",
-                description=agent_query_description(service.gateway.description, specs, service.server_status()),
+                description=agent_query_description(
+                    service.gateway.description, specs, service.server_status()
+                ),
                 input_schema=agent_query_input_schema(service.gateway.max_query_chars),
                 output_schema=RESULT_SCHEMA,
                 annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
@@ -214,16 +221,22 @@ class AgentQueryTool:
 
     # ---------------------------------------------------------------- tools/call
 
-    async def call_tool(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         self._remember(ctx)
         arguments = dict(params.arguments or {})
         if params.name == TOOL_NAME:
             return await self._agent_query(ctx, arguments)
-        if self.service.gateway.expose_tools and any(spec.name == params.name for spec in self.service.tool_specs()):
+        if self.service.gateway.expose_tools and any(
+            spec.name == params.name for spec in self.service.tool_specs()
+        ):
             return await self._inner_call(params.name, arguments)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
-    async def _agent_query(self, ctx: ServerRequestContext[Any], arguments: JSONObject) -> types.CallToolResult:
+    async def _agent_query(
+        self, ctx: ServerRequestContext[Any], arguments: JSONObject
+    ) -> types.CallToolResult:
         service = self.service
         try:
             request = parse_query_input(arguments, max_query_chars=service.gateway.max_query_chars)
@@ -332,4 +345,3 @@ def create_mcp_server(service: GatewayService) -> tuple[AgentMCPServer, AgentQue
         on_subscriptions_listen=ListenHandler(tool.subscriptions),
     )
     return server, tool
-

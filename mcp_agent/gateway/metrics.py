@@ -129,7 +129,9 @@ class Metrics:
         header("mcp_agent_queries_total", "counter", "Finished queries by termination reason.")
         for reason, count in sorted(self.queries.items()):
             lines.append(f"mcp_agent_queries_total{format_labels({'termination_reason': reason})} {count}")
-        header("mcp_agent_queries_early_stopped_total", "counter", "Queries answered by an early-stop synthesis.")
+        header(
+            "mcp_agent_queries_early_stopped_total", "counter", "Queries answered by an early-stop synthesis."
+        )
         lines.append(f"mcp_agent_queries_early_stopped_total {self.early_stopped}")
         header("mcp_agent_query_duration_seconds", "histogram", "Wall time of finished queries.")
         lines.extend(self.query_seconds.lines("mcp_agent_query_duration_seconds"))
@@ -140,7 +142,9 @@ class Metrics:
             lines.append(f"mcp_agent_queries_rejected_total{format_labels({'reason': reason})} {count}")
         header("mcp_agent_tool_calls_total", "counter", "Tool calls by tool and outcome.")
         for (tool, outcome), count in sorted(self.tool_calls.items()):
-            lines.append(f"mcp_agent_tool_calls_total{format_labels({'tool': tool, 'outcome': outcome})} {count}")
+            lines.append(
+                f"mcp_agent_tool_calls_total{format_labels({'tool': tool, 'outcome': outcome})} {count}"
+            )
         header("mcp_agent_tool_call_duration_seconds", "histogram", "Time of tool calls that ran.")
         lines.extend(self.tool_seconds.lines("mcp_agent_tool_call_duration_seconds"))
         header("mcp_agent_model_calls_total", "counter", "Model calls by outcome.")

@@ -40,7 +40,9 @@ STREAM_BUFFER = 1024
 class ApiError(Exception):
     """An error answer: status, message and a short machine-readable type."""
 
-    def __init__(self, status: int, message: str, type_: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, type_: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -51,7 +53,9 @@ class ApiError(Exception):
         return Response(error_body(self.message, self.type), self.status, self.headers, "application/json")
 
 
-def error_response(status: int, message: str, type_: str, headers: Mapping[str, str] | None = None) -> Response:
+def error_response(
+    status: int, message: str, type_: str, headers: Mapping[str, str] | None = None
+) -> Response:
     return ApiError(status, message, type_, headers).response()
 
 
@@ -69,7 +73,9 @@ async def read_json_object(request: Request) -> JSONObject:
     """
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json" and not content_type.endswith("+json"):
-        raise ApiError(415, "send the body as JSON with Content-Type: application/json", "unsupported_media_type")
+        raise ApiError(
+            415, "send the body as JSON with Content-Type: application/json", "unsupported_media_type"
+        )
     body = await request.body()
     try:
         data = json.loads(body)
@@ -93,7 +99,9 @@ def query_body(result: RunResult) -> JSONObject:
 class _Stream:
     """A server-sent-event response whose producer stops when the client disconnects."""
 
-    def __init__(self, produce: Callable[[Callable[[bytes], Awaitable[None]], anyio.Event], Awaitable[None]]) -> None:
+    def __init__(
+        self, produce: Callable[[Callable[[bytes], Awaitable[None]], anyio.Event], Awaitable[None]]
+    ) -> None:
         self.produce = produce
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -163,7 +171,9 @@ class _JSONWhileRunning:
 class RestAPI:
     """The REST handlers over one GatewayService (and the MCP handler object, for metrics)."""
 
-    def __init__(self, service: GatewayService, *, extra_metrics: Callable[[], list[str]] | None = None) -> None:
+    def __init__(
+        self, service: GatewayService, *, extra_metrics: Callable[[], list[str]] | None = None
+    ) -> None:
         self.service = service
         self.extra_metrics = extra_metrics
 
@@ -321,7 +331,9 @@ class RestAPI:
         except ApiError as exc:
             return exc.response()
         if not agent.approvals.resolve(approval_id, approved, reason):
-            return error_response(404, f"no pending approval {approval_id!r} (unknown or already resolved)", "not_found")
+            return error_response(
+                404, f"no pending approval {approval_id!r} (unknown or already resolved)", "not_found"
+            )
         return JSONResponse({"id": approval_id, "approved": approved, "status": "resolved"})
 
     async def sessions(self, request: Request) -> Response:

@@ -18,8 +18,8 @@ import contextlib
 import logging
 import signal
 import socket
-from functools import partial
 from collections.abc import Callable, Iterator
+from functools import partial
 
 import anyio
 import uvicorn
@@ -34,7 +34,7 @@ from .service import AgentFactory, GatewayService, open_service
 
 logger = logging.getLogger(__name__)
 
-GRACEFUL_SECONDS = 5.0
+GRACEFUL_SECONDS = 5
 """uvicorn's own deadline for open connections after our drain (a backstop; drain ends them)."""
 QUERY_CANCEL_SECONDS = 4.0
 """How long running queries get to end as ``cancelled`` and send their result."""
@@ -70,7 +70,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def _signals_or(stop: anyio.Event | None, handle_signals: bool, on_stop: Callable[[bool], None]) -> None:
+async def _signals_or(
+    stop: anyio.Event | None, handle_signals: bool, on_stop: Callable[[bool], None]
+) -> None:
     """Call ``on_stop(force)`` on each SIGTERM/SIGINT (and once when ``stop`` is set)."""
     async with anyio.create_task_group() as tg:
         if stop is not None:
@@ -198,23 +200,22 @@ async def serve_stdio(
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
-        async with open_service(service, factory):
-            async with anyio.create_task_group() as tg:
+        async with open_service(service, factory), anyio.create_task_group() as tg:
 
-                async def shut_down() -> None:
-                    running = service.begin_shutdown()
-                    if running:
-                        await service.wait_idle(QUERY_CANCEL_SECONDS)
-                        await anyio.sleep(0.2)  # lets the cancelled results reach stdout
-                    tg.cancel_scope.cancel()
-
-                def on_stop(force: bool) -> None:
-                    if force:
-                        tg.cancel_scope.cancel()
-                    else:
-                        tg.start_soon(shut_down)
-
-                tg.start_soon(_signals_or, stop, handle_signals, on_stop)
-                await server.run(read, write, server.create_initialization_options())
+            async def shut_down() -> None:
+                running = service.begin_shutdown()
+                if running:
+                    await service.wait_idle(QUERY_CANCEL_SECONDS)
+                    await anyio.sleep(0.2)  # lets the cancelled results reach stdout
                 tg.cancel_scope.cancel()
+
+            def on_stop(force: bool) -> None:
+                if force:
+                    tg.cancel_scope.cancel()
+                else:
+                    tg.start_soon(shut_down)
+
+            tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+            await server.run(read, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
     logger.info("stdio gateway stopped")

@@ -114,7 +114,9 @@ def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
         raise QueryInputError("arguments must be an object with a 'query' string")
     unknown = sorted(set(data) - {"query", "session_id", "limits"})
     if unknown:
-        raise QueryInputError(f"unknown argument(s): {', '.join(unknown)} (expected query, session_id, limits)")
+        raise QueryInputError(
+            f"unknown argument(s): {', '.join(unknown)} (expected query, session_id, limits)"
+        )
     query = data.get("query")
     if query is None:
         raise QueryInputError("'query' is required: the question or instruction for the agent")
@@ -334,7 +336,9 @@ class GatewayService:
         finally:
             admission.release()
 
-    async def call_tool(self, name: str, arguments: JSONObject, *, events: EventSink | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: JSONObject, *, events: EventSink | None = None
+    ) -> ToolResult:
         """One inner tool call for ``exposeTools``, through the Agent's guards (never around them)."""
         agent = self._ready_agent()
         sink = FanOut([self.bus, self.metrics, events])

@@ -20,11 +20,11 @@ from mcp_agent.loop.agent import Agent
 
 @asynccontextmanager
 async def noisy(config: Any) -> AsyncIterator[Agent]:
-    print("a stray print while the tools start")  # noqa: T201 - the point of this fixture
+    print("a stray print while the tools start")
     sys.stdout.write("and a stray write\n")
     sys.stdout.flush()
     async with Agent.from_config(config) as agent:
-        print("another stray print once started")  # noqa: T201
+        print("another stray print once started")
         yield agent
 
 

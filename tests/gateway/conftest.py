@@ -29,14 +29,13 @@ import httpx
 import pytest
 
 from mcp_agent.config import AgentConfig, parse_config
+from mcp_agent.gateway.app import GatewayApp, create_app
+from mcp_agent.gateway.serve import bind_socket, serve_app
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import ToolCall, ToolResult, Turn, Usage
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import text_turn, tool_turn
 from mcp_agent.tools.memory import MemoryToolSource
-
-from mcp_agent.gateway.app import GatewayApp, create_app
-from mcp_agent.gateway.serve import bind_socket, serve_app
 
 _ids = itertools.count(1)
 
@@ -110,7 +109,11 @@ class Tools:
             "sleep",
             sleep,
             description="Sleep.",
-            parameters={"type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]},
+            parameters={
+                "type": "object",
+                "properties": {"seconds": {"type": "number"}},
+                "required": ["seconds"],
+            },
             server="mem",
         )
         self.source.add("write_file", write_file, description="Write.", parameters=text_schema, server="mem")
@@ -126,7 +129,9 @@ class HubLike:
     def list_tools(self) -> Any:
         return self.source.list_tools()
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, timeout: float | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> ToolResult:
         return await self.source.call_tool(name, arguments, timeout=timeout)
 
     def status(self) -> list[dict[str, Any]]:
@@ -153,9 +158,7 @@ def make_config(limits: dict[str, Any] | None = None, **gateway: Any) -> AgentCo
     return config.model_copy(update={"gateway": config.gateway.model_copy(update=gateway)})
 
 
-def agent_factory(
-    model: Any, tools: Any
-) -> Callable[[AgentConfig], AbstractAsyncContextManager[Agent]]:
+def agent_factory(model: Any, tools: Any) -> Callable[[AgentConfig], AbstractAsyncContextManager[Agent]]:
     @asynccontextmanager
     async def factory(config: AgentConfig) -> AsyncIterator[Agent]:
         yield Agent(model, tools, config)

@@ -32,14 +32,21 @@ def rule_reply(request: RecordedRequest) -> Reply:
     query = users[-1] if users else ""
     if last["role"] == "tool":
         name = next(
-            (call["function"]["name"] for m in reversed(messages) if m["role"] == "assistant"
-             for call in m.get("tool_calls") or [] if call["id"] == last["tool_call_id"]),
+            (
+                call["function"]["name"]
+                for m in reversed(messages)
+                if m["role"] == "assistant"
+                for call in m.get("tool_calls") or []
+                if call["id"] == last["tool_call_id"]
+            ),
             "tool",
         )
         return Reply.json(completion(content=f"{name} said: {last['content']}"))
     verb, _, rest = query.partition(" ")
     if verb == "echo":
-        return Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": rest}, id=f"c{next(_ids)}")]))
+        return Reply.json(
+            completion(content=None, calls=[Call("echo__echo", {"text": rest}, id=f"c{next(_ids)}")])
+        )
     if verb == "sleep":
         call = Call("slow__sleep", {"seconds": float(rest or 30)}, id=f"c{next(_ids)}")
         return Reply.json(completion(content=None, calls=[call]))
@@ -49,10 +56,20 @@ def rule_reply(request: RecordedRequest) -> Reply:
 def write_config(folder: Path, model_url: str, record: Path, **gateway: Any) -> Path:
     """An agent.json with the fake model server and the slow and echo fixture servers."""
     config = {
-        "llm": {"endpoint": model_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+        "llm": {
+            "endpoint": model_url,
+            "model": "rule-model",
+            "provider": "openai",
+            "stream": False,
+            "maxRetries": 0,
+        },
         "limits": {"maxRounds": 4, "toolTimeoutSeconds": 60, "timeoutSeconds": 120},
         "mcpServers": {
-            "slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")], "env": {"SLOW_RECORD": str(record)}},
+            "slow": {
+                "command": sys.executable,
+                "args": [str(SERVERS / "slow.py")],
+                "env": {"SLOW_RECORD": str(record)},
+            },
             "echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]},
         },
         "gateway": {"description": "End-to-end agent.", **gateway},

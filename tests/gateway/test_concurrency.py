@@ -20,7 +20,9 @@ async def _fifty(gateway: Running) -> None:
     answers: dict[int, str] = {}
 
     async def one(index: int) -> None:
-        transport, era = [("http", "modern"), ("http", "legacy"), ("sse", "legacy"), ("sse", "modern")][index % 4]
+        transport, era = [("http", "modern"), ("http", "legacy"), ("sse", "legacy"), ("sse", "modern")][
+            index % 4
+        ]
         async with connect(gateway.url, transport, era) as client:
             result = await client.call_tool("agent_query", {"query": f"echo client-{index}"})
             answers[index] = result.content[0].text
@@ -91,7 +93,9 @@ async def test_starting_gateway_answers_503_and_agent_query_waits() -> None:
     import httpx
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: serve_app(app, sock, stop=stop, handle_signals=False, on_ready=lambda h, p: ready.set()))
+        tg.start_soon(
+            lambda: serve_app(app, sock, stop=stop, handle_signals=False, on_ready=lambda h, p: ready.set())
+        )
         with anyio.fail_after(10):
             await ready.wait()
         async with httpx.AsyncClient(base_url=url) as http:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -50,7 +49,9 @@ async def test_real_agent_end_to_end(real_gateway: tuple[Running, Path]) -> None
 
 
 @pytest.mark.parametrize(("transport", "era"), [("sse", "legacy"), ("http", "legacy"), ("http", "modern")])
-async def test_cancel_mid_run_reaches_the_inner_tool(real_gateway: tuple[Running, Path], transport: str, era: str) -> None:
+async def test_cancel_mid_run_reaches_the_inner_tool(
+    real_gateway: tuple[Running, Path], transport: str, era: str
+) -> None:
     gateway, record = real_gateway
     metrics = gateway.app.service.metrics
     cancelled = metrics.queries["cancelled"]

@@ -58,23 +58,26 @@ async def test_calls_time_out(exposed: Running) -> None:
 @pytest.mark.parametrize("approved", [True, False])
 async def test_calls_wait_for_approval(exposed: Running, approved: bool) -> None:
     results: list[Any] = []
-    async with connect(exposed.url, "sse", "legacy") as client, exposed.client() as http:
-        async with anyio.create_task_group() as tg:
+    async with (
+        connect(exposed.url, "sse", "legacy") as client,
+        exposed.client() as http,
+        anyio.create_task_group() as tg,
+    ):
 
-            async def call() -> None:
-                results.append(await client.call_tool("write_file", {"text": "guarded"}))
+        async def call() -> None:
+            results.append(await client.call_tool("write_file", {"text": "guarded"}))
 
-            tg.start_soon(call)
-            pending: list[Any] = []
+        tg.start_soon(call)
+        pending: list[Any] = []
 
-            async def waiting() -> bool:
-                pending[:] = (await http.get("/api/v1/approvals")).json()["pending"]
-                return bool(pending)
+        async def waiting() -> bool:
+            pending[:] = (await http.get("/api/v1/approvals")).json()["pending"]
+            return bool(pending)
 
-            await eventually(waiting)
-            assert exposed.tools.written == []
-            response = await http.post(f"/api/v1/approvals/{pending[0]['id']}", json={"approved": approved})
-            assert response.status_code == 200
+        await eventually(waiting)
+        assert exposed.tools.written == []
+        response = await http.post(f"/api/v1/approvals/{pending[0]['id']}", json={"approved": approved})
+        assert response.status_code == 200
     [result] = results
     if approved:
         assert result.content[0].text == "written" and exposed.tools.written == ["guarded"]

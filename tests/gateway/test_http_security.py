@@ -93,24 +93,26 @@ async def test_foreign_origin_is_403(shared_gateway: Running, path: str) -> None
 
 async def test_allowed_hosts_and_origins() -> None:
     config = make_config(allowed_hosts=["agent.lan"], allowed_origins=["https://ui.example.com"])
-    async with running_gateway(config) as gateway:
-        async with gateway.client() as http:
-            ok = await http.get("/api/v1/health", headers={"Host": "agent.lan:8765", "Origin": "https://ui.example.com"})
-            assert ok.status_code == 200
-            assert ok.headers["access-control-allow-origin"] == "https://ui.example.com"
-            assert "Origin" in ok.headers["vary"]
-            preflight = await http.options(
-                "/api/v1/query",
-                headers={"Origin": "https://ui.example.com", "Access-Control-Request-Method": "POST"},
-            )
-            assert preflight.status_code == 204
-            assert preflight.headers["access-control-allow-origin"] == "https://ui.example.com"
-            plain = await http.get("/api/v1/health")  # no Origin: no CORS headers at all
-            assert "access-control-allow-origin" not in plain.headers
-            refused = await http.options(
-                "/api/v1/query", headers={"Origin": "https://other.example.com", "Access-Control-Request-Method": "POST"}
-            )
-            assert refused.status_code == 403
+    async with running_gateway(config) as gateway, gateway.client() as http:
+        ok = await http.get(
+            "/api/v1/health", headers={"Host": "agent.lan:8765", "Origin": "https://ui.example.com"}
+        )
+        assert ok.status_code == 200
+        assert ok.headers["access-control-allow-origin"] == "https://ui.example.com"
+        assert "Origin" in ok.headers["vary"]
+        preflight = await http.options(
+            "/api/v1/query",
+            headers={"Origin": "https://ui.example.com", "Access-Control-Request-Method": "POST"},
+        )
+        assert preflight.status_code == 204
+        assert preflight.headers["access-control-allow-origin"] == "https://ui.example.com"
+        plain = await http.get("/api/v1/health")  # no Origin: no CORS headers at all
+        assert "access-control-allow-origin" not in plain.headers
+        refused = await http.options(
+            "/api/v1/query",
+            headers={"Origin": "https://other.example.com", "Access-Control-Request-Method": "POST"},
+        )
+        assert refused.status_code == 403
 
 
 async def test_body_cap_is_413() -> None:
@@ -123,11 +125,18 @@ async def test_body_cap_is_413() -> None:
                 for _ in range(5):
                     yield b"x" * 1000
 
-            streamed = await http.post("/api/v1/query", content=chunks(), headers={"content-type": "application/json"})
+            streamed = await http.post(
+                "/api/v1/query", content=chunks(), headers={"content-type": "application/json"}
+            )
             assert streamed.status_code == 413
             mcp = await http.post(
                 "/mcp",
-                json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "agent_query", "arguments": {"query": "x" * 3000}}},
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "agent_query", "arguments": {"query": "x" * 3000}},
+                },
                 headers={"Accept": "application/json, text/event-stream"},
             )
             assert mcp.status_code == 413
@@ -166,7 +175,7 @@ async def test_serve_runs_until_stop() -> None:
         ports.append(port)
         ready.set()
 
-    from .conftest import RuleModel, Tools, HubLike, agent_factory
+    from .conftest import HubLike, RuleModel, Tools, agent_factory
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(

@@ -24,16 +24,20 @@ ERAS = ["legacy", "modern"]
 
 
 @asynccontextmanager
-async def transport_for(url: str, transport: str, headers: dict[str, str] | None = None) -> AsyncIterator[Any]:
+async def transport_for(
+    url: str, transport: str, headers: dict[str, str] | None = None
+) -> AsyncIterator[Any]:
     """The SDK's client transport; the Streamable HTTP one gets an httpx2 client that is closed after."""
     if transport in ("sse", "sse_alias"):
         path = "/sse" if transport == "sse" else "/mcp/sse"
         async with sse_client(f"{url}{path}", headers=headers, timeout=30) as streams:
             yield streams
         return
-    async with httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with streamable_http_client(f"{url}/mcp", http_client=http) as streams:
-            yield streams
+    async with (
+        httpx2.AsyncClient(headers=headers or {}, timeout=httpx2.Timeout(30, read=60)) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as streams,
+    ):
+        yield streams
 
 
 @asynccontextmanager
@@ -42,12 +46,14 @@ async def connect(
 ) -> AsyncIterator[Any]:
     """A legacy ``ClientSession`` (2025 handshake) or a 2026 ``mcp.Client``, over ``transport``."""
     if era == "legacy":
-        async with transport_for(url, transport, headers) as (read, write):
-            async with ClientSession(read, write, message_handler=message_handler) as session:
-                init = await session.initialize()
-                assert init.protocol_version == "2025-11-25"
-                assert init.capabilities.tools is not None and init.capabilities.tools.list_changed
-                yield session
+        async with (
+            transport_for(url, transport, headers) as (read, write),
+            ClientSession(read, write, message_handler=message_handler) as session,
+        ):
+            init = await session.initialize()
+            assert init.protocol_version == "2025-11-25"
+            assert init.capabilities.tools is not None and init.capabilities.tools.list_changed
+            yield session
     else:
         async with Client(transport_for(url, transport, headers), message_handler=message_handler) as client:
             assert client.protocol_version == "2026-07-28"
@@ -100,7 +106,9 @@ async def test_stateless_streamable_http(era: str) -> None:
         with anyio.fail_after(20):
             async with connect(gateway.url, "http", era) as client:
                 progress = Progress()
-                result = await client.call_tool("agent_query", {"query": "echo x"}, progress_callback=progress)
+                result = await client.call_tool(
+                    "agent_query", {"query": "echo x"}, progress_callback=progress
+                )
                 assert result.content[0].text == "echo said: x"
                 await eventually(lambda: len(progress.seen) == 4)
 
@@ -148,7 +156,9 @@ async def test_non_success_endings_are_errors(gateway: Running, query: str, reas
         ({"query": "q" * 101}, "the limit is 100 (gateway.maxQueryChars)"),
     ],
 )
-async def test_bad_arguments_are_clear_tool_errors(capped: Running, arguments: dict[str, Any], message: str) -> None:
+async def test_bad_arguments_are_clear_tool_errors(
+    capped: Running, arguments: dict[str, Any], message: str
+) -> None:
     gateway = capped
     rejected = gateway.app.service.metrics.rejected["invalid"]
     async with connect(gateway.url, "sse", "legacy") as client:

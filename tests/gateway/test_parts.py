@@ -39,7 +39,10 @@ from mcp_agent.messages import ToolSpec
         ({"query": "q", "limits": {"maxRoundz": 2}}, "limits.maxRoundz: unknown key"),
         ({"query": "q", "limits": {"maxRounds": "2"}}, "limits.maxRounds: Input should be a valid integer"),
         ({"query": "q", "limits": {"maxRounds": True}}, "limits.maxRounds: Input should be a valid integer"),
-        ({"query": "q", "limits": {"maxRounds": -1}}, "limits.maxRounds: Input should be greater than or equal to 0"),
+        (
+            {"query": "q", "limits": {"maxRounds": -1}},
+            "limits.maxRounds: Input should be greater than or equal to 0",
+        ),
         ({"query": "q", "limits": {"earlyStop": "yes"}}, "limits.earlyStop: Input should be a valid boolean"),
     ],
 )
@@ -87,7 +90,10 @@ def test_input_schema_matches_the_parser() -> None:
 
 
 def test_summary_names_servers_tools_and_down_servers() -> None:
-    specs = [ToolSpec("ports__check", server="ports", mcp_name="check"), ToolSpec("time__now", server="time", mcp_name="now")]
+    specs = [
+        ToolSpec("ports__check", server="ports", mcp_name="check"),
+        ToolSpec("time__now", server="time", mcp_name="now"),
+    ]
     statuses = [{"name": "web", "status": "failed"}]
 
     class Status:
@@ -105,8 +111,11 @@ def test_summary_names_servers_tools_and_down_servers() -> None:
 
 @pytest.mark.parametrize("reason", list(TerminationReason))
 def test_result_mapping(reason: TerminationReason) -> None:
-    result = RunResult(answer="partial" if reason is not TerminationReason.SUCCESS else "done",
-                       termination_reason=reason, detail="why")
+    result = RunResult(
+        answer="partial" if reason is not TerminationReason.SUCCESS else "done",
+        termination_reason=reason,
+        detail="why",
+    )
     mapped = run_result_to_mcp(result)
     jsonschema.validate(mapped.structured_content, RESULT_SCHEMA)
     text = mapped.content[0].text
@@ -117,7 +126,9 @@ def test_result_mapping(reason: TerminationReason) -> None:
 
 
 def test_early_stop_is_not_an_error() -> None:
-    result = RunResult(answer="best effort", termination_reason=TerminationReason.MAX_ROUNDS, early_stopped=True)
+    result = RunResult(
+        answer="best effort", termination_reason=TerminationReason.MAX_ROUNDS, early_stopped=True
+    )
     mapped = run_result_to_mcp(result)
     assert not mapped.is_error and mapped.content[0].text == "best effort"
 

@@ -35,28 +35,34 @@ def model_server() -> Iterator[FakeModelServer]:
 async def test_stdio_via_the_cli(model_server: FakeModelServer, tmp_path: Path) -> None:
     config = write_config(tmp_path, model_server.base_url, tmp_path / "slow.log")
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "mcp_agent", "serve", "--stdio", "--config", str(config)], cwd=str(ROOT)
+        command=sys.executable,
+        args=["-m", "mcp_agent", "serve", "--stdio", "--config", str(config)],
+        cwd=str(ROOT),
     )
     with open(tmp_path / "stderr.txt", "w") as errlog, anyio.fail_after(30):
-        async with stdio_client(params, errlog=errlog) as (read, write):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                [tool] = (await session.list_tools()).tools
-                assert tool.name == "agent_query"
-                seen: list[str | None] = []
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            [tool] = (await session.list_tools()).tools
+            assert tool.name == "agent_query"
+            seen: list[str | None] = []
 
-                async def progress(value: float, total: float | None, message: str | None) -> None:
-                    seen.append(message)
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(message)
 
-                result = await session.call_tool("agent_query", {"query": "echo stdio"}, progress_callback=progress)
-                assert result.content[0].text == "echo__echo said: stdio"
-                await eventually(lambda: len(seen) == 4)
+            result = await session.call_tool(
+                "agent_query", {"query": "echo stdio"}, progress_callback=progress
+            )
+            assert result.content[0].text == "echo__echo said: stdio"
+            await eventually(lambda: len(seen) == 4)
 
 
 async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer, tmp_path: Path) -> None:
     config = write_config(tmp_path, model_server.base_url, tmp_path / "slow.log")
     script = Path(__file__).with_name("_noisy_stdio.py")
-    stderr = open(tmp_path / "stderr.txt", "wb")
+    stderr = os.open(tmp_path / "stderr.txt", os.O_WRONLY | os.O_CREAT)
     lines: list[str] = []
     async with await anyio.open_process(
         [sys.executable, str(script), str(config)], stdin=-1, stdout=-1, stderr=stderr, cwd=str(ROOT)
@@ -82,18 +88,38 @@ async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer,
                 buffer += await process.stdout.receive()
 
         with anyio.fail_after(30):
-            await send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+            await send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "0"},
+                    },
+                }
+            )
             init = await until(1)
             assert init["result"]["protocolVersion"] == "2025-06-18"
             await send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            await send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-                "name": "agent_query", "arguments": {"query": "echo raw"}, "_meta": {"progressToken": "p"}}})
+            await send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "agent_query",
+                        "arguments": {"query": "echo raw"},
+                        "_meta": {"progressToken": "p"},
+                    },
+                }
+            )
             answer = await until(2)
             assert answer["result"]["content"][0]["text"] == "echo__echo said: raw"
             await process.stdin.aclose()  # the client goes away: the gateway ends
             assert await process.wait() == 0
-    stderr.close()
+    os.close(stderr)
     assert any('"notifications/progress"' in line for line in lines)
     assert "stray" in (tmp_path / "stderr.txt").read_text()
 
@@ -103,10 +129,13 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
     config = write_config(tmp_path, model_server.base_url, record)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    stderr = open(tmp_path / "stderr.txt", "wb")
+    stderr = os.open(tmp_path / "stderr.txt", os.O_WRONLY | os.O_CREAT)
     process = await anyio.open_process(
         [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port)],
-        stdin=-1, stdout=-1, stderr=stderr, cwd=str(ROOT),
+        stdin=-1,
+        stdout=-1,
+        stderr=stderr,
+        cwd=str(ROOT),
     )
     try:
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
@@ -134,7 +163,9 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
 
                 tg.start_soon(rest)
                 tg.start_soon(mcp)
-                await eventually(lambda: record.exists() and record.read_text().count("started") == 2, timeout=20)
+                await eventually(
+                    lambda: record.exists() and record.read_text().count("started") == 2, timeout=20
+                )
                 process.send_signal(signal.SIGTERM)
                 with anyio.fail_after(10):
                     assert await process.wait() == 0
@@ -142,14 +173,14 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
         assert rest_answer[0].json()["termination_reason"] == "cancelled"
         assert mcp_answer[0].is_error
         assert mcp_answer[0].content[0].text.startswith("Agent terminated (cancelled)")
-        gone, alive = psutil.wait_procs(children, timeout=5)
+        _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
         assert record.read_text().count("cancelled") == 2  # both inner calls were cancelled on the server
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
-        stderr.close()
+        os.close(stderr)
         if process.stdin is not None:
             await process.stdin.aclose()
         if process.stdout is not None:

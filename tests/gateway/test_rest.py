@@ -42,13 +42,15 @@ async def test_query_failure_carries_the_error_text(gateway: Running) -> None:
 
 async def test_query_stream_sends_events_then_the_result(gateway: Running) -> None:
     seen: list[tuple[str, Any]] = []
-    async with gateway.client() as http:
-        async with http.stream(
+    async with (
+        gateway.client() as http,
+        http.stream(
             "POST", "/api/v1/query", json={"query": "echo s"}, headers={"Accept": "text/event-stream"}
-        ) as response:
-            assert response.headers["content-type"].startswith("text/event-stream")
-            async for event in sse_events(response):
-                seen.append(event)
+        ) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for event in sse_events(response):
+            seen.append(event)
     kinds = [kind for kind, _ in seen]
     assert kinds[0] == "run_started" and kinds[-2] == "run_ended" and kinds[-1] == "result"
     assert "tool_call_started" in kinds and "tool_call_ended" in kinds
@@ -58,13 +60,15 @@ async def test_query_stream_sends_events_then_the_result(gateway: Running) -> No
 
 
 async def test_stream_client_disconnect_cancels_the_run(gateway: Running) -> None:
-    async with gateway.client() as http:
-        async with http.stream(
+    async with (
+        gateway.client() as http,
+        http.stream(
             "POST", "/api/v1/query", json={"query": "sleep 30"}, headers={"Accept": "text/event-stream"}
-        ) as response:
-            async for kind, _ in sse_events(response):
-                if kind == "tool_call_started":
-                    break
+        ) as response,
+    ):
+        async for kind, _ in sse_events(response):
+            if kind == "tool_call_started":
+                break
     metrics = gateway.app.service.metrics
     await eventually(lambda: metrics.queries["cancelled"] == 1)
     await eventually(lambda: gateway.tools.cancelled == [30.0])
@@ -72,34 +76,35 @@ async def test_stream_client_disconnect_cancels_the_run(gateway: Running) -> Non
 
 
 async def test_plain_query_client_disconnect_cancels_the_run(gateway: Running) -> None:
-    async with gateway.client() as http:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(http.post, "/api/v1/query", json={"query": "sleep 30"}))
-            with anyio.fail_after(10):
-                await gateway.tools.sleeping.wait()
-            tg.cancel_scope.cancel()  # the client goes away
+    async with gateway.client() as http, anyio.create_task_group() as tg:
+        tg.start_soon(partial(http.post, "/api/v1/query", json={"query": "sleep 30"}))
+        with anyio.fail_after(10):
+            await gateway.tools.sleeping.wait()
+        tg.cancel_scope.cancel()  # the client goes away
     await eventually(lambda: gateway.app.service.metrics.queries["cancelled"] == 1)
 
 
 async def test_events_stream_with_session_filter(gateway: Running) -> None:
     got: list[tuple[str, Any]] = []
-    async with gateway.client() as http:
-        async with http.stream("GET", "/api/v1/events", params={"session_id": "watched"}) as response:
-            assert response.status_code == 200
-            async with anyio.create_task_group() as tg:
+    async with (
+        gateway.client() as http,
+        http.stream("GET", "/api/v1/events", params={"session_id": "watched"}) as response,
+    ):
+        assert response.status_code == 200
+        async with anyio.create_task_group() as tg:
 
-                async def queries() -> None:
-                    async with gateway.client() as other:
-                        await eventually(lambda: gateway.app.service.bus.listeners == 1)
-                        await other.post("/api/v1/query", json={"query": "not watched", "session_id": "other"})
-                        await other.post("/api/v1/query", json={"query": "echo w", "session_id": "watched"})
+            async def queries() -> None:
+                async with gateway.client() as other:
+                    await eventually(lambda: gateway.app.service.bus.listeners == 1)
+                    await other.post("/api/v1/query", json={"query": "not watched", "session_id": "other"})
+                    await other.post("/api/v1/query", json={"query": "echo w", "session_id": "watched"})
 
-                tg.start_soon(queries)
-                with anyio.fail_after(10):
-                    async for kind, data in sse_events(response):
-                        got.append((kind, data))
-                        if kind == "run_ended":
-                            break
+            tg.start_soon(queries)
+            with anyio.fail_after(10):
+                async for kind, data in sse_events(response):
+                    got.append((kind, data))
+                    if kind == "run_ended":
+                        break
     assert {data["session_id"] for _, data in got} == {"watched"}
     assert got[0][0] == "run_started" and got[0][1]["query"] == "echo w"
 
@@ -141,7 +146,9 @@ async def test_denied_over_rest(gateway: Running) -> None:
         tg.start_soon(ask)
         await eventually(lambda: bool(gateway.app.service.agent.approvals.pending()))  # type: ignore[union-attr]
         [item] = gateway.app.service.agent.approvals.pending()  # type: ignore[union-attr]
-        response = await http.post(f"/api/v1/approvals/{item.id}", json={"approved": False, "reason": "no way"})
+        response = await http.post(
+            f"/api/v1/approvals/{item.id}", json={"approved": False, "reason": "no way"}
+        )
         assert response.status_code == 200
     assert "[DENIED: no way]" in answers[0]["answer"]
     assert gateway.tools.written == []
@@ -188,11 +195,23 @@ async def test_dashboard_page(gateway: Running) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "kind"),
     [
-        ("POST", "/api/v1/query", {"content": b"{not json", "headers": {"content-type": "application/json"}}, 400, "invalid_json"),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            400,
+            "invalid_json",
+        ),
         ("POST", "/api/v1/query", {"json": ["a list"]}, 400, "invalid_request"),
         ("POST", "/api/v1/query", {"json": {"query": 5}}, 400, "invalid_request"),
         ("POST", "/api/v1/query", {"json": {"query": "q", "limits": {"nope": 1}}}, 400, "invalid_request"),
-        ("POST", "/api/v1/query", {"content": b'{"query": "q"}', "headers": {"content-type": "text/plain"}}, 415, "unsupported_media_type"),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b'{"query": "q"}', "headers": {"content-type": "text/plain"}},
+            415,
+            "unsupported_media_type",
+        ),
         ("POST", "/api/v1/query", {"data": {"query": "q"}}, 415, "unsupported_media_type"),
         ("GET", "/api/v1/query", {}, 405, "method_not_allowed"),
         ("GET", "/api/v1/nope", {}, 404, "not_found"),
@@ -203,7 +222,13 @@ async def test_dashboard_page(gateway: Running) -> None:
         ("POST", "/api/v1/approvals/x", {"json": {}}, 400, "invalid_request"),
         ("POST", "/api/v1/approvals/x", {"json": {"approved": True, "extra": 1}}, 400, "invalid_request"),
         ("POST", "/api/v1/approvals/x", {"json": {"approved": True, "reason": 3}}, 400, "invalid_request"),
-        ("POST", "/api/v1/approvals/x", {"content": b"approved=1", "headers": {"content-type": "application/x-www-form-urlencoded"}}, 415, "unsupported_media_type"),
+        (
+            "POST",
+            "/api/v1/approvals/x",
+            {"content": b"approved=1", "headers": {"content-type": "application/x-www-form-urlencoded"}},
+            415,
+            "unsupported_media_type",
+        ),
         ("DELETE", "/api/v1/sessions/none", {}, 404, "not_found"),
     ],
 )

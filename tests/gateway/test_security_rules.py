@@ -75,7 +75,9 @@ def test_check_bind(host: str, token: str | None, refused: bool) -> None:
 
 
 RULES = host_rules(
-    GatewayConfig(host="10.0.0.5", allowed_hosts=["agent.lan:8765"], allowed_origins=["https://ui.example.com/"]),
+    GatewayConfig(
+        host="10.0.0.5", allowed_hosts=["agent.lan:8765"], allowed_origins=["https://ui.example.com/"]
+    ),
 )
 
 

@@ -26,6 +26,8 @@ async def send_error(
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
     ]
-    raw.extend((key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in (headers or {}).items())
+    raw.extend(
+        (key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in (headers or {}).items()
+    )
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

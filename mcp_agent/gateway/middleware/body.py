@@ -54,5 +54,8 @@ class BodyLimitMiddleware:
 
     async def _too_large(self, send: Send) -> None:
         await send_error(
-            send, 413, f"request body larger than {self.max_bytes} bytes (gateway.maxRequestBytes)", "payload_too_large"
+            send,
+            413,
+            f"request body larger than {self.max_bytes} bytes (gateway.maxRequestBytes)",
+            "payload_too_large",
         )

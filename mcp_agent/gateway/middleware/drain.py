@@ -46,7 +46,9 @@ class DrainMiddleware:
             await self.app(scope, receive, send)
             return
         if self.closing:
-            await send_error(send, 503, "the gateway is shutting down", "shutting_down", {"Connection": "close"})
+            await send_error(
+                send, 503, "the gateway is shutting down", "shutting_down", {"Connection": "close"}
+            )
             return
         request = _Request(scope["method"], scope["path"])
 

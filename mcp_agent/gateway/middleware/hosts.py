@@ -28,11 +28,15 @@ class HostOriginMiddleware:
         host = headers.get("host")
         if not self.rules.host_ok(host):
             logger.warning("refused a request with Host %r", host)
-            await send_error(send, 421, f"Host {host!r} is not allowed (gateway.allowedHosts)", "misdirected_request")
+            await send_error(
+                send, 421, f"Host {host!r} is not allowed (gateway.allowedHosts)", "misdirected_request"
+            )
             return
         origin = headers.get("origin")
         if not self.rules.origin_ok(origin):
             logger.warning("refused a request with Origin %r", origin)
-            await send_error(send, 403, f"Origin {origin!r} is not allowed (gateway.allowedOrigins)", "forbidden_origin")
+            await send_error(
+                send, 403, f"Origin {origin!r} is not allowed (gateway.allowedOrigins)", "forbidden_origin"
+            )
             return
         await self.app(scope, receive, send)
