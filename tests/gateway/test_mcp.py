@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -236,3 +237,29 @@ async def test_tools_list_changed_reaches_2026_listeners(gateway: Running) -> No
                     break
         [tool] = (await client.list_tools(cache_mode="bypass")).tools
         assert "time (clock)" in tool.description
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+async def test_every_handshake_version_is_negotiated(shared_gateway: Running, version: str) -> None:
+    """A raw client offering an older protocol version gets exactly that version back."""
+    async with shared_gateway.client() as http:
+        response = await http.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": version,
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            },
+            headers={"Accept": "application/json, text/event-stream"},
+        )
+        assert response.status_code == 200
+        session_id = response.headers["mcp-session-id"]
+        assert len(session_id) >= 32 and session_id.isalnum()  # unguessable (uuid4 hex)
+        data = next(line[6:] for line in response.text.splitlines() if line.startswith("data: "))
+        assert json.loads(data)["result"]["protocolVersion"] == version
+        await http.delete("/mcp", headers={"mcp-session-id": session_id, "mcp-protocol-version": version})

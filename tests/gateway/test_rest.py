@@ -189,7 +189,18 @@ async def test_dashboard_page(gateway: Running) -> None:
     csp = response.headers["content-security-policy"]
     assert "default-src 'none'" in csp and "script-src 'sha256-" in csp and "unsafe-inline" not in csp
     assert response.headers["x-frame-options"] == "DENY"
-    assert "innerHTML" not in response.text  # server data is only ever shown as text
+    for sink in (
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "href",
+    ):
+        assert sink not in response.text  # server data is only ever shown as text, never parsed as HTML
+    assert "textContent" in response.text
+    assert "http://" not in response.text and "https://" not in response.text  # no CDN, nothing external
 
 
 @pytest.mark.parametrize(
