@@ -6,8 +6,8 @@ keywords dropped) and four wire forms, each with a note of what was changed:
 
 - ``openai``: the default (non-strict) form. The root's ``anyOf``/``oneOf``/``allOf`` are lifted
   into its properties (the alternatives are described in the root ``description``), the root's
-  ``enum`` and ``not`` are dropped (OpenAI rejects all five at the top) and every object gets
-  ``properties``. Everything else is kept: non-strict mode accepts it.
+  ``enum``, ``const`` and ``not`` are dropped (OpenAI rejects them at the top) and every object
+  gets ``properties``. Everything else is kept: non-strict mode accepts it.
 - ``openai_strict``: only when the strict rules keep the meaning. Optional properties become
   required and nullable; this is safe because the argument pipeline drops a ``null`` the model
   sends for an optional property whose schema does not allow null, so the tool sees the property
@@ -71,7 +71,6 @@ _TYPE_ALIASES = {"str": "string", "text": "string", "int": "integer", "long": "i
                  "double": "number", "bool": "boolean", "dict": "object", "map": "object", "list": "array",
                  "none": "null"}
 _EMPTY: JSONSchema = {"type": "object", "properties": {}}
-_DROP = object()
 
 # Where subschemas sit. Anything else (enum, const, default, examples...) is data, never walked.
 _ONE = frozenset({"items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
@@ -80,7 +79,7 @@ _MAP = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs"
 _LIST = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 _BOOL_OK = frozenset({"additionalProperties", "unevaluatedProperties", "items", "unevaluatedItems"})
 _META_KEYS = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$ref",
-              "$dynamicRef", "$recursiveRef")  # a $ref left after inlining is not a string: dropped
+              "$dynamicRef", "$recursiveRef", "$defs", "definitions")  # whatever inlining left is dropped
 _REF_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
 
 # What each keyword's value must be (the Draft 2020-12 meta-schema, checked by hand: fast).
@@ -121,22 +120,17 @@ def _at(path: str) -> str:
 
 
 def _map_children(node: JSONObject, fn: Callable[[Any, str, str], Any], path: str) -> JSONObject:
-    """A copy of ``node`` with ``fn(subschema, keyword, path)`` applied to each direct subschema.
-
-    ``fn`` may return ``_DROP`` to leave a subschema out.
-    """
+    """A copy of ``node`` with ``fn(subschema, keyword, path)`` applied to each direct subschema."""
     out: JSONObject = {}
     for key, value in node.items():
         if key in _ONE and not (key == "items" and isinstance(value, list)):
-            new = fn(value, key, _join(path, key))
-            if new is not _DROP:
-                out[key] = new
+            out[key] = fn(value, key, _join(path, key))
         elif key in _MAP and isinstance(value, dict):
-            mapped = {k: fn(v, key, _join(path, key, k)) for k, v in value.items()}
-            out[key] = {k: v for k, v in mapped.items() if v is not _DROP}
+            out[key] = {k: fn(v, key, _join(path, key, k)) for k, v in value.items()}
         elif (key in _LIST or key == "items") and isinstance(value, list):
-            items = [fn(v, key, _join(path, key, str(i))) for i, v in enumerate(value)]
-            out[key] = [v for v in items if v is not _DROP]
+            out[key] = [fn(v, key, _join(path, key, str(i))) for i, v in enumerate(value)]
+        elif key == "dependencies" and isinstance(value, dict):  # draft-07: schemas or name lists
+            out[key] = {k: v if isinstance(v, list) else fn(v, key, _join(path, key, k)) for k, v in value.items()}
         else:
             out[key] = value
     return out
@@ -470,7 +464,7 @@ def _normalise(schema: Any, notes: _Notes) -> JSONSchema:
         return copy.deepcopy(_EMPTY)
     root = _jsonify(schema, 0, notes)
     root = _Inliner(root, notes).expand(root, "")
-    if any(k in root for k in ("$defs", "definitions")) or "$defs" in schema or "definitions" in schema:
+    if "$defs" in schema or "definitions" in schema:
         notes.add("removed $defs")
     root = _fix(root, "", "", notes) if isinstance(root, dict) else {}
     kind = root.get("type")
@@ -551,7 +545,8 @@ def _openai(schema: JSONSchema, notes: _Notes) -> JSONSchema:
             notes.add(f"openai: added properties: {{}}{_at(path)}")
         return node
 
-    return visit(_lift_root(schema, "openai", ("enum", "const", "not"), notes), "", "")
+    out: JSONSchema = visit(_lift_root(schema, "openai", ("enum", "const", "not"), notes), "", "")
+    return out
 
 
 _STRICT_FATAL = ("not", "if", "then", "else", "patternProperties", "propertyNames", "minProperties",
@@ -677,7 +672,7 @@ def _nullable(schema: JSONSchema) -> JSONSchema:
 def _openai_strict(schema: JSONSchema, notes: _Notes) -> JSONSchema | None:
     local = _Notes()
     try:
-        for key in ("anyOf", "oneOf", "allOf", "enum", "not"):
+        for key in ("anyOf", "oneOf", "allOf", "enum", "const", "not"):
             if key in schema:
                 raise _NotStrict(f"top-level {key}")
         strict = _strict(schema, "", 0, local)
@@ -701,11 +696,11 @@ _TYPE_KEYS = {"string": ("minLength", "maxLength", "pattern", "format"), "array"
               "number": ("minimum", "maximum"), "integer": ("minimum", "maximum")}
 
 
-def _gemini(node: Any, path: str, notes: _Notes, root: bool = False) -> JSONSchema:
+def _gemini(schema: Any, path: str, notes: _Notes, root: bool = False) -> JSONSchema:
     def note(text: str) -> None:
         notes.add(f"gemini: {text}{_at(path)}")
 
-    node = dict(node) if isinstance(node, dict) else {}
+    node: JSONObject = dict(schema) if isinstance(schema, dict) else {}
     while "allOf" in node:
         for branch in node.pop("allOf"):
             props = {**branch.get("properties", {}), **node.get("properties", {})}
@@ -784,23 +779,26 @@ def _gemini(node: Any, path: str, notes: _Notes, root: bool = False) -> JSONSche
         del node["format"]
         note(f"dropped format {fmt}")
     if node.get("type") == "object":
-        props = node.get("properties")
-        if not root and not props:
+        declared = node.get("properties")
+        if not root and not declared:
             node = {"type": "string", **({"description": node["description"]} if "description" in node else {})}
             node["description"] = f"{node.get('description', '')} (a JSON object, as text)".strip()
             note("object without properties sent as JSON text")
         else:
             node["properties"] = {name: _gemini(sub, _join(path, "properties", name), notes)
-                                  for name, sub in (props or {}).items()}
+                                  for name, sub in (declared or {}).items()}
             required = [r for r in node.get("required", []) if r in node["properties"]]
             node.pop("required", None)
             if required:
                 node["required"] = required
+    else:
+        node.pop("properties", None)
+        node.pop("required", None)
     if node.get("type") == "array":
         items = node.get("items")
         node["items"] = _gemini(items if isinstance(items, dict) else {}, _join(path, "items"), notes)
-    elif "items" in node:
-        del node["items"]
+    else:
+        node.pop("items", None)
     if not (isinstance(node.get("propertyOrdering"), list)
             and all(isinstance(p, str) for p in node["propertyOrdering"])):
         node.pop("propertyOrdering", None)
@@ -852,8 +850,8 @@ def compile_tool_schema(schema: Any) -> CompiledSchema:
         if strict is not None:
             variants["openai_strict"] = strict
         variants["anthropic"] = _lift_root(parameters, "anthropic", (), notes)
-        variants["gemini"] = _gemini(_lift_root(parameters, "gemini", ("enum", "const", "not"), _Notes()), "", notes,
-                                     root=True)
+        lifted = _lift_root(parameters, "gemini", ("enum", "const", "not"), notes)
+        variants["gemini"] = _gemini(lifted, "", notes, root=True)
     except Exception as exc:  # a bug here must not cost the tool: fall back to no parameters
         logger.exception("could not compile a tool schema")
         empty = copy.deepcopy(_EMPTY)
@@ -1080,7 +1078,8 @@ def _summary(schema: Any) -> str:
     elif isinstance(kind, str):
         text = kind
     elif "anyOf" in schema or "oneOf" in schema:
-        return " | ".join(_summary(b) for b in schema.get("anyOf", schema.get("oneOf", [])))
+        branches: list[Any] = schema.get("anyOf") or schema.get("oneOf") or []
+        return " | ".join(_summary(b) for b in branches)
     else:
         text = _infer_type(schema) or "any value"
     if kind == "array" and isinstance(schema.get("items"), dict):
@@ -1105,15 +1104,16 @@ def _describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject,
         keyword = str(error.validator)
         schema = error.schema if isinstance(error.schema, dict) else {}
         instance = error.instance
-        if keyword == "required" and isinstance(instance, dict):
+        value = error.validator_value
+        if keyword == "required" and isinstance(instance, dict) and isinstance(value, list):
             props = schema.get("properties", {})
-            for name in error.validator_value:
+            for name in value:
                 if name not in instance and (_pointer([*path, name]), keyword) not in seen:
                     seen.add((_pointer([*path, name]), keyword))
                     out.append({"path": _pointer([*path, name]), "message": "required property is missing",
                                 "expected": _summary(props.get(name, True))})
             continue
-        if keyword == "additionalProperties" and isinstance(instance, dict) and error.validator_value is False:
+        if keyword == "additionalProperties" and isinstance(instance, dict) and value is False:
             known = list(schema.get("properties", {}))
             patterns = list(schema.get("patternProperties", {}))
             for name in instance:
@@ -1125,7 +1125,6 @@ def _describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject,
                             "expected": "one of the known properties: " + (", ".join(known) or "(none)"),
                             "received": _shorten(instance[name])})
             continue
-        value = error.validator_value
         if keyword == "type":
             message, expected = f"wrong type ({_json_type(instance)})", " or ".join(value) if isinstance(
                 value, list) else str(value)
@@ -1137,7 +1136,7 @@ def _describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject,
         elif keyword in ("anyOf", "oneOf"):
             message = "matches none of the allowed shapes" if keyword == "anyOf" else (
                 "must match exactly one of the allowed shapes")
-            expected = " | ".join(_summary(b) for b in value)
+            expected = " | ".join(_summary(b) for b in value) if isinstance(value, list) else str(value)
         elif keyword == "pattern":
             message, expected = "does not match the pattern", f"a string matching {value}"
         elif keyword == "items" and value is False:

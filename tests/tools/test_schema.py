@@ -185,6 +185,9 @@ def test_corpus_covers_the_hazards() -> None:
          obj({"a": {"type": "array"}}), "removed additionalItems"),
         ({"type": "object", "properties": {}, "dependencies": {"a": ["b"], "c": {"required": ["d"]}}},
          obj(dependentRequired={"a": ["b"]}, dependentSchemas={"c": {"required": ["d"]}}), "dependencies"),
+        ({"type": "object", "properties": {}, "$defs": {"S": {"type": "string"}},
+          "dependencies": {"a": {"properties": {"b": {"$ref": "#/$defs/S"}}, "$defs": {}}}},
+         obj(dependentSchemas={"a": {"properties": {"b": {"type": "string"}}}}), "inlined $ref #/$defs/S"),
         ({"type": "object", "properties": {"a": {"type": "string", "required": True}, "b": {"required": False}}},
          obj({"a": {"type": "string"}, "b": {}}, required=["a"]), "property-level required"),
         # type names in odd spellings
@@ -536,6 +539,7 @@ def test_strict_variant(raw: dict[str, Any], expected: dict[str, Any]) -> None:
         (obj({"a": {"type": "string"}}, minProperties=1), "minProperties"),
         (obj({"a": {"type": "array", "prefixItems": [{"type": "string"}], "items": False}}), "prefixItems"),
         (obj({"a": {"type": "string"}}, anyOf=[{"required": ["a"]}]), "top-level anyOf"),
+        (obj({"a": {"type": "string"}}, const={"a": "x"}), "top-level const"),
         (obj({"a": {"type": "string"}}, required=["a", "b"]), "required names an undeclared property"),
         (obj({"s": {"type": ["string", "null"], "default": "main"}}), "allows null and has a default"),
         (obj({"f": {"allOf": [{"type": "string"}, {"type": "integer"}]}}), "an allOf that cannot be merged"),
@@ -628,6 +632,8 @@ def test_strict_nulls_are_dropped_by_the_checker() -> None:
          {"type": "string", "pattern": "^a", "title": "T"}, "dropped not"),
         ({"type": "array", "prefixItems": [{"type": "string"}], "items": False},
          {"type": "array", "items": {"type": "string"}}, "dropped prefixItems"),
+        ({"type": "string", "required": ["a"], "properties": {"a": {}}, "items": {"type": "string"}},
+         {"type": "string"}, None),
     ],
 )
 def test_gemini(prop: dict[str, Any], expected: dict[str, Any], change: str | None) -> None:
