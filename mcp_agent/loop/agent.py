@@ -59,7 +59,7 @@ from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter, Plan
 from .approvals import ApprovalQueue, Gate, GlobGate
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
-from .history import hard_trim, history_chars, trim_history
+from .history import hard_trim, history_chars, message_chars, trim_history
 from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
 
@@ -192,7 +192,7 @@ async def _rounds(r: _Run) -> _Ending:
 
 async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | _Ending:
     """One model call on the trimmed history; a context-length error trims hard and retries once."""
-    messages = trim_history(r.messages, r.history_cap)
+    messages = r.history()
     for attempt in (1, 2):
         try:
             return await _model_call(r, [*messages, *extra], tools)
@@ -256,7 +256,7 @@ async def _early_stop(r: _Run, trigger: _Ending) -> _Ending:
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis failed: {turn.detail}")
     if not turn.content.strip():
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
-    r.messages.append(Message.assistant(turn.content, reasoning=turn.reasoning))
+    r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
     return replace(trigger, answer=turn.content.strip(), early_stopped=True)
 
 
@@ -294,6 +294,7 @@ class _Run:
         if system_prompt and not (self.messages and self.messages[0].role == "system"):
             self.messages.insert(0, Message.system(system_prompt))
         self.messages.append(Message.user(query))
+        self.chars = history_chars(self.messages)  # kept up to date by add()
         self.call_ids = {call.id for m in history for call in m.tool_calls}
         self.tainted = any(m.role == "tool" for m in history)
         self.history_cap = limits.max_history_chars
@@ -352,6 +353,16 @@ class _Run:
 
     # the transcript
 
+    def add(self, *messages: Message) -> None:
+        self.messages.extend(messages)
+        self.chars += sum(message_chars(m) for m in messages)
+
+    def history(self) -> list[Message]:
+        """The messages for the next model call, trimmed to the history cap."""
+        if not self.history_cap or self.chars <= self.history_cap:
+            return list(self.messages)
+        return trim_history(self.messages, self.history_cap)
+
     def name_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
         """The calls with ids unique in the transcript (a missing or reused id is replaced)."""
         named = []
@@ -372,19 +383,19 @@ class _Run:
                 f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
             )
             return _Ending(R.EMPTY_RESPONSE, detail)
-        self.messages.append(turn.to_message())
+        self.add(turn.to_message())
         return _Ending(R.SUCCESS, answer=turn.content.strip())
 
     def commit(self, turn: Turn, plan: Plan) -> None:
         """Append the assistant message, its calls as prepared (coerced arguments, unique ids)."""
-        self.messages.append(replace(turn.to_message(), tool_calls=plan.calls))
+        self.add(replace(turn.to_message(), tool_calls=plan.calls))
         self.open_plan = plan
 
     def close_turn(self, why: str) -> None:
         """Append one result per call of the open turn, in call order."""
         plan, self.open_plan = self.open_plan, None
         if plan is not None:
-            self.messages.extend(self.dispatcher.finish(plan, why))
+            self.add(*self.dispatcher.finish(plan, why))
             self.tainted = self.tainted or any(slot.result is not None for slot in plan.slots)
 
     # the end
@@ -546,6 +557,7 @@ class Agent:
         Args:
             text: the question.
             session_id: continue this conversation (created when unknown); None runs alone.
+                ``agent.sessions.create()`` makes a new session with an unguessable id.
             limits: limits for this query; they can only tighten the configured ones.
             events: a sink for this query's events, besides the agent's own.
             cancel: set it to end the run ``cancelled``.
@@ -555,7 +567,7 @@ class Agent:
         """
         effective = self._tighten(limits)
         sinks = [sink for sink in (self._events, events) if sink is not None]
-        if session_id is None:
+        if not session_id:  # None (or ""): a run of its own, nothing kept
             return await self._run(text, effective, sinks, cancel, (), None)
         session = self._sessions.open(session_id)
         async with session.lock:

@@ -166,7 +166,7 @@ async def test_sessions_are_isolated_and_none_is_stateless() -> None:
     await agent.query("to B", session_id="B")
     await agent.query("to A again", session_id="A")
     assert [m.content for m in provider.requests[2].messages if m.role == "user"] == ["to A", "to A again"]
-    alone = await agent.query("alone")
+    alone = await agent.query("alone", session_id="")
     assert alone.session_id is None
     assert [m.content for m in provider.requests[3].messages if m.role == "user"] == ["alone"]
     assert {i.id for i in agent.sessions.list()} == {"A", "B"}
