@@ -260,6 +260,8 @@ class ToolSpec:
         mcp_name: the tool's name on its server.
         changes: what the schema compiler changed, as short strings, for ``tools`` and ``doctor``.
         annotations: the MCP tool annotations (``readOnlyHint``...), wire spelling.
+        timeout_seconds: this tool's own per-call deadline (its server's ``callTimeoutSeconds``),
+            or None to use the run's ``toolTimeoutSeconds``. 0 means none.
     """
 
     name: str
@@ -270,6 +272,7 @@ class ToolSpec:
     mcp_name: str = ""
     changes: tuple[str, ...] = ()
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    timeout_seconds: float | None = None
 
     def schema_for(self, dialect: str) -> JSONSchema:
         """The schema to send to a provider of the given dialect."""

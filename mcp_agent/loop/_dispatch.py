@@ -97,6 +97,7 @@ class Slot:
 
     call: ToolCall
     verdict: str = "run"
+    timeout: float | None = None
     text: str = ""
     is_error: bool = False
     ok: bool = False
@@ -206,6 +207,9 @@ class Dispatcher:
         slot = Slot(call)
         disabled = self.ledger.disabled_reason(call.name)
         spec = specs.get(call.name)
+        if spec is not None:  # the tool's own deadline (its server's callTimeoutSeconds) wins
+            own = spec.timeout_seconds
+            slot.timeout = (own if own is not None else self.limits.tool_timeout_seconds) or None
         if disabled is not None:
             slot.answer(disabled, "disabled")
         elif spec is None:
@@ -279,7 +283,7 @@ class Dispatcher:
                 self.executed += 1
                 slot.executed = True
                 start = time.perf_counter()
-                result = await self._call(slot.call)
+                result = await self._call(slot.call, slot.timeout)
                 slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
             text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
@@ -317,8 +321,7 @@ class Dispatcher:
                 reason=decision.reason,
             )
 
-    async def _call(self, call: ToolCall) -> ToolResult:
-        timeout = self.limits.tool_timeout_seconds or None
+    async def _call(self, call: ToolCall, timeout: float | None) -> ToolResult:
         bound = safety_bound(timeout) if timeout else None
         try:
             with anyio.move_on_after(bound):

@@ -227,6 +227,7 @@ class ToolHub:
                     mcp_name=tool.mcp_name,
                     changes=tuple(tool.schema.changes),
                     annotations=dict(tool.annotations),
+                    timeout_seconds=self._connections[tool.server].config.call_timeout_seconds,
                 )
             )
             routes[exposed] = (self._connections[tool.server], tool.mcp_name)

@@ -339,3 +339,32 @@ async def test_results_under_the_limit_are_untouched() -> None:
         limits=Limits(max_result_chars=45),
     )
     assert tool_texts(result) == ["short"] and sink.of(ToolCallEnded)[0].truncated is False
+
+
+async def test_a_tools_own_timeout_wins_over_the_runs():
+    """A server's callTimeoutSeconds (ToolSpec.timeout_seconds) is passed on and bounds the call,
+    even when it is longer than limits.toolTimeoutSeconds."""
+    from mcp_agent.config import Limits
+    from mcp_agent.events import NullSink
+    from mcp_agent.loop._dispatch import Dispatcher, Emitter
+    from mcp_agent.messages import ToolCall, ToolResult, ToolSpec
+
+    seen: list[float | None] = []
+
+    class Slow:
+        def list_tools(self):
+            return [ToolSpec("slow", timeout_seconds=5.0), ToolSpec("quick")]
+
+        async def call_tool(self, name, arguments, *, timeout=None):
+            seen.append(timeout)
+            if name == "slow":
+                await anyio.sleep(1.5)  # longer than the run's 1 s, within the tool's own 5 s
+            return ToolResult("done")
+
+    dispatcher = Dispatcher(Slow(), Limits(tool_timeout_seconds=1), Emitter([NullSink()], "r", None))
+    calls = [ToolCall("a", "slow", {}), ToolCall("b", "quick", {})]
+    plan = await dispatcher.prepare(calls, round=1, tainted=False, offered=dispatcher.offered())
+    await dispatcher.execute(plan)
+    results = dispatcher.finish(plan, "")
+    assert seen == [5.0, 1.0]
+    assert [m.content for m in results] == ["done", "done"]
