@@ -13,8 +13,8 @@ transport's read stream and the ``ClientSession`` and mends each response on the
   every tool is kept in ``raw_tools``: our own schema compiler sees the schema as the server
   sent it and reports what it changed.
 - ``tools/call``: a ``structuredContent`` that is not an object is removed (its JSON is added
-  as text when the result has no text); a result that still does not validate becomes an error
-  result saying so, instead of an exception.
+  as text when the result has no text). Results are not validated here (the SDK does that on
+  every call); the connection turns the SDK's rejection of a broken result into an error result.
 
 The functions that decide are pure; ``ResponseRepairer.pump`` is the stream filter.
 """
@@ -57,7 +57,8 @@ class Repaired:
     raw_tools: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _first_error(exc: ValidationError) -> str:
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first problem of a pydantic error, as ``where: what``."""
     error = exc.errors()[0]
     where = ".".join(str(part) for part in error["loc"]) or "<root>"
     return f"{where}: {error['msg']}"
@@ -104,7 +105,7 @@ def repair_tools_result(result: Mapping[str, Any], version: str = DEFAULT_VERSIO
             _surface_check("tools/list", version, {"tools": [fixed]})
             types.Tool.model_validate(fixed, by_name=False)
         except ValidationError as exc:
-            notes.append(f"{name}: dropped, invalid tool ({_first_error(exc)})")
+            notes.append(f"{name}: dropped, invalid tool ({describe_validation_error(exc)})")
             continue
         raw[name] = tool
         kept.append(fixed)
@@ -123,38 +124,22 @@ def _describe_schema(schema: Any) -> str:
     return f"with type {schema.get('type')!r}"
 
 
-def repair_call_result(result: Mapping[str, Any], version: str = DEFAULT_VERSION) -> Repaired:
-    """Mend a ``tools/call`` result (pure).
+def repair_call_result(result: Mapping[str, Any]) -> Repaired:
+    """Mend a ``tools/call`` result (pure): a non-object ``structuredContent`` is moved to text.
 
-    Args:
-        result: the result dict as received.
-        version: the negotiated protocol version.
+    Anything else that is wrong is left for the SDK to reject; the caller turns that rejection
+    into an error result. A result that needs nothing comes back as the same object.
     """
-    fixed = dict(result)
-    notes: list[str] = []
-    structured = fixed.get("structuredContent")
-    if "structuredContent" in fixed and structured is not None and not isinstance(structured, dict):
-        del fixed["structuredContent"]
-        content = fixed.get("content")
-        if isinstance(content, list) and not any(
-            isinstance(c, dict) and c.get("type") == "text" for c in content
-        ):
-            fixed["content"] = [
-                *content,
-                {"type": "text", "text": json.dumps(structured, ensure_ascii=False)},
-            ]
-        notes.append(f"structuredContent of type {type(structured).__name__} moved to text")
-    try:
-        _surface_check("tools/call", version, fixed)
-        types.CallToolResult.model_validate(fixed, by_name=False)
-    except ValidationError as exc:
-        problem = _first_error(exc)
-        notes.append(f"invalid call result replaced by an error ({problem})")
-        fixed = {
-            "content": [{"type": "text", "text": f"the server returned an invalid tool result: {problem}"}],
-            "isError": True,
-        }
-    return Repaired(fixed, tuple(notes))
+    structured = result.get("structuredContent")
+    if structured is None or isinstance(structured, dict):
+        return Repaired(result if isinstance(result, dict) else dict(result))
+    fixed = {k: v for k, v in result.items() if k != "structuredContent"}
+    content = fixed.get("content")
+    if isinstance(content, list) and not any(
+        isinstance(c, dict) and c.get("type") == "text" for c in content
+    ):
+        fixed["content"] = [*content, {"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]
+    return Repaired(fixed, (f"structuredContent of type {type(structured).__name__} moved to text",))
 
 
 def _kind(result: Mapping[str, Any]) -> str | None:
@@ -194,7 +179,7 @@ class ResponseRepairer:
             repaired = repair_tools_result(result, self.version)
             self.raw_tools.update(repaired.raw_tools)
         elif kind == "tools/call":
-            repaired = repair_call_result(result, self.version)
+            repaired = repair_call_result(result)
         else:
             return result
         for note in repaired.notes:

@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -60,7 +61,10 @@ class StdioChild:
         name: the server's name, for logs.
         pid: the process id (also the process group id).
         exited: set once the process has exited (``returncode`` is then known).
+        ended: set once ``read_stream`` has ended (stdout closed, or the process exited).
         junk_lines: how many stdout lines were not JSON-RPC messages.
+        repair: applied to every response's ``result`` before it is delivered (the
+            ``ResponseRepairer``), so the repair costs no extra stream hop.
     """
 
     def __init__(self, name: str, process: anyio.abc.Process) -> None:
@@ -70,7 +74,8 @@ class StdioChild:
         self.junk_lines = 0
         self._process = process
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        self._stdout_eof = anyio.Event()
+        self.ended = anyio.Event()
+        self.repair: Callable[[dict[str, Any]], dict[str, Any]] | None = None
         self._writer_done = anyio.Event()
         self._last_junk_warning = float("-inf")
         self._suppressed_junk = 0
@@ -111,7 +116,7 @@ class StdioChild:
                 if pending:
                     with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await self._deliver(b"".join(pending))
-        self._stdout_eof.set()
+        self.ended.set()
         # The session is gone or the pipe ended: keep draining so a child blocked on a full
         # pipe can still read its stdin's end and exit.
         with suppress(*_PIPE_ERRORS):
@@ -127,6 +132,8 @@ class StdioChild:
         except ValueError:
             self._junk(line)
             return
+        if self.repair is not None and isinstance(message, types.JSONRPCResponse):
+            message.result = self.repair(message.result)
         with suppress(anyio.BrokenResourceError):  # nobody reads any more (shutdown): drain on
             await self._read_send.send(SessionMessage(message))
 
@@ -192,8 +199,8 @@ class StdioChild:
         # Output still in the pipe arrives first; a grandchild holding stdout open must not keep
         # the session waiting for an end that never comes.
         with anyio.move_on_after(_EOF_GRACE_SECONDS):
-            await self._stdout_eof.wait()
-        if not self._stdout_eof.is_set():
+            await self.ended.wait()
+        if not self.ended.is_set():
             stdout_scope.cancel()
 
     # ------------------------------------------------------------- shutdown

@@ -30,7 +30,7 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import ClientSession, MCPError
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
@@ -43,7 +43,7 @@ from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
-from ._repair import ResponseRepairer
+from ._repair import ResponseRepairer, describe_validation_error
 from ._stdio import StdioChild, open_stdio_transport
 from .content import content_to_text
 from .schema import CompiledSchema, compile_tool_schema
@@ -134,7 +134,8 @@ class _Live:
     session: ClientSession
     repairer: ResponseRepairer
     child: StdioChild | None
-    refresh: MemoryObjectSendStream[None]
+    ended: anyio.Event
+    """Set when the transport's read side ended: the server exited or the connection dropped."""
 
 
 @dataclass
@@ -323,7 +324,6 @@ class ServerConnection:
         write: WriteStream[SessionMessage],
     ) -> None:
         repairer = ResponseRepairer(self.name)
-        repaired_send, repaired_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         refresh_send, refresh_read = anyio.create_memory_object_stream[None](1)
 
         async def on_message(message: Any) -> None:
@@ -338,23 +338,31 @@ class ServerConnection:
             logger.debug("%s log [%s]: %s", self.name, params.level, params.data)
 
         async with refresh_send, refresh_read, anyio.create_task_group() as tg:
-            tg.start_soon(repairer.pump, read, repaired_send)
+            if attempt.child is not None:  # our stdio transport repairs as it reads: no extra hop
+                attempt.child.repair = repairer.repair
+                ended = attempt.child.ended
+            else:
+                repaired_send, repaired_read = anyio.create_memory_object_stream[SessionMessage | Exception](
+                    0
+                )
+                tg.start_soon(repairer.pump, read, repaired_send)
+                read, ended = repaired_read, repairer.ended
             async with ClientSession(
-                repaired_read,
+                read,
                 write,
                 message_handler=on_message,
                 logging_callback=on_log,
                 client_info=CLIENT_INFO,
             ) as session:
                 await session.initialize()
-                live = _Live(session, repairer, attempt.child, refresh_send)
+                live = _Live(session, repairer, attempt.child, ended)
                 self.tools = await self._list_tools(live)
                 self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
                 self._live = live
                 self._set("up")
                 attempt.ready.set()
                 tg.start_soon(self._refresh_tools, live, refresh_read)
-                await repairer.ended.wait()
+                await ended.wait()
                 attempt.ended = await self._crash_error(attempt.child, None)
                 self._set("restarting", _error_text(attempt.ended))  # "failed" if the budget is spent
             tg.cancel_scope.cancel()
@@ -472,7 +480,7 @@ class ServerConnection:
         def failed(text: str) -> ToolResult:
             return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)
 
-        if live is None or live.repairer.ended.is_set() or self.state != "up":
+        if live is None or live.ended.is_set() or self.state != "up":
             state = "not responding" if self.state == "up" else self.state
             reason = f": {self.error}" if self.error else ""
             return failed(f"tool {shown} is temporarily unavailable: server {self.name} is {state}{reason}")
@@ -488,9 +496,8 @@ class ServerConnection:
                 return failed(f"tool {shown} failed: server {crash}")
             return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
         except ValidationError as exc:
-            return failed(
-                f"tool {shown} failed: the server returned an invalid result: {exc.errors()[0]['msg']}"
-            )
+            problem = describe_validation_error(exc)
+            return failed(f"tool {shown} failed: the server returned an invalid result ({problem})")
         except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
             logger.warning("%s: call to %s failed: %r", self.name, mcp_name, exc)
             return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")

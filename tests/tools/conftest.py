@@ -69,6 +69,10 @@ class _Uvicorn:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Shut the server down (idempotent)."""
         self.server.should_exit = True
         self.thread.join(10)
         self.socket.close()
@@ -80,8 +84,8 @@ class Remote:
     def __init__(self, app: Any, path: str) -> None:
         self.authorizations: list[str] = []
         self._app = app
-        self._server = _Uvicorn(self._record)
-        self.url = f"http://127.0.0.1:{self._server.port}{path}"
+        self.running = _Uvicorn(self._record)
+        self.url = f"http://127.0.0.1:{self.running.port}{path}"
 
     async def _record(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -97,7 +101,7 @@ def http_echo() -> Iterator[Remote]:
     from tests.servers.echo import build
 
     remote = Remote(build().streamable_http_app(), "/mcp")
-    with remote._server:
+    with remote.running:
         yield remote
 
 
@@ -107,5 +111,5 @@ def sse_echo() -> Iterator[Remote]:
     from tests.servers.echo import build
 
     remote = Remote(build().sse_app(), "/sse")
-    with remote._server:
+    with remote.running:
         yield remote

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from mcp_agent.config import AgentConfig, RemoteServerConfig, StdioServerConfig
 from mcp_agent.tools.base import ToolSource
+from mcp_agent.tools.connection import RestartPolicy
 from mcp_agent.tools.hub import ServerStatus, ToolHub, open_tool_hub
 
 from .conftest import FAST_RESTARTS, SERVERS, Remote, alive, children_of_us, server
@@ -317,3 +319,35 @@ async def test_servers_from_agent_config_and_the_tool_source_protocol(tmp_path: 
             "restarts",
             "junk_lines",
         }
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_remote_server_that_goes_away_is_reported_not_waited_for(transport: str) -> None:
+    with socket.socket() as probe:  # a free port for a real server process we can kill
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = await anyio.open_process(
+        [sys.executable, str(SERVERS / "echo.py"), transport, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    async with process:
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}"
+        one_retry = RestartPolicy(first_delay=0.05, max_delay=0.05, max_restarts=1)
+        async with open_tool_hub(
+            {"r": RemoteServerConfig(url=url, transport=transport)}, restart_policy=one_retry
+        ) as hub:
+            assert (await hub.call_tool("r__echo", {"text": "x"})).text == "x"
+            process.kill()
+            await process.wait()
+            with anyio.fail_after(20):
+                assert (await hub.call_tool("r__echo", {"text": "x"})).is_error
+                await until(lambda: by_name(hub)["r"].status == "failed")
+            assert "gave up after 1 restarts" in (by_name(hub)["r"].error or "")
