@@ -2,9 +2,11 @@
 
 - ``startup``: seconds from ``open_tool_hub`` to every tool listed, for 1 and for 8 copies of a
   fixture server (median of a few rounds). ``ratio_8_to_1`` near 1 means the start-up is
-  concurrent; near 8 would mean one after another. Two kinds of server: ``sdk`` (the SDK's
-  MCPServer, ~1 s of CPU to import ``mcp``, so 8 of them contend for this machine's cores) and
-  ``raw`` (a hand-written JSON-RPC server that starts in ~50 ms).
+  concurrent; near 8 would mean one after another. Three kinds of server: ``sdk`` (the SDK's
+  MCPServer: ~0.8 s of CPU to import ``mcp``, so 8 of them are bound by the machine's cores and
+  the floor is about 8 / cpus), ``raw`` (a hand-written JSON-RPC server, ~35 ms, also CPU-bound)
+  and ``raw_slow_start`` (the same, waiting 0.5 s before it serves, as a server that loads
+  something first: the case where concurrency shows plainly).
 - ``call``: median and p90 of one ``ToolHub.call_tool`` to the stdio ``echo`` tool, next to the
   SDK's bare ``ClientSession.call_tool`` over the SDK's ``stdio_client`` on the same server; the
   difference is our overhead (repair filter, our transport, routing, result conversion).
@@ -30,16 +32,20 @@ from mcp_agent.config import RemoteServerConfig, StdioServerConfig
 from mcp_agent.tools.hub import open_tool_hub
 
 SERVERS = Path(__file__).resolve().parent.parent / "tests" / "servers"
-KINDS = {"sdk": "echo.py", "raw": "paged.py"}
+KINDS: dict[str, tuple[str, dict[str, str]]] = {
+    "sdk": ("echo.py", {}),
+    "raw": ("paged.py", {}),
+    "raw_slow_start": ("paged.py", {"RAW_START_DELAY": "0.5"}),
+}
 
 
-def _config(script: str) -> StdioServerConfig:
-    return StdioServerConfig(command=sys.executable, args=[str(SERVERS / script)])
+def _config(script: str, env: dict[str, str] | None = None) -> StdioServerConfig:
+    return StdioServerConfig(command=sys.executable, args=[str(SERVERS / script)], env=env or {})
 
 
-async def _startup_seconds(script: str, count: int) -> float:
+async def _startup_seconds(script: str, env: dict[str, str], count: int) -> float:
     servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
-        f"s{i}": _config(script) for i in range(count)
+        f"s{i}": _config(script, env) for i in range(count)
     }
     start = time.perf_counter()
     async with open_tool_hub(servers) as hub:
@@ -93,9 +99,9 @@ async def _sdk_calls(calls: int) -> list[float]:
 
 async def main(calls: int, rounds: int) -> dict[str, Any]:
     startup: dict[str, Any] = {}
-    for kind, script in KINDS.items():
-        one = statistics.median([await _startup_seconds(script, 1) for _ in range(rounds)])
-        eight = statistics.median([await _startup_seconds(script, 8) for _ in range(rounds)])
+    for kind, (script, env) in KINDS.items():
+        one = statistics.median([await _startup_seconds(script, env, 1) for _ in range(rounds)])
+        eight = statistics.median([await _startup_seconds(script, env, 8) for _ in range(rounds)])
         startup[kind] = {
             "one_server_s": round(one, 3),
             "eight_servers_s": round(eight, 3),

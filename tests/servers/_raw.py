@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -159,6 +161,10 @@ class RawServer:
 
 
 def main_guard(server: RawServer) -> None:
-    """Run the server until stdin ends; exit quietly on Ctrl-C or a closed pipe."""
+    """Run the server until stdin ends; exit quietly on Ctrl-C or a closed pipe.
+
+    ``$RAW_START_DELAY`` (seconds) delays the start, like a server that loads something first.
+    """
+    time.sleep(float(os.environ.get("RAW_START_DELAY", "0")))
     with contextlib.suppress(KeyboardInterrupt, BrokenPipeError):
         server.run()
