@@ -214,7 +214,7 @@ class GatewayApp:
         await self.drain.wait_idle(flush_timeout)
         if self.drain.open_requests():
             await anyio.sleep(0.2)  # lets results queued on SSE streams reach their clients
-        ended = self.drain.cancel_all()
+        ended = await self.drain.close_all()
         if ended:
             logger.info("shutting down: closed %d open streams", ended)
 

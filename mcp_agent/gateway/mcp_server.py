@@ -38,7 +38,8 @@ from ..loop.result import RESULT_SCHEMA, RunResult
 from ..messages import ToolResult, ToolSpec
 from ._runner import as_dict
 from .eventbus import BufferedSink
-from .service import Busy, GatewayService, NotReady, QueryInputError, limits_schema, parse_query_input
+from .query_input import QueryInputError, limits_schema, parse_query_input
+from .service import Busy, GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
 

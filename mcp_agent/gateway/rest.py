@@ -29,7 +29,8 @@ from ..loop.result import RunResult
 from ._runner import as_dict
 from .eventbus import BufferedSink
 from .middleware._errors import error_body
-from .service import Admission, Busy, GatewayService, NotReady, QueryInput, QueryInputError, parse_query_input
+from .query_input import QueryInput, QueryInputError, parse_query_input
+from .service import Admission, Busy, GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
 

@@ -71,17 +71,17 @@ async def test_shutdown_cancels_queries_ends_streams_and_refuses_new_work() -> N
 
 
 async def test_open_mcp_streams_do_not_hold_shutdown() -> None:
-    async with running_gateway() as gateway:
-        async with (
-            connect(gateway.url, "sse", "legacy") as sse_client,
-            connect(gateway.url, "http", "legacy") as http_client,
-        ):
-            await sse_client.list_tools()
-            await http_client.list_tools()
-            await anyio.sleep(0.2)  # the Streamable HTTP client opens its GET stream
-            assert gateway.app.drain.open_requests(streams=True) >= 1
-            with anyio.fail_after(5):
-                await gateway.app.shutdown()
-            await eventually(lambda: gateway.app.drain.open_requests() == 0)
-            async with httpx.AsyncClient() as http:
-                assert (await http.get(f"{gateway.url}/api/v1/tools")).status_code == 503
+    async with (
+        running_gateway() as gateway,
+        connect(gateway.url, "sse", "legacy") as sse_client,
+        connect(gateway.url, "http", "legacy") as http_client,
+    ):
+        await sse_client.list_tools()
+        await http_client.list_tools()
+        await anyio.sleep(0.2)  # the Streamable HTTP client opens its GET stream
+        assert gateway.app.drain.open_requests(streams=True) >= 1
+        with anyio.fail_after(5):
+            await gateway.app.shutdown()
+        await eventually(lambda: gateway.app.drain.open_requests() == 0)
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{gateway.url}/api/v1/tools")).status_code == 503

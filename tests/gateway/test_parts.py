@@ -18,7 +18,7 @@ from mcp_agent.gateway.mcp_server import (
     summarize_tools,
 )
 from mcp_agent.gateway.metrics import Metrics, escape_label
-from mcp_agent.gateway.service import QueryInputError, limits_schema, parse_query_input
+from mcp_agent.gateway.query_input import QueryInputError, limits_schema, parse_query_input
 from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
 from mcp_agent.messages import ToolSpec
 

@@ -2,9 +2,12 @@
 
 Long-lived responses (the MCP SSE stream, a Streamable HTTP GET stream, ``/api/v1/events``)
 never end on their own, so they would hold a graceful shutdown open until its deadline. This
-middleware runs every request inside a cancel scope it can cancel: ``begin()`` refuses new
-requests with 503, ``wait_idle()`` waits for ordinary requests (the ones that carry a result)
-to finish, ``cancel_all()`` ends what is left, closing a started response cleanly.
+middleware tracks every request: ``begin()`` refuses new requests with 503, ``wait_idle()``
+waits for ordinary requests (the ones that carry a result) to finish, and ``close_all()`` ends
+what is left. It first tells each open request that its client went away (``receive`` answers
+``http.disconnect``), which every streaming response here handles as a normal end, closing its
+own resources; a request that still runs after that is cancelled. A started response is then
+closed cleanly.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ class _Request:
     method: str
     path: str
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    disconnect: anyio.Event = field(default_factory=anyio.Event)
+    body_done: bool = False
     started: bool = False
     complete: bool = False
     stream: bool = False
@@ -61,13 +66,23 @@ class DrainMiddleware:
                 request.complete = True
             await send(message)
 
+        async def receive_or_disconnect() -> Message:
+            if request.disconnect.is_set():
+                return {"type": "http.disconnect"}
+            if not request.body_done:  # the body: read it as it comes
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    request.body_done = True
+                return message
+            return await _race(receive, request.disconnect)
+
         self._open.add(request)
         try:
             with request.scope:
-                await self.app(scope, receive, tracking_send)
+                await self.app(scope, receive_or_disconnect, tracking_send)
         finally:
             self._open.discard(request)
-        if request.scope.cancelled_caught:
+        if request.scope.cancelled_caught or request.disconnect.is_set():
             await self._finish(request, send)
 
     async def _finish(self, request: _Request, send: Send) -> None:
@@ -99,9 +114,37 @@ class DrainMiddleware:
             return True
         return False
 
-    def cancel_all(self) -> int:
-        """End every open request; returns how many there were."""
+    async def close_all(self, grace: float = 1.0) -> int:
+        """End every open request; returns how many there were.
+
+        Each is told that its client went away; what still runs after ``grace`` seconds is
+        cancelled.
+        """
         requests = list(self._open)
         for request in requests:
+            request.disconnect.set()
+        with anyio.move_on_after(grace):
+            while self._open:
+                await anyio.sleep(0.02)
+        for request in list(self._open):
             request.scope.cancel()
         return len(requests)
+
+
+async def _race(receive: Receive, disconnect: anyio.Event) -> Message:
+    """The next message from ``receive``, or ``http.disconnect`` as soon as ``disconnect`` is set."""
+    result: Message = {"type": "http.disconnect"}
+    async with anyio.create_task_group() as tg:
+
+        async def real() -> None:
+            nonlocal result
+            result = await receive()
+            tg.cancel_scope.cancel()
+
+        async def stop() -> None:
+            await disconnect.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(real)
+        tg.start_soon(stop)
+    return result

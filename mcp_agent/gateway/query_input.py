@@ -1,0 +1,113 @@
+"""The input of a query, ``{query, session_id?, limits?}``, parsed and checked (pure, no I/O).
+
+The same rules serve ``agent_query``'s arguments and the body of ``POST /api/v1/query``: a
+missing, empty or too long query, a malformed session id, unknown limit keys and wrongly typed
+values are refused with a message that names the field and says what is expected. Limit keys
+are accepted in the file's camelCase or in snake_case; types are checked strictly (``"3"`` is
+not a number, ``true`` is not an integer).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .._types import JSONObject
+from ..config import Limits
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+class QueryInputError(ValueError):
+    """The arguments of a query are invalid; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class QueryInput:
+    """A validated query request (MCP arguments or REST body)."""
+
+    query: str
+    session_id: str | None = None
+    limits: Limits | None = None
+
+
+def _format_errors(prefix: str, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        where = f"{prefix}.{loc}" if loc else prefix
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
+    """Validate ``{query, session_id?, limits?}``.
+
+    Raises:
+        QueryInputError: a missing, empty or too long query, a bad session id, unknown or
+            mistyped limits, unknown keys.
+    """
+    if not isinstance(data, Mapping):
+        raise QueryInputError("arguments must be an object with a 'query' string")
+    unknown = sorted(set(data) - {"query", "session_id", "limits"})
+    if unknown:
+        raise QueryInputError(
+            f"unknown argument(s): {', '.join(unknown)} (expected query, session_id, limits)"
+        )
+    query = data.get("query")
+    if query is None:
+        raise QueryInputError("'query' is required: the question or instruction for the agent")
+    if not isinstance(query, str):
+        raise QueryInputError(f"'query' must be a string, not {type(query).__name__}")
+    if not query.strip():
+        raise QueryInputError("'query' must not be empty")
+    if max_query_chars and len(query) > max_query_chars:
+        raise QueryInputError(
+            f"'query' is {len(query)} characters long; the limit is {max_query_chars} (gateway.maxQueryChars)"
+        )
+    session_id = data.get("session_id")
+    if session_id is not None:
+        if not isinstance(session_id, str):
+            raise QueryInputError(f"'session_id' must be a string, not {type(session_id).__name__}")
+        if not SESSION_ID.match(session_id):
+            raise QueryInputError(
+                "'session_id' must be 1-128 characters of letters, digits and . _ : @ - (starting with a "
+                "letter or digit)"
+            )
+    raw_limits = data.get("limits")
+    limits = None
+    if raw_limits is not None:
+        if not isinstance(raw_limits, Mapping):
+            raise QueryInputError(f"'limits' must be an object, not {type(raw_limits).__name__}")
+        try:
+            limits = Limits.model_validate(dict(raw_limits), strict=True)
+        except ValidationError as exc:
+            raise QueryInputError(_format_errors("limits", exc)) from None
+    return QueryInput(query=query, session_id=session_id, limits=limits)
+
+
+def limits_schema() -> JSONObject:
+    """The JSON Schema of ``agent_query``'s ``limits`` argument, from the Limits model."""
+    properties: JSONObject = {}
+    for name, info in Limits.model_fields.items():
+        key = info.alias or name
+        if info.annotation is bool:
+            schema: JSONObject = {"type": "boolean"}
+        elif info.annotation is int:
+            schema = {"type": "integer", "minimum": 0}
+        else:
+            schema = {"type": "number", "minimum": 0}
+        if info.description:
+            schema["description"] = " ".join(info.description.split())
+        properties[key] = schema
+    return {
+        "type": "object",
+        "description": "Tighter limits for this query (they can only lower the server's; 0 means off).",
+        "properties": properties,
+        "additionalProperties": False,
+    }
