@@ -17,6 +17,7 @@ from mcp_agent.config import AgentConfig, RemoteServerConfig, StdioServerConfig
 from mcp_agent.tools.base import ToolSource
 from mcp_agent.tools.connection import RestartPolicy
 from mcp_agent.tools.hub import ServerStatus, ToolHub, open_tool_hub
+from mcp_agent.tools.schema import compile_tool_schema
 
 from .conftest import FAST_RESTARTS, SERVERS, Remote, alive, children_of_us, server
 
@@ -76,6 +77,16 @@ async def test_good_servers_serve_beside_broken_ones_and_each_failure_says_why(c
                 "bad_schemas__good",
                 "junk__noisy",
             ]
+            good = next(spec for spec in hub.list_tools() if spec.name == "bad_schemas__good")
+            compiled = compile_tool_schema(
+                {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+            )
+            assert (good.parameters, good.variants, good.changes) == (
+                compiled.parameters,
+                compiled.variants,
+                compiled.changes,
+            )
+            assert good.annotations == {"readOnlyHint": True, "title": "Good tool"}
             echo = hub.list_tools()[0]
             assert (echo.server, echo.mcp_name, echo.annotations) == ("echo", "echo", {"readOnlyHint": True})
             assert echo.parameters["properties"]["text"]["type"] == "string"
@@ -182,6 +193,7 @@ async def test_timeout_precedence(
 ) -> None:
     config = server("slow.py", call_timeout_seconds=call_timeout)
     async with open_tool_hub({"slow": config}, default_timeout=default) as hub:
+        assert {spec.timeout_seconds for spec in hub.list_tools()} == {call_timeout}
         with anyio.fail_after(20):
             result = await hub.call_tool("slow__sleep", {"seconds": 0.6}, timeout=timeout)
         assert result.text.endswith(expected)
