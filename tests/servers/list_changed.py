@@ -19,6 +19,35 @@ server = RawServer(
     ],
     list_changed=True,
 )
+server.tools.append(
+    {
+        "name": "break_listing",
+        "description": "Make the next tools/list fail, then announce a change.",
+        "inputSchema": {"type": "object"},
+    }
+)
+broken = False
+original_request = server.request
+
+
+def request(request_id: object, method: str, params: dict) -> None:
+    global broken
+    if method == "tools/list" and broken:
+        broken = False
+        server.send({"id": request_id, "error": {"code": -32603, "message": "listing is broken"}})
+        return
+    original_request(request_id, method, params)
+
+
+server.request = request  # type: ignore[method-assign]
+
+
+@server.tool("break_listing")
+def break_listing(args: dict, call: Call) -> dict:
+    global broken
+    broken = True
+    server.notify("notifications/tools/list_changed")
+    return text("the next listing fails")
 
 
 @server.tool("add_tool")

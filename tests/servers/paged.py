@@ -1,7 +1,11 @@
-"""Fixture: ``tools/list`` in three pages (``nextCursor``), five tools in all."""
+"""Fixture: ``tools/list`` in three pages (``nextCursor``), five tools in all.
+
+With ``$PAGED_LOOP`` set, the second page names itself as the next one, forever.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from _raw import RawServer, main_guard, text
@@ -15,6 +19,8 @@ TOOLS = [
     for i in range(5)
 ]
 PAGES = {None: (0, 2, "page2"), "page2": (2, 4, "page3"), "page3": (4, 5, None)}
+if os.environ.get("PAGED_LOOP"):  # a buggy server whose second page points to itself
+    PAGES["page2"] = (2, 4, "page2")
 server = RawServer("paged", tools=TOOLS)
 
 

@@ -217,10 +217,13 @@ async def test_a_hanging_handshake_is_cut_by_the_timeout_and_its_process_reaped(
     assert children_of_us() <= before
 
 
-async def test_junk_on_stdout_is_counted_not_fatal() -> None:
+async def test_junk_on_stdout_is_counted_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
     async with running(server("junk.py")) as (connection, _):
         assert connection.state == "up"
         assert connection.junk_lines == 2  # before the handshake; the blank line is not junk
+        warnings = [r for r in caplog.records if r.name.endswith("_stdio") and r.levelname == "WARNING"]
+        assert len(warnings) == 1  # rate-limited
+        assert "Starting junk server v1.0..." in warnings[0].getMessage()
         result = await connection.call("noisy", {})
         assert (result.text, result.is_error) == ("quiet now", False)
         assert connection.junk_lines == 4
@@ -245,6 +248,12 @@ async def test_paged_tool_lists_are_read_to_the_end() -> None:
     async with running(server("paged.py")) as (connection, _):
         assert [t.mcp_name for t in connection.tools] == [f"tool{i}" for i in range(5)]
         assert (await connection.call("tool4", {})).text == "tool 4 ran"
+
+
+async def test_a_cursor_that_repeats_ends_the_listing() -> None:
+    async with running(server("paged.py", env={"PAGED_LOOP": "1"})) as (connection, _):
+        assert connection.state == "up"
+        assert [t.mcp_name for t in connection.tools] == ["tool0", "tool1", "tool2", "tool3"]
 
 
 # --------------------------------------------------------------------------------- calls
@@ -379,5 +388,15 @@ async def test_tools_list_changed_relists_and_reports_the_change() -> None:
         before = len(changes)
         assert (await connection.call("add_tool", {"name": "newbie"})).text == "added newbie"
         await until(lambda: len(changes) > before)
-        assert [t.mcp_name for t in connection.tools] == ["add_tool", "newbie"]
+        assert [t.mcp_name for t in connection.tools] == ["add_tool", "break_listing", "newbie"]
         assert (await connection.call("newbie", {})).text == "newbie ran"
+
+
+async def test_a_failed_relisting_keeps_the_tools_it_had(caplog: pytest.LogCaptureFixture) -> None:
+    async with running(server("list_changed.py")) as (connection, _):
+        before = connection.tools
+        await connection.call("break_listing", {})
+        await until(lambda: "re-listing tools after tools/list_changed failed" in caplog.text)
+        assert connection.tools == before and connection.state == "up"
+        assert (await connection.call("add_tool", {"name": "x"})).text == "added x"
+        await until(lambda: len(connection.tools) == 3)
