@@ -233,6 +233,10 @@ def describe(event: Event, max_rounds: int = 0) -> str | None:
         tokens = event.usage.get("total_tokens", 0)
         return (
             f"done: {event.termination_reason}{stop} after {event.rounds} rounds, "
-            f"{event.tool_calls} tool calls, {tokens} tokens, {event.elapsed_ms / 1000:.1f} s"
+            f"{event.tool_calls} tool calls, {tokens} tokens, {_duration(event.elapsed_ms)}"
         )
     return None
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s"

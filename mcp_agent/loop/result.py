@@ -97,11 +97,16 @@ class RunResult:
         return f"Agent terminated ({self.termination_reason.value}): {self.detail or 'no detail'}"
 
     def to_structured(self) -> JSONObject:
-        """The ``structuredContent`` of ``agent_query`` (and ``query --json``)."""
+        """The ``structuredContent`` of ``agent_query`` (and ``query --json``).
+
+        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success), so
+        a caller reading only the structured result still learns what went wrong.
+        """
         return {
             "answer": self.answer,
             "termination_reason": self.termination_reason.value,
             "early_stopped": self.early_stopped,
+            "detail": self.detail,
             "rounds": self.rounds,
             "tool_calls": [record.to_dict() for record in self.tool_calls],
             "usage": {
@@ -120,6 +125,7 @@ RESULT_SCHEMA: JSONSchema = {
         "answer": {"type": "string"},
         "termination_reason": {"type": "string", "enum": [reason.value for reason in TerminationReason]},
         "early_stopped": {"type": "boolean"},
+        "detail": {"type": "string", "description": "why the run ended, for endings other than success"},
         "rounds": {"type": "integer"},
         "tool_calls": {
             "type": "array",
@@ -150,6 +156,7 @@ RESULT_SCHEMA: JSONSchema = {
         "answer",
         "termination_reason",
         "early_stopped",
+        "detail",
         "rounds",
         "tool_calls",
         "usage",
