@@ -370,9 +370,10 @@ class ServerConnection:
     async def _refresh_tools(self, live: _Live, requests: MemoryObjectReceiveStream[None]) -> None:
         async for _ in requests:
             try:
-                tools = await self._list_tools(live)
-            except Exception as exc:
-                logger.warning("%s: re-listing tools after tools/list_changed failed: %s", self.name, exc)
+                with anyio.fail_after(self.config.startup_timeout_seconds or None):
+                    tools = await self._list_tools(live)
+            except Exception as exc:  # the old list stays; the next change tries again
+                logger.warning("%s: re-listing tools after tools/list_changed failed: %r", self.name, exc)
                 continue
             logger.info("%s: tools changed (%d now)", self.name, len(tools))
             self.tools = tools
