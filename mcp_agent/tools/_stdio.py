@@ -133,7 +133,10 @@ class StdioChild:
             self._junk(line)
             return
         if self.repair is not None and isinstance(message, types.JSONRPCResponse):
-            message.result = self.repair(message.result)
+            try:
+                message.result = self.repair(message.result)
+            except Exception:  # a bug in the repair must not cost the connection
+                logger.exception("%s: could not repair a response; passing it on as it came", self.name)
         with suppress(anyio.BrokenResourceError):  # nobody reads any more (shutdown): drain on
             await self._read_send.send(SessionMessage(message))
 
