@@ -154,10 +154,19 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
 
 async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     from .loop.agent import Agent
+    from .loop.sessions import FileSessionStore
     from .progress import ProgressPrinter
 
     sink = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
-    async with Agent.from_config(config) as agent:
+    options: dict[str, Any] = {}
+    if args.session:
+        store = FileSessionStore(session_folder())
+        try:
+            store.open(args.session)
+        except ValueError as exc:
+            raise ConfigError(f"--session: {exc}") from None
+        options["sessions"] = store
+    async with Agent.from_config(config, **options) as agent:
         result = await agent.query(args.question, session_id=args.session, events=sink)
     if args.json:
         print(json.dumps(result.to_structured(), indent=2))
@@ -168,6 +177,17 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
         if result.answer:
             print(result.answer)
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def session_folder() -> str:
+    """Where ``query --session`` keeps conversations: ``$MCP_AGENT_STATE_DIR`` or
+    ``$XDG_STATE_HOME/mcp-agent/sessions`` (``~/.local/state/mcp-agent/sessions``)."""
+    import os
+
+    if folder := os.environ.get("MCP_AGENT_STATE_DIR"):
+        return os.path.join(folder, "sessions")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "mcp-agent", "sessions")
 
 
 # --------------------------------------------------------------------------------------------

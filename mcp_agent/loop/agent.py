@@ -521,15 +521,18 @@ class Agent:
         self._events = events
 
     @classmethod
-    def from_config(cls, config: AgentConfig | str | os.PathLike[str]) -> AbstractAsyncContextManager[Agent]:
+    def from_config(
+        cls, config: AgentConfig | str | os.PathLike[str], **options: Any
+    ) -> AbstractAsyncContextManager[Agent]:
         """An Agent over the configured model server and tool servers, for ``async with``.
 
         Starts every tool server and opens one model client; both are closed on exit.
+        ``options`` (``sessions``, ``approvals``, ``events``, ``gate``) go to the constructor.
 
         Raises:
             ConfigError: the config file is missing or invalid.
         """
-        return _open_agent(cls, config)
+        return _open_agent(cls, config, options)
 
     @property
     def tools(self) -> ToolSource:
@@ -637,7 +640,9 @@ class Agent:
 
 
 @asynccontextmanager
-async def _open_agent(cls: type[Agent], config: AgentConfig | str | os.PathLike[str]) -> AsyncIterator[Agent]:
+async def _open_agent(
+    cls: type[Agent], config: AgentConfig | str | os.PathLike[str], options: dict[str, Any]
+) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
     from ..providers.factory import open_provider
     from ..tools.hub import open_tool_hub
@@ -648,4 +653,4 @@ async def _open_agent(cls: type[Agent], config: AgentConfig | str | os.PathLike[
         open_provider(config.llm) as provider,
         open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub,
     ):
-        yield cls(provider, hub, config)
+        yield cls(provider, hub, config, **options)

@@ -13,6 +13,10 @@ come from ``secrets.token_urlsafe``. ``list()`` and ``delete()`` serve the gatew
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +28,8 @@ import anyio
 from .._types import JSONObject
 from ..config import SessionsConfig
 from ..messages import Message
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -177,3 +183,55 @@ class MemorySessionStore:
         idle = sorted((s for s in self._sessions.values() if not s.lock.locked()), key=lambda s: s.last_used)
         for session in idle[: len(self._sessions) - keep]:
             del self._sessions[session.id]
+
+
+class FileSessionStore(MemorySessionStore):
+    """Sessions kept in memory and also written to one JSON file each in ``folder``.
+
+    For the CLI, whose process ends after one query: ``mcp-agent query --session ID`` reads
+    the conversation back from ``<folder>/<ID>.json``. An id that is not a plain name
+    (letters, digits, ``_``, ``-``, up to 64 characters) is refused. A file that cannot be read
+    starts the session afresh, with a warning.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], **kwargs: float | int) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.folder = os.fspath(folder)
+
+    def _path(self, session_id: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", session_id):
+            raise ValueError(f"session id {session_id!r}: use letters, digits, _ and - (at most 64)")
+        return os.path.join(self.folder, f"{session_id}.json")
+
+    def open(self, session_id: str) -> Session:
+        path = self._path(session_id)
+        known = self.get(session_id) is not None
+        session = super().open(session_id)
+        if not known and os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as file:
+                    data = json.load(file)
+                session.transcript = tuple(Message.from_dict(m) for m in data["transcript"])
+                session.runs = int(data.get("runs", 0))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                logger.warning("session %s: cannot read %s (%s); starting afresh", session_id, path, exc)
+        return session
+
+    def save(self, session: Session, transcript: Sequence[Message]) -> None:
+        super().save(session, transcript)
+        path = self._path(session.id)
+        os.makedirs(self.folder, exist_ok=True)
+        data = {"id": session.id, "runs": session.runs, "transcript": [m.to_dict() for m in session.transcript]}
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as file:
+            json.dump(data, file, ensure_ascii=False)
+        os.replace(tmp, path)
+
+    def delete(self, session_id: str) -> bool:
+        found = super().delete(session_id)
+        try:
+            os.remove(self._path(session_id))
+            found = True
+        except FileNotFoundError:
+            pass
+        return found
