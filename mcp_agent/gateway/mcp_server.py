@@ -12,9 +12,13 @@ stdio) and both protocol eras; the SDK negotiates the version.
   ``subscriptions/listen`` stream.
 - ``agent_query`` runs one query through ``GatewayService.run``. Progress (only when the caller
   sent a progress token): one notification per round start, tool call and tool result, sent by a
-  task fed through a bounded buffer, so a slow client never slows the run. Cancellation
-  (``notifications/cancelled``, or closing the stream on 2026 HTTP) cancels the handler; the
-  Agent ends the run as ``cancelled`` and cancels the inner tool calls.
+  task fed through a bounded buffer, so a slow client never slows the run.
+- Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
+  connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
+  response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response
+  stream, which cancels the handler the same way. Either way the cancellation reaches
+  ``Agent.query``, which ends the run ``cancelled`` (``RunEnded`` is emitted, so metrics count it),
+  cancels the inner tool calls on their servers, and re-raises.
 """
 
 from __future__ import annotations
