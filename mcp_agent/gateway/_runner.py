@@ -7,15 +7,14 @@ pydantic model or a plain mapping.
 
 **exposeTools seam.** Calling an inner tool from outside must go through the same validation,
 approval, timeout, truncation and events as a call the loop makes. That is the Agent's job,
-through ``GuardedToolCaller.call_tool``; the gateway never calls the ToolHub directly. When the
-Agent offers no such method, exposed tools answer with an error instead of bypassing the guards.
+through ``call_tool``; the gateway never calls the ToolHub directly.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import anyio
 
@@ -82,18 +81,6 @@ class AgentLike(QueryRunner, Protocol):
     @property
     def sessions(self) -> SessionBook: ...
 
-    @property
-    def config(self) -> AgentConfig: ...
-
-
-@runtime_checkable
-class GuardedToolCaller(Protocol):
-    """One inner tool call with the loop's guards: validation, approval, timeout, truncation, events.
-
-    Must not raise for anything the tool does; a refusal or failure is a ``ToolResult`` with
-    ``is_error=True``.
-    """
-
     async def call_tool(
         self,
         name: str,
@@ -101,7 +88,13 @@ class GuardedToolCaller(Protocol):
         *,
         session_id: str | None = None,
         events: EventSink | None = None,
-    ) -> ToolResult: ...
+    ) -> ToolResult:
+        """One inner tool call with the loop's guards: validation, approval, timeout, truncation,
+        events. Must not raise for anything the tool does."""
+        ...
+
+    @property
+    def config(self) -> AgentConfig: ...
 
 
 def as_dict(value: Any) -> JSONObject:

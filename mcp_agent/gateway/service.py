@@ -27,8 +27,7 @@ from ..config import AgentConfig
 from ..events import EventSink
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
-from ._guarded import guarded_call
-from ._runner import AgentLike, GuardedToolCaller
+from ._runner import AgentLike
 from .eventbus import EventBus, FanOut
 from .metrics import Metrics
 from .query_input import QueryInput
@@ -248,9 +247,7 @@ class GatewayService:
         """One inner tool call for ``exposeTools``, through the Agent's guards (never around them)."""
         agent = self._ready_agent()
         sink = FanOut([self.bus, self.metrics, events])
-        if isinstance(agent, GuardedToolCaller):
-            return await agent.call_tool(name, arguments, events=sink)
-        return await guarded_call(agent, name, arguments, events=sink)
+        return await agent.call_tool(name, arguments, events=sink)
 
     # ---------------------------------------------------------------- shutdown
 
