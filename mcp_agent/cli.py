@@ -197,7 +197,22 @@ def session_folder() -> str:
 async def _serve(config: AgentConfig, args: argparse.Namespace) -> int:
     from .gateway.serve import serve
 
-    await serve(config, host=args.host, port=args.port, stdio=args.stdio, stateless=args.stateless)
+    def ready(host: str, port: int) -> None:
+        url = f"http://{host}:{port}"
+        print(
+            f"mcp-agent: serving {url}  (Streamable HTTP {url}/mcp, SSE {url}/sse, dashboard {url}/)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    await serve(
+        config,
+        host=args.host,
+        port=args.port,
+        stdio=args.stdio,
+        stateless=args.stateless,
+        on_ready=None if args.stdio else ready,
+    )
     return EXIT_OK
 
 

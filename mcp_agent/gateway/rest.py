@@ -209,6 +209,7 @@ class RestAPI:
             "version": __version__,
             "model": service.config.llm.model,
             "endpoint": service.config.llm.endpoint,
+            "model_server": service.model_server,
             "tool_count": len(service.tool_specs()),
             "servers_up": up,
             "servers_down": sum(1 for server in servers if server.get("status") not in ("up", "disabled")),

@@ -93,6 +93,8 @@ class GatewayService:
         self._idle = anyio.Event()
         self._idle.set()
         self._tool_listeners: list[Callable[[], Awaitable[None]]] = []
+        self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
+        """What the start-up probe of the model server found (health shows it)."""
 
     # ---------------------------------------------------------------- state
 
@@ -267,6 +269,41 @@ class GatewayService:
         return False
 
 
+async def probe_model_server(service: GatewayService, timeout: float = 5.0) -> None:
+    """Ask the model server for its models once, and say clearly at start-up what is wrong.
+
+    The gateway serves either way (``agent_query`` then answers with the same error); this only
+    makes the problem visible at once, in the log and in health.
+    """
+    from ..exceptions import MCPAgentError
+    from ..providers.factory import build_client
+    from ..providers.models import list_models, model_present
+
+    llm = service.config.llm
+    try:
+        async with build_client(llm) as client:
+            with anyio.fail_after(timeout):
+                models = await list_models(llm, client)
+    except TimeoutError:
+        error = f"the model server at {llm.endpoint} did not answer within {timeout:g} s"
+        service.model_server = {"reachable": False, "model_present": None, "error": error}
+        logger.warning("model server: %s", error)
+        return
+    except MCPAgentError as exc:
+        service.model_server = {"reachable": False, "model_present": None, "error": str(exc)}
+        logger.warning("model server: %s (agent_query will answer with this error until it is up)", exc)
+        return
+    present = model_present(llm.model, models) if models else None
+    error = None
+    if present is False:
+        error = f"model {llm.model!r} is not offered by the server (it has: {', '.join(models[:10])})"
+        logger.warning("model server: %s", error)
+    else:
+        logger.info("model server at %s is up; model %r %s", llm.endpoint, llm.model,
+                    "is available" if present else "could not be confirmed")
+    service.model_server = {"reachable": True, "model_present": present, "error": error}
+
+
 def default_factory() -> AgentFactory:
     """The real Agent's factory (imported late: the gateway only needs the seam)."""
     from ..loop.agent import Agent
@@ -289,6 +326,7 @@ async def open_service(
     their ``cancelled`` results), end the event streams, then close the Agent.
     """
     config = service.config
+    probe = factory is None  # the real model server: check it at start-up
     factory = factory or default_factory()
     stop = anyio.Event()
     notifier = anyio.CancelScope()
@@ -321,6 +359,8 @@ async def open_service(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(notify)
+        if probe:
+            tg.start_soon(probe_model_server, service)
         await tg.start(own_agent)
         try:
             yield service
