@@ -1,0 +1,392 @@
+"""What a model server's error answer means: retryable, terminal or too long, and when to try again.
+
+Shared by every provider; nothing here is specific to one API. The rules follow the official
+OpenAI and Anthropic SDKs (``llm-wire.md`` §9):
+
+- **Retryable:** connection errors and timeouts, 408, 409, 429, every 5xx (Anthropic's 529 and
+  llama.cpp's 503 "Loading model" included), and a stream cut off before anything was handed
+  out. ``x-should-retry: true|false`` overrides the status.
+- **Terminal** (retrying cannot help, the run ends at once): other 4xx (400, 401, 403, 404, 413,
+  422), OpenAI ``insufficient_quota``, Anthropic ``enforced_spend_limit_reached``, Gemini quotas
+  whose id contains ``PerDay``, and OpenAI's tokens-per-minute "Request too large" 429.
+- **Context length** (``ContextLengthError``, neither: the caller trims history and tries once
+  more): the messages of every server in §9.2, whatever the status, so LM Studio's HTTP 200 with an
+  error body counts too.
+
+The server's retry hint is read here too and put on the error (``retry_after``):
+``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else a Gemini
+``RetryInfo.retryDelay``; any of these only when between 0 and 60 seconds. How often to try and
+how long to wait without a hint is ``retry.py``'s business; a failure without an answer (refused,
+timed out, cut off) is translated by ``_transport_errors.py``.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
+
+__all__ = [
+    "MAX_RETRY_AFTER",
+    "ErrorInfo",
+    "classify_error",
+    "error_info",
+    "is_context_length",
+    "parse_retry_after",
+    "request_id_from",
+]
+
+MAX_RETRY_AFTER = 60.0
+"""A server's retry hint is followed only up to this many seconds (as the official SDKs do)."""
+
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+
+_TERMINAL_CODES = frozenset(
+    {
+        "insufficient_quota",
+        "enforced_spend_limit_reached",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "account_deactivated",
+        "invalid_api_key",
+    }
+)
+_RETRYABLE_TYPES = frozenset(
+    {
+        "server_error",
+        "api_error",
+        "overloaded_error",
+        "rate_limit_error",
+        "unavailable_error",
+        "internal_error",
+        "timeout_error",
+        "service_unavailable",
+        "unavailable",
+        "internal",
+        "deadline_exceeded",
+        "resource_exhausted",
+    }
+)
+_TERMINAL_TYPES = frozenset(
+    {
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "billing_error",
+        "request_too_large",
+        "not_supported_error",
+        "badrequesterror",
+        "invalid_argument",
+        "permission_denied",
+        "unauthenticated",
+        "not_found",
+        "failed_precondition",
+    }
+)
+
+_CONTEXT_CODES = frozenset(
+    {"context_length_exceeded", "exceed_context_size_error", "model_context_window_exceeded"}
+)
+_CONTEXT_PATTERNS = re.compile(
+    "|".join(
+        [
+            r"maximum context length is \d+ tokens",  # OpenAI, vLLM, Groq
+            r"exceeds the available context size",  # llama.cpp
+            r"context the overflows",  # LM Studio (sic)
+            r"n_keep: ?\d+ ?>= ?n_ctx",  # LM Studio / llama.cpp
+            r"context size has been exceeded",  # LM Studio
+            r"greater than the context length",  # LM Studio
+            r"prompt is too long: \d+ tokens? > \d+",  # Anthropic
+            r"input token count.{0,20}exceeds the maximum",  # Gemini
+            r"input length exceeds the context length",  # Ollama (truncate: false)
+            r"context[_ ]length[_ ]exceeded",
+            r"context window (?:is )?exceeded",
+            r"model_context_window_exceeded",
+        ]
+    ),
+    re.IGNORECASE,
+)
+_TPM_TOO_LARGE = re.compile(r"request too large for .*(?:tokens per min|\bTPM\b)", re.IGNORECASE | re.DOTALL)
+
+
+# --------------------------------------------------------------------------------------------
+# reading error bodies
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """What an error body says, whatever its shape.
+
+    Attributes:
+        message: the server's message.
+        type: ``error.type`` (or Gemini's ``error.status``), if any.
+        code: ``error.code`` as text, if any.
+        status: an HTTP status stated inside the body (Groq ``status_code``, Gemini ``code``).
+        raw: the error object itself, for provider-specific fields (``failed_generation``).
+    """
+
+    message: str
+    type: str | None = None
+    code: str | None = None
+    status: int | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _load(body: Any) -> Any:
+    if isinstance(body, bytes | bytearray):
+        body = bytes(body).decode("utf-8", errors="replace")
+    if isinstance(body, str):
+        text = body.strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+    return body
+
+
+def _as_status(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+        return value
+    if isinstance(value, str) and value.isdigit() and 100 <= int(value) <= 599:
+        return int(value)
+    return None
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def error_info(body: Any) -> ErrorInfo | None:
+    """Read an error out of a body (bytes, text or parsed JSON); None when it is not an error.
+
+    Knows OpenAI/Groq/llama.cpp/vLLM/Ollama ``{"error": {...}}``, Ollama native
+    ``{"error": "..."}``, vLLM's old flat ``{"object": "error", ...}``, Anthropic
+    ``{"type": "error", "error": {...}}``, Gemini's (also wrapped in a list) and FastAPI's
+    ``{"detail": "..."}``.
+    """
+    data = _load(body)
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        data = data[0]
+    if not isinstance(data, Mapping):
+        return None
+    err = data.get("error")
+    if isinstance(err, Mapping) and err:
+        code = err.get("code")
+        message = _text(err.get("message")) or _text(err.get("msg")) or json.dumps(err, ensure_ascii=False)
+        return ErrorInfo(
+            message=message,
+            type=_text(err.get("type")) or _text(err.get("status")),
+            code=None if code is None else str(code),
+            status=_as_status(err.get("status_code")) or _as_status(code),
+            raw=err,
+        )
+    if isinstance(err, str) and err:
+        return ErrorInfo(message=err, raw=data)
+    if data.get("object") == "error":
+        code = data.get("code")
+        return ErrorInfo(
+            message=_text(data.get("message")) or "error",
+            type=_text(data.get("type")),
+            code=None if code is None else str(code),
+            status=_as_status(code),
+            raw=data,
+        )
+    detail = data.get("detail")
+    if isinstance(detail, str) and detail and "choices" not in data:
+        return ErrorInfo(message=detail, raw=data)
+    return None
+
+
+def is_context_length(info: ErrorInfo | None, text: str = "") -> bool:
+    """True when an error says the request does not fit the model's context window."""
+    if info is not None:
+        if (info.code or "").lower() in _CONTEXT_CODES or (info.type or "").lower() in _CONTEXT_CODES:
+            return True
+        text = f"{info.message} {text}"
+    return bool(text) and _CONTEXT_PATTERNS.search(text) is not None
+
+
+def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    if not headers:
+        return None
+    value = headers.get(name)
+    if value is None and not isinstance(headers, httpx.Headers):
+        for key, item in headers.items():
+            if key.lower() == name:
+                return item
+    return value
+
+
+def request_id_from(headers: Mapping[str, str] | None, body: Any = None) -> str | None:
+    """The server's request id: ``x-request-id``, ``request-id``, or Anthropic's body field."""
+    for name in ("x-request-id", "request-id"):
+        value = _header(headers, name)
+        if value:
+            return value
+    if isinstance(body, Mapping) and isinstance(body.get("request_id"), str):
+        return str(body["request_id"])
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# retry hints
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """The server's retry hint in seconds, or None.
+
+    ``retry-after-ms`` wins over ``retry-after``; the latter is seconds or an HTTP date. A hint
+    outside 0–60 s is ignored (None), as the official SDKs do.
+    """
+    value: float | None = None
+    ms = _header(headers, "retry-after-ms")
+    if ms:
+        try:
+            value = float(ms) / 1000.0
+        except ValueError:
+            value = None
+    if value is None:
+        text = _header(headers, "retry-after")
+        if text:
+            text = text.strip()
+            try:
+                value = float(text)
+            except ValueError:
+                try:
+                    parsed = email.utils.parsedate_to_datetime(text)
+                except (TypeError, ValueError, IndexError):
+                    parsed = None
+                if parsed is not None and parsed.tzinfo is not None:
+                    value = parsed.timestamp() - (time.time() if now is None else now)
+    if value is None or value != value or not 0 <= value <= MAX_RETRY_AFTER:
+        return None
+    return value
+
+
+def _body_retry_delay(raw: Mapping[str, Any]) -> float | None:
+    """Gemini's ``RetryInfo.retryDelay`` (``"34s"``) from an error's ``details``."""
+    details = raw.get("details")
+    if not isinstance(details, list):
+        return None
+    for item in details:
+        if isinstance(item, Mapping) and isinstance(item.get("retryDelay"), str):
+            match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)s\s*", item["retryDelay"])
+            if match and 0 <= float(match.group(1)) <= MAX_RETRY_AFTER:
+                return float(match.group(1))
+    return None
+
+# --------------------------------------------------------------------------------------------
+# classification
+
+
+def _flag(headers: Mapping[str, str] | None) -> bool | None:
+    value = (_header(headers, "x-should-retry") or "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+def _is_quota_stop(status: int | None, info: ErrorInfo | None) -> bool:
+    if info is None:
+        return False
+    code, type_ = (info.code or "").lower(), (info.type or "").lower()
+    if code in _TERMINAL_CODES or type_ in _TERMINAL_CODES:
+        return True
+    details = info.raw.get("details")
+    if isinstance(details, Mapping) and str(details.get("error_code", "")).lower() in _TERMINAL_CODES:
+        return True
+    if status == 429 or info.status == 429:
+        if _TPM_TOO_LARGE.search(info.message):
+            return True
+        if "PerDay" in json.dumps(info.raw, default=str):
+            return True
+        if "exceeded your current quota" in info.message.lower() and "per min" not in info.message.lower():
+            return True
+    return False
+
+
+def _retryable_status(status: int) -> bool:
+    return status in _RETRYABLE_STATUS or status >= 500
+
+
+def classify_error(
+    status: int | None,
+    body: Any = None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    request_id: str | None = None,
+) -> ProviderError:
+    """The exception for an error answer; the caller raises it.
+
+    Args:
+        status: the HTTP status, or None for an error inside a stream or inside an HTTP 200
+            body (then a status stated in the body, or the error's type, decides).
+        body: the answer's body: bytes, text or parsed JSON.
+        headers: the answer's headers (retry hints, ``x-should-retry``, request id).
+        request_id: the request id when already known.
+
+    Returns:
+        ``ContextLengthError`` for context overflows; ``ProviderHTTPError`` for HTTP error
+        statuses; ``ProviderResponseError`` for errors inside a stream or a 200 body. Each has
+        ``status``, the server's message, ``request_id``, ``retryable``, ``terminal`` and
+        ``retry_after`` set.
+    """
+    data = _load(body)
+    info = error_info(data)
+    request_id = request_id or request_id_from(headers, data)
+    http_error = status is not None and status >= 400
+    effective = status if http_error else (info.status if info is not None else None)
+    if info is not None:
+        message = info.message
+    elif isinstance(data, str) and data:
+        message = data[:500]
+    elif data is not None:
+        message = json.dumps(data, ensure_ascii=False, default=str)[:500]
+    else:
+        message = _reason(status) if status else "the model server reported an error"
+    retry_after = parse_retry_after(headers)
+    if retry_after is None and info is not None:
+        retry_after = _body_retry_delay(info.raw)
+
+    if is_context_length(info, message if info is None else ""):
+        return ContextLengthError(message, status=effective, request_id=request_id, retry_after=retry_after)
+
+    if _is_quota_stop(effective, info):
+        retryable = False
+    elif effective is not None:
+        retryable = _retryable_status(effective)
+    else:
+        type_ = (info.type or "").lower() if info else ""
+        code = (info.code or "").lower() if info else ""
+        retryable = not (type_ in _TERMINAL_TYPES or code in _TERMINAL_TYPES)
+    flag = _flag(headers)
+    if flag is not None:
+        retryable = flag
+
+    cls = ProviderHTTPError if http_error else ProviderResponseError
+    return cls(
+        message,
+        status=effective,
+        request_id=request_id,
+        terminal=not retryable,
+        retryable=retryable,
+        retry_after=retry_after,
+    )
+
+
+def _reason(status: int) -> str:
+    try:
+        return httpx.codes.get_reason_phrase(status) or f"status {status}"
+    except Exception:  # pragma: no cover - any int works
+        return f"status {status}"

@@ -1,0 +1,68 @@
+"""httpx transport failures (no answer at all) translated into ``ProviderError``, once, at the boundary.
+
+A refused connection carries the endpoint's "how to start it" hint and is final for a local
+server (nothing listens there) but retried for a remote one (it may be restarting). Connect
+errors, timeouts, proxy errors and broken connections are retryable; a bad URL is terminal.
+Error *answers* (a status, an error body) are ``_classify.py``'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from ..exceptions import ProviderConnectionError, ProviderError, ProviderResponseError
+
+__all__ = ["map_transport_errors", "transport_error"]
+
+
+def _is_refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        current = current.__cause__ or current.__context__
+    return "connection refused" in str(exc).lower()
+
+
+def transport_error(
+    exc: httpx.HTTPError, *, refused_message: str | None = None, refused_final: bool = True
+) -> ProviderError:
+    """Translate an httpx transport failure into a ProviderError.
+
+    Args:
+        exc: what httpx raised.
+        refused_message: the text to use when the connection was refused (the endpoint's "how
+            to start it" hint).
+        refused_final: a refusal is not retried (terminal): nothing listens there. Pass False
+            for a remote host, where a refusal may be a restart.
+    """
+    if isinstance(exc, httpx.ConnectError) and refused_message and _is_refused(exc):
+        return ProviderConnectionError(refused_message, terminal=refused_final, retryable=not refused_final)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return ProviderConnectionError(f"cannot connect to the model server: {exc}", retryable=True)
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return ProviderConnectionError(f"bad model server URL: {exc}", terminal=True)
+    if isinstance(exc, httpx.ProxyError):
+        return ProviderConnectionError(f"proxy error: {exc}", retryable=True)
+    if isinstance(exc, httpx.TimeoutException):
+        kind = type(exc).__name__
+        return ProviderResponseError(f"the model server did not answer in time ({kind})", retryable=True)
+    if isinstance(exc, httpx.TransportError):
+        detail = str(exc) or type(exc).__name__
+        return ProviderResponseError(f"the connection to the model server failed: {detail}", retryable=True)
+    return ProviderError(f"HTTP client error: {exc}", retryable=True)
+
+
+@contextmanager
+def map_transport_errors(*, refused_message: str | None = None, refused_final: bool = True) -> Iterator[None]:
+    """Translate httpx transport failures raised inside the block (see ``transport_error``)."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        raise transport_error(exc, refused_message=refused_message, refused_final=refused_final) from exc
+
