@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mcp_agent.tools import _schema_dialects
 from mcp_agent.tools import schema as schema_module
 from mcp_agent.tools.schema import (
     ArgumentCheck,
@@ -364,7 +365,7 @@ def test_a_failure_inside_the_compiler_falls_back_to_no_parameters(monkeypatch: 
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(schema_module, "_gemini", broken)
+    monkeypatch.setattr(_schema_dialects, "_gemini", broken)
     compiled = compile_tool_schema({"type": "object", "properties": {"a": {"type": "string"}}})
     assert compiled.parameters == EMPTY
     assert compiled.changes == ("schema could not be compiled (RuntimeError): no parameters",)
