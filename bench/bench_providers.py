@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Message, ToolSpec
-from mcp_agent.providers._openai_wire import ChunkAccumulator, finish_turn
+from mcp_agent.providers._openai_response import ChunkAccumulator, finish_turn
 from mcp_agent.providers._sse import iter_sse
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.openai_compat import OpenAICompatProvider

@@ -14,7 +14,8 @@ Incoming: ``parse_response`` reads a whole message; ``StreamState`` folds the SS
 (``message_start``, ``content_block_start/delta/stop``, ``message_delta``, ``message_stop``,
 ``ping``, ``error``) into the same ``Turn``, emitting ``Delta`` values as it goes. Stop reasons
 are mapped to the house vocabulary (``stop``, ``tool_calls``, ``length``, ``content_filter``,
-``context_length``); ``thinking`` text is reasoning, never part of the answer.
+``context_length``); ``thinking`` text is reasoning, never part of the answer. The provider then
+runs the finishing step every provider shares (``_turns.finish_turn``, importable from here too).
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._json import canonical_json, parse_arguments
+from .._json import parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ._native_history import call_text, stray_text, take_results
+from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
+from ._turns import token_count
 from .base import ModelRequest
-from .textcalls import extract_tool_calls, split_reasoning
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with every request."""
@@ -137,23 +140,8 @@ def to_anthropic_messages(
             if not message.tool_calls:
                 continue
             # the results of this turn: every following tool message, then one block per call
-            results: dict[str, Message] = {}
-            stray: list[Message] = []
-            while i < len(messages) and messages[i].role == "tool":
-                result = messages[i]
-                i += 1
-                known = any(c.id == result.tool_call_id for c in message.tool_calls)
-                if known and result.tool_call_id not in results:
-                    results[result.tool_call_id or ""] = result
-                else:
-                    stray.append(result)
-            blocks = []
-            for call in message.tool_calls:
-                found = results.get(call.id)
-                if found is None:
-                    blocks.append(_result_block(call.id, "not executed: no result was recorded", True))
-                else:
-                    blocks.append(_result_block(call.id, found.content, found.is_error))
+            answered, stray, i = take_results(messages, i, message.tool_calls)
+            blocks = [_result_block(call.id, result.content, result.is_error) for call, result in answered]
             blocks += [_stray_text(m) for m in stray]
             # results open the next user message; a user text that follows is merged in after them
             append("user", blocks)
@@ -163,15 +151,8 @@ def to_anthropic_messages(
     return system, out
 
 
-def call_text(call: ToolCall) -> str:
-    """A tool call written as text, for a history sent without tools."""
-    return f"[called {call.name} with {canonical_json(call.arguments)}]"
-
-
 def _stray_text(message: Message) -> JSONObject:
-    label = message.name or message.tool_call_id or "tool"
-    prefix = "error from" if message.is_error else "result of"
-    return {"type": "text", "text": f"[{prefix} {label}]\n{message.content}"}
+    return {"type": "text", "text": stray_text(message)}
 
 
 def build_request(
@@ -222,20 +203,16 @@ def map_stop_reason(reason: str | None) -> str | None:
     return _STOP_REASONS.get(reason, reason)
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
     """Anthropic ``usage`` as Usage; cache reads and writes count as prompt tokens."""
     if not usage:
         return Usage()
     prompt = (
-        _int(usage.get("input_tokens"))
-        + _int(usage.get("cache_creation_input_tokens"))
-        + _int(usage.get("cache_read_input_tokens"))
+        token_count(usage.get("input_tokens"))
+        + token_count(usage.get("cache_creation_input_tokens"))
+        + token_count(usage.get("cache_read_input_tokens"))
     )
-    completion = _int(usage.get("output_tokens"))
+    completion = token_count(usage.get("output_tokens"))
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
@@ -439,55 +416,3 @@ def decode_event_data(data: str) -> Mapping[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, Mapping) else None
-
-
-# --------------------------------------------------------------------------------------------
-# after parsing
-
-
-def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
-    """Usage estimated at about four characters a token, marked ``estimated``."""
-    chars = sum(
-        len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
-        for m in request.messages
-    )
-    chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
-    prompt, completion = -(-chars // 4), -(-output_chars // 4)
-    return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
-    )
-
-
-def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
-    """The turn as the loop gets it: ``<think>`` blocks moved to reasoning, calls written as text
-    extracted (offered tools only, when the turn has no structured calls and ``style`` is not
-    ``native``), and usage estimated when the server reported none.
-    """
-    content, reasoning, calls, finish = turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason
-    think, rest = split_reasoning(content)
-    if think:
-        content, reasoning = rest, "\n\n".join(p for p in (reasoning, think) if p)
-    if not calls and style != "native" and request.tools and content.strip():
-        found = extract_tool_calls(content, request.tools)
-        if found.calls:
-            calls, content, finish = found.calls, found.content, "tool_calls"
-            reasoning = "\n\n".join(p for p in (reasoning, found.reasoning) if p)
-    usage = turn.usage
-    if usage == Usage():
-        output = (
-            len(turn.content)
-            + len(turn.reasoning)
-            + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
-        )
-        usage = estimate_usage(request, output)
-    if (content, reasoning, calls, finish, usage) == (
-        turn.content,
-        turn.reasoning,
-        turn.tool_calls,
-        turn.finish_reason,
-        turn.usage,
-    ):
-        return turn
-    return replace(
-        turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage
-    )

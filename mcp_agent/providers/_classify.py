@@ -288,6 +288,7 @@ def _body_retry_delay(raw: Mapping[str, Any]) -> float | None:
                 return float(match.group(1))
     return None
 
+
 # --------------------------------------------------------------------------------------------
 # classification
 

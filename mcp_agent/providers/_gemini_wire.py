@@ -19,22 +19,23 @@ when a server rejects ``parametersJsonSchema``).
 Incoming: ``ResponseState`` folds one response or the chunks of a stream into a ``Turn``:
 ``thought: true`` parts are reasoning, never answer; Gemini gives calls no ids (or ids that are
 not guaranteed unique), so each call gets a fresh id from ``new_call_id``; usage is
-``promptTokenCount`` and ``candidatesTokenCount + thoughtsTokenCount``.
+``promptTokenCount`` and ``candidatesTokenCount + thoughtsTokenCount``. The provider then runs the
+finishing step every provider shares (``_turns.finish_turn``, importable from here too).
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from .._json import canonical_json, parse_arguments
+from .._json import parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ._native_history import call_text, stray_text, take_results
+from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
+from ._turns import new_call_id, token_count
 from .base import ModelRequest
-from .textcalls import extract_tool_calls, split_reasoning
 
 PARTS_META = "gemini_parts"
 """Key of ``Turn.meta``/``Message.meta`` holding the model parts as they came, for replay."""
@@ -56,11 +57,6 @@ _FINISH_REASONS = {
     "LANGUAGE": "content_filter",
     "IMAGE_SAFETY": "content_filter",
 }
-
-
-def new_call_id() -> str:
-    """A fresh, unique tool-call id (``call_`` + 24 hex digits)."""
-    return "call_" + uuid.uuid4().hex[:24]
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,24 +183,8 @@ def to_gemini_contents(
                 contents.append({"role": "model", "parts": parts})
             if not message.tool_calls:
                 continue
-            results: dict[str, Message] = {}
-            stray: list[Message] = []
-            while i < len(messages) and messages[i].role == "tool":
-                result = messages[i]
-                i += 1
-                known = any(c.id == result.tool_call_id for c in message.tool_calls)
-                if known and result.tool_call_id not in results:
-                    results[result.tool_call_id or ""] = result
-                else:
-                    stray.append(result)
-            answers = []
-            for call in message.tool_calls:
-                found = results.get(call.id)
-                if found is None:
-                    found = Message(
-                        role="tool", content="not executed: no result was recorded", is_error=True
-                    )
-                answers.append(_response_part(call, found))
+            answered, stray, i = take_results(messages, i, message.tool_calls)
+            answers = [_response_part(call, result) for call, result in answered]
             answers += [_stray_text(m) for m in stray]
             add_user(answers)
         else:
@@ -213,15 +193,8 @@ def to_gemini_contents(
     return system, contents
 
 
-def call_text(call: ToolCall) -> str:
-    """A tool call written as text, for a history sent without tools."""
-    return f"[called {call.name} with {canonical_json(call.arguments)}]"
-
-
 def _stray_text(message: Message) -> JSONObject:
-    label = message.name or message.tool_call_id or "tool"
-    prefix = "error from" if message.is_error else "result of"
-    return {"text": f"[{prefix} {label}]\n{message.content}"}
+    return {"text": stray_text(message)}
 
 
 def build_request(
@@ -273,17 +246,13 @@ def map_finish_reason(reason: str | None, *, has_calls: bool) -> str | None:
     return _FINISH_REASONS.get(reason, reason.lower())
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
     """``usageMetadata`` as Usage: thinking tokens count as completion tokens."""
     if not meta:
         return Usage()
-    prompt = _int(meta.get("promptTokenCount"))
-    completion = _int(meta.get("candidatesTokenCount")) + _int(meta.get("thoughtsTokenCount"))
-    total = _int(meta.get("totalTokenCount")) or prompt + completion
+    prompt = token_count(meta.get("promptTokenCount"))
+    completion = token_count(meta.get("candidatesTokenCount")) + token_count(meta.get("thoughtsTokenCount"))
+    total = token_count(meta.get("totalTokenCount")) or prompt + completion
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
@@ -419,55 +388,3 @@ def parse_response(data: Any, *, new_id: Callable[[], str] = new_call_id) -> Tur
     state = ResponseState(new_id)
     state.feed(data)
     return state.turn()
-
-
-# --------------------------------------------------------------------------------------------
-# after parsing
-
-
-def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
-    """Usage estimated at about four characters a token, marked ``estimated``."""
-    chars = sum(
-        len(m.content) + sum(len(c.name) + len(json.dumps(c.arguments)) for c in m.tool_calls)
-        for m in request.messages
-    )
-    chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters)) for t in request.tools)
-    prompt, completion = -(-chars // 4), -(-output_chars // 4)
-    return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
-    )
-
-
-def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
-    """The turn as the loop gets it: ``<think>`` blocks moved to reasoning, calls written as text
-    extracted (offered tools only, when the turn has no structured calls and ``style`` is not
-    ``native``), and usage estimated when the server reported none.
-    """
-    content, reasoning, calls, finish = turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason
-    think, rest = split_reasoning(content)
-    if think:
-        content, reasoning = rest, "\n\n".join(p for p in (reasoning, think) if p)
-    if not calls and style != "native" and request.tools and content.strip():
-        found = extract_tool_calls(content, request.tools)
-        if found.calls:
-            calls, content, finish = found.calls, found.content, "tool_calls"
-            reasoning = "\n\n".join(p for p in (reasoning, found.reasoning) if p)
-    usage = turn.usage
-    if usage == Usage():
-        output = (
-            len(turn.content)
-            + len(turn.reasoning)
-            + sum(len(json.dumps(c.arguments)) for c in turn.tool_calls)
-        )
-        usage = estimate_usage(request, output)
-    if (content, reasoning, calls, finish, usage) == (
-        turn.content,
-        turn.reasoning,
-        turn.tool_calls,
-        turn.finish_reason,
-        turn.usage,
-    ):
-        return turn
-    return replace(
-        turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage
-    )

@@ -65,4 +65,3 @@ def map_transport_errors(*, refused_message: str | None = None, refused_final: b
         yield
     except httpx.TransportError as exc:
         raise transport_error(exc, refused_message=refused_message, refused_final=refused_final) from exc
-

@@ -21,34 +21,29 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import replace
-from types import TracebackType
 from typing import Any
 
 import httpx
 
 from ..config import LLMConfig
-from ..exceptions import ContextLengthError, ProviderError, ProviderResponseError
+from ..exceptions import ContextLengthError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _anthropic_wire as wire
+from ._classify import classify_error, request_id_from
+from ._native_http import ClientOwner, build_client, raise_for_status, read_json, with_defaults
 from ._sse import aiter_sse
+from ._transport_errors import map_transport_errors
+from ._turns import DeltaReporter, finish_turn
 from .base import DeltaCallback, ModelRequest
 from .endpoints import Endpoint, refused_message, resolve_endpoint
-from .retry import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from .retry import RetryPolicy
 
 __all__ = ["AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
 
 
-def build_client(llm: LLMConfig) -> httpx.AsyncClient:
-    """An httpx client with the read and connect timeouts of ``llm`` (0 = no timeout)."""
-    read = llm.request_timeout_seconds or None
-    connect = llm.connect_timeout_seconds or None
-    return httpx.AsyncClient(timeout=httpx.Timeout(read, connect=connect))
-
-
-class AnthropicProvider:
+class AnthropicProvider(ClientOwner):
     """A Provider for the Anthropic Messages API.
 
     Args:
@@ -86,6 +81,7 @@ class AnthropicProvider:
         tool_call_style: str = "auto",
         refused: str | None = None,
     ) -> None:
+        super().__init__(client)
         self.url = base_url.rstrip("/") + "/messages"
         self.model = model
         self.stream = stream
@@ -95,8 +91,6 @@ class AnthropicProvider:
         self.thinking_budget = thinking_budget
         self.tool_call_style = tool_call_style
         self._refused = refused
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
         self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **(headers or {})}
         if api_key:
             self._headers["x-api-key"] = api_key
@@ -129,27 +123,13 @@ class AnthropicProvider:
         provider._owns_client = client is None
         return provider
 
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> AnthropicProvider:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     # ------------------------------------------------------------------------------------ call
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (defaults from the constructor filled in)."""
-        if request.max_output_tokens is None and self.max_output_tokens:
-            request = replace(request, max_output_tokens=self.max_output_tokens)
-        if request.temperature is None and self.temperature is not None:
-            request = replace(request, temperature=self.temperature)
+        request = with_defaults(
+            request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
+        )
         return wire.build_request(
             request, model=self.model, stream=self.stream, thinking_budget=self.thinking_budget
         )
@@ -163,17 +143,17 @@ class AnthropicProvider:
                 cannot help).
         """
         body = self.body(request)
-        on_delta = _guarded(on_delta)
+        report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
             if self.stream:
-                return await self._streamed(body, on_delta)
+                return await self._streamed(body, report)
             turn = await self._whole(body)
-            _replay(turn, on_delta)
+            _replay(turn, report)
             return turn
 
         turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
-        turn = wire.finish_turn(turn, request, style=self.tool_call_style)
+        turn = finish_turn(turn, request, style=self.tool_call_style)
         if turn.finish_reason == "context_length":
             raise ContextLengthError(
                 "the conversation filled the model's context window (model_context_window_exceeded)",
@@ -185,102 +165,63 @@ class AnthropicProvider:
         with map_transport_errors(refused_message=self._refused):
             response = await self._client.post(self.url, json=body, headers=self._headers)
         request_id = request_id_from(response.headers)
-        if response.status_code >= 400:
-            raise classify_error(
-                response.status_code, response.content, response.headers, request_id=request_id
-            )
+        await raise_for_status(response, request_id)
         data = _json(response.content, request_id)
         if data.get("type") == "error":
             raise classify_error(None, data, response.headers, request_id=request_id)
         return wire.parse_response(data, request_id=request_id)
 
-    async def _streamed(self, body: dict[str, Any], on_delta: DeltaCallback | None) -> Turn:
-        emitted = False
+    async def _streamed(self, body: dict[str, Any], report: DeltaReporter) -> Turn:
         headers = {**self._headers, "accept": "text/event-stream"}
-        try:
-            with map_transport_errors(refused_message=self._refused):
-                async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
-                    request_id = request_id_from(response.headers)
-                    if response.status_code >= 400:
-                        await response.aread()
-                        raise classify_error(
-                            response.status_code, response.content, response.headers, request_id=request_id
-                        )
-                    if "json" in response.headers.get("content-type", ""):
-                        # a proxy that ignored "stream": a whole answer (or an error) as JSON
-                        await response.aread()
-                        data = _json(response.content, request_id)
-                        if data.get("type") == "error":
-                            raise classify_error(None, data, response.headers, request_id=request_id)
-                        turn = wire.parse_response(data, request_id=request_id)
-                        _replay(turn, on_delta)
-                        return turn
-                    state = wire.StreamState()
-                    async for event in aiter_sse(response.aiter_bytes()):
-                        if event.event == "ping" or not event.data.strip() or event.is_done:
-                            continue
-                        payload = wire.decode_event_data(event.data)
-                        if payload is None:
-                            logger.debug("Anthropic stream: skipped a non-JSON event: %.200s", event.data)
-                            continue
-                        name = None if event.event == "message" else event.event
-                        for delta in state.feed(name, payload):
-                            emitted = True
-                            if on_delta is not None:
-                                on_delta(delta)
-                        if state.error is not None:
-                            raise classify_error(None, state.error, request_id=request_id)
-                        if state.done:
-                            break
-                    if not state.done:
-                        raise ProviderResponseError(
-                            "the Anthropic stream ended before message_stop",
-                            request_id=request_id,
-                            retryable=True,
-                        )
-                    return state.turn(request_id)
-        except ProviderError as exc:
-            if emitted and exc.retryable:
-                exc.retryable = False  # pieces were already reported: a retry would repeat them
-            raise
+        with report.no_retry_once_reported(), map_transport_errors(refused_message=self._refused):
+            async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
+                request_id = request_id_from(response.headers)
+                await raise_for_status(response, request_id)
+                if "json" in response.headers.get("content-type", ""):
+                    # a proxy that ignored "stream": a whole answer (or an error) as JSON
+                    await response.aread()
+                    data = _json(response.content, request_id)
+                    if data.get("type") == "error":
+                        raise classify_error(None, data, response.headers, request_id=request_id)
+                    turn = wire.parse_response(data, request_id=request_id)
+                    _replay(turn, report)
+                    return turn
+                state = wire.StreamState()
+                async for event in aiter_sse(response.aiter_bytes()):
+                    if event.event == "ping" or not event.data.strip() or event.is_done:
+                        continue
+                    payload = wire.decode_event_data(event.data)
+                    if payload is None:
+                        logger.debug("Anthropic stream: skipped a non-JSON event: %.200s", event.data)
+                        continue
+                    name = None if event.event == "message" else event.event
+                    for delta in state.feed(name, payload):
+                        report(delta)
+                    if state.error is not None:
+                        raise classify_error(None, state.error, request_id=request_id)
+                    if state.done:
+                        break
+                if not state.done:
+                    raise ProviderResponseError(
+                        "the Anthropic stream ended before message_stop",
+                        request_id=request_id,
+                        retryable=True,
+                    )
+                return state.turn(request_id)
 
 
 def _json(content: bytes, request_id: str | None) -> dict[str, Any]:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        raise ProviderResponseError(
-            f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
-        ) from None
+    data = read_json(content, request_id)
     if not isinstance(data, dict):
         raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
     return data
 
 
-def _replay(turn: Turn, on_delta: DeltaCallback | None) -> None:
-    if on_delta is None:
-        return
+def _replay(turn: Turn, report: DeltaCallback) -> None:
+    """A whole answer's pieces, reported once it is known to be good (arguments as one piece)."""
     if turn.reasoning:
-        on_delta(Delta("reasoning", turn.reasoning))
+        report(Delta("reasoning", turn.reasoning))
     if turn.content:
-        on_delta(Delta("text", turn.content))
+        report(Delta("text", turn.content))
     for index, call in enumerate(turn.tool_calls):
-        on_delta(Delta("tool_call", json.dumps(call.arguments), index=index, name=call.name))
-
-
-def _guarded(callback: DeltaCallback | None) -> DeltaCallback | None:
-    """``callback`` made safe: an exception from it is logged once and otherwise ignored."""
-    if callback is None:
-        return None
-    warned = False
-
-    def emit(delta: Delta) -> None:
-        nonlocal warned
-        try:
-            callback(delta)
-        except Exception:
-            if not warned:
-                warned = True
-                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
-
-    return emit
+        report(Delta("tool_call", json.dumps(call.arguments), index=index, name=call.name))

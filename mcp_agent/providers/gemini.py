@@ -29,20 +29,23 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
 from ..config import LLMConfig
-from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
+from ..exceptions import ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _gemini_wire as wire
+from ._classify import classify_error, request_id_from
+from ._native_http import ClientOwner, build_client, raise_for_status, read_json, with_defaults
 from ._sse import aiter_sse
+from ._transport_errors import map_transport_errors
+from ._turns import DeltaReporter, finish_turn
 from .base import DeltaCallback, ModelRequest
 from .endpoints import Endpoint, refused_message, resolve_endpoint
-from .retry import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from .retry import RetryPolicy
 
 __all__ = ["GeminiProvider"]
 
@@ -53,7 +56,7 @@ SchemaMode = Literal["json_schema", "parameters"]
 _SCHEMA_REJECTED = re.compile(r"parameters_?json_?schema", re.IGNORECASE)
 
 
-class GeminiProvider:
+class GeminiProvider(ClientOwner):
     """A Provider for the Gemini API (AI Studio / Generative Language).
 
     Args:
@@ -94,6 +97,7 @@ class GeminiProvider:
         tool_call_style: str = "auto",
         refused: str | None = None,
     ) -> None:
+        super().__init__(client)
         params = parse_qsl(query, keep_blank_values=True)
         key_in_query = next((v for k, v in params if k == "key"), None)
         self._query = urlencode([(k, v) for k, v in params if k not in ("key", "alt")])
@@ -108,8 +112,6 @@ class GeminiProvider:
         self.include_thoughts = include_thoughts
         self.tool_call_style = tool_call_style
         self._refused = refused
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
         self._headers = dict(headers or {})
         key = api_key or key_in_query
         if key:
@@ -126,14 +128,11 @@ class GeminiProvider:
     ) -> GeminiProvider:
         """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
         endpoint = endpoint or resolve_endpoint(llm)
-        timeout = httpx.Timeout(
-            llm.request_timeout_seconds or None, connect=llm.connect_timeout_seconds or None
-        )
         provider = cls(
             base_url=endpoint.base_url,
             model=llm.model,
             api_key=llm.api_key,
-            client=client or httpx.AsyncClient(timeout=timeout),
+            client=client or build_client(llm),
             stream=llm.stream,
             max_output_tokens=llm.max_output_tokens,
             temperature=llm.temperature,
@@ -147,19 +146,6 @@ class GeminiProvider:
         provider._owns_client = client is None
         return provider
 
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> GeminiProvider:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     # ------------------------------------------------------------------------------------ call
 
     @property
@@ -172,10 +158,9 @@ class GeminiProvider:
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body sent for ``request`` (defaults from the constructor filled in)."""
-        if request.max_output_tokens is None and self.max_output_tokens:
-            request = replace(request, max_output_tokens=self.max_output_tokens)
-        if request.temperature is None and self.temperature is not None:
-            request = replace(request, temperature=self.temperature)
+        request = with_defaults(
+            request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
+        )
         return wire.build_request(
             request, json_schema=self.schema_mode == "json_schema", include_thoughts=self.include_thoughts
         )
@@ -188,12 +173,12 @@ class GeminiProvider:
             ProviderError: any other failure, after the retries (``terminal`` when retrying
                 cannot help).
         """
-        on_delta = _guarded(on_delta)
+        report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
             body = self.body(request)
             try:
-                return await self._call(body, on_delta)
+                return await self._call(body, report)
             except ProviderHTTPError as exc:
                 if not self._schema_rejected(exc, request):
                     raise
@@ -202,10 +187,10 @@ class GeminiProvider:
                     exc.message,
                 )
                 self.schema_mode = "parameters"
-                return await self._call(self.body(request), on_delta)
+                return await self._call(self.body(request), report)
 
         turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
-        return wire.finish_turn(turn, request, style=self.tool_call_style)
+        return finish_turn(turn, request, style=self.tool_call_style)
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (
@@ -215,29 +200,17 @@ class GeminiProvider:
             and _SCHEMA_REJECTED.search(exc.message) is not None
         )
 
-    async def _call(self, body: dict[str, Any], on_delta: DeltaCallback | None) -> Turn:
-        emitted = False
-
-        def report(delta: Delta) -> None:
-            nonlocal emitted
-            emitted = True
-            if on_delta is not None:
-                on_delta(delta)
-
+    async def _call(self, body: dict[str, Any], report: DeltaReporter) -> Turn:
         state = wire.ResponseState()
         request_id: str | None = None
         whole: list[Delta] = []
-        try:
+        with report.no_retry_once_reported():
             with map_transport_errors(refused_message=self._refused):
                 async with self._client.stream(
                     "POST", self.url, json=body, headers=self._headers
                 ) as response:
                     request_id = request_id_from(response.headers)
-                    if response.status_code >= 400:
-                        await response.aread()
-                        raise classify_error(
-                            response.status_code, response.content, response.headers, request_id=request_id
-                        )
+                    await raise_for_status(response, request_id)
                     if self.stream and "json" not in response.headers.get("content-type", ""):
                         await self._read_events(response, state, report)
                         if state.finish_reason is None and state.error is None and state.block_reason is None:
@@ -248,12 +221,8 @@ class GeminiProvider:
                             )
                     else:
                         await response.aread()
-                        whole = state.feed(_json(response.content, request_id))
+                        whole = state.feed(read_json(response.content, request_id))
             turn = self._finish(state, request_id)
-        except ProviderError as exc:
-            if emitted and exc.retryable:
-                exc.retryable = False  # pieces were already reported: a retry would repeat them
-            raise
         for delta in whole:  # a whole answer is reported once it is known to be good
             report(delta)
         return turn
@@ -290,30 +259,3 @@ class GeminiProvider:
                 retryable=True,
             )
         return replace(turn, request_id=request_id)
-
-
-def _json(content: bytes, request_id: str | None) -> Any:
-    try:
-        return json.loads(content)
-    except ValueError:
-        raise ProviderResponseError(
-            f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
-        ) from None
-
-
-def _guarded(callback: DeltaCallback | None) -> DeltaCallback | None:
-    """``callback`` made safe: an exception from it is logged once and otherwise ignored."""
-    if callback is None:
-        return None
-    warned = False
-
-    def emit(delta: Delta) -> None:
-        nonlocal warned
-        try:
-            callback(delta)
-        except Exception:
-            if not warned:
-                warned = True
-                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
-
-    return emit

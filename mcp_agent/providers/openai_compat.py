@@ -3,7 +3,8 @@
 One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
 when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
 callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
-returns a ``Turn`` built by the pure ``_openai_wire`` module.
+returns a ``Turn``; the body is built by the pure ``_openai_request`` module and the answer read by
+the pure ``_openai_response`` module.
 
 Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
@@ -15,7 +16,7 @@ A stream that ends without a finish reason or ``[DONE]`` counts as broken.
 reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
 the server answers that the model does not support tools (Ollama: "does not support tools";
 vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
-describes the tools in the system prompt and sends no ``tools`` (see ``_openai_wire``). Groq's
+describes the tools in the system prompt and sends no ``tools`` (see ``_openai_request``). Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
 """
@@ -35,12 +36,16 @@ import httpx
 from ..config import LLMConfig
 from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
-from ._openai_wire import ChunkAccumulator, ToolCallStyle, build_chat_body, estimate_usage, finish_turn
+from . import _turns
+from ._classify import classify_error, error_info, request_id_from
+from ._openai_request import ToolCallStyle, build_chat_body
+from ._openai_response import ChunkAccumulator, finish_turn
 from ._sse import SSEEvent, aiter_sse, parse_sse
+from ._transport_errors import map_transport_errors
+from ._turns import DeltaReporter
 from .base import DeltaCallback, ModelRequest
 from .endpoints import Endpoint, refused_message, resolve_endpoint
-from .retry import RetryPolicy, classify_error, error_info, map_transport_errors, request_id_from
-from .textcalls import extract_tool_calls
+from .retry import RetryPolicy
 
 __all__ = ["TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 
@@ -66,36 +71,7 @@ def prefers_text_tools(model: str) -> bool:
     return name.startswith(TEXT_TOOL_MODELS)
 
 
-def _guarded(callback: DeltaCallback | None) -> DeltaCallback:
-    if callback is None:
-        return lambda delta: None
-    warned = False
-
-    def emit(delta: Delta) -> None:
-        nonlocal warned
-        try:
-            callback(delta)
-        except Exception:
-            if not warned:
-                warned = True
-                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
-
-    return emit
-
-
-class _Counter:
-    """Hands deltas to the callback and counts them (retrying is safe only while it is 0)."""
-
-    def __init__(self, emit: DeltaCallback) -> None:
-        self.emit = emit
-        self.count = 0
-
-    def __call__(self, delta: Delta) -> None:
-        self.count += 1
-        self.emit(delta)
-
-
-def _report(turn: Turn, out: _Counter) -> None:
+def _report(turn: Turn, out: DeltaReporter) -> None:
     if turn.reasoning:
         out(Delta("reasoning", turn.reasoning))
     if turn.content:
@@ -161,7 +137,7 @@ class OpenAICompatProvider:
 
     async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
         """One model turn. See ``Provider.complete`` for the contract."""
-        out = _Counter(_guarded(on_delta))
+        out = DeltaReporter(on_delta)
         style = self.tool_call_style
         try:
             return await self._complete(request, out, style)
@@ -176,7 +152,7 @@ class OpenAICompatProvider:
             self._text_tools = True
             return await self._complete(request, out, "text")
 
-    async def _complete(self, request: ModelRequest, out: _Counter, style: ToolCallStyle) -> Turn:
+    async def _complete(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
         caps = self.endpoint.capabilities
         stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
         state = _CallState(stream=stream)
@@ -208,7 +184,7 @@ class OpenAICompatProvider:
 
     # ------------------------------------------------------------------------------ streamed
 
-    async def _streamed(self, request: ModelRequest, out: _Counter, style: ToolCallStyle) -> Turn:
+    async def _streamed(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
         with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
@@ -252,7 +228,7 @@ class OpenAICompatProvider:
         self,
         events: AsyncIterator[SSEEvent],
         acc: ChunkAccumulator,
-        out: _Counter,
+        out: DeltaReporter,
         request: ModelRequest,
         style: ToolCallStyle,
         request_id: str | None,
@@ -355,14 +331,8 @@ class OpenAICompatProvider:
         generation = info.raw.get("failed_generation")
         if not isinstance(generation, str) or not generation.strip():
             return None
-        found = extract_tool_calls(generation, request.tools)
-        if not found.calls:
+        turn = _turns.finish_turn(Turn(content=generation), request, style=style)
+        if not turn.tool_calls:
             return None
-        logger.info("read %d tool call(s) from the server's failed_generation", len(found.calls))
-        return Turn(
-            content=found.content,
-            reasoning=found.reasoning,
-            tool_calls=found.calls,
-            finish_reason="tool_calls",
-            usage=estimate_usage(request, len(generation)),
-        )
+        logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))
+        return turn

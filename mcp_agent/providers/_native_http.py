@@ -1,0 +1,85 @@
+"""HTTP plumbing the Anthropic and Gemini providers share: their client, request defaults, answers.
+
+Both providers may be built without a client and then own the one they make (``ClientOwner``:
+``aclose`` and ``async with`` close it only then); both fill a request's temperature and token
+cap from their own settings (``with_defaults``); both raise the classified error for an error
+status (``raise_for_status``) and a retryable ``ProviderResponseError`` for an answer that is not
+JSON (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
+answers its own way (``openai_compat.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+
+from ..config import LLMConfig
+from ..exceptions import ProviderResponseError
+from ._classify import classify_error
+from .base import ModelRequest
+
+__all__ = ["ClientOwner", "build_client", "raise_for_status", "read_json", "with_defaults"]
+
+
+def build_client(llm: LLMConfig) -> httpx.AsyncClient:
+    """An httpx client with the read and connect timeouts of ``llm`` (0 = no timeout)."""
+    read = llm.request_timeout_seconds or None
+    connect = llm.connect_timeout_seconds or None
+    return httpx.AsyncClient(timeout=httpx.Timeout(read, connect=connect))
+
+
+class ClientOwner:
+    """A provider that talks through ``client``, or through one it makes (and then closes).
+
+    Args:
+        client: the HTTP client to use; when None one is made and closed by ``aclose``.
+    """
+
+    def __init__(self, client: httpx.AsyncClient | None) -> None:
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider made it."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def with_defaults(
+    request: ModelRequest, *, max_output_tokens: int | None, temperature: float | None
+) -> ModelRequest:
+    """``request`` with the provider's token cap and temperature where it sets none."""
+    if request.max_output_tokens is None and max_output_tokens:
+        request = replace(request, max_output_tokens=max_output_tokens)
+    if request.temperature is None and temperature is not None:
+        request = replace(request, temperature=temperature)
+    return request
+
+
+async def raise_for_status(response: httpx.Response, request_id: str | None) -> None:
+    """Raise the classified error when ``response`` has an error status (its body is read first)."""
+    if response.status_code >= 400:
+        await response.aread()
+        raise classify_error(response.status_code, response.content, response.headers, request_id=request_id)
+
+
+def read_json(content: bytes, request_id: str | None) -> Any:
+    """The JSON of an answer's body; a retryable ``ProviderResponseError`` when it is not JSON."""
+    try:
+        return json.loads(content)
+    except ValueError:
+        raise ProviderResponseError(
+            f"the answer is not JSON: {content[:200]!r}", request_id=request_id, retryable=True
+        ) from None

@@ -1,0 +1,139 @@
+"""What every provider does around a turn: fresh call ids, ``on_delta`` made safe, the finishing step.
+
+``DeltaReporter`` wraps the caller's ``on_delta``: a callback that raises is logged once and
+otherwise ignored, and the count of deltas handed out tells a provider whether asking again would
+repeat them. ``finish_turn`` is the last step of every provider, whatever its wire format:
+``<think>`` blocks in the content become reasoning; when the turn has no structured calls and
+``toolCallStyle`` is not ``native``, calls written as text are extracted (offered tools only, see
+``textcalls.py``) and the turn then says ``tool_calls``; usage the server did not report is
+estimated at about four characters a token (``estimate_usage``) and marked ``estimated``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from ..exceptions import ProviderError
+from ..messages import Delta, ToolCall, Turn, Usage
+from .base import DeltaCallback, ModelRequest
+from .textcalls import extract_tool_calls, split_reasoning
+
+__all__ = ["DeltaReporter", "estimate_usage", "finish_turn", "join_reasoning", "new_call_id", "token_count"]
+
+logger = logging.getLogger(__name__)
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id: ``call_`` and 24 hex digits."""
+    return "call_" + secrets.token_hex(12)
+
+
+def token_count(value: Any) -> int:
+    """A token count from a usage field: an int (never a bool), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def join_reasoning(*parts: str) -> str:
+    """The non-empty pieces of reasoning, separated by a blank line."""
+    return "\n\n".join(part for part in parts if part)
+
+
+class DeltaReporter:
+    """``on_delta`` made safe, counting the deltas it hands out.
+
+    Args:
+        callback: the caller's ``on_delta`` (None: deltas are only counted). An exception from
+            it is logged once and otherwise ignored: a callback must not break the call.
+
+    Attributes:
+        count: how many deltas were handed out (asking again is safe only while it is 0).
+    """
+
+    def __init__(self, callback: DeltaCallback | None) -> None:
+        self._callback = callback
+        self._warned = False
+        self.count = 0
+
+    def __call__(self, delta: Delta) -> None:
+        self.count += 1
+        if self._callback is None:
+            return
+        try:
+            self._callback(delta)
+        except Exception:
+            if not self._warned:
+                self._warned = True
+                logger.warning("on_delta callback raised; further errors from it are ignored", exc_info=True)
+
+    @contextmanager
+    def no_retry_once_reported(self) -> Iterator[None]:
+        """A ``ProviderError`` raised in the block is not retried once deltas were handed out."""
+        try:
+            yield
+        except ProviderError as exc:
+            if self.count and exc.retryable:
+                exc.retryable = False  # pieces were already reported: a retry would repeat them
+            raise
+
+
+def _call_chars(calls: Sequence[ToolCall]) -> int:
+    return sum(len(c.name) + len(json.dumps(c.arguments, ensure_ascii=False)) for c in calls)
+
+
+def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
+    """Usage estimated at about four characters a token, marked ``estimated``.
+
+    The prompt counts every message's content, reasoning and calls (name and arguments) and
+    every offered tool's name, description and schema.
+    """
+    chars = sum(len(m.content) + len(m.reasoning) + _call_chars(m.tool_calls) for m in request.messages)
+    for spec in request.tools:
+        chars += len(spec.name) + len(spec.description) + len(json.dumps(spec.schema_for("openai")))
+    prompt, completion = -(-chars // 4), -(-output_chars // 4)
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion, estimated=True
+    )
+
+
+def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
+    """The turn as the loop gets it (see the module docstring); ``turn`` itself when nothing changes.
+
+    The content is left exactly as it came unless ``<think>`` blocks or calls are taken out of it
+    (Gemini replays its parts only while the text matches them). A usage of all zeros counts as
+    not reported.
+
+    Args:
+        turn: the turn as parsed from the answer.
+        request: the request it answers (its tools; its size for the usage estimate).
+        style: ``toolCallStyle``; ``native`` turns the text fallback off.
+    """
+    content, reasoning, calls, finish = turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason
+    think, rest = split_reasoning(content)
+    if think:
+        content, reasoning = rest, join_reasoning(reasoning, think)
+    if not calls and style != "native" and request.tools and content.strip():
+        found = extract_tool_calls(content, request.tools)
+        if found.calls:
+            calls, content, finish = found.calls, found.content, "tool_calls"
+            reasoning = join_reasoning(reasoning, found.reasoning)
+    usage = turn.usage
+    if usage == Usage():
+        output = len(turn.content) + len(turn.reasoning) + _call_chars(turn.tool_calls)
+        usage = estimate_usage(request, output)
+    if (content, reasoning, calls, finish, usage) == (
+        turn.content,
+        turn.reasoning,
+        turn.tool_calls,
+        turn.finish_reason,
+        turn.usage,
+    ):
+        return turn
+    return replace(
+        turn, content=content, reasoning=reasoning, tool_calls=calls, finish_reason=finish, usage=usage
+    )
