@@ -294,14 +294,14 @@ async def probe_model_server(service: GatewayService, timeout: float = 5.0) -> N
         logger.warning("model server: %s (agent_query will answer with this error until it is up)", exc)
         return
     present = model_present(llm.model, models) if models else None
-    error = None
+    missing: str | None = None
     if present is False:
-        error = f"model {llm.model!r} is not offered by the server (it has: {', '.join(models[:10])})"
-        logger.warning("model server: %s", error)
+        missing = f"model {llm.model!r} is not offered by the server (it has: {', '.join(models[:10])})"
+        logger.warning("model server: %s", missing)
     else:
         logger.info("model server at %s is up; model %r %s", llm.endpoint, llm.model,
                     "is available" if present else "could not be confirmed")
-    service.model_server = {"reachable": True, "model_present": present, "error": error}
+    service.model_server = {"reachable": True, "model_present": present, "error": missing}
 
 
 def default_factory() -> AgentFactory:
