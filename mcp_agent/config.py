@@ -164,9 +164,7 @@ class Limits(_Model):
             if name not in given:
                 continue
             mine, theirs = getattr(self, name), getattr(other, name)
-            if name == "early_stop":
-                values[name] = theirs
-            elif theirs and (not mine or theirs < mine):
+            if name == "early_stop" or (theirs and (not mine or theirs < mine)):
                 values[name] = theirs
         return self.model_copy(update=values) if values else self
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import TextIO
 
 from .events import Event, describe
@@ -18,7 +19,5 @@ class ProgressPrinter:
         line = describe(event, self.max_rounds)
         if line is None:
             return
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not break the run
             print(f"· {line}", file=self.out, flush=True)
-        except (OSError, ValueError):  # a closed or broken stderr must not break the run
-            pass

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-
+from enum import StrEnum
 
 from .._types import JSONObject, JSONSchema
 from ..messages import Message, Usage
 
 
-class TerminationReason(str, Enum):
+class TerminationReason(StrEnum):
     """Why a run ended. The values are a stable public contract (metrics, JSON, CLI)."""
 
     SUCCESS = "success"
@@ -23,9 +22,6 @@ class TerminationReason(str, Enum):
     LLM_ERROR = "llm_error"
     TERMINAL_ERROR = "terminal_error"
     CANCELLED = "cancelled"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 EARLY_STOP_REASONS = frozenset(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Union
 
 import anyio
 
@@ -21,7 +20,7 @@ from ..exceptions import ProviderError
 from ..messages import Delta, ToolCall, Turn, Usage
 from .base import DeltaCallback, ModelRequest
 
-ScriptItem = Union[Turn, BaseException, Callable[[ModelRequest], "Turn | Awaitable[Turn]"]]
+ScriptItem = Turn | BaseException | Callable[[ModelRequest], Turn | Awaitable[Turn]]
 
 
 def text_turn(content: str, *, usage: Usage | None = None, reasoning: str = "") -> Turn:
