@@ -1,0 +1,315 @@
+"""One tool call as a model wrote it, read from a JSON value or from a format's own call syntax (pure).
+
+A ``RawCall`` is a call before its name is checked against the offered tools. It comes from a
+JSON call object (``{"name", "arguments" | "parameters"}``, maybe wrapped as ``{"function": …}``
+or with its arguments written flat), from Python call syntax (``[f(a=1), g(b="x")]``, read with
+``ast``), from FunctionGemma's ``call:name{k:v}`` values or from a DeepSeek call body.
+``whole_message`` says whether a whole message is nothing but call JSON or pythonic calls, the
+one case where bare JSON counts as a call. Readers return None for text that is not a call of
+their kind, and a call with ``error`` set when it is one whose arguments cannot be read.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._json import parse_arguments
+from .._types import JSONObject
+from ._textcall_values import BROKEN, PY_LITERALS, literal, read_value, skip_ws
+
+__all__ = [
+    "RawCall",
+    "calls_from_value",
+    "deepseek_call",
+    "ds_token",
+    "find_name",
+    "gemma_value",
+    "pythonic_calls",
+    "whole_message",
+]
+
+
+@dataclass
+class RawCall:
+    """One call as written, before its name is checked."""
+
+    name: str
+    arguments: JSONObject = field(default_factory=dict)
+    error: str | None = None
+    raw_arguments: str | None = None
+    xml_params: dict[str, str] | None = None  # Qwen XML: raw texts, converted by the tool's schema
+
+
+# --------------------------------------------------------------------------- JSON call objects
+
+_NAME_FIELD = re.compile(r"""["']name["']\s*:\s*["']([^"'\\\n]{1,200})["']""")
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
+
+
+def calls_from_value(value: Any, raw: str | None, *, strict: bool) -> list[RawCall] | None:
+    """Calls from a parsed JSON value: one call object, or a list of them.
+
+    ``raw`` is the text of a value that came out of a JSON repair (kept as the calls'
+    ``raw_arguments``), None for a value read strictly. One item that is no call object makes
+    the whole value none.
+    """
+    items = value if isinstance(value, list) else [value]
+    out: list[RawCall] = []
+    for item in items:
+        call = _call_from_object(item, strict=strict, repaired=raw is not None)
+        if call is None:
+            return None
+        name, arguments, error, raw_args = call
+        out.append(RawCall(name, arguments, error, raw_args if raw_args is not None else raw))
+    return out or None
+
+
+def _call_from_object(
+    item: Any, *, strict: bool, repaired: bool = False
+) -> tuple[str, JSONObject, str | None, str | None] | None:
+    """``(name, arguments, error, raw_arguments)`` from a call object, or None if it is none.
+
+    A call object has a string ``name`` and ``arguments`` or ``parameters`` (an object, or JSON
+    text of one), maybe wrapped as ``{"function": {...}}``. ``strict`` (for bare JSON) also
+    demands the arguments key and no keys beyond the call's own; otherwise keys beyond the call's
+    own, with no arguments key, are the arguments written flat. ``repaired`` says the object came
+    out of a JSON repair: one that lost its arguments key to odd keys is then an error, not a
+    call without arguments.
+    """
+    if not isinstance(item, dict):
+        return None
+    if "name" not in item and isinstance(item.get("function"), dict):
+        if strict and set(item) - {"function", "type", "id"}:
+            return None
+        item = item["function"]
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    if strict and (set(item) - _CALL_KEYS or not {"arguments", "parameters"} & set(item)):
+        return None
+    extra = set(item) - _CALL_KEYS
+    if extra and not {"arguments", "parameters"} & set(item):
+        if repaired:  # the repair lost the arguments key to odd keys
+            return name, {}, "the arguments could not be read as JSON", None
+        return name, {k: item[k] for k in item if k in extra}, None, None  # arguments written flat
+    args = item["arguments"] if "arguments" in item else item.get("parameters")
+    if args is not None and not isinstance(args, (str, Mapping)):
+        return name, {}, f"arguments must be a JSON object, got {type(args).__name__}", json.dumps(args)
+    arguments, error = parse_arguments(args)
+    raw: str | None = None
+    if isinstance(args, str) and args.strip():
+        try:
+            json.loads(args)
+        except ValueError:
+            raw = args
+    return name, arguments, error, raw
+
+
+def find_name(region: str) -> str | None:
+    """The ``"name": "..."`` of a call object too broken to parse, if it says one."""
+    m = _NAME_FIELD.search(region)
+    return m.group(1) if m else None
+
+
+# --------------------------------------------------------------------------- whole messages
+
+_NAME_LIKE = re.compile(r"[A-Za-z_][\w.\-]*")
+
+
+def whole_message(text: str) -> list[RawCall] | None:
+    """Calls when the whole message is call JSON (bare, fenced) or pythonic calls, else None."""
+    body = _unfence(text.strip())
+    if not body:
+        return None
+    if body[0] in "{[":
+        found = _json_calls(body)
+        if found or body[0] == "{":
+            return found
+    if (body[0] == "[" or _NAME_LIKE.match(body)) and body.rstrip("]").rstrip().endswith(")"):
+        return pythonic_calls(body)
+    return None
+
+
+def _json_calls(body: str) -> list[RawCall] | None:
+    """Calls from successive call JSON values filling all of body (split by space, ``;``, ``,``)."""
+    raws: list[RawCall] = []
+    i = 0
+    while i < len(body):
+        if body[i] not in "{[":
+            return None
+        value, end, _ = read_value(body, i, len(body), need="name")
+        found = None if value is BROKEN else calls_from_value(value, None, strict=True)
+        if found is None:  # stop at the first value that is not a call: it is no call message
+            return None
+        raws.extend(found)
+        i = skip_ws(body, end)
+        if body[i : i + 1] in (";", ","):
+            i = skip_ws(body, i + 1)
+    return raws or None
+
+
+def _unfence(text: str) -> str:
+    """The inside of a ```` ``` ```` code fence that is all of text, else text."""
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        nl = text.find("\n")
+        if nl != -1:
+            return text[nl + 1 : -3].strip()
+    return text
+
+
+# --------------------------------------------------------------------------- pythonic calls
+
+# a hyphenated name where a call's name stands: at the start, or after `[`, `,`, `;` or space
+_HYPHENATED = re.compile(r"(?:^|(?<=[\[,;\s]))[A-Za-z_][\w.]*(?:-[\w.]+)+(?=\s*\()")
+_ALIAS = re.compile(r"_tc_\d+_")
+
+
+def pythonic_calls(source: str) -> list[RawCall] | None:
+    """Calls from ``[f(a=1), g(b="x")]``, ``f(a=1)`` or ``name.call(a=1)``, read with ``ast``."""
+    source = source.strip()
+    if not source or len(source) > 200_000:
+        return None
+    hyphens: dict[str, str] = {}
+
+    def _alias(m: re.Match[str]) -> str:  # tool names may hold '-', which Python reads as minus
+        alias = f"_tc_{len(hyphens)}_"
+        hyphens[alias] = m.group(0)
+        return alias
+
+    source = _HYPHENATED.sub(_alias, source)
+    try:
+        node = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    elements = node.elts if isinstance(node, (ast.List, ast.Tuple)) else [node]
+    raws: list[RawCall] = []
+    for element in elements:
+        if not isinstance(element, ast.Call):
+            return None
+        name = _dotted(element.func)
+        if name is None:
+            return None
+        name = hyphens.get(name, name)
+        if name.endswith(".call"):  # Llama 3.1 built-in tools: brave_search.call(query=...)
+            name = name[: -len(".call")]
+        arguments: JSONObject = {}
+        problems: list[str] = []
+        if element.args:
+            problems.append("positional arguments are not supported: name every argument")
+        for keyword in element.keywords:
+            if keyword.arg is None:
+                problems.append("**kwargs are not supported")
+                continue
+            try:
+                arguments[keyword.arg] = literal(keyword.value)
+            except (ValueError, TypeError):
+                problems.append(f"argument {keyword.arg!r} is not a literal value")
+        if hyphens:  # a string value that held such a name gets it back
+            arguments = _unalias(arguments, hyphens)
+        error = "; ".join(problems) or None
+        raw = ast.get_source_segment(source, element) if error else None
+        raws.append(RawCall(name, arguments, error, raw))
+    return raws or None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """The dotted name a call is made on (``f``, ``brave_search.call``), None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _unalias(value: Any, hyphens: dict[str, str]) -> Any:
+    """Value with every hyphenated-name alias inside its strings put back."""
+    if isinstance(value, str):
+        return _ALIAS.sub(lambda m: hyphens.get(m.group(), m.group()), value)
+    if isinstance(value, list):
+        return [_unalias(v, hyphens) for v in value]
+    if isinstance(value, dict):
+        return {k: _unalias(v, hyphens) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- FunctionGemma, DeepSeek
+
+
+def gemma_value(s: str, i: int) -> tuple[Any, int]:
+    """One FunctionGemma value at i: {k:v,...}, [v,...], <escape>text<escape>, or a bare scalar.
+
+    Returns:
+        ``(value, end)``. Raises ValueError or IndexError on text that is no such value.
+    """
+    i = skip_ws(s, i)
+    if s.startswith("<escape>", i):
+        j = s.find("<escape>", i + 8)
+        j = len(s) if j == -1 else j
+        return s[i + 8 : j], j + 8
+    if s[i] in "{[":
+        is_obj = s[i] == "{"
+        items: list[Any] = []
+        obj: dict[str, Any] = {}
+        close = "}" if is_obj else "]"
+        i += 1
+        while True:
+            i = skip_ws(s, i)
+            if i >= len(s) or s[i] == close:
+                return (obj if is_obj else items), i + 1
+            if is_obj:
+                colon = s.index(":", i)
+                key = s[i:colon].strip().strip("\"'")
+                obj[key], i = gemma_value(s, colon + 1)
+            else:
+                value, i = gemma_value(s, i)
+                items.append(value)
+            i = skip_ws(s, i)
+            if i < len(s) and s[i] == ",":
+                i += 1
+    j = i
+    while j < len(s) and s[j] not in ",}]":
+        j += 1
+    word = s[i:j].strip()
+    if word in PY_LITERALS:
+        return PY_LITERALS[word], j
+    for kind in (int, float):
+        try:
+            return kind(word), j
+        except ValueError:
+            pass
+    return word, j
+
+
+def ds_token(word: str) -> str:
+    """A pattern for DeepSeek's special token ``word``, fullwidth (｜ ▁) or as ASCII look-alikes."""
+    return "<[|｜]" + word.replace("_", "[_▁]") + "[|｜]>"
+
+
+_DS_SEP = re.compile(ds_token("tool_sep"))
+
+
+def deepseek_call(inner: str) -> RawCall | None:
+    """The call between DeepSeek's call tokens, or None when it names no function.
+
+    V3 writes ``function<sep>name``, a newline and fenced JSON; V3.1 writes ``name<sep>{json}``.
+    """
+    sep = _DS_SEP.search(inner)
+    if sep is None:
+        return None
+    left, right = inner[: sep.start()].strip(), inner[sep.end() :]
+    if left == "function" and not right.lstrip().startswith("{"):  # V3: type, name on one line
+        name, _, right = right.lstrip().partition("\n")
+        name = name.strip()
+    else:  # V3.1: name<sep>{json}
+        name = left
+    if not name:
+        return None
+    raw = _unfence(right.strip())
+    arguments, error = parse_arguments(raw)
+    return RawCall(name, arguments, error, raw if error else None)

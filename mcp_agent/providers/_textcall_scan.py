@@ -1,0 +1,383 @@
+"""Where tool-call blocks start and end in a model's text, one reader per format (pure).
+
+``Scanner`` makes one left-to-right pass over one text. ``next_marker`` finds the next block
+start of any format (``llm-wire.md`` §5: ``<tool_call>``, ``<function=``, ``<|tool_call|>``,
+``functools[``, ``[TOOL_CALLS]``, ``[TOOL_REQUEST]``, ``<|python_tag|>``, ``<function_calls>``,
+``<start_function_call>``, DeepSeek tokens, a line of pythonic calls) and ``read`` hands it to
+that format's reader, which returns the block's calls and where it ends, or None when the marker
+starts no block. The work stays linear-ish in the length of the text: markers are found with
+``str.find``, every search remembers its last answer, and each block is bounded by the next
+marker of its kind, so thousands of unclosed markers cost one scan per closing tag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._json import parse_arguments
+from ..messages import ToolSpec
+from ._textcall_calls import (
+    RawCall,
+    calls_from_value,
+    deepseek_call,
+    ds_token,
+    find_name,
+    gemma_value,
+    pythonic_calls,
+)
+from ._textcall_values import BROKEN, json_error, read_value, skip_ws
+
+__all__ = ["Block", "Hit", "Scanner"]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A format's marker found in the text."""
+
+    kind: str
+    start: int
+    end: int
+
+
+@dataclass
+class Block:
+    """The calls of one block, and where the block ends."""
+
+    end: int
+    calls: list[RawCall]
+
+
+_DS_CALLS_BEGIN = re.compile(ds_token("tool_calls_begin"))
+_DS_CALLS_END = re.compile(ds_token("tool_calls_end"))
+_DS_CALL_BEGIN = re.compile(ds_token("tool_call_begin"))
+_DS_CALL_END = re.compile(ds_token("tool_call_end"))
+
+# Where each format's blocks start; the kind names the reader (``Scanner._<kind>``). Literals
+# are found with str.find; the two patterns begin with a literal character, so the regex engine
+# skips ahead fast too. (One alternation of all of them would cost ten times more: the engine
+# would try every branch at every character.)
+_MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
+    ("tool_call", "<tool_call>"),
+    ("function", "<function="),
+    ("granite", "<|tool_call|>"),
+    ("phi", "functools["),
+    ("mistral", "[TOOL_CALLS]"),
+    ("lmstudio", "[TOOL_REQUEST]"),
+    ("python_tag", "<|python_tag|>"),
+    ("olmo", "<function_calls>"),
+    ("gemma", "<start_function_call>"),
+    ("deepseek", re.compile(f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}")),
+    ("pythonic", re.compile(r"\n[ \t]*\[(?=[A-Za-z_][\w.\-]*\()")),  # a line of pythonic calls
+)
+_FUNC_HEAD = re.compile(r"<function=([^>\n]{1,200})>")
+_PARAM_HEAD = re.compile(r"<parameter=([^>\n]{1,200})>")
+_PARAM_LINE = re.compile(r"\n[ \t]*<parameter=([^>\n]{1,200})>")
+_MISTRAL_CALL = re.compile(r"([A-Za-z0-9_.\-]{1,200})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(\[ARGS\])?")
+_PY_END = re.compile(r"<\|eom_id\|>|<\|eot_id\|>|\n")
+_GEMMA_HEAD = re.compile(r"\s*call:([A-Za-z0-9_.\-]{1,200})\s*\{")
+
+
+class Scanner:
+    """One pass over one text: finds call blocks left to right.
+
+    Args:
+        text: the text to scan.
+        resolve: the offered tool a written name means, or None; the Qwen XML reader uses it to
+            know which ``<parameter=`` lines are structural.
+    """
+
+    def __init__(self, text: str, resolve: Callable[[str], ToolSpec | None]) -> None:
+        self.text = text
+        self.resolve = resolve
+        self._cache: dict[Any, tuple[int, int]] = {}
+
+    # Each search remembers where it looked and what it found, so a text with many markers
+    # and no closing tags costs one scan per closing tag, not one per marker.
+    def find(self, what: str | re.Pattern[str], start: int) -> int:
+        """The first occurrence of ``what`` at or after start, or len(text)."""
+        hit = self._cache.get(what)
+        if hit is not None and hit[0] <= start and (start <= hit[1]):
+            return hit[1]
+        if isinstance(what, str):
+            i = self.text.find(what, start)
+            found = i if i != -1 else len(self.text)
+        else:
+            m = what.search(self.text, start)
+            found = m.start() if m else len(self.text)
+        self._cache[what] = (start, found)
+        return found
+
+    def first(self, start: int, *whats: str | re.Pattern[str]) -> int:
+        """The first occurrence of any of ``whats`` at or after start, or len(text)."""
+        return min(self.find(w, start) for w in whats)
+
+    def next_marker(self, pos: int) -> Hit | None:
+        """The first marker of any format at or after pos."""
+        best: tuple[int, str, str | re.Pattern[str]] | None = None
+        for kind, what in _MARKERS:
+            at = self.find(what, pos)
+            if at < len(self.text) and (best is None or at < best[0]):
+                best = (at, kind, what)
+        if best is None:
+            return None
+        at, kind, what = best
+        if isinstance(what, str):
+            return Hit(kind, at, at + len(what))
+        m = what.match(self.text, at)
+        return Hit(kind, at, m.end() if m else at + 1)
+
+    def read(self, hit: Hit) -> Block | None:
+        """The block that starts at hit, read by its format's reader; None if none starts there."""
+        reader: Callable[[Hit], Block | None] = getattr(self, "_" + hit.kind)
+        return reader(hit)
+
+    # -- JSON-bearing blocks ------------------------------------------------------------
+
+    def _json_block(self, i: int, limit: int, *closers: str) -> Block | None:
+        """A JSON call object or list at i (after an optional fence); the block may end at limit."""
+        text = self.text
+        i = skip_ws(text, i)
+        fenced = _skip_fence(text, i)
+        if fenced != i:
+            i, closers = fenced, ("```", *closers)
+        if text[i : i + 1] not in ("{", "["):
+            return None
+        value, end, repaired = read_value(text, i, limit, need="name")
+        if value is BROKEN:
+            name = find_name(text[i:limit])
+            if name is None:
+                return None
+            raw = text[i:limit].strip()
+            return Block(_consume(text, limit, *closers), [RawCall(name, {}, json_error(raw), raw)])
+        raws = calls_from_value(value, text[i:end] if repaired else None, strict=False)
+        if raws is None:
+            return None
+        return Block(_consume(text, end, *closers), raws)
+
+    def _tool_call(self, hit: Hit) -> Block | None:
+        text = self.text
+        i = skip_ws(text, hit.end)
+        limit = self.first(i, "</tool_call>", "<tool_call>")
+        if text.startswith("<function=", i):
+            raws: list[RawCall] = []
+            end = i
+            while text.startswith("<function=", i):
+                got = self._xml_function(i, wrapped=True)
+                if got is None:
+                    break
+                raws.append(got[0])
+                end = got[1]
+                i = skip_ws(text, end)
+            if not raws:
+                return None
+            return Block(_consume(text, end, "</tool_call>"), raws)
+        return self._json_block(i, limit, "</tool_call>")
+
+    def _granite(self, hit: Hit) -> Block | None:
+        limit = self.first(hit.end, "<|/tool_call|>", "<|tool_call|>")
+        return self._json_block(hit.end, limit, "<|/tool_call|>")
+
+    def _phi(self, hit: Hit) -> Block | None:
+        limit = self.first(hit.end, "functools[")
+        return self._json_block(hit.end - 1, limit)
+
+    def _lmstudio(self, hit: Hit) -> Block | None:
+        limit = self.first(hit.end, "[END_TOOL_REQUEST]", "[TOOL_REQUEST]")
+        return self._json_block(hit.end, limit, "[END_TOOL_REQUEST]")
+
+    def _mistral(self, hit: Hit) -> Block | None:
+        text = self.text
+        limit = self.find("[TOOL_CALLS]", hit.end)
+        i = skip_ws(text, hit.end)
+        if text[i : i + 1] in ("[", "{") or text.startswith("```", i):
+            return self._json_block(i, limit)  # pre-v11: a JSON list after the token
+        raws: list[RawCall] = []
+        end = i
+        while True:  # v11: name[ARGS]{...}, maybe name[CALL_ID]id[ARGS]{...}
+            head = _MISTRAL_CALL.match(text, i)
+            if head is None or (head.group(2) is None and text[head.end() : head.end() + 1] != "{"):
+                break
+            j = skip_ws(text, head.end())
+            value, end, repaired = read_value(text, j, limit)
+            if isinstance(value, dict):
+                raws.append(RawCall(head.group(1), value, None, text[j:end] if repaired else None))
+            else:
+                raw = text[j:limit].strip() if value is BROKEN else text[j:end]
+                end = limit if value is BROKEN else end
+                arguments, error = parse_arguments(raw)
+                raws.append(RawCall(head.group(1), arguments, error, raw))
+            i = skip_ws(text, end)
+        if not raws:
+            return None
+        return Block(end, raws)
+
+    def _python_tag(self, hit: Hit) -> Block | None:
+        text = self.text
+        i = skip_ws(text, hit.end)
+        if text[i : i + 1] != "{":  # a built-in tool: brave_search.call(query="...")
+            line_end = self.first(i, _PY_END, "<|python_tag|>")
+            raws = pythonic_calls(text[i:line_end])
+            return Block(_consume(text, line_end, "<|eom_id|>", "<|eot_id|>"), raws) if raws else None
+        limit = self.first(i, "<|python_tag|>", "<|eom_id|>", "<|eot_id|>")
+        raws = []
+        end = i
+        while text[i : i + 1] == "{":  # several calls: {...}; {...}
+            block = self._json_block(i, limit)
+            if block is None:
+                break
+            raws.extend(block.calls)
+            end = i = block.end
+            i = skip_ws(text, i)
+            if text[i : i + 1] in (";", ","):
+                i = skip_ws(text, i + 1)
+        if not raws:
+            return None
+        return Block(_consume(text, end, "<|eom_id|>", "<|eot_id|>"), raws)
+
+    # -- XML and tag formats ------------------------------------------------------------
+
+    def _function(self, hit: Hit) -> Block | None:
+        got = self._xml_function(hit.start, wrapped=False)
+        return Block(got[1], [got[0]]) if got else None
+
+    def _xml_function(self, i: int, *, wrapped: bool) -> tuple[RawCall, int] | None:
+        """``<function=NAME>`` with Qwen XML parameters or a JSON body (Llama), at i."""
+        text = self.text
+        head = _FUNC_HEAD.match(text, i)
+        if head is None:
+            return None
+        name = head.group(1).strip().strip("\"'")
+        j = skip_ws(text, head.end())
+        if text[j : j + 1] == "{":  # Llama: <function=name>{"city": "Tokyo"}</function>
+            limit = self.first(j, "</function>", "<function=")
+            value, end, repaired = read_value(text, j, limit)
+            if isinstance(value, dict):
+                raw_json = text[j:end] if repaired else None
+                return RawCall(name, value, None, raw_json), _consume(text, end, "</function>")
+            raw = text[j:limit].strip() if value is BROKEN else text[j:end]
+            arguments, error = parse_arguments(raw)
+            return RawCall(name, arguments, error, raw), _consume(text, max(end, limit), "</function>")
+        spec = self.resolve(name)
+        props = spec.parameters.get("properties") if spec is not None else None
+        known = set(props) if isinstance(props, dict) and props else None  # None: any name
+        region = self.first(head.end(), "\n<function=", "<tool_call>")
+        params: dict[str, str] = {}
+        p = head.end()
+        while True:
+            q = skip_ws(text, p)
+            ph = _PARAM_HEAD.match(text, q)
+            if ph is None or q >= region:
+                break
+            value_end, p = self._param_end(ph.end(), region, known)
+            params[ph.group(1).strip().strip("\"'")] = _strip_newline(text[ph.end() : value_end])
+        q = skip_ws(text, p)
+        closed = text.startswith("</function>", q)
+        if not (params or closed or wrapped):
+            return None  # a bare `<function=x>` in prose
+        end = q + len("</function>") if closed else p
+        return RawCall(name, xml_params=params), end
+
+    def _param_end(self, start: int, region: int, known: set[str] | None) -> tuple[int, int]:
+        """Where a parameter's value ends, and where scanning goes on after it."""
+        close = self.find("</parameter>", start)
+        nxt = region
+        for pm in _PARAM_LINE.finditer(self.text, start, min(close, region)):
+            if known is None or pm.group(1).strip().strip("\"'") in known:
+                nxt = pm.start()
+                break
+        if close < nxt:
+            return close, close + len("</parameter>")
+        end = min(nxt, self.find("</function>", start))
+        return end, end
+
+    def _olmo(self, hit: Hit) -> Block | None:
+        end = self.first(hit.end, "</function_calls>", "<function_calls>")
+        raws: list[RawCall] = []
+        for line in self.text[hit.end : end].splitlines():
+            if line.strip():
+                got = pythonic_calls(line)
+                if not got:
+                    return None
+                raws.extend(got)
+        return Block(_consume(self.text, end, "</function_calls>"), raws) if raws else None
+
+    def _gemma(self, hit: Hit) -> Block | None:
+        text = self.text
+        end = self.first(hit.end, "<end_function_call>", "<start_function_call>")
+        head = _GEMMA_HEAD.match(text, hit.end, end)
+        if head is None:
+            return None
+        try:
+            value, _ = gemma_value(text[head.end() - 1 : end], 0)
+        except (ValueError, IndexError, RecursionError):
+            value = None
+        if not isinstance(value, dict):
+            raw = text[head.end() - 1 : end]
+            return Block(
+                _consume(text, end, "<end_function_call>"),
+                [RawCall(head.group(1), {}, "arguments are not readable", raw)],
+            )
+        return Block(_consume(text, end, "<end_function_call>"), [RawCall(head.group(1), value)])
+
+    def _deepseek(self, hit: Hit) -> Block | None:
+        text = self.text
+        i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
+        raws: list[RawCall] = []
+        while (cm := _DS_CALL_BEGIN.match(text, skip_ws(text, i))) is not None:
+            end = min(
+                self.find(_DS_CALL_END, cm.end()),
+                self.find(_DS_CALL_BEGIN, cm.end()),
+                self.find(_DS_CALLS_END, cm.end()),
+            )
+            raw = deepseek_call(text[cm.end() : end])
+            if raw is None:
+                break  # the calls read so far stand; the unreadable one stays text
+            raws.append(raw)
+            close = _DS_CALL_END.match(text, end)
+            i = close.end() if close else end
+        if not raws:
+            return None
+        close = _DS_CALLS_END.match(text, skip_ws(text, i))
+        return Block(close.end() if close else i, raws)
+
+    def _pythonic(self, hit: Hit) -> Block | None:
+        end = self.find("\n", hit.start + 1)
+        line = self.text[hit.start : end].strip()
+        if not line.endswith("]"):
+            return None
+        raws = pythonic_calls(line)
+        return Block(end, raws) if raws else None
+
+
+def _skip_fence(text: str, i: int) -> int:
+    """Past an opening code fence (```json\\n) at i, if there is one."""
+    if text.startswith("```", i):
+        nl = text.find("\n", i, i + 40)
+        if nl != -1:
+            return skip_ws(text, nl + 1)
+    return i
+
+
+def _consume(text: str, i: int, *closers: str) -> int:
+    """Past each of ``closers`` that follows i in turn (each optional; whitespace skipped)."""
+    for closer in closers:
+        j = skip_ws(text, i)
+        if text.startswith(closer, j):
+            i = j + len(closer)
+    return i
+
+
+def _strip_newline(value: str) -> str:
+    """Value without one leading and one trailing newline (Qwen XML puts them around values)."""
+    if value.startswith("\r\n"):
+        value = value[2:]
+    elif value.startswith("\n"):
+        value = value[1:]
+    if value.endswith("\r\n"):
+        value = value[:-2]
+    elif value.endswith("\n"):
+        value = value[:-1]
+    return value
