@@ -19,7 +19,7 @@ on a programming error (re-raised as well; the event says ``terminal_error``, "i
 A ``cancel`` event ends the run ``cancelled``, the run's deadline ends it ``timeout``; both cut
 off in-flight model and tool calls at once.
 
-Decisions the brief left open: a second context-length error (after the hard trim) ends the run
+Choices made: a second context-length error (after the hard trim) ends the run
 ``terminal_error``, since trimming again cannot help; a failed or empty early-stop synthesis
 keeps the reason that triggered it, with ``early_stopped`` False and the failure in ``detail``;
 a turn that answers in text ends ``success`` even when it used up the token budget (the budget
@@ -34,7 +34,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -49,18 +49,17 @@ from ..events import (
     ModelDelta,
     RoundEnded,
     RoundStarted,
-    RunEnded,
     RunStarted,
 )
 from ..exceptions import ConfigError, ContextLengthError, ProviderError
-from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn, Usage
+from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn
 from ..providers.base import ModelRequest, Provider
 from ..tools.base import ToolSource
-from ._dispatch import Dispatcher, Emitter, Plan
+from ._dispatch import Dispatcher, Emitter
+from ._state import Ending, RunState
 from .approvals import ApprovalQueue, Gate, GlobGate
-from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
-from .history import hard_trim, history_chars, message_chars, trim_history
-from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
+from .history import hard_trim, history_chars, trim_history
+from .result import RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -71,17 +70,6 @@ EARLY_STOP_PROMPT = (
     "[SYSTEM: The run was stopped ({detail}). Based on the work done so far, give your best "
     "final answer to the user now. Do NOT call any tools.]"
 )
-
-
-@dataclass(frozen=True)
-class _Ending:
-    """How the run ends: the reason, its detail, the answer; ``why`` answers unrun calls."""
-
-    reason: TerminationReason
-    detail: str = ""
-    answer: str = ""
-    early_stopped: bool = False
-    why: str = ""
 
 
 async def run(
@@ -123,7 +111,7 @@ async def run(
         The RunResult, for every ending. Only a programming error or the caller's own
         cancellation propagate (after ``RunEnded`` has been emitted).
     """
-    r = _Run(
+    r = RunState(
         query,
         provider=provider,
         tools=tools,
@@ -139,7 +127,7 @@ async def run(
         request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
     )
     r.emit(RunStarted, query=query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
-    ending: _Ending | None = None
+    ending: Ending | None = None
     try:
         async with _cancelled_by(cancel):
             with anyio.move_on_after(r.limits.timeout_seconds or None):
@@ -154,7 +142,7 @@ async def run(
     return r.result(ending or r.interrupted() or r.timed_out())
 
 
-async def _rounds(r: _Run) -> _Ending:
+async def _rounds(r: RunState) -> Ending:
     """The rounds of one run, until an answer or a guard ends it."""
     while True:
         # 1. the limits, before the model call (tokens were checked after the last one, in 4)
@@ -167,7 +155,7 @@ async def _rounds(r: _Run) -> _Ending:
             # 2. the model call, on the trimmed history, offering the tools not withdrawn
             r.offered = r.dispatcher.offered()
             turn = await _call_model(r, r.offered)
-            if isinstance(turn, _Ending):
+            if isinstance(turn, Ending):
                 return turn
             # 3. the calls (native, or parsed from text by the provider); none: the answer
             calls = r.name_calls(turn.tool_calls)
@@ -190,7 +178,7 @@ async def _rounds(r: _Run) -> _Ending:
             r.emit(RoundEnded, round=r.rounds, tool_calls=len(calls))
 
 
-async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | _Ending:
+async def _call_model(r: RunState, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | Ending:
     """One model call on the trimmed history; a context-length error trims hard and retries once."""
     messages = r.history()
     for attempt in (1, 2):
@@ -199,7 +187,7 @@ async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Messag
         except ContextLengthError as exc:
             trimmed = hard_trim(messages)
             if attempt == 2 or history_chars(trimmed) >= history_chars(messages):
-                return _Ending(
+                return Ending(
                     R.TERMINAL_ERROR,
                     f"the conversation does not fit the model's context "
                     f"even after trimming (round {r.rounds}): {exc}",
@@ -208,11 +196,11 @@ async def _call_model(r: _Run, tools: Sequence[ToolSpec], extra: Sequence[Messag
             messages, r.history_cap = trimmed, history_chars(trimmed)
         except ProviderError as exc:
             reason = R.TERMINAL_ERROR if exc.terminal else R.LLM_ERROR
-            return _Ending(reason, f"model call failed (round {r.rounds}): {exc}")
+            return Ending(reason, f"model call failed (round {r.rounds}): {exc}")
     raise AssertionError("unreachable")
 
 
-async def _model_call(r: _Run, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
     """``provider.complete`` between ModelCallStarted and ModelCallEnded; usage is summed."""
     r.emit(ModelCallStarted, round=r.rounds, messages=len(messages), tools=len(tools))
     start = time.perf_counter()
@@ -247,197 +235,17 @@ async def _model_call(r: _Run, messages: Sequence[Message], tools: Sequence[Tool
         )
 
 
-async def _early_stop(r: _Run, trigger: _Ending) -> _Ending:
+async def _early_stop(r: RunState, trigger: Ending) -> Ending:
     """DESIGN guard 9: one more model call, without tools, for a best-effort answer."""
     r.close_turn(trigger.why)  # every call answered first: the request must be a valid transcript
     ask = Message.user(EARLY_STOP_PROMPT.format(detail=trigger.detail))
     turn = await _call_model(r, (), extra=[ask])
-    if isinstance(turn, _Ending):
+    if isinstance(turn, Ending):
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis failed: {turn.detail}")
     if not turn.content.strip():
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
     r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
     return replace(trigger, answer=turn.content.strip(), early_stopped=True)
-
-
-class _Run:
-    """The state of one run: its messages, counters and per-run guards. Thrown away at the end."""
-
-    def __init__(
-        self,
-        query: str,
-        *,
-        provider: Provider,
-        tools: ToolSource,
-        limits: Limits,
-        system_prompt: str | None,
-        history: Sequence[Message],
-        sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
-        gate: Gate | None,
-        approvals: ApprovalQueue | None,
-        run_id: str,
-        session_id: str | None,
-        request: dict[str, Any],
-    ) -> None:
-        self.started = time.perf_counter()
-        self.deadline = anyio.current_time() + limits.timeout_seconds if limits.timeout_seconds else None
-        self.provider = provider
-        self.limits = limits
-        self.cancel = cancel
-        self.request = request
-        self.run_id, self.session_id = run_id, session_id
-        self.emit = Emitter(sinks, run_id, session_id)
-        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals)
-        self.offered: list[ToolSpec] = self.dispatcher.offered()
-        self.messages: list[Message] = list(history)
-        if system_prompt and not (self.messages and self.messages[0].role == "system"):
-            self.messages.insert(0, Message.system(system_prompt))
-        self.messages.append(Message.user(query))
-        self.chars = history_chars(self.messages)  # kept up to date by add()
-        self.call_ids = {call.id for m in history for call in m.tool_calls}
-        self.tainted = any(m.role == "tool" for m in history)
-        self.history_cap = limits.max_history_chars
-        self.usage = Usage()
-        self.rounds = 0
-        self.open_plan: Plan | None = None
-
-    # the checks at the commit points
-
-    def interrupted(self) -> _Ending | None:
-        if self.cancel is not None and self.cancel.is_set():
-            return _Ending(R.CANCELLED, f"cancelled by the caller (round {self.rounds})", why="cancelled")
-        if self.deadline is not None and anyio.current_time() >= self.deadline:
-            return self.timed_out()
-        return None
-
-    def timed_out(self) -> _Ending:
-        seconds = self.limits.timeout_seconds
-        return _Ending(
-            R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out"
-        )
-
-    def out_of_rounds(self) -> _Ending | None:
-        if rounds_exhausted(self.rounds, self.limits.max_rounds):
-            return _Ending(
-                R.MAX_ROUNDS, f"reached max rounds ({self.limits.max_rounds})", why="max rounds reached"
-            )
-        return None
-
-    def out_of_tokens(self) -> _Ending | None:
-        used, limit = self.usage.total_tokens, self.limits.max_tokens
-        if tokens_exhausted(used, limit):
-            detail = f"token budget exhausted: {used} tokens used (limit {limit}, round {self.rounds})"
-            return _Ending(R.TOKEN_BUDGET, detail, why="token budget exhausted")
-        return None
-
-    def loop_detected(self, plan: Plan) -> _Ending | None:
-        if plan.loop is None:
-            return None
-        name, count = plan.loop
-        detail = f"loop detected: {name} called {count} times with identical arguments (round {self.rounds})"
-        return _Ending(R.LOOP_DETECTED, detail, why=detail)
-
-    def out_of_tool_calls(self, plan: Plan) -> _Ending | None:
-        used, limit = self.dispatcher.executed, self.limits.max_tool_calls
-        if tool_calls_fit(used, plan.wanted, limit):
-            return None
-        detail = (
-            f"tool-call budget exhausted: {plan.wanted} calls asked for, "
-            f"{max(limit - used, 0)} of {limit} left (round {self.rounds})"
-        )
-        return _Ending(R.TOOL_BUDGET, detail, why="tool-call budget exhausted")
-
-    def wants_early_stop(self, ending: _Ending) -> bool:
-        return self.limits.early_stop and ending.reason in EARLY_STOP_REASONS
-
-    # the transcript
-
-    def add(self, *messages: Message) -> None:
-        self.messages.extend(messages)
-        self.chars += sum(message_chars(m) for m in messages)
-
-    def history(self) -> list[Message]:
-        """The messages for the next model call, trimmed to the history cap."""
-        if not self.history_cap or self.chars <= self.history_cap:
-            return list(self.messages)
-        return trim_history(self.messages, self.history_cap)
-
-    def name_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
-        """The calls with ids unique in the transcript (a missing or reused id is replaced)."""
-        named = []
-        for index, call in enumerate(calls):
-            if not call.id or call.id in self.call_ids:
-                new_id, n = f"call_{self.rounds}_{index}", 0
-                while new_id in self.call_ids:
-                    n += 1
-                    new_id = f"call_{self.rounds}_{index}_{n}"
-                call = replace(call, id=new_id)
-            self.call_ids.add(call.id)
-            named.append(call)
-        return tuple(named)
-
-    def answer(self, turn: Turn) -> _Ending:
-        if not turn.content.strip():
-            detail = (
-                f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
-            )
-            return _Ending(R.EMPTY_RESPONSE, detail)
-        self.add(turn.to_message())
-        return _Ending(R.SUCCESS, answer=turn.content.strip())
-
-    def commit(self, turn: Turn, plan: Plan) -> None:
-        """Append the assistant message, its calls as prepared (coerced arguments, unique ids)."""
-        self.add(replace(turn.to_message(), tool_calls=plan.calls))
-        self.open_plan = plan
-
-    def close_turn(self, why: str) -> None:
-        """Append one result per call of the open turn, in call order."""
-        plan, self.open_plan = self.open_plan, None
-        if plan is not None:
-            self.add(*self.dispatcher.finish(plan, why))
-            self.tainted = self.tainted or any(slot.result is not None for slot in plan.slots)
-
-    # the end
-
-    def result(self, ending: _Ending) -> RunResult:
-        self.close_turn(ending.why or "the run ended")
-        result = RunResult(
-            answer=ending.answer,
-            termination_reason=ending.reason,
-            early_stopped=ending.early_stopped,
-            detail=ending.detail,
-            rounds=self.rounds,
-            tool_calls=tuple(self.dispatcher.records),
-            usage=self.usage,
-            elapsed_ms=(time.perf_counter() - self.started) * 1000,
-            transcript=tuple(self.messages),
-            session_id=self.session_id,
-            run_id=self.run_id,
-        )
-        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms)
-        return result
-
-    def end_abruptly(self, exc: BaseException) -> None:
-        if isinstance(exc, anyio.get_cancelled_exc_class()):
-            reason, detail = R.CANCELLED, f"cancelled from outside (round {self.rounds})"
-        else:
-            reason, detail = R.TERMINAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
-            logger.error("run %s failed: %s", self.run_id, detail)
-        self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000)
-
-    def _ended(self, reason: TerminationReason, detail: str, early_stopped: bool, elapsed_ms: float) -> None:
-        logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
-        self.emit(
-            RunEnded,
-            termination_reason=reason.value,
-            early_stopped=early_stopped,
-            detail=detail,
-            rounds=self.rounds,
-            tool_calls=len(self.dispatcher.records),
-            usage=self.usage.to_dict(),
-            elapsed_ms=elapsed_ms,
-        )
 
 
 @asynccontextmanager

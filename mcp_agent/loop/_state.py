@@ -1,0 +1,225 @@
+"""The state of one run and the checks at its commit points (used by ``agent.run``).
+
+``RunState`` holds what one run needs and throws away at the end: the messages, the counters,
+the dispatcher (with the per-run failure ledger and fingerprints) and the event emitter. Each
+check (``interrupted``, ``out_of_rounds``, ``out_of_tokens``, ``loop_detected``,
+``out_of_tool_calls``) returns an ``Ending`` or None, so ``run`` reads as a list of commit points.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+
+from ..config import Limits
+from ..events import EventSink, RunEnded
+from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
+from ..providers.base import Provider
+from ..tools.base import ToolSource
+from ._dispatch import Dispatcher, Emitter, Plan
+from .approvals import ApprovalQueue, Gate
+from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
+from .history import history_chars, message_chars, trim_history
+from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
+
+logger = logging.getLogger(__name__)
+
+R = TerminationReason
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How the run ends: the reason, its detail, the answer; ``why`` answers unrun calls."""
+
+    reason: TerminationReason
+    detail: str = ""
+    answer: str = ""
+    early_stopped: bool = False
+    why: str = ""
+
+
+class RunState:
+    """The state of one run: its messages, counters and per-run guards. Thrown away at the end."""
+
+    def __init__(
+        self,
+        query: str,
+        *,
+        provider: Provider,
+        tools: ToolSource,
+        limits: Limits,
+        system_prompt: str | None,
+        history: Sequence[Message],
+        sinks: Sequence[EventSink],
+        cancel: anyio.Event | None,
+        gate: Gate | None,
+        approvals: ApprovalQueue | None,
+        run_id: str,
+        session_id: str | None,
+        request: dict[str, Any],
+    ) -> None:
+        self.started = time.perf_counter()
+        self.deadline = anyio.current_time() + limits.timeout_seconds if limits.timeout_seconds else None
+        self.provider = provider
+        self.limits = limits
+        self.cancel = cancel
+        self.request = request
+        self.run_id, self.session_id = run_id, session_id
+        self.emit = Emitter(sinks, run_id, session_id)
+        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals)
+        self.offered: list[ToolSpec] = self.dispatcher.offered()
+        self.messages: list[Message] = list(history)
+        if system_prompt and not (self.messages and self.messages[0].role == "system"):
+            self.messages.insert(0, Message.system(system_prompt))
+        self.messages.append(Message.user(query))
+        self.chars = history_chars(self.messages)  # kept up to date by add()
+        self.call_ids = {call.id for m in history for call in m.tool_calls}
+        self.tainted = any(m.role == "tool" for m in history)
+        self.history_cap = limits.max_history_chars
+        self.usage = Usage()
+        self.rounds = 0
+        self.open_plan: Plan | None = None
+
+    # the checks at the commit points
+
+    def interrupted(self) -> Ending | None:
+        if self.cancel is not None and self.cancel.is_set():
+            return Ending(R.CANCELLED, f"cancelled by the caller (round {self.rounds})", why="cancelled")
+        if self.deadline is not None and anyio.current_time() >= self.deadline:
+            return self.timed_out()
+        return None
+
+    def timed_out(self) -> Ending:
+        seconds = self.limits.timeout_seconds
+        return Ending(
+            R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out"
+        )
+
+    def out_of_rounds(self) -> Ending | None:
+        if rounds_exhausted(self.rounds, self.limits.max_rounds):
+            return Ending(
+                R.MAX_ROUNDS, f"reached max rounds ({self.limits.max_rounds})", why="max rounds reached"
+            )
+        return None
+
+    def out_of_tokens(self) -> Ending | None:
+        used, limit = self.usage.total_tokens, self.limits.max_tokens
+        if tokens_exhausted(used, limit):
+            detail = f"token budget exhausted: {used} tokens used (limit {limit}, round {self.rounds})"
+            return Ending(R.TOKEN_BUDGET, detail, why="token budget exhausted")
+        return None
+
+    def loop_detected(self, plan: Plan) -> Ending | None:
+        if plan.loop is None:
+            return None
+        name, count = plan.loop
+        detail = f"loop detected: {name} called {count} times with identical arguments (round {self.rounds})"
+        return Ending(R.LOOP_DETECTED, detail, why=detail)
+
+    def out_of_tool_calls(self, plan: Plan) -> Ending | None:
+        used, limit = self.dispatcher.executed, self.limits.max_tool_calls
+        if tool_calls_fit(used, plan.wanted, limit):
+            return None
+        detail = (
+            f"tool-call budget exhausted: {plan.wanted} calls asked for, "
+            f"{max(limit - used, 0)} of {limit} left (round {self.rounds})"
+        )
+        return Ending(R.TOOL_BUDGET, detail, why="tool-call budget exhausted")
+
+    def wants_early_stop(self, ending: Ending) -> bool:
+        return self.limits.early_stop and ending.reason in EARLY_STOP_REASONS
+
+    # the transcript
+
+    def add(self, *messages: Message) -> None:
+        self.messages.extend(messages)
+        self.chars += sum(message_chars(m) for m in messages)
+
+    def history(self) -> list[Message]:
+        """The messages for the next model call, trimmed to the history cap."""
+        if not self.history_cap or self.chars <= self.history_cap:
+            return list(self.messages)
+        return trim_history(self.messages, self.history_cap)
+
+    def name_calls(self, calls: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        """The calls with ids unique in the transcript (a missing or reused id is replaced)."""
+        named = []
+        for index, call in enumerate(calls):
+            if not call.id or call.id in self.call_ids:
+                new_id, n = f"call_{self.rounds}_{index}", 0
+                while new_id in self.call_ids:
+                    n += 1
+                    new_id = f"call_{self.rounds}_{index}_{n}"
+                call = replace(call, id=new_id)
+            self.call_ids.add(call.id)
+            named.append(call)
+        return tuple(named)
+
+    def answer(self, turn: Turn) -> Ending:
+        if not turn.content.strip():
+            detail = (
+                f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
+            )
+            return Ending(R.EMPTY_RESPONSE, detail)
+        self.add(turn.to_message())
+        return Ending(R.SUCCESS, answer=turn.content.strip())
+
+    def commit(self, turn: Turn, plan: Plan) -> None:
+        """Append the assistant message, its calls as prepared (coerced arguments, unique ids)."""
+        self.add(replace(turn.to_message(), tool_calls=plan.calls))
+        self.open_plan = plan
+
+    def close_turn(self, why: str) -> None:
+        """Append one result per call of the open turn, in call order."""
+        plan, self.open_plan = self.open_plan, None
+        if plan is not None:
+            self.add(*self.dispatcher.finish(plan, why))
+            self.tainted = self.tainted or any(slot.result is not None for slot in plan.slots)
+
+    # the end
+
+    def result(self, ending: Ending) -> RunResult:
+        self.close_turn(ending.why or "the run ended")
+        result = RunResult(
+            answer=ending.answer,
+            termination_reason=ending.reason,
+            early_stopped=ending.early_stopped,
+            detail=ending.detail,
+            rounds=self.rounds,
+            tool_calls=tuple(self.dispatcher.records),
+            usage=self.usage,
+            elapsed_ms=(time.perf_counter() - self.started) * 1000,
+            transcript=tuple(self.messages),
+            session_id=self.session_id,
+            run_id=self.run_id,
+        )
+        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms)
+        return result
+
+    def end_abruptly(self, exc: BaseException) -> None:
+        if isinstance(exc, anyio.get_cancelled_exc_class()):
+            reason, detail = R.CANCELLED, f"cancelled from outside (round {self.rounds})"
+        else:
+            reason, detail = R.TERMINAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
+            logger.error("run %s failed: %s", self.run_id, detail)
+        self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000)
+
+    def _ended(self, reason: TerminationReason, detail: str, early_stopped: bool, elapsed_ms: float) -> None:
+        logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
+        self.emit(
+            RunEnded,
+            termination_reason=reason.value,
+            early_stopped=early_stopped,
+            detail=detail,
+            rounds=self.rounds,
+            tool_calls=len(self.dispatcher.records),
+            usage=self.usage.to_dict(),
+            elapsed_ms=elapsed_ms,
+        )
+
+
