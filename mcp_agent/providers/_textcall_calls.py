@@ -5,8 +5,8 @@ JSON call object (``{"name", "arguments" | "parameters"}``, maybe wrapped as ``{
 or with its arguments written flat), from Python call syntax (``[f(a=1), g(b="x")]``, read with
 ``ast``), from FunctionGemma's ``call:name{k:v}`` values or from a DeepSeek call body.
 ``whole_message`` says whether a whole message is nothing but call JSON or pythonic calls, the
-one case where bare JSON counts as a call. Readers return None for text that is not a call of
-their kind, and a call with ``error`` set when it is one whose arguments cannot be read.
+one case where bare JSON counts as a call. The call readers return None for text that is no
+call of their kind, and a call with ``error`` set when it is one whose arguments cannot be read.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ trailing commas) or, in Qwen3-Coder XML, as raw text to be typed by the tool's s
 ``read_value`` reads one value at a position strictly, then leniently up to its closing bracket;
 the lenient reading (``ast`` literals, then ``json_repair``) is bounded in size and nesting
 because repairs cost far more than parsing and turn quadratic on deep nesting. ``convert_value``
-types a Qwen XML value by its JSON Schema as vLLM does. Nothing here does I/O or raises for bad
-input: an unreadable value is ``BROKEN``.
+types a Qwen XML value by its JSON Schema as vLLM does. Nothing here does I/O, and neither
+``read_value`` nor ``convert_value`` raises: an unreadable value is ``BROKEN``, or stays text.
 """
 
 from __future__ import annotations
