@@ -58,8 +58,10 @@ def bind_socket(host: str, port: int) -> socket.socket:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}", "gateway.host") from None
-    family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    family, kind, proto, _, address = infos[0]
+    # the protocol must say TCP: asyncio sets TCP_NODELAY only on sockets whose proto is
+    # IPPROTO_TCP, and without it every small SSE write waits ~40 ms for a delayed ACK
+    sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)

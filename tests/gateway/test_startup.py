@@ -108,3 +108,33 @@ async def test_probe_reports_a_server_that_does_not_answer() -> None:
         await probe_model_server(service, timeout=0.5)
     assert service.model_server["reachable"] is False
     assert "did not answer within 0.5 s" in service.model_server["error"]
+
+
+async def test_accepted_connections_have_tcp_nodelay() -> None:
+    """The pre-bound listening socket says TCP, so asyncio sets TCP_NODELAY on every accepted
+    connection; without it each small SSE write waited ~40 ms for a delayed ACK."""
+    import asyncio
+    import socket
+
+    from mcp_agent.gateway.serve import bind_socket
+
+    sock = bind_socket("127.0.0.1", 0)
+    assert sock.proto == socket.IPPROTO_TCP
+    accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    class Probe(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            conn = transport.get_extra_info("socket")
+            accepted.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+    try:
+        port = sock.getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        with anyio.fail_after(10):
+            assert await accepted != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
