@@ -275,6 +275,8 @@ def gemma_value(s: str, i: int) -> tuple[Any, int]:
     j = i
     while j < len(s) and s[j] not in ",}]":
         j += 1
+    if j == i:  # a stray closing bracket: nothing to read, and no progress would be made
+        raise ValueError(f"no value at {i}")
     word = s[i:j].strip()
     if word in PY_LITERALS:
         return PY_LITERALS[word], j

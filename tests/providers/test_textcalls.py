@@ -841,7 +841,16 @@ ADVERSARIAL = {
     "deepseek-unreadable-last": (DS + "x<｜tool▁sep｜>[END]") * 700 + "<｜tool▁call▁begin｜>x",
     "bare-brackets": "[ARGS]" * 3000,
     "functools-garbage": "functools[weather__get_weather, x " * 600,
+    "gemma-mismatched": "<start_function_call>call:get_weather{a:[}<end_function_call>" * 200,
 }
+
+
+@pytest.mark.parametrize("args", ["{city:[}", "{items:[1,2}", "{a:{b:[}}"])
+def test_functiongemma_mismatched_brackets_are_unreadable_not_a_hang(args: str) -> None:
+    # a list closed by "}" once read an empty value forever (no progress), eating memory
+    result = extract_tool_calls(f"<start_function_call>call:get_weather{args}<end_function_call>", TOOLS)
+    [call] = result.calls
+    assert call.error == "arguments are not readable" and call.raw_arguments == args
 
 
 @pytest.mark.parametrize("text", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
