@@ -62,7 +62,11 @@ class ApprovalBook(Protocol):
 
 
 class SessionBook(Protocol):
-    """Conversation sessions."""
+    """Conversation sessions. The gateway issues their ids (``create``: unguessable)."""
+
+    def create(self) -> Any: ...
+
+    def get(self, session_id: str) -> Any | None: ...
 
     def list(self) -> Sequence[Any]: ...
 

@@ -43,7 +43,7 @@ from ..messages import ToolResult, ToolSpec
 from ._runner import as_dict
 from .eventbus import BufferedSink
 from .query_input import QueryInputError, limits_schema, parse_query_input
-from .service import Busy, GatewayService, NotReady
+from .service import Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,10 @@ def agent_query_input_schema(max_query_chars: int) -> JSONObject:
             "query": query,
             "session_id": {
                 "type": "string",
-                "description": "Continue this conversation (any id of yours; omitted = a one-off query).",
+                "description": (
+                    "Continue the conversation with this id, as returned in structuredContent.session_id "
+                    "by an earlier call; omit it to start a new conversation."
+                ),
                 "maxLength": 128,
             },
             "limits": limits_schema(),
@@ -254,6 +257,12 @@ class AgentQueryTool:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+        try:
+            request = service.conversation(admission.agent, request)
+        except UnknownSession as exc:
+            admission.release()
+            service.metrics.reject("invalid")
+            return text_result(str(exc), is_error=True)
         token = progress_token_from_params(ctx.params)
         sink = BufferedSink(PROGRESS_BUFFER) if token is not None else None
         try:

@@ -30,7 +30,7 @@ from ._runner import as_dict
 from .eventbus import BufferedSink
 from .middleware._errors import error_body
 from .query_input import QueryInput, QueryInputError, parse_query_input
-from .service import Admission, Busy, GatewayService, NotReady
+from .service import Admission, Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +272,11 @@ class RestAPI:
                 admission = service.admit()
             except (Busy, NotReady) as exc:
                 raise from_exception(exc) from None
+            try:
+                query = service.conversation(admission.agent, query)
+            except UnknownSession as exc:
+                admission.release()
+                raise ApiError(404, str(exc), "unknown_session") from None
         except ApiError as exc:
             return exc.response()
         if "text/event-stream" not in request.headers.get("accept", ""):

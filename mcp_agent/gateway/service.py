@@ -14,6 +14,7 @@ answers health at once, ``starting`` until the tool servers are up) and yields a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -47,6 +48,17 @@ class NotReady(Exception):
         super().__init__(message)
         self.state = state
         self.message = message
+
+
+class UnknownSession(Exception):
+    """The caller named a conversation the gateway never issued, or one that expired."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"unknown session_id {session_id!r} (expired, deleted or never issued); "
+            "omit session_id to start a new conversation"
+        )
+        self.session_id = session_id
 
 
 class Busy(Exception):
@@ -205,6 +217,22 @@ class GatewayService:
         if not self._running:
             self._idle.set()
 
+    def conversation(self, agent: AgentLike, request: QueryInput) -> QueryInput:
+        """The request bound to a conversation the gateway issued.
+
+        Without ``session_id`` a new conversation is opened under an unguessable id (the result
+        carries it, to continue); a ``session_id`` must name a live one the gateway issued, so a
+        caller can neither guess nor collide with another's conversation.
+
+        Raises:
+            UnknownSession: the id is not a live conversation.
+        """
+        if request.session_id is None:
+            return dataclasses.replace(request, session_id=agent.sessions.create().id)
+        if agent.sessions.get(request.session_id) is None:
+            raise UnknownSession(request.session_id)
+        return request
+
     async def run(
         self,
         request: QueryInput,
@@ -226,11 +254,13 @@ class GatewayService:
         Raises:
             NotReady: starting, failed or shutting down.
             Busy: ``maxConcurrentQueries`` queries are already running.
+            UnknownSession: ``session_id`` is not a live conversation.
         """
         if admission is None:
             admission = await self.admit_when_ready(wait_ready, cancel)
         try:
             agent = admission.agent
+            request = self.conversation(agent, request)
             # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)
             limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
             return await agent.query(

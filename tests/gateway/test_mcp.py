@@ -195,16 +195,26 @@ async def test_client_limits_only_tighten(gateway: Running) -> None:
 
 async def test_sessions_carry_context_and_are_isolated(gateway: Running) -> None:
     async with connect(gateway.url, "sse", "legacy") as one, connect(gateway.url, "http", "modern") as two:
-        await one.call_tool("agent_query", {"query": "first in a", "session_id": "a"})
-        await two.call_tool("agent_query", {"query": "first in b", "session_id": "b"})
-        again = await two.call_tool("agent_query", {"query": "history", "session_id": "a"})
-        other = await one.call_tool("agent_query", {"query": "history", "session_id": "b"})
+        first_a = await one.call_tool("agent_query", {"query": "first in a"})
+        first_b = await two.call_tool("agent_query", {"query": "first in b"})
+        a, b = first_a.structured_content["session_id"], first_b.structured_content["session_id"]
+        again = await two.call_tool("agent_query", {"query": "history", "session_id": a})
+        other = await one.call_tool("agent_query", {"query": "history", "session_id": b})
         alone = await one.call_tool("agent_query", {"query": "history"})
+    assert a != b and len(a) >= 20  # issued by the gateway, unguessable
     assert again.content[0].text == "seen: first in a | history"
-    assert again.structured_content["session_id"] == "a"
+    assert again.structured_content["session_id"] == a
     assert other.content[0].text == "seen: first in b | history"
     assert alone.content[0].text == "seen: history"
-    assert alone.structured_content["session_id"] is None
+    assert alone.structured_content["session_id"] not in (a, b)
+
+
+async def test_a_session_id_the_gateway_never_issued_is_refused(gateway: Running) -> None:
+    async with connect(gateway.url, "http", "legacy") as client:
+        result = await client.call_tool("agent_query", {"query": "history", "session_id": "guessed"})
+    assert result.is_error
+    assert "unknown session_id 'guessed'" in result.content[0].text
+    assert gateway.app.service.metrics.in_flight == 0  # the slot was given back
 
 
 @pytest.mark.parametrize("transport", ["sse", "http"])

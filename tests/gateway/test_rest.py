@@ -26,11 +26,15 @@ async def test_health_and_tools(gateway: Running) -> None:
 
 async def test_query_returns_the_structured_result(gateway: Running) -> None:
     async with gateway.client() as http:
-        response = await http.post("/api/v1/query", json={"query": "echo rest", "session_id": "r1"})
-    assert response.status_code == 200
-    body = response.json()
-    assert body["answer"] == "echo said: rest" and body["ok"] is True and body["error"] is None
-    assert body["termination_reason"] == "success" and body["session_id"] == "r1"
+        response = await http.post("/api/v1/query", json={"query": "echo rest"})
+        assert response.status_code == 200
+        body = response.json()
+        assert body["answer"] == "echo said: rest" and body["ok"] is True and body["error"] is None
+        assert body["termination_reason"] == "success" and body["session_id"]
+        again = await http.post("/api/v1/query", json={"query": "history", "session_id": body["session_id"]})
+        assert again.json()["answer"] == "seen: echo rest | history"
+        unknown = await http.post("/api/v1/query", json={"query": "history", "session_id": "r1"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "unknown_session"
 
 
 async def test_query_failure_carries_the_error_text(gateway: Running) -> None:
@@ -86,26 +90,26 @@ async def test_plain_query_client_disconnect_cancels_the_run(gateway: Running) -
 
 async def test_events_stream_with_session_filter(gateway: Running) -> None:
     got: list[tuple[str, Any]] = []
-    async with (
-        gateway.client() as http,
-        http.stream("GET", "/api/v1/events", params={"session_id": "watched"}) as response,
-    ):
-        assert response.status_code == 200
-        async with anyio.create_task_group() as tg:
+    async with gateway.client() as http:
+        watched = (await http.post("/api/v1/query", json={"query": "start"})).json()["session_id"]
+        other_id = (await http.post("/api/v1/query", json={"query": "start"})).json()["session_id"]
+        async with http.stream("GET", "/api/v1/events", params={"session_id": watched}) as response:
+            assert response.status_code == 200
+            async with anyio.create_task_group() as tg:
 
-            async def queries() -> None:
-                async with gateway.client() as other:
-                    await eventually(lambda: gateway.app.service.bus.listeners == 1)
-                    await other.post("/api/v1/query", json={"query": "not watched", "session_id": "other"})
-                    await other.post("/api/v1/query", json={"query": "echo w", "session_id": "watched"})
+                async def queries() -> None:
+                    async with gateway.client() as other:
+                        await eventually(lambda: gateway.app.service.bus.listeners == 1)
+                        await other.post("/api/v1/query", json={"query": "not watched", "session_id": other_id})
+                        await other.post("/api/v1/query", json={"query": "echo w", "session_id": watched})
 
-            tg.start_soon(queries)
-            with anyio.fail_after(10):
-                async for kind, data in sse_events(response):
-                    got.append((kind, data))
-                    if kind == "run_ended":
-                        break
-    assert {data["session_id"] for _, data in got} == {"watched"}
+                tg.start_soon(queries)
+                with anyio.fail_after(10):
+                    async for kind, data in sse_events(response):
+                        got.append((kind, data))
+                        if kind == "run_ended":
+                            break
+    assert {data["session_id"] for _, data in got} == {watched}
     assert got[0][0] == "run_started" and got[0][1]["query"] == "echo w"
 
 
@@ -156,16 +160,16 @@ async def test_denied_over_rest(gateway: Running) -> None:
 
 async def test_sessions_list_and_delete(gateway: Running) -> None:
     async with gateway.client() as http:
-        await http.post("/api/v1/query", json={"query": "one", "session_id": "keep"})
-        await http.post("/api/v1/query", json={"query": "two", "session_id": "drop"})
+        keep = (await http.post("/api/v1/query", json={"query": "one"})).json()["session_id"]
+        drop = (await http.post("/api/v1/query", json={"query": "two"})).json()["session_id"]
         listed = (await http.get("/api/v1/sessions")).json()
-        assert {item["id"] for item in listed["sessions"]} == {"keep", "drop"}
-        assert (await http.delete("/api/v1/sessions/drop")).status_code == 200
-        assert (await http.delete("/api/v1/sessions/drop")).status_code == 404
+        assert {item["id"] for item in listed["sessions"]} == {keep, drop}
+        assert (await http.delete(f"/api/v1/sessions/{drop}")).status_code == 200
+        assert (await http.delete(f"/api/v1/sessions/{drop}")).status_code == 404
         listed = (await http.get("/api/v1/sessions")).json()
-        assert [item["id"] for item in listed["sessions"]] == ["keep"]
-        fresh = (await http.post("/api/v1/query", json={"query": "history", "session_id": "drop"})).json()
-        assert fresh["answer"] == "seen: history"
+        assert [item["id"] for item in listed["sessions"]] == [keep]
+        gone = await http.post("/api/v1/query", json={"query": "history", "session_id": drop})
+        assert gone.status_code == 404
 
 
 async def test_metrics_are_prometheus_text(gateway: Running) -> None:
