@@ -283,8 +283,10 @@ class Dispatcher:
                 self.executed += 1
                 slot.executed = True
                 start = time.perf_counter()
-                result = await self._call(slot.call, slot.timeout)
-                slot.ms = (time.perf_counter() - start) * 1000
+                try:
+                    result = await self._call(slot.call, slot.timeout)
+                finally:  # also when cut off: the event says how long it ran
+                    slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
             text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
             if slot.repeat_of is not None:

@@ -217,7 +217,8 @@ class RunState:
             early_stopped=early_stopped,
             detail=detail,
             rounds=self.rounds,
-            tool_calls=len(self.dispatcher.records),
+            # a turn cut off from outside was never closed: its calls count too
+            tool_calls=len(self.dispatcher.records) + (len(self.open_plan.slots) if self.open_plan else 0),
             usage=self.usage.to_dict(),
             elapsed_ms=elapsed_ms,
         )
