@@ -18,10 +18,9 @@ server.
 from __future__ import annotations
 
 import collections
-import fnmatch
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -44,9 +43,8 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
 from ._repair import ResponseRepairer, describe_validation_error
+from ._server_tools import ServerTool, call_result, server_tool
 from ._stdio import StdioChild, open_stdio_transport
-from .content import content_to_text
-from .schema import CompiledSchema, compile_tool_schema
 
 logger = logging.getLogger(__name__)
 
@@ -85,32 +83,6 @@ class RestartPolicy:
     def delay(self, restart: int) -> float:
         """The wait before the ``restart``-th restart of the window (1-based)."""
         return float(min(self.max_delay, self.first_delay * 2.0 ** max(0, restart - 1)))
-
-
-@dataclass(frozen=True)
-class ServerTool:
-    """A tool as its server offers it, after allow/deny and schema compilation, before naming.
-
-    Attributes:
-        server: the server's name.
-        mcp_name: the tool's name on its server.
-        description: the tool's description.
-        schema: the compiled input schema.
-        annotations: the MCP tool annotations, wire spelling (``readOnlyHint``...).
-    """
-
-    server: str
-    mcp_name: str
-    description: str
-    schema: CompiledSchema
-    annotations: Mapping[str, Any] = field(default_factory=dict)
-
-
-def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
-    """Whether ``allowTools``/``denyTools`` (fnmatch globs on MCP names) let a tool through."""
-    if allow is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in allow):
-        return False
-    return not any(fnmatch.fnmatchcase(name, pattern) for pattern in deny)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -394,31 +366,10 @@ class ServerConnection:
             seen.add(cursor)
         else:
             logger.warning("%s: stopped listing tools after %d pages", self.name, _MAX_PAGES)
-        return tuple(tool for t in listed if (tool := self._server_tool(t, live.repairer)) is not None)
-
-    def _server_tool(self, tool: types.Tool, repairer: ResponseRepairer) -> ServerTool | None:
-        if tool.execution is not None and tool.execution.task_support == "required":
-            logger.warning("%s: skipping tool %s: it requires task-augmented execution", self.name, tool.name)
-            return None
-        if not tool_allowed(tool.name, self.config.allow_tools, self.config.deny_tools):
-            return None
-        raw = repairer.raw_tools.get(tool.name)
-        if raw is None:  # not seen by the repairer (cannot happen on our transports)
-            raw = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-        try:
-            schema = compile_tool_schema(raw.get("inputSchema"))
-        except Exception:
-            logger.exception(
-                "%s: skipping tool %s: its input schema could not be compiled", self.name, tool.name
-            )
-            return None
-        annotations = raw.get("annotations")
-        return ServerTool(
-            server=self.name,
-            mcp_name=tool.name,
-            description=tool.description or "",
-            schema=schema,
-            annotations=dict(annotations) if isinstance(annotations, dict) else {},
+        return tuple(
+            tool
+            for t in listed
+            if (tool := server_tool(self.name, self.config, t, live.repairer.raw_tools.get(t.name))) is not None
         )
 
     # ------------------------------------------------------------------ errors
@@ -502,18 +453,4 @@ class ServerConnection:
         except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
             logger.warning("%s: call to %s failed: %r", self.name, mcp_name, exc)
             return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
-        return self._to_result(result, start)
-
-    @staticmethod
-    def _to_result(result: types.CallToolResult, start: float) -> ToolResult:
-        content = tuple(
-            part.model_dump(by_alias=True, exclude_none=True, mode="json") for part in result.content
-        )
-        structured = result.structured_content
-        return ToolResult(
-            text=content_to_text(list(content), structured),
-            is_error=bool(result.is_error),
-            content=content,
-            structured=structured,
-            elapsed_ms=(time.perf_counter() - start) * 1000,
-        )
+        return call_result(result, start)

@@ -1,0 +1,95 @@
+"""A server's tools and results as the hub sees them: filtered, compiled, converted.
+
+``server_tool`` turns one listed MCP tool into a ``ServerTool`` (or None: skipped by
+``allowTools``/``denyTools``, needing task-augmented execution, or with a schema that cannot be
+compiled); ``call_result`` turns a ``CallToolResult`` into the ``ToolResult`` the model reads.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+
+from .._types import JSONObject
+from ..config import RemoteServerConfig, StdioServerConfig
+from ..messages import ToolResult
+from .content import content_to_text
+from .schema import CompiledSchema, compile_tool_schema
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    """A tool as its server offers it, after allow/deny and schema compilation, before naming.
+
+    Attributes:
+        server: the server's name.
+        mcp_name: the tool's name on its server.
+        description: the tool's description.
+        schema: the compiled input schema.
+        annotations: the MCP tool annotations, wire spelling (``readOnlyHint``...).
+    """
+
+    server: str
+    mcp_name: str
+    description: str
+    schema: CompiledSchema
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+
+
+def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
+    """Whether ``allowTools``/``denyTools`` (fnmatch globs on MCP names) let a tool through."""
+    if allow is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in allow):
+        return False
+    return not any(fnmatch.fnmatchcase(name, pattern) for pattern in deny)
+
+
+def server_tool(
+    server: str, config: StdioServerConfig | RemoteServerConfig, tool: types.Tool, raw: JSONObject | None
+) -> ServerTool | None:
+    """``tool`` as offered by ``server``, or None when it is not offered.
+
+    Args:
+        raw: the tool as the server sent it (before the repair), whose ``inputSchema`` is
+            compiled; None to use the SDK's own copy.
+    """
+    if tool.execution is not None and tool.execution.task_support == "required":
+        logger.warning("%s: skipping tool %s: it requires task-augmented execution", server, tool.name)
+        return None
+    if not tool_allowed(tool.name, config.allow_tools, config.deny_tools):
+        return None
+    if raw is None:  # not seen by the repairer (cannot happen on our transports)
+        raw = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+    try:
+        schema = compile_tool_schema(raw.get("inputSchema"))
+    except Exception:
+        logger.exception("%s: skipping tool %s: its input schema could not be compiled", server, tool.name)
+        return None
+    annotations = raw.get("annotations")
+    return ServerTool(
+        server=server,
+        mcp_name=tool.name,
+        description=tool.description or "",
+        schema=schema,
+        annotations=dict(annotations) if isinstance(annotations, dict) else {},
+    )
+
+
+def call_result(result: types.CallToolResult, start: float) -> ToolResult:
+    """The ToolResult of a call that started at ``start`` (``time.perf_counter()``)."""
+    content = tuple(part.model_dump(by_alias=True, exclude_none=True, mode="json") for part in result.content)
+    structured = result.structured_content
+    return ToolResult(
+        text=content_to_text(list(content), structured),
+        is_error=bool(result.is_error),
+        content=content,
+        structured=structured,
+        elapsed_ms=(time.perf_counter() - start) * 1000,
+    )
