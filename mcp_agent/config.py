@@ -42,6 +42,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ._config_read import Tagged, describe_errors, expand_all, format_loc, keys_of
 from .exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -357,94 +358,8 @@ class AgentConfig(_Model):
 # --------------------------------------------------------------------------------------------
 # loading
 
-_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def expand_env(value: str, environ: Mapping[str, str], path: str) -> str:
-    """Expand ``${VAR}``, ``${VAR:-default}`` and ``$$`` in one string value."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name, default = match.group(1), match.group(2)
-        if name in environ:
-            return environ[name]
-        if default is not None:
-            return default
-        raise ConfigError(
-            f"{path or '<root>'}: environment variable {name} is not set "
-            f"(write ${{{name}:-default}} to give a default)",
-            path,
-        )
-
-    return _VAR.sub(replace, value)
-
-
-def _expand_all(value: Any, environ: Mapping[str, str], path: str) -> Any:
-    if isinstance(value, str):
-        return expand_env(value, environ, path)
-    if isinstance(value, dict):
-        return {k: _expand_all(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_all(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
-def _keys_of(model: type[BaseModel]) -> list[str]:
-    return [info.alias or name for name, info in model.model_fields.items() if not info.exclude]
-
-
-def _model_at(loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class that owns the last key of a pydantic error location."""
-    model: Any = AgentConfig
-    for part in loc[:-1]:
-        if part in ("stdio", "remote") and model is dict:
-            model = StdioServerConfig if part == "stdio" else RemoteServerConfig
-            continue
-        if model is dict:  # a server name inside mcpServers
-            continue
-        fields = {info.alias or name: info for name, info in model.model_fields.items()}
-        info = fields.get(str(part))
-        if info is None:
-            return None
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            model = annotation
-        elif str(part) == "mcpServers":
-            model = dict
-        else:
-            return None
-    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def _format_loc(loc: tuple[str | int, ...]) -> str:
-    text = ""
-    for i, part in enumerate(loc):
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part in ("stdio", "remote") and i >= 2 and loc[0] == "mcpServers":
-            continue
-        else:
-            text += f".{part}" if text else str(part)
-    return text
-
-
-def _describe(errors: list[Any]) -> str:
-    lines = []
-    for error in errors:
-        loc = tuple(error["loc"])
-        path = _format_loc(loc) or "<root>"
-        if error["type"] == "extra_forbidden":
-            owner = _model_at(loc)
-            hint = ""
-            if owner is not None:
-                close = difflib.get_close_matches(str(loc[-1]), _keys_of(owner), n=1, cutoff=0.5)
-                if close:
-                    hint = f'; did you mean "{close[0]}"?'
-            lines.append(f"{path}: unknown key{hint}")
-        else:
-            lines.append(f"{path}: {error['msg']}")
-    return "\n".join(lines)
+_TAGGED: Tagged = {"mcpServers": {"stdio": StdioServerConfig, "remote": RemoteServerConfig}}
+"""Fields holding a dict of tagged unions: pydantic puts the tag in error locations."""
 
 
 def parse_config(
@@ -460,20 +375,20 @@ def parse_config(
     """
     if not isinstance(data, dict):
         raise ConfigError("the config must be a JSON object")
-    known = set(_keys_of(AgentConfig)) | set(AgentConfig.model_fields)
+    known = set(keys_of(AgentConfig)) | set(AgentConfig.model_fields)
     warnings = []
     for key in [k for k in data if k not in known]:
-        close = difflib.get_close_matches(key, _keys_of(AgentConfig), n=1, cutoff=0.75)
+        close = difflib.get_close_matches(key, keys_of(AgentConfig), n=1, cutoff=0.75)
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         warnings.append(f"unknown top-level key {key!r} ignored{hint}")
     data = {k: v for k, v in data.items() if k in known}
-    data = _expand_all(data, os.environ if environ is None else environ, "")
+    data = expand_all(data, os.environ if environ is None else environ, "")
     try:
         config = AgentConfig.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        first = _format_loc(tuple(errors[0]["loc"])) if errors else None
-        raise ConfigError("invalid config:\n" + _describe(errors), first) from None
+        first = format_loc(tuple(errors[0]["loc"]), _TAGGED) if errors else None
+        raise ConfigError("invalid config:\n" + describe_errors(AgentConfig, errors, _TAGGED), first) from None
     for warning in warnings:
         logger.warning("config: %s", warning)
     return config.model_copy(update={"base_dir": Path(base_dir), "warnings": tuple(warnings)})

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from mcp_agent._config_read import expand_env
 from mcp_agent.config import (
     DEFAULT_SYSTEM_PROMPT,
     AgentConfig,
     Limits,
     RemoteServerConfig,
     StdioServerConfig,
-    expand_env,
     load_config,
     parse_config,
 )
@@ -310,3 +310,9 @@ def test_bundled_agent_json_is_valid():
     config = load_config(path, environ={})
     assert isinstance(config, AgentConfig)
     assert config.servers(), "the default config offers the bundled servers"
+
+
+def test_unknown_key_under_a_server_named_like_a_tag_still_gets_a_hint():
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"stdio": {"command": "x", "argz": []}}})
+    assert 'mcpServers.stdio.argz: unknown key; did you mean "args"?' in str(info.value)
