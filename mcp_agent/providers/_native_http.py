@@ -1,7 +1,7 @@
 """HTTP plumbing the Anthropic and Gemini providers share: their client, request defaults, answers.
 
 Both providers may be built without a client and then own the one they make (``ClientOwner``:
-``aclose`` and ``async with`` close it only then); both fill a request's temperature and token
+``aclose`` and ``async with`` close it only then); both take the same settings from agent.json (``config_options``); both fill a request's temperature and token
 cap from their own settings (``with_defaults``); both raise the classified error for an error
 status (``raise_for_status``) and a retryable ``ProviderResponseError`` for an answer that is not
 JSON (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
@@ -21,15 +21,10 @@ from ..config import LLMConfig
 from ..exceptions import ProviderResponseError
 from ._classify import classify_error
 from .base import ModelRequest
+from .endpoints import Endpoint, refused_message
+from .retry import RetryPolicy
 
-__all__ = ["ClientOwner", "build_client", "raise_for_status", "read_json", "with_defaults"]
-
-
-def build_client(llm: LLMConfig) -> httpx.AsyncClient:
-    """An httpx client with the read and connect timeouts of ``llm`` (0 = no timeout)."""
-    read = llm.request_timeout_seconds or None
-    connect = llm.connect_timeout_seconds or None
-    return httpx.AsyncClient(timeout=httpx.Timeout(read, connect=connect))
+__all__ = ["ClientOwner", "config_options", "raise_for_status", "read_json", "with_defaults"]
 
 
 class ClientOwner:
@@ -55,6 +50,22 @@ class ClientOwner:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def config_options(llm: LLMConfig, endpoint: Endpoint) -> dict[str, Any]:
+    """The constructor arguments both native providers take from the ``llm`` section."""
+    return {
+        "base_url": endpoint.base_url,
+        "model": llm.model,
+        "api_key": llm.api_key,
+        "stream": llm.stream,
+        "max_output_tokens": llm.max_output_tokens,
+        "temperature": llm.temperature,
+        "retry": RetryPolicy(max_retries=llm.max_retries),
+        "headers": llm.headers,
+        "tool_call_style": llm.tool_call_style,
+        "refused": refused_message(endpoint, llm.model) if endpoint.local else None,
+    }
 
 
 def with_defaults(

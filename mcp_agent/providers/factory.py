@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 import httpx
 
 from ..config import LLMConfig
+from ._client import build_client
 from .anthropic import AnthropicProvider
 from .base import Provider
 from .endpoints import resolve_endpoint
@@ -22,8 +23,6 @@ from .gemini import GeminiProvider
 from .openai_compat import OpenAICompatProvider
 
 __all__ = ["build_client", "create_provider", "open_provider"]
-
-USER_AGENT = "mcp-agent/0.1"
 
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
@@ -34,24 +33,6 @@ def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
     if endpoint.provider == "gemini":
         return GeminiProvider.from_config(llm, client=client, endpoint=endpoint)
     return OpenAICompatProvider(llm, client, endpoint=endpoint)
-
-
-def _seconds(value: float) -> float | None:
-    return value if value > 0 else None
-
-
-def build_client(llm: LLMConfig) -> httpx.AsyncClient:
-    """A pooled HTTP client with the config's timeouts (the caller closes it)."""
-    read = _seconds(llm.request_timeout_seconds)
-    timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
-    limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
-    return httpx.AsyncClient(
-        timeout=timeout,
-        limits=limits,
-        headers={"User-Agent": USER_AGENT},
-        trust_env=not resolve_endpoint(llm).local,
-        follow_redirects=False,
-    )
 
 
 @asynccontextmanager

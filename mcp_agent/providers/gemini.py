@@ -39,12 +39,13 @@ from ..exceptions import ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _gemini_wire as wire
 from ._classify import classify_error, request_id_from
-from ._native_http import ClientOwner, build_client, raise_for_status, read_json, with_defaults
+from ._client import build_client
+from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
 from ._sse import aiter_sse
 from ._transport_errors import map_transport_errors
 from ._turns import DeltaReporter, finish_turn
 from .base import DeltaCallback, ModelRequest
-from .endpoints import Endpoint, refused_message, resolve_endpoint
+from .endpoints import Endpoint, resolve_endpoint
 from .retry import RetryPolicy
 
 __all__ = ["GeminiProvider"]
@@ -129,18 +130,9 @@ class GeminiProvider(ClientOwner):
         """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
         endpoint = endpoint or resolve_endpoint(llm)
         provider = cls(
-            base_url=endpoint.base_url,
-            model=llm.model,
-            api_key=llm.api_key,
             client=client or build_client(llm),
-            stream=llm.stream,
-            max_output_tokens=llm.max_output_tokens,
-            temperature=llm.temperature,
-            retry=RetryPolicy(max_retries=llm.max_retries),
-            headers=llm.headers,
-            tool_call_style=llm.tool_call_style,
             query=endpoint.query,
-            refused=refused_message(endpoint, llm.model) if endpoint.local else None,
+            **config_options(llm, endpoint),
             **options,
         )
         provider._owns_client = client is None
