@@ -4,13 +4,16 @@
 the dispatcher (with the per-run failure ledger and fingerprints) and the event emitter. Each
 check (``interrupted``, ``out_of_rounds``, ``out_of_tokens``, ``loop_detected``,
 ``out_of_tool_calls``) returns an ``Ending`` or None, so ``run`` reads as a list of commit points.
+Also the run's plumbing: ``cancelled_by`` (a cancel event as a cancel scope), ``sole`` and
+``as_sinks``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -224,3 +227,36 @@ class RunState:
         )
 
 
+@asynccontextmanager
+async def cancelled_by(cancel: anyio.Event | None) -> AsyncIterator[None]:
+    """Cut the body off (quietly) as soon as ``cancel`` is set."""
+    if cancel is None:
+        yield
+        return
+    with anyio.CancelScope() as scope:
+
+        async def watch() -> None:
+            await cancel.wait()
+            scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def sole(exc: BaseException) -> BaseException:
+    """The one exception inside (nested) exception groups of one, else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def as_sinks(events: EventSink | Sequence[EventSink] | None) -> list[EventSink]:
+    if events is None:
+        return []
+    if isinstance(events, Sequence):
+        return [sink for sink in events if sink is not None]
+    return [events]

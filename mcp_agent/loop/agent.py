@@ -56,7 +56,7 @@ from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn
 from ..providers.base import ModelRequest, Provider
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
-from ._state import Ending, RunState
+from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate, GlobGate
 from .history import hard_trim, history_chars, trim_history
 from .result import RunResult, TerminationReason
@@ -118,7 +118,7 @@ async def run(
         limits=limits or Limits(),
         system_prompt=system_prompt,
         history=history,
-        sinks=_sinks(events),
+        sinks=as_sinks(events),
         cancel=cancel,
         gate=gate,
         approvals=approvals,
@@ -129,12 +129,12 @@ async def run(
     r.emit(RunStarted, query=query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = None
     try:
-        async with _cancelled_by(cancel):
+        async with cancelled_by(cancel):
             with anyio.move_on_after(r.limits.timeout_seconds or None):
                 trigger = await _rounds(r)
                 ending = await _early_stop(r, trigger) if r.wants_early_stop(trigger) else trigger
     except BaseException as exc:  # the caller cancelled us, or a bug: still end the run visibly
-        inner = _sole(exc)
+        inner = sole(exc)
         r.end_abruptly(inner)
         if inner is exc:
             raise
@@ -246,41 +246,6 @@ async def _early_stop(r: RunState, trigger: Ending) -> Ending:
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
     r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
     return replace(trigger, answer=turn.content.strip(), early_stopped=True)
-
-
-@asynccontextmanager
-async def _cancelled_by(cancel: anyio.Event | None) -> AsyncIterator[None]:
-    """Cut the body off (quietly) as soon as ``cancel`` is set."""
-    if cancel is None:
-        yield
-        return
-    with anyio.CancelScope() as scope:
-
-        async def watch() -> None:
-            await cancel.wait()
-            scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(watch)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-
-
-def _sole(exc: BaseException) -> BaseException:
-    """The one exception inside (nested) exception groups of one, else ``exc`` itself."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _sinks(events: EventSink | Sequence[EventSink] | None) -> list[EventSink]:
-    if events is None:
-        return []
-    if isinstance(events, Sequence):
-        return [sink for sink in events if sink is not None]
-    return [events]
 
 
 # --------------------------------------------------------------------------------------------
