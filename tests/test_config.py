@@ -304,10 +304,7 @@ def test_limits_tighten_rejects_unknown_keys():
 
 def test_bundled_agent_json_is_valid():
     root = Path(__file__).resolve().parent.parent
-    path = root / "agent.json"
-    if not path.exists():
-        pytest.skip("agent.json not written yet")
-    config = load_config(path, environ={})
+    config = load_config(root / "agent.json", environ={})
     assert isinstance(config, AgentConfig)
     assert config.servers(), "the default config offers the bundled servers"
 
