@@ -259,6 +259,21 @@ class ApprovalsConfig(_Model):
     """Globs on exposed tool names whose calls wait for a human's approval."""
     timeout_seconds: float = Field(default=60, ge=0)
     """An unanswered approval is denied after this long (0 = wait for the run's deadline)."""
+    max_pending: int = Field(default=64, ge=0)
+    """At most this many approvals wait at once (each caller its share); one more is denied at
+    once (0 = no cap)."""
+
+
+Scope = Literal["query", "approve", "admin"]
+
+
+class CallerConfig(_Model):
+    """One named caller of the gateway: its bearer token and what it may do."""
+
+    token: str = Field(min_length=1)
+    scopes: list[Scope] = Field(default_factory=lambda: list[Scope](["query"]), min_length=1)
+    """``query``: ask and see its own conversations; ``approve``: resolve any approval;
+    ``admin``: see and delete everything."""
 
 
 class GatewayConfig(_Model):
@@ -274,7 +289,28 @@ class GatewayConfig(_Model):
     """Extra Host header values accepted (besides loopback ones and the bind host)."""
     expose_tools: bool = False
     """Also list every inner tool; their calls still pass validation, approval and timeouts."""
+    callers: dict[str, CallerConfig] = Field(default_factory=dict)
+    """Named callers, each with its own token and scopes; ``authToken`` is the one-caller
+    shorthand (a caller named ``owner`` with every scope). A caller sees only its own
+    conversations, runs and approvals unless its scopes say more."""
+    caller_share: float = Field(default=0.75, gt=0, le=1)
+    """With two or more callers, the largest share of each capacity (query slots, queue,
+    approvals, conversations, MCP sessions) one caller may hold."""
     max_concurrent_queries: int = Field(default=16, ge=0)
+    """Queries (and exposed tool calls) running at once (0 = no cap)."""
+    max_queued_queries: int = Field(default=64, ge=0)
+    """Queries waiting for a slot when all are taken; beyond this the answer is "busy" (429)."""
+    queue_timeout_seconds: float = Field(default=30, ge=0)
+    """How long a query waits in the queue before it is answered "busy"."""
+    max_mcp_sessions: int = Field(default=1000, ge=1)
+    """Open MCP sessions (SSE connections and Streamable HTTP sessions) at once."""
+    mcp_session_idle_seconds: float = Field(default=1800, gt=0)
+    """A Streamable HTTP session without any request for this long is closed."""
+    read_timeout_seconds: float = Field(default=10, ge=0)
+    """A request whose headers and body have not all arrived this long after its first byte (or
+    a new connection that sends nothing for this long) is closed (0 = no limit)."""
+    max_connections: int = Field(default=0, ge=0)
+    """Open HTTP connections at once; 0 = three quarters of the file-descriptor limit."""
     stateless: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=0)
     max_query_chars: int = Field(default=20_000, ge=0)
@@ -285,12 +321,37 @@ class GatewayConfig(_Model):
         """``"${MCP_AGENT_TOKEN:-}"`` with the variable unset means "no token"."""
         return value or None
 
+    @field_validator("callers")
+    @classmethod
+    def _callers_are_distinct(cls, value: dict[str, CallerConfig]) -> dict[str, CallerConfig]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
+                raise ValueError(f"caller name {name!r}: use 1-64 letters, digits, '_', '.', '-'")
+        tokens = [caller.token for caller in value.values()]
+        if len(set(tokens)) != len(tokens):
+            raise ValueError("two callers have the same token; each caller needs its own")
+        return value
+
+    @model_validator(mode="after")
+    def _owner_token_is_distinct(self) -> GatewayConfig:
+        if self.auth_token and any(caller.token == self.auth_token for caller in self.callers.values()):
+            raise ValueError("gateway.authToken is also a caller's token; each caller needs its own")
+        if "owner" in self.callers and self.auth_token:
+            raise ValueError("the caller name 'owner' stands for gateway.authToken; rename that caller")
+        return self
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether any caller must present a token (``authToken`` or ``callers``)."""
+        return bool(self.auth_token or self.callers)
+
 
 class SessionsConfig(_Model):
     ttl_seconds: float = Field(default=1800, ge=0)
     """A conversation idle this long is forgotten (0 = never)."""
     max_sessions: int = Field(default=1000, ge=0)
-    """The oldest idle conversations are dropped beyond this count (0 = no cap)."""
+    """Beyond this count the oldest idle conversations are dropped, first those of the caller
+    holding the most, and no caller holds more than its share (0 = no cap)."""
 
 
 # --------------------------------------------------------------------------------------------

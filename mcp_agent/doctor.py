@@ -49,11 +49,13 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
     except ConfigError as exc:
         report.line("FAIL", str(exc))
     gateway = config.gateway
-    from .providers.endpoints import is_loopback
+    from .gateway.security import check_bind
 
-    if not is_loopback(gateway.host) and not gateway.auth_token:
-        report.line("FAIL", f"gateway.host {gateway.host} is not loopback and gateway.authToken is not set")
-        report.detail("serve would refuse to start: set authToken or bind 127.0.0.1")
+    try:
+        check_bind(gateway.host, gateway.has_tokens)
+    except ConfigError:
+        report.line("FAIL", f"gateway.host {gateway.host} is not loopback and no caller token is set")
+        report.detail("serve would refuse to start: set gateway.authToken (or callers) or bind 127.0.0.1")
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:

@@ -29,6 +29,8 @@ class _Event:
 
     run_id: str
     session_id: str | None = None
+    caller: str | None = None
+    """Who asked for the run (the gateway's caller name); None for library use."""
     ts: float = field(default_factory=time.time)
 
     def to_dict(self) -> JSONObject:

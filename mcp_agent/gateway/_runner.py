@@ -40,6 +40,7 @@ class QueryRunner(Protocol):
         limits: Limits | None = None,
         events: EventSink | None = None,
         cancel: anyio.Event | None = None,
+        caller: str | None = None,
     ) -> RunResult: ...
 
 
@@ -62,9 +63,10 @@ class ApprovalBook(Protocol):
 
 
 class SessionBook(Protocol):
-    """Conversation sessions. The gateway issues their ids (``create``: unguessable)."""
+    """Conversation sessions. The gateway issues their ids (``create``: unguessable), each
+    owned by the caller that started it (the session's ``owner``)."""
 
-    def create(self) -> Any: ...
+    def create(self, owner: str | None = None) -> Any: ...
 
     def get(self, session_id: str) -> Any | None: ...
 
@@ -92,6 +94,7 @@ class AgentLike(QueryRunner, Protocol):
         *,
         session_id: str | None = None,
         events: EventSink | None = None,
+        caller: str | None = None,
     ) -> ToolResult:
         """One inner tool call with the loop's guards: validation, approval, timeout, truncation,
         events. Must not raise for anything the tool does."""

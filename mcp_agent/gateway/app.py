@@ -8,9 +8,11 @@ Routes (DESIGN.md "HTTP routes"):
 - ``GET /``: the dashboard (a static page; its API calls carry the token).
 
 Middleware, outermost first: drain (shutdown), Host/Origin (421/403), CORS (allowed origins
-only), bearer auth (401), body cap (413). The MCP routes also get the SDK's DNS-rebinding
-settings built from the same rules. The lifespan owns the Agent (through the GatewayService)
-and the Streamable HTTP session manager.
+only), callers (401 without a known token, 403 without the route's scope), body cap (413).
+The Host/Origin rule is the one rule of every route: the SDK's own DNS-rebinding check is off
+(it would be a second, different rule). The SDK binds each MCP session to the caller that
+opened it. The lifespan owns the Agent (through the GatewayService) and the Streamable HTTP
+session manager.
 """
 
 from __future__ import annotations
@@ -38,14 +40,14 @@ from starlette.types import Receive, Scope, Send
 from ..config import AgentConfig
 from .mcp_server import AgentMCPServer, create_mcp_server
 from .middleware import (
-    BearerAuthMiddleware,
     BodyLimitMiddleware,
+    CallerAuthMiddleware,
     CORSMiddleware,
     DrainMiddleware,
     HostOriginMiddleware,
 )
 from .rest import RestAPI, error_response
-from .security import host_rules, sdk_allowed_hosts, sdk_allowed_origins
+from .security import host_rules
 from .service import AgentFactory, GatewayService, open_service
 
 logger = logging.getLogger(__name__)
@@ -129,17 +131,15 @@ class GatewayApp:
         self.service = GatewayService(config)
         self.mcp_server, self.tool = create_mcp_server(self.service)
         rules = host_rules(gateway, bind_host)
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=sdk_allowed_hosts(rules),
-            allowed_origins=sdk_allowed_origins(rules),
-        )
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # ours: HostOrigin
         body = gateway.max_request_bytes or SDK_MAX_BODY
         self.session_manager = StreamableHTTPSessionManager(
             app=self.mcp_server,
             stateless=self.stateless,
             security_settings=security,
             max_request_body_size=body,
+            max_sessions=gateway.max_mcp_sessions,
+            session_idle_timeout=gateway.mcp_session_idle_seconds,
         )
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=body)
         sse_alias = SseServerTransport(
@@ -174,7 +174,7 @@ class GatewayApp:
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         inner: Any = BodyLimitMiddleware(self.starlette, gateway.max_request_bytes)
-        inner = BearerAuthMiddleware(inner, gateway.auth_token)
+        inner = CallerAuthMiddleware(inner, self.service.callers)
         inner = CORSMiddleware(inner)
         inner = HostOriginMiddleware(inner, rules)
         self.drain = DrainMiddleware(inner)

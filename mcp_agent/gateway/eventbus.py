@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from types import TracebackType
 
 import anyio
@@ -30,17 +30,17 @@ class Listener:
     it is removed from the bus when the reader goes away.
     """
 
-    def __init__(self, bus: EventBus, session_id: str | None, queue_size: int) -> None:
+    def __init__(self, bus: EventBus, visible: Callable[[Event], bool] | None, queue_size: int) -> None:
         self._bus = bus
-        self.session_id = session_id
+        self.visible = visible
         self.dropped = 0
         send, receive = anyio.create_memory_object_stream[Event](queue_size)
         self._send: MemoryObjectSendStream[Event] = send
         self._receive: MemoryObjectReceiveStream[Event] = receive
 
     def offer(self, event: Event) -> None:
-        """Queue ``event`` if it matches this listener's filter; drop it if the buffer is full."""
-        if self.session_id is not None and event.session_id != self.session_id:
+        """Queue ``event`` if this listener may see it; drop it if the buffer is full."""
+        if self.visible is not None and not self.visible(event):
             return
         try:
             self._send.send_nowait(event)
@@ -88,12 +88,14 @@ class EventBus:
         for listener in tuple(self._listeners):
             listener.offer(event)
 
-    def listen(self, *, session_id: str | None = None, queue_size: int | None = None) -> Listener:
-        """A new listener for every event (or only those of ``session_id``).
+    def listen(
+        self, *, visible: Callable[[Event], bool] | None = None, queue_size: int | None = None
+    ) -> Listener:
+        """A new listener for every event (or only those ``visible`` accepts).
 
         A bus that is closed gives a listener that is already ended.
         """
-        listener = Listener(self, session_id, queue_size or self.queue_size)
+        listener = Listener(self, visible, queue_size or self.queue_size)
         if self.closed:
             listener.close()
         else:

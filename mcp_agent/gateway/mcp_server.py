@@ -41,7 +41,9 @@ from ..events import RoundStarted, ToolCallEnded, ToolCallStarted, describe
 from ..loop.result import RESULT_SCHEMA, RunResult
 from ..messages import ToolResult, ToolSpec
 from ._runner import as_dict
+from .callers import LOCAL, Caller
 from .eventbus import BufferedSink
+from .middleware import caller_of
 from .query_input import QueryInputError, limits_schema, parse_query_input
 from .service import Busy, GatewayService, NotReady, UnknownSession
 
@@ -233,17 +235,20 @@ class AgentQueryTool:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         self._remember(ctx)
+        caller = request_caller(ctx)
+        if caller is None:
+            return text_result("Unauthorized: this connection has no caller", is_error=True)
         arguments = dict(params.arguments or {})
         if params.name == TOOL_NAME:
-            return await self._agent_query(ctx, arguments)
+            return await self._agent_query(ctx, arguments, caller)
         if self.service.gateway.expose_tools and any(
             spec.name == params.name for spec in self.service.tool_specs()
         ):
-            return await self._inner_call(params.name, arguments)
+            return await self._inner_call(params.name, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
     async def _agent_query(
-        self, ctx: ServerRequestContext[Any], arguments: JSONObject
+        self, ctx: ServerRequestContext[Any], arguments: JSONObject, caller: Caller
     ) -> types.CallToolResult:
         service = self.service
         try:
@@ -252,13 +257,13 @@ class AgentQueryTool:
             service.metrics.reject("invalid")
             return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
         try:
-            admission = await service.admit_when_ready(STARTUP_WAIT_SECONDS)
+            admission = await service.admit(caller, wait_ready=STARTUP_WAIT_SECONDS)
         except Busy as exc:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
         try:
-            request = service.conversation(admission.agent, request)
+            request = service.conversation(admission, request)
         except UnknownSession as exc:
             admission.release()
             service.metrics.reject("invalid")
@@ -270,7 +275,7 @@ class AgentQueryTool:
                 if sink is not None:
                     tg.start_soon(_pump_progress, ctx, sink)
                 try:
-                    result = await service.run(request, events=sink, admission=admission)
+                    result = await service.run(request, admission, events=sink)
                 finally:
                     if sink is not None:
                         sink.close()
@@ -280,9 +285,11 @@ class AgentQueryTool:
                 sink.aclose_receiver()
         return run_result_to_mcp(result)
 
-    async def _inner_call(self, name: str, arguments: JSONObject) -> types.CallToolResult:
+    async def _inner_call(self, name: str, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
         try:
-            result = await self.service.call_tool(name, arguments)
+            result = await self.service.call_tool(name, arguments, caller)
+        except Busy as exc:
+            return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
         return tool_result_to_mcp(result)
@@ -315,6 +322,19 @@ class AgentQueryTool:
                 except Exception:
                     logger.debug("could not send tools/list_changed", exc_info=True)
         await self.subscriptions.publish(ToolsListChanged())
+
+
+def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
+    """Who sent this MCP request: the HTTP request's caller, or the local user over stdio.
+
+    None for an HTTP request that carries no caller, which the auth middleware never lets
+    through; the handler refuses it rather than guess.
+    """
+    request = ctx.request
+    if request is None:  # stdio: the parent process that started us
+        return LOCAL
+    scope = getattr(request, "scope", None)
+    return caller_of(scope) if isinstance(scope, dict) else None
 
 
 def _object_schema(schema: Mapping[str, Any]) -> JSONObject:

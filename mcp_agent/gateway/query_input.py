@@ -9,7 +9,6 @@ not a number, ``true`` is not an integer).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,7 @@ from pydantic import ValidationError
 
 from .._types import JSONObject
 from ..config import Limits
-
-SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+from ..loop.sessions import valid_session_id
 
 
 class QueryInputError(ValueError):
@@ -45,6 +43,15 @@ def _format_errors(prefix: str, exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def unencodable_at(text: str) -> int | None:
+    """The index of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
 def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
     """Validate ``{query, session_id?, limits?}``.
 
@@ -66,6 +73,10 @@ def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
         raise QueryInputError(f"'query' must be a string, not {type(query).__name__}")
     if not query.strip():
         raise QueryInputError("'query' must not be empty")
+    if (bad := unencodable_at(query)) is not None:
+        raise QueryInputError(
+            f"'query' is not valid Unicode text: a lone surrogate (U+{ord(query[bad]):04X}) at character {bad}"
+        )
     if max_query_chars and len(query) > max_query_chars:
         raise QueryInputError(
             f"'query' is {len(query)} characters long; the limit is {max_query_chars} (gateway.maxQueryChars)"
@@ -74,7 +85,7 @@ def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
     if session_id is not None:
         if not isinstance(session_id, str):
             raise QueryInputError(f"'session_id' must be a string, not {type(session_id).__name__}")
-        if not SESSION_ID.match(session_id):
+        if not valid_session_id(session_id):
             raise QueryInputError(
                 "'session_id' must be 1-128 characters of letters, digits and . _ : @ - (starting with a "
                 "letter or digit)"

@@ -6,8 +6,13 @@ blocks simple-request CSRF), 429 (busy, with ``Retry-After``), 503 (starting, fa
 
 ``POST /api/v1/query`` answers the structured result; with ``Accept: text/event-stream`` it
 streams the run's events (``event: <type>``) and then ``event: result``. A client that
-disconnects cancels its run. ``GET /api/v1/events`` streams every run's events (optionally of one
-``session_id``) through a bounded per-listener buffer.
+disconnects cancels its run. ``GET /api/v1/events`` streams the events of the runs the caller may
+see (optionally of one ``session_id``) through a bounded per-listener buffer.
+
+Each caller sees only its own conversations, events and pending approvals (``callers.py``):
+another's answer 404 as if they did not exist. ``GET /api/v1/health`` answers everyone with its
+status and version; its details (model, endpoint with credentials masked, servers and their
+errors, load) need a caller's token when the gateway has tokens.
 """
 
 from __future__ import annotations
@@ -24,12 +29,16 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .. import __version__
+from .._redact import redact_text, redact_url
 from .._types import JSONObject
+from ..events import Event
 from ..loop.result import RunResult
 from ._runner import as_dict
+from .callers import Caller
 from .eventbus import BufferedSink
+from .middleware import caller_of
 from .middleware._errors import error_body
-from .query_input import QueryInput, QueryInputError, parse_query_input
+from .query_input import QueryInput, QueryInputError, parse_query_input, unencodable_at
 from .service import Admission, Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
@@ -60,6 +69,14 @@ def error_response(
     return ApiError(status, message, type_, headers).response()
 
 
+def the_caller(request: Request) -> Caller:
+    """The caller of a request that passed authentication (the middleware put it in the scope)."""
+    caller = caller_of(request.scope)
+    if caller is None:  # a route that needs no token was reached without one: see nothing
+        raise ApiError(401, "this needs a caller's bearer token", "unauthorized")
+    return caller
+
+
 def from_exception(exc: Busy | NotReady) -> ApiError:
     if isinstance(exc, Busy):
         return ApiError(429, str(exc), "busy", {"Retry-After": str(exc.retry_after)})
@@ -79,12 +96,18 @@ async def read_json_object(request: Request) -> JSONObject:
         )
     body = await request.body()
     try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(body, parse_constant=_no_constant)
+    except RecursionError:
+        raise ApiError(400, "the body is not acceptable JSON: nested too deeply", "invalid_json") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer of over 4300 digits
         raise ApiError(400, f"the body is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the body must be a JSON object", "invalid_request")
     return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def sse_frame(event: str, data: Any) -> bytes:
@@ -162,7 +185,7 @@ class _JSONWhileRunning:
 
             tg.start_soon(watch)
             try:
-                result = await self.service.run(self.request, admission=self.admission)
+                result = await self.service.run(self.request, self.admission)
             finally:
                 tg.cancel_scope.cancel()
         assert result is not None
@@ -201,23 +224,34 @@ class RestAPI:
 
     async def health(self, request: Request) -> Response:
         service = self.service
-        servers = [as_dict(status) for status in service.server_status()]
-        up = sum(1 for server in servers if server.get("status") == "up")
         state = {"ready": "ok"}.get(service.state, service.state)
-        body = {
-            "status": state,
-            "version": __version__,
+        body: JSONObject = {"status": state, "version": __version__}
+        if caller_of(request.scope) is not None:  # a known caller (or a gateway without tokens)
+            body.update(self._health_details())
+        return JSONResponse(body, status_code=200 if state == "ok" else 503)
+
+    def _health_details(self) -> JSONObject:
+        """What health tells a known caller; credentials are masked even then."""
+        service = self.service
+        servers = [as_dict(status) for status in service.server_status()]
+        for server in servers:
+            if isinstance(server.get("error"), str):
+                server["error"] = redact_text(server["error"])
+        model_server = dict(service.model_server)
+        if isinstance(model_server.get("error"), str):
+            model_server["error"] = redact_text(model_server["error"])
+        return {
             "model": service.config.llm.model,
-            "endpoint": service.config.llm.endpoint,
-            "model_server": service.model_server,
+            "endpoint": redact_url(service.config.llm.endpoint),
+            "model_server": model_server,
             "tool_count": len(service.tool_specs()),
-            "servers_up": up,
+            "servers_up": sum(1 for server in servers if server.get("status") == "up"),
             "servers_down": sum(1 for server in servers if server.get("status") not in ("up", "disabled")),
             "servers": servers,
             "queries_in_flight": service.in_flight,
-            "error": service.error,
+            "queries_queued": service.admissions.queued,
+            "error": redact_text(service.error) if service.error else None,
         }
-        return JSONResponse(body, status_code=200 if state == "ok" else 503)
 
     async def tools(self, request: Request) -> Response:
         try:
@@ -262,6 +296,7 @@ class RestAPI:
     async def query(self, request: Request) -> Response | _Stream | _JSONWhileRunning:
         service = self.service
         try:
+            caller = the_caller(request)
             data = await read_json_object(request)
             try:
                 query = parse_query_input(data, max_query_chars=service.gateway.max_query_chars)
@@ -269,13 +304,14 @@ class RestAPI:
                 service.metrics.reject("invalid")
                 raise ApiError(400, str(exc), "invalid_request") from None
             try:
-                admission = service.admit()
+                admission = await service.admit(caller)
             except (Busy, NotReady) as exc:
                 raise from_exception(exc) from None
             try:
-                query = service.conversation(admission.agent, query)
+                query = service.conversation(admission, query)
             except UnknownSession as exc:
                 admission.release()
+                service.metrics.reject("invalid")
                 raise ApiError(404, str(exc), "unknown_session") from None
         except ApiError as exc:
             return exc.response()
@@ -290,7 +326,7 @@ class RestAPI:
                 async def run() -> None:
                     nonlocal result
                     try:
-                        result = await service.run(query, events=sink, admission=admission)
+                        result = await service.run(query, admission, events=sink)
                     finally:
                         sink.close()
 
@@ -315,10 +351,12 @@ class RestAPI:
 
     async def approvals(self, request: Request) -> Response:
         try:
+            caller = the_caller(request)
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
         pending = [as_dict(item) for item in agent.approvals.pending()]
+        pending = [item for item in pending if caller.sees_approval(item.get("caller"))]
         return JSONResponse({"pending": pending, "count": len(pending)})
 
     async def resolve_approval(self, request: Request) -> Response:
@@ -330,8 +368,8 @@ class RestAPI:
             if not isinstance(approved, bool):
                 raise ApiError(400, "'approved' (true or false) is required", "invalid_request")
             reason = data.get("reason", "")
-            if not isinstance(reason, str):
-                raise ApiError(400, "'reason' must be a string", "invalid_request")
+            if not isinstance(reason, str) or unencodable_at(reason) is not None or len(reason) > 2000:
+                raise ApiError(400, "'reason' must be text of at most 2000 characters", "invalid_request")
             unknown = sorted(set(data) - {"approved", "reason"})
             if unknown:
                 raise ApiError(400, f"unknown field(s): {', '.join(unknown)}", "invalid_request")
@@ -345,30 +383,42 @@ class RestAPI:
 
     async def sessions(self, request: Request) -> Response:
         try:
+            caller = the_caller(request)
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
         sessions = [as_dict(item) for item in agent.sessions.list()]
+        sessions = [item for item in sessions if caller.sees(item.get("owner"))]
         return JSONResponse({"sessions": sessions, "count": len(sessions)})
 
     async def delete_session(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]
         try:
+            caller = the_caller(request)
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        if agent.sessions.delete(session_id) is False:
+        session = agent.sessions.get(session_id)
+        if session is None or not caller.sees(getattr(session, "owner", None)):
             return error_response(404, f"no session {session_id!r}", "not_found")
+        agent.sessions.delete(session_id)
         return JSONResponse({"id": session_id, "status": "deleted"})
 
     # ---------------------------------------------------------------- events
 
-    async def events(self, request: Request) -> _Stream:
+    async def events(self, request: Request) -> Response | _Stream:
+        try:
+            caller = the_caller(request)
+        except ApiError as exc:
+            return exc.response()
         session_id = request.query_params.get("session_id") or None
         bus = self.service.bus
 
+        def visible(event: Event) -> bool:
+            return caller.sees(event.caller) and (session_id is None or event.session_id == session_id)
+
         async def produce(write: Callable[[bytes], Awaitable[None]], gone: anyio.Event) -> None:
-            with bus.listen(session_id=session_id) as listener:
+            with bus.listen(visible=visible) as listener:
                 await write(b": listening\n\n")
                 async with anyio.create_task_group() as tg:
 

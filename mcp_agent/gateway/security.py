@@ -1,20 +1,26 @@
-"""The gateway's security rules as pure functions: bind checks, Host and Origin rules, tokens.
+"""The gateway's security rules as functions: the bind check and the Host and Origin rules.
 
-The same rules guard every route. The MCP routes also get them as the SDK's
-``TransportSecuritySettings`` (DNS-rebinding protection); the REST routes, the dashboard and
-``/metrics`` get them from ``middleware/hosts.py``.
+One rule for every route (REST, the dashboard, ``/metrics``, MCP over SSE and Streamable HTTP):
+``middleware/hosts.py`` applies it in front of everything, and the SDK's own DNS-rebinding
+check is switched off so that no route answers by a second, different rule.
 
-- A Host header is accepted when its name is a loopback name (``localhost``, ``127.0.0.1``,
-  ``::1``), the bind host, or listed in ``gateway.allowedHosts`` (any port).
-- An Origin header is accepted when absent, when its host is a loopback name (http or https,
-  any port) or when it is listed in ``gateway.allowedOrigins`` (exactly). ``null`` is refused.
-- A non-loopback bind without ``authToken`` is refused at start.
+- A Host header is accepted when its name, compared case-insensitively, is exactly one of
+  ``localhost``, ``127.0.0.1``, ``::1``, the bind host, or a name in ``gateway.allowedHosts``;
+  the port may be any valid port. ``evil.localhost`` and ``127.0.0.2`` are not the names the
+  gateway listens under, so they are refused (bind ``127.0.0.2`` to be reached as such).
+- An Origin header is accepted when absent, when it is ``http(s)://`` one of the loopback
+  names above (any port), or when it is listed in ``gateway.allowedOrigins`` (exactly).
+  ``null`` is refused.
+- Binding a non-loopback address without any token (``authToken`` or ``callers``) is refused.
+  A bind name counts as loopback only when every address it resolves to is loopback: a name
+  that merely ends in ``.localhost`` but resolves elsewhere does not.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
+import re
+import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -23,43 +29,83 @@ from ..exceptions import ConfigError
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
+_PORT = re.compile(r"[0-9]{1,5}")
+_NAME = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+")
 
 
-def is_loopback(host: str) -> bool:
-    """True for ``localhost``, ``*.localhost``, 127.0.0.0/8 and ``::1`` (brackets allowed)."""
+def _address_is_loopback(text: str) -> bool | None:
+    """True/False for an IP address (IPv4-mapped forms by their IPv4 address); None for a name."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def bind_is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves only this machine.
+
+    An IP address by its value; ``localhost`` by definition; any other name only when every
+    address it resolves to is loopback (``app.localhost`` resolving to 127.0.0.1 counts,
+    ``evil.localhost`` resolving to a LAN address or not at all does not).
+    """
     name = host.strip().strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
+    if not name or name in WILDCARD_BINDS:
+        return False
+    known = _address_is_loopback(name)
+    if known is not None:
+        return known
+    if name == "localhost":
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
         return False
+    addresses = {str(info[4][0]).split("%")[0] for info in infos}
+    return bool(addresses) and all(_address_is_loopback(address) for address in addresses)
 
 
-def check_bind(host: str, auth_token: str | None) -> None:
+def check_bind(host: str, has_token: bool) -> None:
     """Refuse to serve a non-loopback address without a token.
 
     Raises:
-        ConfigError: ``host`` is not loopback and no ``authToken`` is set.
+        ConfigError: ``host`` is not loopback and no caller token is configured.
     """
-    if not is_loopback(host) and not auth_token:
+    if not has_token and not bind_is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host!r} without gateway.authToken: anyone who can reach it could "
             "run queries and approve tool calls. Set gateway.authToken (for example "
-            '"authToken": "${MCP_AGENT_TOKEN}") or bind 127.0.0.1.',
+            '"authToken": "${MCP_AGENT_TOKEN}") or gateway.callers, or bind 127.0.0.1.',
             "gateway.authToken",
         )
 
 
-def split_host(value: str) -> str:
-    """The name part of a Host header value, lower-cased, without port or IPv6 brackets."""
+def split_host(value: str) -> tuple[str, str | None] | None:
+    """A Host header value as ``(name, port)``, the name lower-cased; None when malformed.
+
+    ``[::1]:8765`` gives ``("::1", "8765")``; a value with a path, user info, spaces or a port
+    that is not a number is malformed.
+    """
     value = value.strip().lower()
     if value.startswith("["):
         end = value.find("]")
-        return value[1:end] if end != -1 else value[1:]
-    if value.count(":") == 1:
-        return value.split(":", 1)[0]
-    return value
+        if end == -1:
+            return None
+        name, rest = value[1:end], value[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None
+        port = rest[1:] if rest else None
+    elif value.count(":") == 1:
+        name, port = value.split(":", 1)
+    else:
+        name, port = value, None
+    if port is not None and not (_PORT.fullmatch(port) and int(port) <= 65535):
+        return None
+    if not name or not _NAME.fullmatch(name):
+        return None
+    return name, port
 
 
 def normalise_origin(origin: str) -> str:
@@ -72,7 +118,7 @@ def normalise_origin(origin: str) -> str:
 
 @dataclass(frozen=True)
 class HostRules:
-    """Which Host and Origin headers the gateway accepts."""
+    """Which Host and Origin headers the gateway accepts (the same for every route)."""
 
     hosts: frozenset[str]
     """Accepted host names (no port), lower-case."""
@@ -82,8 +128,8 @@ class HostRules:
     def host_ok(self, host: str | None) -> bool:
         if not host:
             return False
-        name = split_host(host)
-        return name in self.hosts or is_loopback(name)
+        parts = split_host(host)
+        return parts is not None and parts[0] in self.hosts
 
     def origin_ok(self, origin: str | None) -> bool:
         if origin is None:
@@ -91,48 +137,25 @@ class HostRules:
         origin = origin.strip()
         if not origin or origin.lower() == "null":
             return False
-        parts = urlsplit(origin)
-        if parts.scheme in ("http", "https") and parts.hostname and is_loopback(parts.hostname):
+        try:
+            parts = urlsplit(origin)
+            hostname, _ = parts.hostname, parts.port  # .port raises for a port that is not a number
+        except ValueError:
+            return False
+        if parts.scheme in ("http", "https") and hostname in LOOPBACK_NAMES and not parts.path.strip("/"):
             return True
         return normalise_origin(origin) in self.origins
 
 
 def host_rules(config: GatewayConfig, bind_host: str | None = None) -> HostRules:
     """The rules for a gateway bound to ``bind_host`` (default: ``config.host``)."""
-    bind = (bind_host if bind_host is not None else config.host).strip("[]").lower()
+    bind = (bind_host if bind_host is not None else config.host).strip().strip("[]").lower()
     hosts = set(LOOPBACK_NAMES)
     if bind not in WILDCARD_BINDS:
         hosts.add(bind)
-    hosts.update(split_host(host) for host in config.allowed_hosts)
+    for allowed in config.allowed_hosts:
+        parts = split_host(allowed)
+        if parts is not None:
+            hosts.add(parts[0])
     origins = frozenset(normalise_origin(origin) for origin in config.allowed_origins)
     return HostRules(frozenset(hosts), origins)
-
-
-def sdk_allowed_hosts(rules: HostRules) -> list[str]:
-    """The ``allowed_hosts`` list of the SDK's TransportSecuritySettings for these rules."""
-    out: list[str] = []
-    for name in sorted(rules.hosts):
-        shown = f"[{name}]" if ":" in name else name
-        out.extend([shown, f"{shown}:*"])
-    return out
-
-
-def sdk_allowed_origins(rules: HostRules) -> list[str]:
-    """The ``allowed_origins`` list of the SDK's TransportSecuritySettings for these rules."""
-    out: list[str] = []
-    for name in sorted(LOOPBACK_NAMES):
-        shown = f"[{name}]" if ":" in name else name
-        for scheme in ("http", "https"):
-            out.extend([f"{scheme}://{shown}", f"{scheme}://{shown}:*"])
-    out.extend(sorted(rules.origins))
-    return out
-
-
-def bearer_ok(header: str | None, token: str) -> bool:
-    """True when ``header`` is ``Bearer <token>`` (constant-time comparison)."""
-    if not header:
-        return False
-    scheme, _, given = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode("utf-8"), token.encode("utf-8"))

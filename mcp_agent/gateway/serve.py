@@ -127,7 +127,7 @@ async def serve(
     gateway = config.gateway
     host = host or gateway.host
     port = gateway.port if port is None else port
-    check_bind(host, gateway.auth_token)
+    check_bind(host, gateway.has_tokens)
     sock = bind_socket(host, port)
     app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None)
     await serve_app(app, sock, stop=stop, handle_signals=handle_signals, on_ready=on_ready)

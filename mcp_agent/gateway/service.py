@@ -1,15 +1,19 @@
-"""The gateway's core, shared by MCP and REST: owns the Agent, runs queries, counts, shuts down.
+"""The gateway's core, shared by MCP and REST: owns the Agent, admits and runs queries, shuts down.
 
 ``open_service(config, factory)`` starts the Agent in the background (so the HTTP server
 answers health at once, ``starting`` until the tool servers are up) and yields a
-``GatewayService``. Every query goes through ``GatewayService.run``:
+``GatewayService``. Every query (and every exposed tool call) goes through it:
 
 - input is parsed beforehand by the pure ``query_input.parse_query_input``;
-- ``maxConcurrentQueries`` is enforced without queueing: one too many raises ``Busy``;
+- a slot is taken from ``Admissions``: ``maxConcurrentQueries`` run, up to ``maxQueuedQueries``
+  wait up to ``queueTimeoutSeconds``, then ``Busy``; each caller within its share;
+- a conversation belongs to the caller that started it (``conversation``): another caller's
+  ``session_id`` is answered as unknown;
 - the client's limits only tighten the configured ones (``Limits.tighten``);
 - events go to the event bus, the metrics and the caller's own sink, never blocking the run;
+  each carries its caller, so listeners see only what they may;
 - at shutdown every running query is told to stop (its ``cancel`` event), so each caller gets a
-  ``cancelled`` result while its transport still stands.
+  ``cancelled`` result while its transport still stands, and the queue is turned away.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from ..events import EventSink
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 from ._runner import AgentLike
+from .admission import Admissions, Busy, Closed, Slot
+from .callers import Caller, CallerBook
 from .eventbus import EventBus, FanOut
 from .metrics import Metrics
 from .query_input import QueryInput
@@ -38,7 +44,7 @@ logger = logging.getLogger(__name__)
 AgentFactory = Callable[[AgentConfig], AbstractAsyncContextManager[AgentLike]]
 """Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``)."""
 
-RETRY_AFTER_SECONDS = 1
+__all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession", "open_service"]
 
 
 class NotReady(Exception):
@@ -51,7 +57,7 @@ class NotReady(Exception):
 
 
 class UnknownSession(Exception):
-    """The caller named a conversation the gateway never issued, or one that expired."""
+    """The caller named a conversation the gateway never issued, one that expired, or another's."""
 
     def __init__(self, session_id: str) -> None:
         super().__init__(
@@ -61,30 +67,22 @@ class UnknownSession(Exception):
         self.session_id = session_id
 
 
-class Busy(Exception):
-    """``maxConcurrentQueries`` queries are running; retry later."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"busy: {limit} queries are already running (gateway.maxConcurrentQueries); retry later"
-        )
-        self.limit = limit
-        self.retry_after = RETRY_AFTER_SECONDS
-
-
 class Admission:
-    """A query slot taken from the service; ``release`` (idempotent) gives it back."""
+    """A query slot held for ``caller``; ``release`` (idempotent) gives it back."""
 
-    def __init__(self, service: GatewayService, agent: AgentLike, cancel: anyio.Event) -> None:
+    def __init__(
+        self, service: GatewayService, agent: AgentLike, caller: Caller, slot: Slot, cancel: anyio.Event
+    ) -> None:
         self.service = service
         self.agent = agent
+        self.caller = caller
         self.cancel = cancel
-        self._released = False
+        self._slot = slot
 
     def release(self) -> None:
-        if not self._released:
-            self._released = True
+        if not self._slot.released:
             self.service._release(self)
+            self.service.admissions.release(self._slot)
 
 
 class GatewayService:
@@ -92,7 +90,18 @@ class GatewayService:
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
-        self.gateway = config.gateway
+        self.gateway = gateway = config.gateway
+        self.callers = CallerBook.from_config(
+            gateway.auth_token,
+            {name: (caller.token, caller.scopes) for name, caller in gateway.callers.items()},
+            share=gateway.caller_share,
+        )
+        self.admissions = Admissions(
+            max_running=gateway.max_concurrent_queries,
+            max_queued=gateway.max_queued_queries,
+            queue_timeout=gateway.queue_timeout_seconds,
+            share=self.callers.share_of,
+        )
         self.bus = EventBus()
         self.metrics = Metrics()
         self.agent: AgentLike | None = None
@@ -113,6 +122,7 @@ class GatewayService:
     def attach(self, agent: AgentLike) -> None:
         """Use ``agent`` from now on (it is started); listen to its tool changes."""
         self.agent = agent
+        self._apply_shares(agent)
         if self.state != "stopping":  # a shutdown that began while starting stays a shutdown
             self.state = "ready"
         subscribe = getattr(getattr(agent, "tools", None), "subscribe", None)
@@ -123,6 +133,15 @@ class GatewayService:
                 logger.exception("could not subscribe to tool changes")
         self.ready.set()
         self.notify_tools_changed()
+
+    def _apply_shares(self, agent: AgentLike) -> None:
+        """Bound each caller's conversations and pending approvals to its share."""
+        sessions: Any = getattr(agent, "sessions", None)
+        approvals: Any = getattr(agent, "approvals", None)
+        if hasattr(sessions, "max_per_owner"):
+            sessions.max_per_owner = self.callers.share_of(self.config.sessions.max_sessions)
+        if hasattr(approvals, "max_per_caller"):
+            approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
 
     def fail(self, message: str) -> None:
         self.state = "failed"
@@ -172,7 +191,7 @@ class GatewayService:
                 except Exception:
                     logger.exception("tools-changed listener failed")
 
-    # ---------------------------------------------------------------- queries
+    # ---------------------------------------------------------------- admission
 
     def _ready_agent(self) -> AgentLike:
         if self.state == "ready" and self.agent is not None:
@@ -185,31 +204,40 @@ class GatewayService:
             raise NotReady("failed", f"the agent failed to start: {self.error}")
         raise NotReady("starting", "the agent is starting (tool servers are coming up); retry shortly")
 
-    def admit(self, cancel: anyio.Event | None = None) -> Admission:
-        """Take a query slot now, without waiting (REST uses it to answer 429/503 before streaming).
+    async def admit(self, caller: Caller, *, wait_ready: float = 0, cancel: anyio.Event | None = None) -> Admission:
+        """A query slot for ``caller``: at once, or after waiting in the queue.
+
+        Args:
+            caller: who asks (its share of the slots and of the queue applies).
+            wait_ready: while the agent is starting, wait this long for it instead of refusing.
+            cancel: the run's cancel event (a new one when None).
 
         Raises:
             NotReady: starting, failed or shutting down.
-            Busy: ``maxConcurrentQueries`` queries are already running.
+            Busy: no slot within ``queueTimeoutSeconds``, or no room in the queue.
         """
+        if wait_ready > 0 and self.state == "starting":
+            with anyio.move_on_after(wait_ready):
+                await self.ready.wait()
         agent = self._ready_agent()
-        limit = self.gateway.max_concurrent_queries
-        if limit and self.metrics.in_flight >= limit:
+        try:
+            slot = await self.admissions.acquire(caller.name)
+        except Busy:
             self.metrics.reject("busy")
-            raise Busy(limit)
-        admission = Admission(self, agent, cancel if cancel is not None else anyio.Event())
+            raise
+        except Closed:
+            self.metrics.reject("shutting_down")
+            raise NotReady("stopping", "the gateway is shutting down") from None
+        if self.state != "ready":  # the gateway began to stop while we waited
+            self.admissions.release(slot)
+            self.metrics.reject("shutting_down")
+            raise NotReady("stopping", "the gateway is shutting down")
+        admission = Admission(self, agent, caller, slot, cancel if cancel is not None else anyio.Event())
         self._running.add(admission.cancel)
         if self._idle.is_set():
             self._idle = anyio.Event()
         self.metrics.in_flight += 1
         return admission
-
-    async def admit_when_ready(self, wait: float, cancel: anyio.Event | None = None) -> Admission:
-        """``admit``, after waiting up to ``wait`` seconds for an agent that is still starting."""
-        if wait > 0 and self.state == "starting":
-            with anyio.move_on_after(wait):
-                await self.ready.wait()
-        return self.admit(cancel)
 
     def _release(self, admission: Admission) -> None:
         self.metrics.in_flight -= 1
@@ -217,50 +245,38 @@ class GatewayService:
         if not self._running:
             self._idle.set()
 
-    def conversation(self, agent: AgentLike, request: QueryInput) -> QueryInput:
-        """The request bound to a conversation the gateway issued.
+    # ---------------------------------------------------------------- queries
 
-        Without ``session_id`` a new conversation is opened under an unguessable id (the result
-        carries it, to continue); a ``session_id`` must name a live one the gateway issued, so a
-        caller can neither guess nor collide with another's conversation.
+    def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
+        """The request bound to a conversation of the caller's.
+
+        Without ``session_id`` a new conversation is opened for the caller under an unguessable id
+        (the result carries it, to continue); a ``session_id`` must name a live conversation the
+        gateway issued to this caller (an admin may continue anyone's), so a caller can neither
+        guess, collide with, nor read another's conversation.
 
         Raises:
-            UnknownSession: the id is not a live conversation.
+            UnknownSession: the id is not a live conversation of this caller's.
         """
+        sessions, caller = admission.agent.sessions, admission.caller
         if request.session_id is None:
-            return dataclasses.replace(request, session_id=agent.sessions.create().id)
-        if agent.sessions.get(request.session_id) is None:
+            return dataclasses.replace(request, session_id=sessions.create(owner=caller.name).id)
+        session = sessions.get(request.session_id)
+        if session is None or not caller.sees(getattr(session, "owner", None)):
             raise UnknownSession(request.session_id)
         return request
 
-    async def run(
-        self,
-        request: QueryInput,
-        *,
-        events: EventSink | None = None,
-        cancel: anyio.Event | None = None,
-        wait_ready: float = 0,
-        admission: Admission | None = None,
-    ) -> RunResult:
-        """Run one query.
+    async def run(self, request: QueryInput, admission: Admission, *, events: EventSink | None = None) -> RunResult:
+        """Run one query in the slot ``admission`` holds (released at the end).
 
         Args:
-            request: the validated input.
+            request: the validated input, bound to a conversation (``conversation``).
+            admission: the slot; set ``admission.cancel`` to end the run as ``cancelled`` (a result
+                is still returned).
             events: the caller's own sink (progress, a REST stream), besides bus and metrics.
-            cancel: set it to end the run as ``cancelled`` (a result is still returned).
-            wait_ready: while the agent is starting, wait this long for it instead of refusing.
-            admission: a slot taken earlier with ``admit`` (then ``cancel`` is the admission's).
-
-        Raises:
-            NotReady: starting, failed or shutting down.
-            Busy: ``maxConcurrentQueries`` queries are already running.
-            UnknownSession: ``session_id`` is not a live conversation.
         """
-        if admission is None:
-            admission = await self.admit_when_ready(wait_ready, cancel)
         try:
             agent = admission.agent
-            request = self.conversation(agent, request)
             # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)
             limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
             return await agent.query(
@@ -269,24 +285,38 @@ class GatewayService:
                 limits=limits,
                 events=FanOut([self.bus, self.metrics, events]),
                 cancel=admission.cancel,
+                caller=admission.caller.name,
             )
         finally:
             admission.release()
 
     async def call_tool(
-        self, name: str, arguments: JSONObject, *, events: EventSink | None = None
+        self, name: str, arguments: JSONObject, caller: Caller, *, events: EventSink | None = None
     ) -> ToolResult:
-        """One inner tool call for ``exposeTools``, through the Agent's guards (never around them)."""
-        agent = self._ready_agent()
-        sink = FanOut([self.bus, self.metrics, events])
-        return await agent.call_tool(name, arguments, events=sink)
+        """One inner tool call for ``exposeTools``, through the Agent's guards (never around them),
+        in a query slot of the caller's like any query.
+
+        Raises:
+            NotReady: starting, failed or shutting down.
+            Busy: no slot within ``queueTimeoutSeconds``, or no room in the queue.
+        """
+        admission = await self.admit(caller)
+        try:
+            sink = FanOut([self.bus, self.metrics, events])
+            return await admission.agent.call_tool(name, arguments, events=sink, caller=caller.name)
+        finally:
+            admission.release()
 
     # ---------------------------------------------------------------- shutdown
 
     def begin_shutdown(self) -> int:
-        """Refuse new queries and tell the running ones to stop. Returns how many were running."""
+        """Refuse new queries, turn the queue away, tell the running ones to stop.
+
+        Returns how many were running.
+        """
         self.state = "stopping"
         self.ready.set()
+        self.admissions.close()
         for cancel in list(self._running):
             cancel.set()
         return len(self._running)

@@ -41,7 +41,7 @@ from ..events import (
 from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..tools.base import ToolSource
 from ..tools.schema import checker_for, format_errors
-from .approvals import ApprovalQueue, Decision, Gate, denied_text
+from .approvals import ApprovalQueue, ApprovalsFull, Decision, Gate, denied_text
 from .guards import (
     FAILURE_HINT,
     CallBook,
@@ -71,15 +71,18 @@ class Emitter:
     A sink that raises is logged and ignored: events must never break a run.
     """
 
-    def __init__(self, sinks: Sequence[EventSink], run_id: str, session_id: str | None) -> None:
+    def __init__(
+        self, sinks: Sequence[EventSink], run_id: str, session_id: str | None, caller: str | None = None
+    ) -> None:
         self.sinks = tuple(sinks)
         self.run_id = run_id
         self.session_id = session_id
+        self.caller = caller
 
     def __call__(self, event_type: Callable[..., Event], /, **fields: Any) -> None:
         if not self.sinks:
             return
-        event = event_type(run_id=self.run_id, session_id=self.session_id, **fields)
+        event = event_type(run_id=self.run_id, session_id=self.session_id, caller=self.caller, **fields)
         for sink in self.sinks:
             try:
                 sink.emit(event)
@@ -301,7 +304,12 @@ class Dispatcher:
     async def _ask(self, slot: Slot) -> Decision:
         if self.approvals is None:
             return Decision(False, "this tool needs approval and no approver is configured")
-        ticket = self.approvals.submit(slot.call, run_id=self.emit.run_id, session_id=self.emit.session_id)
+        try:
+            ticket = self.approvals.submit(
+                slot.call, run_id=self.emit.run_id, session_id=self.emit.session_id, caller=self.emit.caller
+            )
+        except ApprovalsFull as exc:
+            return Decision(False, str(exc))
         self.emit(
             ApprovalRequested,
             approval_id=ticket.id,

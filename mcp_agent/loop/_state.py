@@ -65,7 +65,14 @@ class RunState:
         run_id: str,
         session_id: str | None,
         request: dict[str, Any],
+        input_error: str | None = None,
+        caller: str | None = None,
     ) -> None:
+        self.input_error = input_error or query_problem(query)
+        """Why the input is unusable (the run then ends ``terminal_error`` before any model call)."""
+        if self.input_error is not None:
+            query = shown_text(query)
+        self.query = query
         self.started = time.perf_counter()
         self.deadline = anyio.current_time() + limits.timeout_seconds if limits.timeout_seconds else None
         self.provider = provider
@@ -73,7 +80,7 @@ class RunState:
         self.cancel = cancel
         self.request = request
         self.run_id, self.session_id = run_id, session_id
-        self.emit = Emitter(sinks, run_id, session_id)
+        self.emit = Emitter(sinks, run_id, session_id, caller)
         self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals)
         self.offered: list[ToolSpec] = self.dispatcher.offered()
         self.messages: list[Message] = list(history)
@@ -89,6 +96,11 @@ class RunState:
         self.open_plan: Plan | None = None
 
     # the checks at the commit points
+
+    def invalid_input(self) -> Ending | None:
+        if self.input_error is None:
+            return None
+        return Ending(R.TERMINAL_ERROR, f"invalid input: {self.input_error}", why="invalid input")
 
     def interrupted(self) -> Ending | None:
         if self.cancel is not None and self.cancel.is_set():
@@ -245,6 +257,23 @@ async def cancelled_by(cancel: anyio.Event | None) -> AsyncIterator[None]:
                 yield
             finally:
                 tg.cancel_scope.cancel()
+
+
+def query_problem(query: object) -> str | None:
+    """Why ``query`` cannot be sent to a model (not a string, or not encodable as UTF-8), or None."""
+    if not isinstance(query, str):
+        return f"the query must be a string, not {type(query).__name__}"
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the query is not valid Unicode text (a lone surrogate at character {exc.start})"
+    return None
+
+
+def shown_text(value: object) -> str:
+    """``value`` as text that can always be encoded (for events and the transcript of a refused run)."""
+    text = value if isinstance(value, str) else repr(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def sole(exc: BaseException) -> BaseException:

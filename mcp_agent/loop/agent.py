@@ -88,6 +88,8 @@ async def run(
     session_id: str | None = None,
     temperature: float | None = None,
     max_output_tokens: int | None = None,
+    input_error: str | None = None,
+    caller: str | None = None,
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -106,6 +108,10 @@ async def run(
         session_id: the conversation this run belongs to, carried into events and the result.
         temperature: passed on to the model server.
         max_output_tokens: passed on to the model server.
+        input_error: the caller found the input unusable: the run starts and ends at once as
+            ``terminal_error`` with this detail. A query that is not a string or cannot be
+            encoded (a lone surrogate) ends the same way by itself.
+        caller: who asked (the gateway's caller name): carried in every event and approval.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
@@ -125,9 +131,13 @@ async def run(
         run_id=run_id or secrets.token_hex(8),
         session_id=session_id,
         request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
+        input_error=input_error,
+        caller=caller,
     )
-    r.emit(RunStarted, query=query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
-    ending: Ending | None = None
+    r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
+    ending: Ending | None = r.invalid_input()
+    if ending is not None:
+        return r.result(ending)
     try:
         async with cancelled_by(cancel):
             with anyio.move_on_after(r.limits.timeout_seconds or None):
@@ -287,7 +297,9 @@ class Agent:
             sessions if sessions is not None else MemorySessionStore.from_config(self.config.sessions)
         )
         self._approvals = (
-            approvals if approvals is not None else ApprovalQueue(self.config.approvals.timeout_seconds)
+            approvals
+            if approvals is not None
+            else ApprovalQueue(self.config.approvals.timeout_seconds, max_pending=self.config.approvals.max_pending)
         )
         require = self.config.approvals.require
         self._gate = gate if gate is not None else (GlobGate(require) if require else None)
@@ -327,6 +339,7 @@ class Agent:
         limits: Limits | Mapping[str, Any] | None = None,
         events: EventSink | None = None,
         cancel: anyio.Event | None = None,
+        caller: str | None = None,
     ) -> RunResult:
         """Answer ``text``; never raises for a run's outcome (read ``termination_reason``).
 
@@ -337,17 +350,29 @@ class Agent:
             limits: limits for this query; they can only tighten the configured ones.
             events: a sink for this query's events, besides the agent's own.
             cancel: set it to end the run ``cancelled``.
+            caller: who asks (the gateway's caller name), carried in events and approvals.
 
-        Raises:
-            ConfigError: ``limits`` is not a valid set of limits.
+        Bad input (a query that is not text, invalid limits, a malformed session id) does not
+        raise either: the run ends at once as ``terminal_error`` and ``detail`` says what was wrong.
         """
-        effective = self._tighten(limits)
         sinks = [sink for sink in (self._events, events) if sink is not None]
+        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller}
+        try:
+            effective = self._tighten(limits)
+        except ConfigError as exc:
+            return await self._run(text, self.config.limits, input_error=exc.message, **options)
         if not session_id:  # None (or ""): a run of its own, nothing kept
-            return await self._run(text, effective, sinks, cancel, (), None)
-        session = self._sessions.open(session_id)
+            return await self._run(text, effective, **options)
+        try:
+            session = self._sessions.open(session_id)
+        except (TypeError, ValueError) as exc:
+            return await self._run(text, effective, input_error=f"session_id: {exc}", **options)
         async with session.lock:
-            result = await self._run(text, effective, sinks, cancel, session.transcript, session.id)
+            result = await self._run(
+                text, effective, history=session.transcript, session_id=session.id, **options
+            )
+            if not result.rounds and result.termination_reason is TerminationReason.TERMINAL_ERROR:
+                return result  # refused input: nothing to keep
             self._sessions.save(
                 session, trim_history(result.transcript, self.config.limits.max_history_chars)
             )
@@ -360,6 +385,7 @@ class Agent:
         *,
         session_id: str | None = None,
         events: EventSink | None = None,
+        caller: str | None = None,
     ) -> ToolResult:
         """One tool call from outside the loop (the gateway's ``exposeTools``), with its guards.
 
@@ -370,7 +396,7 @@ class Agent:
         """
         run_id = secrets.token_hex(8)
         sinks = [sink for sink in (self._events, events) if sink is not None]
-        emit = Emitter(sinks, run_id, session_id)
+        emit = Emitter(sinks, run_id, session_id, caller)
         dispatcher = Dispatcher(
             self._tools, self.config.limits, emit, gate=self._gate, approvals=self._approvals
         )
@@ -381,6 +407,8 @@ class Agent:
         return ToolResult(message.content, is_error=message.is_error)
 
     def _tighten(self, limits: Limits | Mapping[str, Any] | None) -> Limits:
+        if limits is not None and not isinstance(limits, Limits | Mapping):
+            raise ConfigError(f"invalid limits: expected limits or a mapping, not {type(limits).__name__}")
         try:
             return self.config.limits.tighten(limits)
         except ValidationError as exc:
@@ -390,10 +418,13 @@ class Agent:
         self,
         text: str,
         limits: Limits,
+        *,
         sinks: Sequence[EventSink],
         cancel: anyio.Event | None,
-        history: Sequence[Message],
-        session_id: str | None,
+        caller: str | None,
+        history: Sequence[Message] = (),
+        session_id: str | None = None,
+        input_error: str | None = None,
     ) -> RunResult:
         return await run(
             text,
@@ -409,6 +440,8 @@ class Agent:
             session_id=session_id,
             temperature=self.config.llm.temperature,
             max_output_tokens=self.config.llm.max_output_tokens,
+            input_error=input_error,
+            caller=caller,
         )
 
 

@@ -14,6 +14,11 @@ may carry instructions an attacker wrote). The verdict is one of:
 ``GlobGate`` is the built-in gate: ``approvals.require`` globs (fnmatch, case-sensitive) on
 exposed tool names. Approval ids come from ``secrets.token_urlsafe``, so they cannot be guessed,
 and exactly one resolver wins (a second ``resolve`` of the same id, or an unknown id, is False).
+
+The queue is bounded: at most ``max_pending`` approvals wait at once, and at most
+``max_per_caller`` of them for one caller (the gateway sets it to each caller's share). A call
+beyond either is denied at once (``submit`` raises ``ApprovalsFull``), so a flood of gated calls
+neither grows without bound nor crowds out other callers' approvals.
 """
 
 from __future__ import annotations
@@ -93,6 +98,10 @@ class GlobGate:
         return Verdict.need_approval() if self.needs_approval(call.name) else Verdict.allow()
 
 
+class ApprovalsFull(Exception):
+    """Too many approvals are waiting (in all, or for this caller): the call is denied at once."""
+
+
 @dataclass(frozen=True)
 class PendingApproval:
     """A call waiting for a human's decision, as the gateway lists it."""
@@ -104,12 +113,15 @@ class PendingApproval:
     name: str
     arguments: JSONObject
     created: float = field(default_factory=time.time)
+    caller: str | None = None
+    """Who asked for the run that made the call (the gateway's caller name)."""
 
     def to_dict(self) -> JSONObject:
         return {
             "id": self.id,
             "run_id": self.run_id,
             "session_id": self.session_id,
+            "caller": self.caller,
             "call_id": self.call_id,
             "name": self.name,
             "arguments": self.arguments,
@@ -138,15 +150,38 @@ class ApprovalQueue:
     Args:
         timeout_seconds: how long a call waits before it is denied (0 = until the run's own
             deadline or cancellation).
+        max_pending: at most this many approvals wait at once (0 = no cap).
+        max_per_caller: at most this many of them for one caller (0 = no cap of its own).
     """
 
-    def __init__(self, timeout_seconds: float = 60.0) -> None:
+    def __init__(self, timeout_seconds: float = 60.0, *, max_pending: int = 0, max_per_caller: int = 0) -> None:
         self.timeout_seconds = timeout_seconds
+        self.max_pending = max_pending
+        self.max_per_caller = max_per_caller
         self._pending: dict[str, _Entry] = {}  # waiting for a resolver
         self._entries: dict[str, _Entry] = {}  # submitted and not yet collected by wait()
 
-    def submit(self, call: ToolCall, *, run_id: str, session_id: str | None = None) -> PendingApproval:
-        """Put ``call`` in the queue; the caller then awaits ``wait(id)``."""
+    def submit(
+        self, call: ToolCall, *, run_id: str, session_id: str | None = None, caller: str | None = None
+    ) -> PendingApproval:
+        """Put ``call`` in the queue; the caller then awaits ``wait(id)``.
+
+        Raises:
+            ApprovalsFull: ``max_pending`` approvals wait already, or ``max_per_caller`` of this
+                caller's.
+        """
+        if self.max_pending and len(self._pending) >= self.max_pending:
+            raise ApprovalsFull(
+                f"too many approvals are waiting ({len(self._pending)}, approvals.maxPending); "
+                "try again once some are answered"
+            )
+        if self.max_per_caller and caller is not None:
+            mine = sum(1 for entry in self._pending.values() if entry.pending.caller == caller)
+            if mine >= self.max_per_caller:
+                raise ApprovalsFull(
+                    f"too many approvals of caller {caller!r} are waiting ({mine}, its share of "
+                    "approvals.maxPending); try again once some are answered"
+                )
         pending = PendingApproval(
             id=secrets.token_urlsafe(16),
             run_id=run_id,
@@ -154,6 +189,7 @@ class ApprovalQueue:
             call_id=call.id,
             name=call.name,
             arguments=dict(call.arguments),
+            caller=caller,
         )
         entry = _Entry(pending, anyio.Event())
         self._pending[pending.id] = entry

@@ -6,18 +6,24 @@ session are serialised while different sessions run concurrently. Per-run state 
 ledger, fingerprints, budgets) is never kept here: each query starts fresh.
 
 ``MemorySessionStore`` forgets a session idle for ``ttlSeconds`` and, beyond ``maxSessions``,
-the least recently used idle ones; a session with a run in progress is never evicted. New ids
-come from ``secrets.token_urlsafe``. ``list()`` and ``delete()`` serve the gateway's
-``/api/v1/sessions`` routes.
+the least recently used idle ones of the owner holding the most (so one caller's flood of new
+conversations evicts its own first, never another's while it holds more); an owner beyond
+``max_per_owner`` loses its own least recently used idle one. A session with a run in progress
+is never evicted. New ids
+(``new_session_id``) are 24 random letters and digits (142 bits from ``secrets``), so every id
+issued passes ``valid_session_id``, the one rule for ids a caller sends back. ``list()`` and
+``delete()`` serve the gateway's ``/api/v1/sessions`` routes.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
 import re
 import secrets
+import string
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +37,22 @@ from ..messages import Message
 
 logger = logging.getLogger(__name__)
 
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+"""What a session id may look like: 1-128 characters of letters, digits and ``. _ : @ -``,
+starting with a letter or digit. Always matched whole (``fullmatch``: no trailing newline)."""
+_ID_ALPHABET = string.ascii_letters + string.digits
+_ID_LENGTH = 24
+
+
+def new_session_id() -> str:
+    """A new, unguessable session id: 24 random letters and digits (about 142 bits)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_LENGTH))
+
+
+def valid_session_id(value: str) -> bool:
+    """Whether ``value`` is a well-formed session id (see ``SESSION_ID_PATTERN``)."""
+    return SESSION_ID_PATTERN.fullmatch(value) is not None
+
 
 @dataclass
 class Session:
@@ -43,6 +65,7 @@ class Session:
         created: wall time of creation.
         updated: wall time of the last save.
         runs: how many runs saved into it.
+        owner: the caller that started it (the gateway's caller name), if any.
     """
 
     id: str
@@ -52,6 +75,7 @@ class Session:
     updated: float = field(default_factory=time.time)
     runs: int = 0
     last_used: float = 0.0  # the store's clock, for eviction
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,10 +88,12 @@ class SessionInfo:
     created: float
     updated: float
     busy: bool
+    owner: str | None = None
 
     def to_dict(self) -> JSONObject:
         return {
             "id": self.id,
+            "owner": self.owner,
             "messages": self.messages,
             "runs": self.runs,
             "created": self.created,
@@ -80,14 +106,15 @@ class SessionStore(Protocol):
     """Where sessions live.
 
     ``open`` returns the session with this id, creating an empty one when there is none (an
-    unknown or expired id starts afresh). ``create`` makes a session with a new, unguessable id.
+    unknown or expired id starts afresh). ``create`` makes a session with a new, unguessable id,
+    owned by ``owner``.
     ``save`` stores a run's transcript into a session that ``open`` returned (a session deleted
     meanwhile stays deleted).
     """
 
     def open(self, session_id: str) -> Session: ...
 
-    def create(self) -> Session: ...
+    def create(self, owner: str | None = None) -> Session: ...
 
     def get(self, session_id: str) -> Session | None: ...
 
@@ -103,7 +130,10 @@ class MemorySessionStore:
 
     Args:
         ttl_seconds: a session idle this long is forgotten (0 = never).
-        max_sessions: beyond this many, the least recently used idle sessions go (0 = no cap).
+        max_sessions: beyond this many, the least recently used idle sessions of the owner
+            holding the most go (0 = no cap).
+        max_per_owner: one owner's own least recently used idle session goes when it would hold
+            more than this (0 = no cap of its own).
         clock: the monotonic clock used for expiry (injectable for tests).
     """
 
@@ -112,10 +142,12 @@ class MemorySessionStore:
         *,
         ttl_seconds: float = 1800,
         max_sessions: int = 1000,
+        max_per_owner: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ttl_seconds = ttl_seconds
         self.max_sessions = max_sessions
+        self.max_per_owner = max_per_owner
         self._clock = clock
         self._sessions: dict[str, Session] = {}
 
@@ -136,9 +168,9 @@ class MemorySessionStore:
         session.last_used = self._clock()
         return session
 
-    def create(self) -> Session:
+    def create(self, owner: str | None = None) -> Session:
         self._evict()
-        return self._add(Session(secrets.token_urlsafe(16)))
+        return self._add(Session(new_session_id(), owner=owner))
 
     def get(self, session_id: str) -> Session | None:
         self._evict()
@@ -155,7 +187,7 @@ class MemorySessionStore:
     def list(self) -> list[SessionInfo]:
         self._evict()
         return [
-            SessionInfo(s.id, len(s.transcript), s.runs, s.created, s.updated, s.lock.locked())
+            SessionInfo(s.id, len(s.transcript), s.runs, s.created, s.updated, s.lock.locked(), s.owner)
             for s in self._sessions.values()
         ]
 
@@ -163,6 +195,8 @@ class MemorySessionStore:
         return self._sessions.pop(session_id, None) is not None
 
     def _add(self, session: Session) -> Session:
+        if self.max_per_owner:
+            self._shrink_owner(session.owner, self.max_per_owner - 1)
         if self.max_sessions:
             self._shrink(self.max_sessions - 1)
         session.last_used = self._clock()
@@ -177,11 +211,31 @@ class MemorySessionStore:
                     del self._sessions[session.id]
 
     def _shrink(self, keep: int) -> None:
-        """Drop the least recently used idle sessions until at most ``keep`` remain."""
-        if len(self._sessions) <= keep:
+        """Drop idle sessions until at most ``keep`` remain: always the least recently used one
+        of the owner holding the most sessions."""
+        excess = len(self._sessions) - keep
+        if excess <= 0:
             return
-        idle = sorted((s for s in self._sessions.values() if not s.lock.locked()), key=lambda s: s.last_used)
-        for session in idle[: len(self._sessions) - keep]:
+        counts = collections.Counter(s.owner for s in self._sessions.values())
+        idle: dict[str | None, list[Session]] = {}
+        for s in sorted(self._sessions.values(), key=lambda s: s.last_used, reverse=True):
+            if not s.lock.locked():
+                idle.setdefault(s.owner, []).append(s)  # newest first: pop() takes the oldest
+        for _ in range(excess):
+            if not idle:
+                return  # every session left is busy: nothing can go
+            owner = max(idle, key=lambda o: counts[o])
+            victim = idle[owner].pop()
+            if not idle[owner]:
+                del idle[owner]
+            counts[owner] -= 1
+            del self._sessions[victim.id]
+
+    def _shrink_owner(self, owner: str | None, keep: int) -> None:
+        """Drop ``owner``'s least recently used idle sessions until it holds at most ``keep``."""
+        mine = [s for s in self._sessions.values() if s.owner == owner]
+        idle = sorted((s for s in mine if not s.lock.locked()), key=lambda s: s.last_used)
+        for session in idle[: max(len(mine) - keep, 0)]:
             del self._sessions[session.id]
 
 

@@ -1,4 +1,4 @@
-"""Many clients at once, each with its own answer; the busy limit instead of a queue."""
+"""Many clients at once, each with its own answer; full slots queue, then "busy"."""
 
 from __future__ import annotations
 
@@ -36,8 +36,52 @@ async def _fifty(gateway: Running) -> None:
 
 
 @pytest.mark.parametrize("surface", ["mcp", "rest"])
-async def test_busy(surface: str) -> None:
-    async with running_gateway(make_config(max_concurrent_queries=2)) as gateway:
+async def test_full_slots_queue_then_busy_when_the_queue_is_full(surface: str) -> None:
+    config = make_config(max_concurrent_queries=2, max_queued_queries=1, queue_timeout_seconds=30)
+    async with running_gateway(config) as gateway:
+        service = gateway.app.service
+        async with gateway.client() as http, anyio.create_task_group() as tg:
+            queued: list[Any] = []
+
+            async def slow() -> None:
+                await http.post("/api/v1/query", json={"query": "sleep 30"})
+
+            async def waits() -> None:
+                queued.append((await http.post("/api/v1/query", json={"query": "patient"})).json())
+
+            tg.start_soon(slow)
+            tg.start_soon(slow)
+            await eventually(lambda: service.in_flight == 2)
+            tg.start_soon(waits)
+            await eventually(lambda: service.admissions.queued == 1)
+            if surface == "rest":
+                response = await http.post("/api/v1/query", json={"query": "hello"})
+                assert response.status_code == 429
+                assert response.headers["retry-after"] == "2"
+                assert response.json()["error"]["type"] == "busy"
+                assert "2 queries are running and 1 waiting" in response.json()["error"]["message"]
+            else:
+                async with connect(gateway.url, "http", "modern") as client:
+                    result = await client.call_tool("agent_query", {"query": "hello"})
+                assert result.is_error
+                assert result.content[0].text.startswith("busy: 2 queries are running and 1 waiting")
+            # the slow queries block neither health, tools nor approvals
+            assert (await http.get("/api/v1/health")).status_code == 200
+            assert (await http.get("/api/v1/approvals")).status_code == 200
+            assert (await http.get("/api/v1/tools")).status_code == 200
+            assert service.metrics.rejected["busy"] == 1
+            assert queued == []  # still waiting for a slot
+            for cancel in list(service._running):  # end the slow ones: the queued query gets a slot
+                cancel.set()
+            await eventually(lambda: len(queued) == 1)
+            assert queued[0]["answer"] == "answer: patient"
+            tg.cancel_scope.cancel()
+        await eventually(lambda: service.in_flight == 0)
+
+
+async def test_a_queued_query_is_busy_after_the_queue_timeout() -> None:
+    config = make_config(max_concurrent_queries=1, max_queued_queries=4, queue_timeout_seconds=0.3)
+    async with running_gateway(config) as gateway:
         service = gateway.app.service
         async with gateway.client() as http, anyio.create_task_group() as tg:
 
@@ -45,27 +89,12 @@ async def test_busy(surface: str) -> None:
                 await http.post("/api/v1/query", json={"query": "sleep 30"})
 
             tg.start_soon(slow)
-            tg.start_soon(slow)
-            await eventually(lambda: service.in_flight == 2)
-            if surface == "rest":
-                response = await http.post("/api/v1/query", json={"query": "hello"})
-                assert response.status_code == 429
-                assert response.headers["retry-after"] == "1"
-                assert response.json()["error"]["type"] == "busy"
-            else:
-                async with connect(gateway.url, "http", "modern") as client:
-                    result = await client.call_tool("agent_query", {"query": "hello"})
-                assert result.is_error
-                assert result.content[0].text.startswith("busy: 2 queries are already running")
-            # the slow queries block neither health, tools nor approvals
-            assert (await http.get("/api/v1/health")).status_code == 200
-            assert (await http.get("/api/v1/approvals")).status_code == 200
-            assert (await http.get("/api/v1/tools")).status_code == 200
-            assert service.metrics.rejected["busy"] == 1
+            await eventually(lambda: service.in_flight == 1)
+            response = await http.post("/api/v1/query", json={"query": "hello"})
+            assert response.status_code == 429
+            assert "stayed taken for 0.3 s" in response.json()["error"]["message"]
+            assert service.admissions.queued == 0
             tg.cancel_scope.cancel()
-        await eventually(lambda: service.in_flight == 0)
-        async with gateway.client() as http:  # a slot is free again
-            assert (await http.post("/api/v1/query", json={"query": "hi"})).json()["answer"] == "answer: hi"
 
 
 async def test_starting_gateway_answers_503_and_agent_query_waits() -> None:

@@ -185,7 +185,7 @@ async def test_bus_filters_and_ends() -> None:
     bus = EventBus(queue_size=10)
     got_all: list[Any] = []
     got_a: list[Any] = []
-    with bus.listen() as everything, bus.listen(session_id="a") as only_a:
+    with bus.listen() as everything, bus.listen(visible=lambda event: event.session_id == "a") as only_a:
         assert bus.listeners == 2
         bus.emit(_ended("a"))
         bus.emit(_ended("b"))

@@ -56,12 +56,34 @@ async def test_query_limits_can_only_tighten(given: object, calls: int) -> None:
     assert result.termination_reason is R.MAX_ROUNDS and len(provider.requests) == calls
 
 
-async def test_invalid_limits_are_a_config_error() -> None:
-    agent = Agent(ScriptedProvider([]), echo_tools())
-    with pytest.raises(ConfigError, match="invalid limits"):
-        await agent.query("q", limits={"maxRounds": -1})
-    with pytest.raises(ConfigError):
-        await agent.query("q", limits={"noSuchLimit": 1})
+@pytest.mark.parametrize(
+    ("text", "options", "expected"),
+    [
+        ("q", {"limits": {"maxRounds": -1}}, "invalid limits"),
+        ("q", {"limits": {"noSuchLimit": 1}}, "invalid limits"),
+        ("q", {"limits": ["maxRounds", 1]}, "invalid limits"),
+        ("lone \ud800 surrogate", {}, "lone surrogate at character 5"),
+        (None, {}, "must be a string, not NoneType"),
+        (b"bytes", {}, "must be a string, not bytes"),
+        ("q", {"session_id": "../../etc/passwd"}, "session_id"),
+    ],
+)
+async def test_bad_input_ends_the_run_instead_of_raising(
+    text: object, options: dict[str, object], expected: str, tmp_path: Path
+) -> None:
+    from mcp_agent.loop.sessions import FileSessionStore
+
+    provider = ScriptedProvider([])
+    sink = RecordingSink()
+    agent = Agent(provider, echo_tools(), sessions=FileSessionStore(tmp_path), events=sink)
+    result = await agent.query(text, **options)  # type: ignore[arg-type]
+    assert result.termination_reason is R.TERMINAL_ERROR and expected in result.detail
+    assert result.detail.startswith("invalid input: ") and result.rounds == 0
+    assert provider.requests == []  # nothing was sent to the model
+    [ended] = sink.of(RunEnded)
+    assert ended.termination_reason == "terminal_error"
+    json.dumps([event.to_dict() for event in sink.events], ensure_ascii=False).encode("utf-8")  # encodable
+    assert list(tmp_path.iterdir()) == []  # nothing kept
 
 
 @pytest.mark.parametrize(

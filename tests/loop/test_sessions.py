@@ -56,6 +56,7 @@ def test_save_list_and_delete() -> None:
     [info] = store.list()
     assert info.to_dict() | {"created": 0, "updated": 0} == {
         "id": "s1",
+        "owner": None,
         "messages": 2,
         "runs": 1,
         "created": 0,

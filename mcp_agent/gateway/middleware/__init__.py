@@ -2,21 +2,22 @@
 
 Outermost first, as ``app.py`` stacks them: ``DrainMiddleware`` (tracks requests, ends them at
 shutdown), ``HostOriginMiddleware`` (421/403), ``CORSMiddleware`` (only allowed origins),
-``BearerAuthMiddleware`` (401), ``BodyLimitMiddleware`` (413).
+``CallerAuthMiddleware`` (401, 403), ``BodyLimitMiddleware`` (413).
 """
 
 from __future__ import annotations
 
-from .auth import BearerAuthMiddleware
+from .auth import CallerAuthMiddleware, caller_of
 from .body import BodyLimitMiddleware
 from .cors import CORSMiddleware
 from .drain import DrainMiddleware
 from .hosts import HostOriginMiddleware
 
 __all__ = [
-    "BearerAuthMiddleware",
     "BodyLimitMiddleware",
     "CORSMiddleware",
+    "CallerAuthMiddleware",
     "DrainMiddleware",
     "HostOriginMiddleware",
+    "caller_of",
 ]

@@ -1,0 +1,138 @@
+"""Who is calling: named callers with tokens and scopes, and what each may see and do (pure).
+
+``gateway.callers`` names the callers, each with a bearer token and scopes; ``gateway.authToken``
+is the one-caller shorthand (a caller named ``owner`` with every scope). Scopes:
+
+- ``query``: ask (``agent_query``, ``POST /api/v1/query``, the inner tools with ``exposeTools``),
+  list the tools, and see and delete one's *own* conversations, runs, events and pending approvals;
+- ``approve``: see and resolve every pending approval;
+- ``admin``: see everything (every conversation, every run's events, metrics) and delete any
+  conversation.
+
+A conversation, a run's events and an approval belong to the caller whose query made them;
+another caller gets 404 for them, exactly as for ids that never existed.
+
+Without any token the gateway serves one anonymous local caller (``LOCAL``) with every scope:
+whoever can reach the loopback port is trusted with everything, as before callers existed.
+
+**Shares.** When two or more callers are configured, no caller may hold more than
+``gateway.callerShare`` (default three quarters, rounded up) of any shared capacity: query slots,
+queue places, pending approvals, conversations and MCP sessions, so one caller's flood leaves
+room for the others. With one caller there is nobody to share with, and the whole is its own.
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+ScopeName = Literal["query", "approve", "admin"]
+ALL_SCOPES: frozenset[str] = frozenset({"query", "approve", "admin"})
+OWNER = "owner"
+"""The name of the caller that ``gateway.authToken`` stands for."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One caller: its name, its scopes, and whether a token identified it.
+
+    Attributes:
+        name: the caller's name (``owner`` for ``authToken``, ``local`` without tokens).
+        scopes: what it may do (``query``, ``approve``, ``admin``).
+        authenticated: False for the anonymous local caller of a gateway without tokens.
+    """
+
+    name: str
+    scopes: frozenset[str]
+    authenticated: bool = True
+
+    def can(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    @property
+    def admin(self) -> bool:
+        return "admin" in self.scopes
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether this caller may see (and act on) something that belongs to ``owner``."""
+        return self.admin or owner == self.name
+
+    def sees_approval(self, owner: str | None) -> bool:
+        """Whether this caller may see a pending approval of ``owner``'s run."""
+        return self.can("approve") or self.sees(owner)
+
+
+LOCAL = Caller("local", ALL_SCOPES, authenticated=False)
+"""The caller of a gateway without tokens: whoever reaches its loopback port."""
+
+
+class CallerBook:
+    """The configured callers, found by their bearer token.
+
+    Args:
+        tokens: each caller's token, by caller; empty for a gateway without tokens.
+        share: the largest fraction of a shared capacity one caller may hold when there are
+            several callers (see ``share_of``).
+    """
+
+    def __init__(self, tokens: Mapping[Caller, str] | None = None, *, share: float = 0.75) -> None:
+        self._tokens = [(caller, token.encode("utf-8")) for caller, token in (tokens or {}).items()]
+        self.share = share
+
+    @classmethod
+    def from_config(
+        cls, auth_token: str | None, callers: Mapping[str, tuple[str, Iterable[str]]], *, share: float = 0.75
+    ) -> CallerBook:
+        """From ``gateway.authToken`` and ``gateway.callers`` (name -> (token, scopes))."""
+        tokens: dict[Caller, str] = {}
+        if auth_token:
+            tokens[Caller(OWNER, ALL_SCOPES)] = auth_token
+        for name, (token, scopes) in callers.items():
+            tokens[Caller(name, frozenset(scopes))] = token
+        return cls(tokens, share=share)
+
+    @property
+    def open(self) -> bool:
+        """True when no token is configured: every request is the anonymous ``LOCAL`` caller."""
+        return not self._tokens
+
+    @property
+    def callers(self) -> list[Caller]:
+        return [caller for caller, _ in self._tokens] or [LOCAL]
+
+    def identify(self, authorization: str | None) -> Caller | None:
+        """The caller whose token ``Authorization: Bearer <token>`` carries, or None.
+
+        Every configured token is compared (in constant time each), so the answer's timing does
+        not tell which caller, if any, was close.
+        """
+        given = bearer_token(authorization)
+        if given is None:
+            return None
+        found: Caller | None = None
+        for caller, token in self._tokens:
+            if hmac.compare_digest(given, token):
+                found = caller
+        return found
+
+    def share_of(self, limit: int) -> int:
+        """How much of ``limit`` one caller may hold: all of it with one caller, else its share.
+
+        0 (no limit) stays 0.
+        """
+        if not limit or len(self._tokens) < 2:
+            return limit
+        return max(1, min(limit, math.ceil(limit * self.share)))
+
+
+def bearer_token(header: str | None) -> bytes | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if not header:
+        return None
+    scheme, _, given = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return None
+    return given.strip().encode("latin-1", "replace")  # the header's own bytes (ASGI decodes latin-1)
