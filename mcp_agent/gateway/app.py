@@ -39,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
 from .mcp_server import AgentMCPServer, create_mcp_server
+from .mcp_sessions import McpSessionLimits
 from .middleware import (
     BodyLimitMiddleware,
     CallerAuthMiddleware,
@@ -158,14 +159,24 @@ class GatewayApp:
             return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
 
         rest = RestAPI(self.service, extra_metrics=self._mcp_metrics)
+        self.mcp_sessions = McpSessionLimits(
+            None if self.stateless else self.session_manager,
+            gateway.max_mcp_sessions,
+            self.service.callers.share_of,
+        )
+        limit_sse, limit_http = self.mcp_sessions.limit_sse, self.mcp_sessions.limit_http
         routes: list[Route | Mount] = [
             Route("/", dashboard, methods=["GET"]),
             Route("/index.html", dashboard, methods=["GET"]),
-            Route("/sse", SseEndpoint(sse, self.mcp_server), methods=["GET"]),
+            Route("/sse", limit_sse(SseEndpoint(sse, self.mcp_server)), methods=["GET"]),
             Mount("/messages/", app=sse.handle_post_message),
-            Route("/mcp/sse", SseEndpoint(sse_alias, self.mcp_server), methods=["GET"]),
+            Route("/mcp/sse", limit_sse(SseEndpoint(sse_alias, self.mcp_server)), methods=["GET"]),
             Mount("/mcp/messages/", app=sse_alias.handle_post_message),
-            Route("/mcp", StreamableHTTPASGIApp(self.session_manager), methods=["GET", "POST", "DELETE"]),
+            Route(
+                "/mcp",
+                limit_http(StreamableHTTPASGIApp(self.session_manager)),
+                methods=["GET", "POST", "DELETE"],
+            ),
             *rest.routes(),
         ]
         self.starlette = Starlette(
@@ -192,6 +203,9 @@ class GatewayApp:
             "# HELP mcp_agent_mcp_connections Legacy MCP connections that get tools/list_changed.",
             "# TYPE mcp_agent_mcp_connections gauge",
             f"mcp_agent_mcp_connections {self.tool.connections}",
+            "# HELP mcp_agent_mcp_sessions Open MCP sessions (SSE connections and Streamable HTTP sessions).",
+            "# TYPE mcp_agent_mcp_sessions gauge",
+            f"mcp_agent_mcp_sessions {sum(self.mcp_sessions.open_sessions().values())}",
             "# HELP mcp_agent_http_requests_open HTTP requests open now (streams included).",
             "# TYPE mcp_agent_http_requests_open gauge",
             f"mcp_agent_http_requests_open {self.drain.open_requests()}",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -166,30 +167,108 @@ class _Stream:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-class _JSONWhileRunning:
-    """A JSON response for a run; the run is cancelled if the client disconnects first."""
+class _QueryAnswer:
+    """The answer to ``POST /api/v1/query``: a slot (waiting in the queue if need be), then the run.
 
-    def __init__(self, service: GatewayService, request: QueryInput, admission: Admission) -> None:
+    The slot is taken here, inside the response, so that it is held exactly as long as the run:
+    a client that leaves while queued gives up its place, one that leaves while running cancels
+    its run. Busy and not-ready are answered before anything streams (429, 503), as is an
+    unknown conversation (404).
+    """
+
+    def __init__(self, service: GatewayService, caller: Caller, request: QueryInput, stream: bool) -> None:
         self.service = service
+        self.caller = caller
         self.request = request
-        self.admission = admission
+        self.stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        admission: Admission | None = None
+        refusal: ApiError | None = None
+        with anyio.CancelScope() as waiting:  # the client may leave while queued
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    waiting.cancel()
+
+                tg.start_soon(watch)
+                try:
+                    admission = await self.service.admit(self.caller)
+                except (Busy, NotReady) as exc:
+                    refusal = from_exception(exc)
+                finally:
+                    tg.cancel_scope.cancel()
+        if admission is None:
+            if refusal is not None:
+                await refusal.response()(scope, receive, send)
+            return  # else the client left while queued
+        try:
+            try:
+                request = self.service.conversation(admission, self.request)
+            except UnknownSession as exc:
+                self.service.metrics.reject("invalid")
+                await ApiError(404, str(exc), "unknown_session").response()(scope, receive, send)
+                return
+            if self.stream:
+                await _Stream(partial(self._stream, request, admission))(scope, receive, send)
+            else:
+                await self._json(request, admission, scope, receive, send)
+        finally:
+            admission.release()
+
+    async def _json(
+        self, request: QueryInput, admission: Admission, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         result: RunResult | None = None
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
                 while (await receive())["type"] != "http.disconnect":
                     pass
-                self.admission.cancel.set()
+                admission.cancel.set()
 
             tg.start_soon(watch)
             try:
-                result = await self.service.run(self.request, self.admission)
+                result = await self.service.run(request, admission)
             finally:
                 tg.cancel_scope.cancel()
         assert result is not None
         await JSONResponse(query_body(result))(scope, receive, send)
+
+    async def _stream(
+        self,
+        request: QueryInput,
+        admission: Admission,
+        write: Callable[[bytes], Awaitable[None]],
+        gone: anyio.Event,
+    ) -> None:
+        sink = BufferedSink(STREAM_BUFFER)
+        result: RunResult | None = None
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                nonlocal result
+                try:
+                    result = await self.service.run(request, admission, events=sink)
+                finally:
+                    sink.close()
+
+            async def cancel_on_disconnect() -> None:
+                await gone.wait()
+                admission.cancel.set()
+
+            tg.start_soon(run)
+            tg.start_soon(cancel_on_disconnect)
+            try:
+                async for event in sink:
+                    await write(sse_frame(event.type, event.to_dict()))
+            finally:
+                sink.aclose_receiver()
+            tg.cancel_scope.cancel()
+        if result is not None:
+            await write(sse_frame("result", query_body(result)))
 
 
 class RestAPI:
@@ -293,7 +372,7 @@ class RestAPI:
 
     # ---------------------------------------------------------------- query
 
-    async def query(self, request: Request) -> Response | _Stream | _JSONWhileRunning:
+    async def query(self, request: Request) -> Response | _QueryAnswer:
         service = self.service
         try:
             caller = the_caller(request)
@@ -303,49 +382,13 @@ class RestAPI:
             except QueryInputError as exc:
                 service.metrics.reject("invalid")
                 raise ApiError(400, str(exc), "invalid_request") from None
-            try:
-                admission = await service.admit(caller)
-            except (Busy, NotReady) as exc:
-                raise from_exception(exc) from None
-            try:
-                query = service.conversation(admission, query)
-            except UnknownSession as exc:
-                admission.release()
-                service.metrics.reject("invalid")
-                raise ApiError(404, str(exc), "unknown_session") from None
+            service.ready_agent()  # starting, failed or stopping: 503 at once, without queueing
+        except NotReady as exc:
+            return from_exception(exc).response()
         except ApiError as exc:
             return exc.response()
-        if "text/event-stream" not in request.headers.get("accept", ""):
-            return _JSONWhileRunning(service, query, admission)
-
-        async def produce(write: Callable[[bytes], Awaitable[None]], gone: anyio.Event) -> None:
-            sink = BufferedSink(STREAM_BUFFER)
-            result: RunResult | None = None
-            async with anyio.create_task_group() as tg:
-
-                async def run() -> None:
-                    nonlocal result
-                    try:
-                        result = await service.run(query, admission, events=sink)
-                    finally:
-                        sink.close()
-
-                async def cancel_on_disconnect() -> None:
-                    await gone.wait()
-                    admission.cancel.set()
-
-                tg.start_soon(run)
-                tg.start_soon(cancel_on_disconnect)
-                try:
-                    async for event in sink:
-                        await write(sse_frame(event.type, event.to_dict()))
-                finally:
-                    sink.aclose_receiver()
-                tg.cancel_scope.cancel()
-            if result is not None:
-                await write(sse_frame("result", query_body(result)))
-
-        return _Stream(produce)
+        stream = "text/event-stream" in request.headers.get("accept", "")
+        return _QueryAnswer(service, caller, query, stream)
 
     # ---------------------------------------------------------------- approvals and sessions
 

@@ -1,7 +1,9 @@
 """``serve(config, ...)``: run the gateway over HTTP (uvicorn) or over stdio, until told to stop.
 
 HTTP: the socket is bound before anything starts (a port in use is a clear error, not a
-half-started gateway); a non-loopback address without ``authToken`` is refused. SIGTERM or
+half-started gateway); a non-loopback address without a caller token is refused. uvicorn serves
+with the guarded h11 protocol of ``connections.py`` (read deadlines, a connection cap below the
+file-descriptor limit, accept errors logged once a minute). SIGTERM or
 SIGINT (or the ``stop`` event) starts a graceful shutdown: stop accepting work, cancel running
 queries so each caller gets a ``cancelled`` result where its transport still allows, end the
 long-lived streams, close the Agent (the ToolHub reaps every child), and return, so the process
@@ -14,6 +16,7 @@ logs go to stderr.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
@@ -28,6 +31,7 @@ from mcp.server.stdio import stdio_server
 from ..config import AgentConfig
 from ..exceptions import ConfigError
 from .app import GatewayApp, create_app
+from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .mcp_server import create_mcp_server
 from .security import check_bind
 from .service import AgentFactory, GatewayService, open_service
@@ -147,9 +151,12 @@ async def serve_app(
     accepting connections; a second one forces the exit.
     """
     host, bound_port = sock.getsockname()[:2]
+    gateway = app.config.gateway
+    max_connections = gateway.max_connections or default_max_connections(open_file_limit())
     server = _Server(
         uvicorn.Config(
             app,
+            http=protocol_class(gateway.read_timeout_seconds, max_connections),
             log_config=None,
             access_log=False,
             lifespan="on",
@@ -157,6 +164,7 @@ async def serve_app(
             ws="none",
         )
     )
+    quiet_accept_errors(asyncio.get_running_loop())
     draining: list[bool] = []
 
     def on_stop(force: bool) -> None:

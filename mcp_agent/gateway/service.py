@@ -193,7 +193,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- admission
 
-    def _ready_agent(self) -> AgentLike:
+    def ready_agent(self) -> AgentLike:
         if self.state == "ready" and self.agent is not None:
             return self.agent
         if self.state == "stopping":
@@ -219,7 +219,7 @@ class GatewayService:
         if wait_ready > 0 and self.state == "starting":
             with anyio.move_on_after(wait_ready):
                 await self.ready.wait()
-        agent = self._ready_agent()
+        agent = self.ready_agent()
         try:
             slot = await self.admissions.acquire(caller.name)
         except Busy:
