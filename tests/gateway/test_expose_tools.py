@@ -90,3 +90,67 @@ async def test_unknown_inner_tool(exposed: Running) -> None:
     async with connect(exposed.url, "http", "modern") as client:
         result = await client.call_tool("nope", {})
     assert result.is_error and result.content[0].text == "Unknown tool: nope"
+
+
+async def test_exposed_calls_take_query_slots() -> None:
+    """100 exposed calls once ran at once under maxConcurrentQueries 2: now they queue for slots."""
+    config = make_config(
+        limits={"toolTimeoutSeconds": 30},
+        expose_tools=True,
+        max_concurrent_queries=2,
+        max_queued_queries=100,
+    )
+    async with running_gateway(config) as gateway:
+        running = [0]
+        most = [0]
+
+        async def sleep(seconds: float) -> str:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                running[0] -= 1
+            return "slept"
+
+        gateway.tools.source.add(
+            "nap",
+            sleep,
+            parameters={"type": "object", "properties": {"seconds": {"type": "number"}}},
+            server="mem",
+        )
+        results: list[Any] = []
+        async with connect(gateway.url, "http", "legacy") as client, anyio.create_task_group() as tg:
+            for _ in range(12):
+
+                async def call() -> None:
+                    results.append(await client.call_tool("nap", {"seconds": 0.05}))
+
+                tg.start_soon(call)
+        assert [r.content[0].text for r in results] == ["slept"] * 12
+        assert most[0] == 2
+
+
+async def test_waiting_approvals_are_capped() -> None:
+    """300 approvals once waited for one caller; beyond approvals.maxPending the call is denied at once."""
+    config = make_config(expose_tools=True, max_concurrent_queries=10)
+    config = config.model_copy(
+        update={"approvals": config.approvals.model_copy(update={"max_pending": 3, "timeout_seconds": 30})}
+    )
+    async with running_gateway(config) as gateway:
+        results: list[Any] = []
+        async with connect(gateway.url, "http", "legacy") as client, gateway.client() as http:
+            async with anyio.create_task_group() as tg:
+                for index in range(6):
+
+                    async def call(index: int = index) -> None:
+                        results.append(await client.call_tool("write_file", {"text": f"w{index}"}))
+
+                    tg.start_soon(call)
+                await eventually(lambda: len(results) == 3)  # the three beyond the cap, at once
+                assert all("too many approvals are waiting" in r.content[0].text for r in results)
+                pending = (await http.get("/api/v1/approvals")).json()["pending"]
+                assert len(pending) == 3
+                for item in pending:
+                    await http.post(f"/api/v1/approvals/{item['id']}", json={"approved": False})
+        assert len(results) == 6 and gateway.tools.written == []

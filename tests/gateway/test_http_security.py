@@ -81,6 +81,76 @@ async def test_bad_host_is_421(shared_gateway: Running, path: str) -> None:
     assert response.json()["error"]["type"] == "misdirected_request"
 
 
+HOST_CASES = [
+    ("localhost:1", True),
+    ("LOCALHOST:1", True),
+    ("127.0.0.1:9", True),
+    ("[::1]:9", True),
+    ("evil.localhost", False),
+    ("EVIL.LOCALHOST:80", False),
+    ("127.0.0.2", False),
+    ("127.0.0.2:8765", False),
+    ("localhost:abc", False),
+    ("localhost:8765/x", False),
+]
+HOST_ROUTES = [
+    ("GET", "/api/v1/health"),
+    ("GET", "/api/v1/tools"),
+    ("GET", "/metrics"),
+    ("GET", "/"),
+    ("GET", "/sse"),
+    ("GET", "/mcp/sse"),
+    ("POST", "/mcp"),
+    ("POST", "/messages/?session_id=00"),
+    ("POST", "/api/v1/query"),
+]
+
+
+@pytest.mark.parametrize(("host", "accepted"), HOST_CASES)
+async def test_one_host_rule_for_every_route(shared_gateway: Running, host: str, accepted: bool) -> None:
+    """REST once accepted evil.localhost, 127.0.0.2 and LOCALHOST:1 while /mcp refused them."""
+    statuses = {}
+    async with shared_gateway.client() as http:
+        for method, path in HOST_ROUTES:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"} if "mcp" in path or "messages" in path else {}
+            async with http.stream(method, path, headers={"Host": host}, json=body) as response:
+                statuses[path] = response.status_code
+    if accepted:
+        assert all(status != 421 for status in statuses.values()), statuses
+    else:
+        assert set(statuses.values()) == {421}, statuses
+
+
+async def test_health_says_only_status_and_version_without_a_token(token_gateway: Running) -> None:
+    async with token_gateway.client() as http:
+        open_answer = (await http.get("/api/v1/health")).json()
+        wrong = (await http.get("/api/v1/health", headers={"Authorization": "Bearer nope"})).json()
+        detailed = (await http.get("/api/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})).json()
+    assert set(open_answer) == {"status", "version"} and open_answer["status"] == "ok"
+    assert wrong == open_answer
+    assert {"model", "endpoint", "servers", "tool_count", "model_server"} <= set(detailed)
+
+
+async def test_credentials_in_urls_and_errors_are_never_shown() -> None:
+    config = make_config(auth_token=TOKEN)
+    endpoint = "http://alice:pa55word@127.0.0.1:9/v1?key=k3y-secret&api-version=2024"
+    config = config.model_copy(update={"llm": config.llm.model_copy(update={"endpoint": endpoint})})
+    async with running_gateway(config) as gateway, gateway.client() as http:
+        service = gateway.app.service
+        service.model_server = {
+            "reachable": False,
+            "model_present": None,
+            "error": f"cannot reach {endpoint}: refused (Authorization: Bearer sk-abcdefghijklmnopqrstuv)",
+        }
+        gateway.hub.status = lambda: [  # type: ignore[method-assign]
+            {"name": "files", "status": "failed", "error": "exited: stderr: API_KEY=hunter2-secret bad"}
+        ]
+        text = (await http.get("/api/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})).text
+    for secret in ("pa55word", "k3y-secret", "sk-abcdefghijklmnopqrstuv", "hunter2-secret"):
+        assert secret not in text
+    assert "http://***@127.0.0.1:9/v1?key=***&api-version=2024" in text
+
+
 @pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/query", "/sse", "/mcp", "/messages/"])
 async def test_foreign_origin_is_403(shared_gateway: Running, path: str) -> None:
     calls = shared_gateway.model.calls

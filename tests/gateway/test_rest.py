@@ -207,6 +207,10 @@ async def test_dashboard_page(gateway: Running) -> None:
     assert "http://" not in response.text and "https://" not in response.text  # no CDN, nothing external
 
 
+JSON = {"headers": {"content-type": "application/json"}}
+JSON_SSE = {"headers": {"content-type": "application/json", "accept": "text/event-stream"}}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "kind"),
     [
@@ -245,6 +249,16 @@ async def test_dashboard_page(gateway: Running) -> None:
             "unsupported_media_type",
         ),
         ("DELETE", "/api/v1/sessions/none", {}, 404, "not_found"),
+        # once 500s: a lone surrogate (the stream stopped without run_ended), 100k-deep JSON
+        ("POST", "/api/v1/query", {"content": b'{"query": "a \\ud800 b"}', **JSON}, 400, "invalid_request"),
+        ("POST", "/api/v1/query", {"content": b'{"query": "\\udfff"}', **JSON_SSE}, 400, "invalid_request"),
+        ("POST", "/api/v1/query", {"content": b"[" * 100_000 + b"]" * 100_000, **JSON}, 400, "invalid_json"),
+        ("POST", "/api/v1/query", {"content": b'{"a":' * 50_000 + b"1" + b"}" * 50_000, **JSON}, 400, "invalid_json"),
+        ("POST", "/api/v1/query", {"content": b'{"query": ' + b"9" * 5000 + b"}", **JSON}, 400, "invalid_json"),
+        ("POST", "/api/v1/query", {"content": b'{"query": "q", "limits": {"maxRounds": NaN}}', **JSON}, 400, "invalid_json"),
+        ("POST", "/api/v1/query", {"content": b'{"query": "q", "session_id": "abc\\n"}', **JSON}, 400, "invalid_request"),
+        ("POST", "/api/v1/query", {"content": b"\xff\xfe{}", **JSON}, 400, "invalid_json"),
+        ("POST", "/api/v1/approvals/x", {"content": b'{"approved": true, "reason": "\\ud800"}', **JSON}, 400, "invalid_request"),
     ],
 )
 async def test_rest_errors(

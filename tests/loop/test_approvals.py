@@ -97,6 +97,33 @@ async def test_queue_cancelled_wait_withdraws_the_request() -> None:
     assert queue.pending() == [] and queue.resolve(pending.id, True) is False
 
 
+def test_queue_caps_waiting_approvals_in_all_and_per_caller() -> None:
+    from mcp_agent.loop.approvals import ApprovalsFull
+
+    queue = ApprovalQueue(max_pending=4, max_per_caller=3)
+    for index in range(3):
+        queue.submit(call("w", f"c{index}"), run_id="r", caller="alice")
+    with pytest.raises(ApprovalsFull, match="caller 'alice'"):
+        queue.submit(call("w", "c9"), run_id="r", caller="alice")
+    bob = queue.submit(call("w", "b1"), run_id="r", caller="bob")
+    with pytest.raises(ApprovalsFull, match=r"too many approvals are waiting \(4"):
+        queue.submit(call("w", "b2"), run_id="r", caller="bob")
+    assert [item.caller for item in queue.pending()] == ["alice", "alice", "alice", "bob"]
+    assert queue.resolve(bob.id, False)
+    queue.submit(call("w", "b3"), run_id="r", caller="bob")  # room again
+
+
+async def test_a_call_beyond_the_cap_is_denied_at_once_in_a_run() -> None:
+    tools, queue = _write_tools(), ApprovalQueue(timeout_seconds=10, max_pending=1)
+    calls = [call("fs__write", f"w{i}", path=f"/tmp/{i}") for i in range(3)]
+    provider = ScriptedProvider([tool_turn(*calls), text_turn("done")])
+    result, sink = await _run_with_resolver(provider, tools, queue, approved=True, count=1)
+    assert result.termination_reason is R.SUCCESS
+    texts = tool_texts(result)
+    assert texts[0] == "wrote /tmp/0"
+    assert all("too many approvals are waiting" in text for text in texts[1:])
+
+
 # --------------------------------------------------------------------------------------------
 # approvals inside a run
 

@@ -268,3 +268,67 @@ async def test_the_stored_transcript_is_trimmed_to_the_history_limit() -> None:
     assert stored[0] == Message.system("Be brief.")
     assert sum(len(m.content) for m in stored) <= 1500
     assert stored[-2:] == (Message.user("q4"), Message.assistant("x" * 600))
+
+
+def test_every_issued_id_passes_the_rule() -> None:
+    """About 3 % of ids once started with '-' or '_' and were refused on the next turn."""
+    from mcp_agent.loop.sessions import new_session_id, valid_session_id
+
+    store = MemorySessionStore(max_sessions=0)
+    ids = [new_session_id() for _ in range(5000)] + [store.create().id for _ in range(5000)]
+    assert all(valid_session_id(session_id) for session_id in ids)
+    assert len(set(ids)) == len(ids)
+    assert all(len(session_id) == 24 and session_id.isalnum() for session_id in ids)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("abc", True),
+        ("a" * 128, True),
+        ("a.b_c:d@e-f", True),
+        ("abc\n", False),  # '$' once let a trailing newline through
+        ("-abc", False),
+        ("_abc", False),
+        ("", False),
+        ("a" * 129, False),
+        ("a b", False),
+        ("a/b", False),
+    ],
+)
+def test_the_session_id_rule(value: str, ok: bool) -> None:
+    from mcp_agent.loop.sessions import valid_session_id
+
+    assert valid_session_id(value) is ok
+
+
+def test_an_owner_beyond_its_share_loses_its_own_oldest() -> None:
+    clock = Clock()
+    store = MemorySessionStore(max_sessions=100, max_per_owner=3, clock=clock)
+    bob = store.create(owner="bob")
+    alice = []
+    for _ in range(5):
+        clock.now += 1
+        alice.append(store.create(owner="alice"))
+    assert store.get(bob.id) is bob  # never touched by alice's flood
+    assert [store.get(s.id) is not None for s in alice] == [False, False, True, True, True]
+
+
+def test_the_global_cap_evicts_from_the_owner_holding_the_most() -> None:
+    """A caller creating conversations at 234/s once evicted everyone else's."""
+    clock = Clock()
+    store = MemorySessionStore(max_sessions=10, clock=clock)
+    others = [store.create(owner=name) for name in ("bob", "carol")]
+    for _ in range(50):
+        clock.now += 1
+        store.create(owner="mallory")
+    assert all(store.get(s.id) is not None for s in others)
+    assert sum(1 for info in store.list() if info.owner == "mallory") == 8
+
+
+async def test_busy_sessions_are_never_evicted_by_the_owner_cap() -> None:
+    store = MemorySessionStore(max_per_owner=1)
+    first = store.create(owner="a")
+    async with first.lock:
+        second = store.create(owner="a")
+        assert store.get(first.id) is first and store.get(second.id) is second
