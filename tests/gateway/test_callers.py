@@ -88,7 +88,7 @@ async def test_events_show_only_the_callers_own_runs(callers_gateway: Running) -
 
         async def listen(name: str, token: str) -> None:
             async with http.stream("GET", "/api/v1/events", headers=auth(token)) as response:
-                async for kind, data in sse_events(response):
+                async for _, data in sse_events(response):
                     seen[name].append(data)
 
         for name, token in (("alice", ALICE), ("bob", BOB), ("ops", OPS)):

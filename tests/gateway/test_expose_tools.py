@@ -139,18 +139,21 @@ async def test_waiting_approvals_are_capped() -> None:
     )
     async with running_gateway(config) as gateway:
         results: list[Any] = []
-        async with connect(gateway.url, "http", "legacy") as client, gateway.client() as http:
-            async with anyio.create_task_group() as tg:
-                for index in range(6):
+        async with (
+            connect(gateway.url, "http", "legacy") as client,
+            gateway.client() as http,
+            anyio.create_task_group() as tg,
+        ):
+            for index in range(6):
 
-                    async def call(index: int = index) -> None:
-                        results.append(await client.call_tool("write_file", {"text": f"w{index}"}))
+                async def call(index: int = index) -> None:
+                    results.append(await client.call_tool("write_file", {"text": f"w{index}"}))
 
-                    tg.start_soon(call)
-                await eventually(lambda: len(results) == 3)  # the three beyond the cap, at once
-                assert all("too many approvals are waiting" in r.content[0].text for r in results)
-                pending = (await http.get("/api/v1/approvals")).json()["pending"]
-                assert len(pending) == 3
-                for item in pending:
-                    await http.post(f"/api/v1/approvals/{item['id']}", json={"approved": False})
+                tg.start_soon(call)
+            await eventually(lambda: len(results) == 3)  # the three beyond the cap, at once
+            assert all("too many approvals are waiting" in r.content[0].text for r in results)
+            pending = (await http.get("/api/v1/approvals")).json()["pending"]
+            assert len(pending) == 3
+            for item in pending:
+                await http.post(f"/api/v1/approvals/{item['id']}", json={"approved": False})
         assert len(results) == 6 and gateway.tools.written == []

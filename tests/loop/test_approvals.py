@@ -117,7 +117,7 @@ async def test_a_call_beyond_the_cap_is_denied_at_once_in_a_run() -> None:
     tools, queue = _write_tools(), ApprovalQueue(timeout_seconds=10, max_pending=1)
     calls = [call("fs__write", f"w{i}", path=f"/tmp/{i}") for i in range(3)]
     provider = ScriptedProvider([tool_turn(*calls), text_turn("done")])
-    result, sink = await _run_with_resolver(provider, tools, queue, approved=True, count=1)
+    result, _ = await _run_with_resolver(provider, tools, queue, approved=True, count=1)
     assert result.termination_reason is R.SUCCESS
     texts = tool_texts(result)
     assert texts[0] == "wrote /tmp/0"
