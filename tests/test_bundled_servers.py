@@ -321,19 +321,16 @@ async def test_disk_usage_of_a_folder_names_its_mount_point(
 ) -> None:
     text, is_error = await call(clients["system"], "disk_usage", {"path": str(tmp_path)})
     assert not is_error
-    assert text.startswith(f"{tmp_path} is on the filesystem mounted at {system.mount_point(str(tmp_path))}")
+    mounts = [part.mountpoint for part in psutil.disk_partitions(all=True)]
+    mount = system.containing_mount(str(tmp_path), mounts)
+    assert os.path.ismount(mount)
+    assert text.startswith(f"{tmp_path} is on the filesystem mounted at {mount}")
 
 
-@pytest.mark.parametrize(
-    ("path", "message"),
-    [("/no/such/folder", "no such file or folder: '/no/such/folder'"), ("  ", "path is empty")],
-)
-async def test_disk_usage_of_a_bad_path_is_an_error(
-    clients: dict[str, Client], path: str, message: str
-) -> None:
-    text, is_error = await call(clients["system"], "disk_usage", {"path": path})
+async def test_disk_usage_of_an_empty_path_is_an_error(clients: dict[str, Client]) -> None:
+    text, is_error = await call(clients["system"], "disk_usage", {"path": "  "})
     assert is_error
-    assert message in text
+    assert "path is empty" in text
 
 
 async def test_memory_usage(clients: dict[str, Client]) -> None:
@@ -429,11 +426,6 @@ async def test_top_processes_rejects_bad_input(
 )
 def test_human_bytes(count: int, expected: str) -> None:
     assert system.human_bytes(count) == expected
-
-
-def test_mount_point_walks_up_to_the_mount() -> None:
-    assert system.mount_point("/") == "/"
-    assert os.path.ismount(system.mount_point(__file__))
 
 
 def test_format_processes_aligns_columns() -> None:
