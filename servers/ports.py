@@ -8,15 +8,26 @@ where the OS lets us see it. Without that permission (another user's process, or
 another container or PID namespace) the answer says "process unknown" and why, rather than
 guessing. When psutil finds no TCP listener, or may not see every socket (macOS without root),
 ``check_port`` also tries a quick TCP connect to 127.0.0.1 and ::1 as a fallback witness.
+
+Command lines carry secrets (``--api-key=sk-...``, ``--password hunter2``, ``TOKEN=...``,
+``postgres://app:pw@db``), so an owner is shown as pid and process name only. Only a process of
+the user this server runs as also gets its command line, and only after ``redact_args`` has
+replaced what looks secret with ``***``: the value of a secret-sounding flag or ``key=value``
+(password, token, secret, key, auth, credential, cookie...), the value after ``-p`` unless it is
+a port, URL passwords, ``Authorization:``/``Cookie:`` headers, bearer and basic credentials,
+well-known token shapes (``sk-``, ``ghp_``, ``github_pat_``, ``xox?-``, ``glpat-``, ``AKIA``,
+``AIza``, ``hf_``, JWTs) and long hex or mixed-case base64-like strings. Redaction is a
+heuristic, which is why other users' command lines are not shown at all.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -99,14 +110,18 @@ def gather_listeners(
 
 
 def process_label(pid: int | None, *, privileged: bool) -> str:
-    """``pid 42 python3: python -m http.server 8000`` (command line cut short), or why unknown."""
+    """``pid 42 python3``, or why unknown.
+
+    A process of this server's own user also gets its command line, redacted and cut short:
+    ``pid 42 python3: python app.py --token=***``.
+    """
     if pid is None:
         return unknown_process(privileged=privileged)
     try:
         proc = psutil.Process(pid)
-        name = proc.name()
+        name = redact_text(proc.name())
         try:
-            cmdline = " ".join(proc.cmdline())
+            cmdline = " ".join(redact_args(proc.cmdline())) if _same_user(proc) else ""
         except (psutil.AccessDenied, psutil.ZombieProcess):
             cmdline = ""
     except psutil.NoSuchProcess:
@@ -114,6 +129,14 @@ def process_label(pid: int | None, *, privileged: bool) -> str:
     except psutil.Error:
         return f"pid {pid} (name unknown: needs privileges)"
     return f"pid {pid} {name}" + (f": {shorten(cmdline, CMDLINE_CHARS)}" if cmdline else "")
+
+
+def _same_user(proc: psutil.Process) -> bool:
+    """Whether ``proc`` runs as the user this server runs as (never, where uids are unknown)."""
+    try:
+        return bool(proc.uids().real == os.getuid())
+    except (AttributeError, psutil.Error):
+        return False
 
 
 def connect_test(port: int) -> list[str]:
@@ -133,6 +156,102 @@ def connect_test(port: int) -> list[str]:
 def is_privileged() -> bool:
     """Whether we run as root (then a hidden owner is in another PID namespace, not forbidden)."""
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+# --------------------------------------------------------------------------------------------
+# redaction (pure)
+
+REDACTED = "***"
+_SECRET_WORDS = frozenset(
+    {
+        *("pass", "password", "passwd", "passphrase", "pwd", "pw", "secret", "secrets"),
+        *("token", "tokens", "key", "keys", "apikey", "auth", "authorization", "credential"),
+        *("credentials", "cookie", "bearer", "salt", "pat"),
+    }
+)
+_SECRET_PARTS = ("password", "passwd", "secret", "token", "apikey", "credential", "privatekey")
+_PORTLIKE = re.compile(r"(?:\[?[0-9a-fA-F.:]*\]?:)?\d{1,5}(?::\d{1,5})?(?:/(?:tcp|udp))?")
+_FLAG = re.compile(r"-{1,2}[A-Za-z][\w.-]*")
+_TEXT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # URL userinfo: scheme://user:password@host
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]*):[^/\s@]+@"), rf"\1:{REDACTED}@"),
+    # credential headers: the whole value
+    (
+        re.compile(
+            r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie|x-api-key|api-key|x-auth-token)\s*:\s*\S.*"
+        ),
+        rf"\1: {REDACTED}",
+    ),
+    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}"), rf"\1 {REDACTED}"),
+    # well-known token shapes, their kind kept
+    (
+        re.compile(
+            r"\b(sk-|sk_live_|sk_test_|rk_live_|ghp_|gho_|ghu_|ghs_|ghr_|github_pat_|glpat-|"
+            r"xox[abposr]-|xapp-|AKIA|ASIA|AIza|hf_|npm_|pypi-)[A-Za-z0-9_-]{8,}"
+        ),
+        rf"\1{REDACTED}",
+    ),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"), REDACTED),  # JWT
+    (re.compile(r"\b[0-9a-fA-F]{32,}\b"), REDACTED),  # long hex
+)
+_SCHEME = re.compile(r"(?i)bearer|basic|(?:proxy-)?authorization:|cookie:|x-api-key:")
+"""An argument whose next argument is a credential: ``-H Authorization: Bearer TOKEN`` split up."""
+_KEY_VALUE = re.compile(r"([A-Za-z_][\w.-]*)=([^\s&;,]+)")
+_BASE64ISH = re.compile(r"(?<![\w/+=-])[A-Za-z0-9+/_-]{32,}={0,2}")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a flag or key name sounds secret: ``--api-key``, ``DB_PASSWORD``, ``authToken``.
+
+    True when one of its words (split at ``-_.`` and camelCase) is like ``password``, ``token``,
+    ``key`` or ``auth``, or when it contains ``password``, ``secret``, ``token`` and the like.
+    """
+    bare = name.lstrip("-")
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", bare).lower().replace("-", "_").replace(".", "_")
+    flat = words.replace("_", "")
+    return bool(_SECRET_WORDS & set(words.split("_"))) or any(part in flat for part in _SECRET_PARTS)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with secret-looking parts replaced by ``***`` (one argument, or a name)."""
+    for pattern, replacement in _TEXT_RULES:
+        text = pattern.sub(replacement, text)
+    text = _KEY_VALUE.sub(lambda m: f"{m[1]}={REDACTED}" if secret_name(m[1]) else m[0], text)
+    return _BASE64ISH.sub(lambda m: REDACTED if _random_looking(m[0]) else m[0], text)
+
+
+def _random_looking(run: str) -> bool:
+    """A long run with upper case, lower case and digits that is not an absolute path."""
+    return (
+        not run.startswith("/")
+        and any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+    )
+
+
+def redact_args(argv: Sequence[str]) -> list[str]:
+    """A command line with secrets replaced by ``***``; see the module docstring for what counts.
+
+    Besides what ``redact_text`` finds in each argument, the argument after a secret-sounding
+    flag (``--password hunter2``) or of an auth scheme (``Authorization: Bearer TOKEN`` given
+    as three arguments) is hidden, and so is the value of ``-p`` (``-p secret``, ``-psecret``)
+    unless it looks like a port or a port mapping (``-p 8080:80``).
+    """
+    out: list[str] = []
+    flag: str | None = None  # the flag (or auth scheme) whose value may come next
+    for arg in argv:
+        if flag is not None and (arg == "-" or not arg.startswith("-")) and not _SCHEME.fullmatch(arg):
+            out.append(arg if flag == "-p" and _PORTLIKE.fullmatch(arg) else REDACTED)
+            flag = None
+            continue
+        secret_flag = bool(_FLAG.fullmatch(arg)) and secret_name(arg)
+        flag = arg if arg == "-p" or secret_flag or _SCHEME.fullmatch(arg) else None
+        if arg.startswith("-p") and not secret_flag and not _PORTLIKE.fullmatch(arg[2:] or "0"):
+            out.append("-p" + REDACTED)  # -pSECRET (mysql)
+        else:
+            out.append(redact_text(arg))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -276,9 +395,9 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_wor
     description=(
         "Check whether a TCP port on this machine is in use. Returns, for each listening socket on "
         "that port, the address it is bound to (IPv4/IPv6, loopback or all interfaces) and the process "
-        "that owns it (pid, name, command line), or says the port is free; also says whether a UDP "
-        "socket is bound to the same port number. The answer is complete; do not call again for the "
-        "same port."
+        "that owns it (pid and name; the command line only for this server's own user, secrets "
+        "hidden), or says the port is free; also says whether a UDP socket is bound to the same port "
+        "number. The answer is complete; do not call again for the same port."
     ),
 )
 def check_port(port: Annotated[int, Field(ge=1, le=65535, description="TCP port number, 1-65535.")]) -> str:
@@ -294,8 +413,9 @@ def check_port(port: Annotated[int, Field(ge=1, le=65535, description="TCP port 
     structured_output=False,
     description=(
         "List every listening TCP port and bound UDP port on this machine as a table sorted by port: "
-        "protocol (tcp/tcp6/udp/udp6), address:port, and the owning process (pid, name, command line). "
-        "The list is complete; do not call again for the same question."
+        "protocol (tcp/tcp6/udp/udp6), address:port, and the owning process (pid and name; the command "
+        "line only for this server's own user, secrets hidden). The list is complete; do not call "
+        "again for the same question."
     ),
 )
 def list_listening_ports() -> str:

@@ -1,11 +1,20 @@
 """system: disk space, memory and the busiest processes of this machine (an MCP server over stdio).
 
 Run it as ``python servers/system.py``. Three narrow, read-only tools built on psutil:
-``disk_usage(path)`` (the filesystem a path lives on: mount point, type, total/used/free),
+``disk_usage(path)`` (the filesystem a path lies on: mount point, type, total/used/free),
 ``memory_usage()`` (RAM and swap) and ``top_processes(n, sort_by)`` (pid, name, CPU %, resident
 memory, user). CPU % is measured the way ``top`` does it: every process is sampled twice,
 ``CPU_SAMPLE_SECONDS`` apart, and 100 % means one full core. Sizes are in binary units
 (KiB, MiB, GiB).
+
+``disk_usage`` is not a way to learn whether a path exists. A path only picks a filesystem,
+and it does so by its text alone: the deepest mount point in psutil's mount table that
+contains the absolute, normalised path (``..`` folded lexically, symlinks not followed, ``~``
+and ``~/`` expanded to this server's home but ``~name`` left as it is). The path itself is never
+looked at, so ``~/.ssh/id_ed25519`` and ``~/.ssh/no-such-key`` get the same answer, errors
+included, and nothing says whether the path exists or what kind of file it is. The mount table
+is no secret (any process can read /proc/self/mounts). The price: a path through a symlink to
+another disk is placed by the symlink's own location; give the real path for that disk.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -55,15 +65,27 @@ def human_bytes(count: float) -> str:
     raise AssertionError("unreachable")
 
 
-def mount_point(path: str) -> str:
-    """The mount point of the filesystem that holds ``path`` (which must exist)."""
-    current = os.path.realpath(path)
-    while not os.path.ismount(current):
-        parent = os.path.dirname(current)
-        if parent == current:
-            break
-        current = parent
-    return current
+def absolute(path: str, home: str, cwd: str) -> str:
+    """``path`` made absolute and normalised by its text alone, touching no file.
+
+    ``~`` and ``~/...`` start at ``home``; ``~name`` is not expanded (that would reveal whether
+    user ``name`` exists); a relative path starts at ``cwd``; ``..`` and ``.`` fold lexically.
+    """
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def containing_mount(path: str, mounts: Iterable[str]) -> str:
+    """The deepest of ``mounts`` that contains the absolute, normalised ``path`` by its text.
+
+    ``/`` when none does. ``/home`` contains ``/home`` and ``/home/x`` but not ``/homework``.
+    """
+    best = os.path.abspath(os.sep)
+    for mount in mounts:
+        if (path == mount or path.startswith(os.path.join(mount, ""))) and len(mount) > len(best):
+            best = mount
+    return best
 
 
 @dataclass(frozen=True)
@@ -102,9 +124,11 @@ _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     annotations=_READ_ONLY,
     structured_output=False,
     description=(
-        "Disk space of the filesystem that holds a path on this machine (default '/'): its mount point, "
-        "filesystem type and device, total, used and free space in human units, and percent used. "
-        "The answer is complete; do not call again for the same path."
+        "Disk space of the filesystem that a path lies on, on this machine (default '/'): its mount "
+        "point, filesystem type and device, total, used and free space in human units, and percent "
+        "used. The path only picks the filesystem, by its text and the mount table (it need not "
+        "exist, and symlinks are not followed). The answer is complete; do not call again for the "
+        "same path."
     ),
 )
 def disk_usage(
@@ -114,15 +138,15 @@ def disk_usage(
 ) -> str:
     if not path.strip():
         raise ToolError("path is empty; give a file or folder such as '/' or '/home'")
-    full = os.path.expanduser(path.strip())
-    if not os.path.exists(full):
-        raise ToolError(f"no such file or folder: {path!r}")
+    full = absolute(path.strip(), os.path.expanduser("~"), os.getcwd())
+    parts = {p.mountpoint: p for p in psutil.disk_partitions(all=True)}  # the last of a stack is on top
+    mount = containing_mount(full, parts)
     try:
-        usage = psutil.disk_usage(full)
+        usage = psutil.disk_usage(mount)
     except OSError as exc:
-        raise ToolError(f"cannot read disk usage of {path!r}: {exc.strerror or exc}") from None
-    mount = mount_point(full)
-    parts = {p.mountpoint: p for p in psutil.disk_partitions(all=True)}
+        raise ToolError(
+            f"cannot read disk usage of the filesystem mounted at {mount}: {exc.strerror or exc}"
+        ) from None
     part = parts.get(mount)
     kind = f" ({part.fstype}, {part.device})" if part is not None and part.fstype else ""
     where = f"{path} is on the filesystem mounted at {mount}{kind}" if full != mount else f"{mount}{kind}"

@@ -16,7 +16,14 @@ steer the model, and the classic abuse is a prompt-injected fetch of a cloud met
 (169.254.169.254), a router's admin page or a service on the local network. So every host name
 is resolved first, each address is classified, and the connection is pinned to a vetted address
 (the original host still goes in the Host header and in TLS SNI and certificate checks), which
-also defeats DNS rebinding and covers every redirect hop. Set ``MCP_WEB_ALLOW_PRIVATE`` in this
+also defeats DNS rebinding and covers every redirect hop. Public means globally routable:
+refused are loopback, RFC 1918, link-local, CGNAT (100.64/10), 0/8, benchmarking (198.18/15),
+documentation, multicast and reserved IPv4 ranges, and for IPv6 everything outside global
+unicast 2000::/3 (``::1``, ``::``, link-local, site-local ``fec0::/10``, unique-local
+``fc00::/7``, multicast, local-use NAT64 ``64:ff9b:1::/48``) plus Teredo ``2001::/32`` and the
+documentation ranges. IPv6 forms that carry an IPv4 address (IPv4-mapped ``::ffff:a.b.c.d``,
+IPv4-translated ``::ffff:0:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::/96``,
+6to4 ``2002::/16``) are judged by the address they carry (see ``address_kind``). Set ``MCP_WEB_ALLOW_PRIVATE`` in this
 server's environment to change it: ``loopback`` allows 127.0.0.0/8 and ::1 (a local agent asking
 about a local web app), ``1`` (or ``true``/``yes``) allows every address. Mind that a server
 found in ``serversDir`` gets a clean environment; declare it in ``mcpServers`` with an ``env``
@@ -102,21 +109,125 @@ def _positive(raw: str | None, default: float) -> float:
     return value if value > 0 else default
 
 
-def address_kind(ip: str) -> Literal["public", "loopback", "private"]:
-    """Classify an IP address: globally routable, loopback, or anything else ("private").
+_NOT_PUBLIC_V4 = tuple(
+    ipaddress.IPv4Network(net)
+    for net in (
+        "0.0.0.0/8",  # "this network"; 0.0.0.0 itself reaches this host
+        "10.0.0.0/8",
+        "100.64.0.0/10",  # carrier-grade NAT
+        "169.254.0.0/16",  # link-local: cloud metadata at 169.254.169.254
+        "172.16.0.0/12",
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # documentation
+        "192.88.99.0/24",  # 6to4 relay anycast (deprecated)
+        "192.168.0.0/16",
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation
+        "203.0.113.0/24",  # documentation
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, broadcast
+    )
+)
+"""IPv4 ranges that are never fetched as "public" (IANA's special-purpose registry, and 127/8)."""
 
-    "private" covers RFC 1918, link-local (cloud metadata at 169.254.169.254), CGNAT,
-    unique-local IPv6, multicast, unspecified and reserved ranges. IPv4-mapped IPv6
-    addresses are judged by their IPv4 address.
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+_NOT_PUBLIC_V6 = tuple(
+    ipaddress.IPv6Network(net)
+    for net in (
+        "2001::/23",  # IETF protocol assignments, Teredo 2001::/32 included
+        "2001:db8::/32",  # documentation
+        "3fff::/20",  # documentation
+    )
+)
+"""Ranges inside global unicast (2000::/3) that are not public. Outside 2000::/3 nothing is."""
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_SIXTOFOUR = ipaddress.IPv6Network("2002::/16")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address that an IPv6 address stands for on its way out, if it has one.
+
+    NAT64 well-known prefix ``64:ff9b::/96`` and IPv4-translated ``::ffff:0:a.b.c.d``: the last
+    32 bits. 6to4 ``2002::/16``: bits 16..48. IPv4-compatible ``::a.b.c.d``: the last 32 bits.
+    (IPv4-mapped ``::ffff:a.b.c.d`` is the IPv4 address itself; ``address_kind`` unwraps it.)
+    The local-use NAT64 prefix ``64:ff9b:1::/48`` and Teredo are not decoded: where their
+    IPv4 address sits is up to a network operator, so they are simply never public.
     """
-    addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
+    if addr in _NAT64 or addr in _TRANSLATED or addr in _COMPATIBLE:
+        return ipaddress.IPv4Address(int(addr) & 0xFFFF_FFFF)
+    if addr in _SIXTOFOUR:
+        return addr.sixtofour
+    return None
+
+
+def _ipv4_kind(addr: ipaddress.IPv4Address) -> Literal["public", "loopback", "private"]:
     if addr.is_loopback:
         return "loopback"
-    if addr.is_global and not addr.is_multicast:
+    return "private" if any(addr in net for net in _NOT_PUBLIC_V4) else "public"
+
+
+def address_kind(ip: str) -> Literal["public", "loopback", "private"]:
+    """Classify an IP address: globally routable, this host's loopback, or anything else ("private").
+
+    IPv4: 127/8 is loopback; the special-purpose ranges of ``_NOT_PUBLIC_V4`` (RFC 1918,
+    link-local with cloud metadata, CGNAT, 0/8, benchmarking, documentation, multicast,
+    reserved) are private. IPv4-mapped IPv6 (``::ffff:a.b.c.d``) is its IPv4 address: the kernel
+    connects to that very address. The other IPv6 forms that carry an IPv4 address (NAT64,
+    6to4, IPv4-translated, IPv4-compatible) are public only when the address they carry is; they
+    go through a translator or tunnel, so even a carried 127.0.0.1 is "private", never this
+    host's loopback. Any other IPv6 address is public only inside global unicast 2000::/3 and
+    outside ``_NOT_PUBLIC_V6`` (Teredo, documentation): ``::1`` is loopback, and link-local,
+    site-local ``fec0::/10``, unique-local ``fc00::/7``, multicast, ``::``, local-use NAT64 and
+    every reserved range are private. A ``%zone`` suffix is ignored.
+    """
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv4Address):
+        return _ipv4_kind(addr)
+    if addr.ipv4_mapped is not None:
+        return _ipv4_kind(addr.ipv4_mapped)
+    if addr.is_loopback:
+        return "loopback"
+    if addr.is_unspecified:
+        return "private"
+    carried = embedded_ipv4(addr)
+    if carried is not None:
+        return "public" if _ipv4_kind(carried) == "public" else "private"
+    if addr in _GLOBAL_UNICAST_V6 and not any(addr in net for net in _NOT_PUBLIC_V6):
         return "public"
     return "private"
+
+
+def describe(ip: str) -> str:
+    """``ip`` and the IPv4 address it carries, for messages: ``2002:a00:1:: (6to4 of 10.0.0.1)``."""
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    if not isinstance(addr, ipaddress.IPv6Address) or addr.is_loopback or addr.is_unspecified:
+        return ip
+    if addr.ipv4_mapped is not None:
+        return f"{ip} (IPv4-mapped {addr.ipv4_mapped})"
+    carried = embedded_ipv4(addr)
+    if carried is None:
+        return ip
+    form = (
+        "NAT64"
+        if addr in _NAT64
+        else "6to4"
+        if addr in _SIXTOFOUR
+        else "IPv4-translated"
+        if addr in _TRANSLATED
+        else "IPv4-compatible"
+    )
+    return f"{ip} ({form} of {carried})"
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def address_allowed(ip: str, policy: Policy) -> bool:
@@ -277,7 +388,8 @@ async def vetted_addresses(url: httpx.URL, policy: Policy) -> list[str]:
     found = list(dict.fromkeys(str(info[4][0]) for info in infos))
     allowed = [ip for ip in found if address_allowed(ip, policy)]
     if not allowed:
-        what = f"{host} is" if found == [host] else f"{host} resolves to {', '.join(found)},"
+        shown = ", ".join(describe(ip) for ip in found)
+        what = f"{shown} is" if _is_ip(host) else f"{host} resolves to {shown},"
         raise ToolError(
             f"refused: {what} a {address_kind(found[0])} address; this server only fetches public "
             f"addresses unless {ALLOW_PRIVATE_ENV} is set in its environment"

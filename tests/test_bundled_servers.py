@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from mcp_agent.config import load_config
 
-from .bundled.harness import SERVERS_DIR, ServerSpec, load_server, open_clients
+from .bundled.harness import SERVERS_DIR, ServerSpec, call, load_server, open_clients
 from .bundled.site import BIG_SIZE, Site, running_site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,14 +79,6 @@ async def clients(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dic
     with errlog.open("w") as log:
         async with open_clients(specs, log) as opened:
             yield opened
-
-
-async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
-    """Call a tool; return its text and whether it is an error."""
-    with anyio.fail_after(20):
-        result = await client.call_tool(tool, args or {})
-    text = "\n".join(part.text for part in result.content if part.type == "text")
-    return text, bool(result.is_error)
 
 
 async def tools_of(client: Client) -> dict[str, Any]:
@@ -329,19 +321,16 @@ async def test_disk_usage_of_a_folder_names_its_mount_point(
 ) -> None:
     text, is_error = await call(clients["system"], "disk_usage", {"path": str(tmp_path)})
     assert not is_error
-    assert text.startswith(f"{tmp_path} is on the filesystem mounted at {system.mount_point(str(tmp_path))}")
+    mounts = [part.mountpoint for part in psutil.disk_partitions(all=True)]
+    mount = system.containing_mount(str(tmp_path), mounts)
+    assert os.path.ismount(mount)
+    assert text.startswith(f"{tmp_path} is on the filesystem mounted at {mount}")
 
 
-@pytest.mark.parametrize(
-    ("path", "message"),
-    [("/no/such/folder", "no such file or folder: '/no/such/folder'"), ("  ", "path is empty")],
-)
-async def test_disk_usage_of_a_bad_path_is_an_error(
-    clients: dict[str, Client], path: str, message: str
-) -> None:
-    text, is_error = await call(clients["system"], "disk_usage", {"path": path})
+async def test_disk_usage_of_an_empty_path_is_an_error(clients: dict[str, Client]) -> None:
+    text, is_error = await call(clients["system"], "disk_usage", {"path": "  "})
     assert is_error
-    assert message in text
+    assert "path is empty" in text
 
 
 async def test_memory_usage(clients: dict[str, Client]) -> None:
@@ -437,11 +426,6 @@ async def test_top_processes_rejects_bad_input(
 )
 def test_human_bytes(count: int, expected: str) -> None:
     assert system.human_bytes(count) == expected
-
-
-def test_mount_point_walks_up_to_the_mount() -> None:
-    assert system.mount_point("/") == "/"
-    assert os.path.ismount(system.mount_point(__file__))
 
 
 def test_format_processes_aligns_columns() -> None:
@@ -671,46 +655,6 @@ async def test_unresolvable_host_is_an_error(monkeypatch: pytest.MonkeyPatch, ur
 
 # --------------------------------------------------------------------------------------------
 # web: pure helpers
-
-
-@pytest.mark.parametrize(
-    ("ip", "kind"),
-    [
-        ("8.8.8.8", "public"),
-        ("2606:4700::1111", "public"),
-        ("127.0.0.1", "loopback"),
-        ("127.8.9.10", "loopback"),
-        ("::1", "loopback"),
-        ("::ffff:127.0.0.1", "loopback"),
-        ("10.0.0.1", "private"),
-        ("192.168.1.1", "private"),
-        ("172.16.0.1", "private"),
-        ("169.254.169.254", "private"),
-        ("100.64.0.1", "private"),
-        ("0.0.0.0", "private"),
-        ("224.0.0.1", "private"),
-        ("fe80::1%eth0", "private"),
-        ("fc00::1", "private"),
-        ("::ffff:10.0.0.1", "private"),
-    ],
-)
-def test_address_kind(ip: str, kind: str) -> None:
-    assert web.address_kind(ip) == kind
-
-
-@pytest.mark.parametrize(
-    ("ip", "policy", "allowed"),
-    [
-        ("8.8.8.8", "public", True),
-        ("127.0.0.1", "public", False),
-        ("127.0.0.1", "loopback", True),
-        ("10.0.0.1", "loopback", False),
-        ("10.0.0.1", "all", True),
-        ("169.254.169.254", "all", True),
-    ],
-)
-def test_address_allowed(ip: str, policy: str, allowed: bool) -> None:
-    assert web.address_allowed(ip, policy) is allowed
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 ``open_clients`` starts every server concurrently, each held open by its own task (a
 client's cancel scopes must be entered and left in one task), and yields the connected SDK
-clients by name. ``load_server`` imports a server script in-process so its pure helpers can be
+clients by name; ``call`` calls one tool and returns its text. ``load_server`` imports a server script in-process so its pure helpers can be
 table-tested; importing does not start serving.
 """
 
@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
@@ -93,3 +93,11 @@ async def open_clients(
             yield clients
         finally:
             stop.set()
+
+
+async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
+    """Call a tool; return its text and whether it is an error."""
+    with anyio.fail_after(20):
+        result = await client.call_tool(tool, args or {})
+    text = "\n".join(part.text for part in result.content if part.type == "text")
+    return text, bool(result.is_error)
