@@ -466,6 +466,8 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -33,6 +33,7 @@ from ..exceptions import ConfigError
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .mcp_server import create_mcp_server
+from .quiet_logs import quiet_client_errors
 from .security import check_bind
 from .service import AgentFactory, GatewayService, open_service
 
@@ -125,6 +126,7 @@ async def serve(
     Raises:
         ConfigError: a non-loopback bind without a token, or an address that cannot be bound.
     """
+    quiet_client_errors()
     if stdio:
         await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals)
         return

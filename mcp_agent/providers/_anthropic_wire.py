@@ -325,21 +325,24 @@ class StreamState:
         self._slots = 0
 
     def feed(self, event: str | None, data: Mapping[str, Any]) -> list[Delta]:
-        """Apply one event; ``event`` is the SSE event name (the data's ``type`` is used if None)."""
+        """Apply one event; ``event`` is the SSE event name (the data's ``type`` is used if None).
+
+        A field of the wrong type is ignored, as an unknown one is: nothing here raises.
+        """
         kind = event or data.get("type")
         if kind == "message_start":
-            message = data.get("message") or {}
-            self.message_id = message.get("id")
-            self._usage.update(message.get("usage") or {})
+            message = _mapping(data.get("message"))
+            self.message_id = _text(message.get("id"))
+            self._usage.update(_mapping(message.get("usage")))
         elif kind == "content_block_start":
             return self._start(data)
         elif kind == "content_block_delta":
             return self._delta(data)
         elif kind == "message_delta":
-            delta = data.get("delta") or {}
-            if delta.get("stop_reason"):
-                self._stop_reason = delta["stop_reason"]
-            self._usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+            stop_reason = _text(_mapping(data.get("delta")).get("stop_reason"))
+            if stop_reason:
+                self._stop_reason = stop_reason
+            self._usage.update({k: v for k, v in _mapping(data.get("usage")).items() if v is not None})
         elif kind == "message_stop":
             self.done = True
         elif kind == "error":
@@ -352,18 +355,19 @@ class StreamState:
         if not isinstance(index, int) or not isinstance(block, Mapping):
             return []
         entry = _Block(kind=str(block.get("type")), start=block)
+        if index not in self._blocks:
+            self._order.append(index)
         self._blocks[index] = entry
-        self._order.append(index)
-        if entry.kind == "text" and block.get("text"):
-            entry.text.append(block["text"])
-            return [Delta("text", block["text"])]
-        if entry.kind == "thinking" and block.get("thinking"):
-            entry.text.append(block["thinking"])
-            return [Delta("reasoning", block["thinking"])]
+        if entry.kind == "text" and (text := _text(block.get("text"))):
+            entry.text.append(text)
+            return [Delta("text", text)]
+        if entry.kind == "thinking" and (text := _text(block.get("thinking"))):
+            entry.text.append(text)
+            return [Delta("reasoning", text)]
         if entry.kind == "tool_use":
             entry.slot = self._slots
             self._slots += 1
-            return [Delta("tool_call", index=entry.slot, name=block.get("name"))]
+            return [Delta("tool_call", index=entry.slot, name=_text(block.get("name")))]
         return []
 
     def _delta(self, data: Mapping[str, Any]) -> list[Delta]:
@@ -386,7 +390,7 @@ class StreamState:
             fragment = str(delta.get("partial_json") or "")
             entry.text.append(fragment)
             if fragment:
-                return [Delta("tool_call", fragment, index=entry.slot, name=entry.start.get("name"))]
+                return [Delta("tool_call", fragment, index=entry.slot, name=_text(entry.start.get("name")))]
         return []
 
     def turn(self, request_id: str | None = None) -> Turn:
@@ -397,7 +401,7 @@ class StreamState:
             if entry.kind == "text":
                 parts.text.append("".join(entry.text))
             elif entry.kind == "thinking":
-                signature = "".join(entry.signature) or entry.start.get("signature") or ""
+                signature = "".join(entry.signature) or _text(entry.start.get("signature")) or ""
                 parts.add_thinking(
                     {"type": "thinking", "thinking": "".join(entry.text), "signature": signature}
                 )
@@ -407,6 +411,14 @@ class StreamState:
                 raw = "".join(entry.text)
                 parts.calls.append(_tool_call(entry.start, raw if raw.strip() else None))
         return parts.turn(self._stop_reason, parse_usage(self._usage), request_id or self.message_id)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def decode_event_data(data: str) -> Mapping[str, Any] | None:

@@ -78,13 +78,14 @@ def start_gateway(folder: Path, model_url: str, *, args: tuple[str, ...] = (), *
     config = write_config(folder, model_url, **gateway)
     port = free_port()
     log = folder / "gateway.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"),
-        cwd=str(ROOT),
-        env={**os.environ, "MCP_AGENT_STATE_DIR": str(folder / "state")},
-    )
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+            cwd=str(ROOT),
+            env={**os.environ, "MCP_AGENT_STATE_DIR": str(folder / "state")},
+        )
     running = Gateway(f"http://127.0.0.1:{port}", port, process, log, config)
     deadline = time.monotonic() + 30
     with httpx.Client(base_url=running.url, timeout=2) as http:
