@@ -7,6 +7,8 @@ once there is one, the last 100 lines of stderr and how many junk lines came on 
 
 - The child runs in its own process group (``start_new_session``) with the SDK's safe default
   environment plus the server's ``env``.
+- Children die with the gateway: on Linux each child gets SIGTERM from the kernel when the
+  gateway dies, even by SIGKILL (``PR_SET_PDEATHSIG``, ``_spawn.py``).
 - A stdout line that is not a JSON-RPC message is logged (warning, at most one every few
   seconds) and counted, never fatal, before or after the handshake. Blank lines are ignored.
 - stderr goes to a ring buffer and to our log at debug level.
@@ -38,6 +40,7 @@ from mcp.shared.message import SessionMessage
 
 from ..config import StdioServerConfig
 from ..exceptions import ToolServerStartError
+from ._spawn import open_child_process
 
 logger = logging.getLogger(__name__)
 
@@ -285,12 +288,7 @@ async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> Async
     """
     env = get_default_environment() | dict(config.env)
     try:
-        process = await anyio.open_process(
-            [config.command, *config.args],
-            env=env,
-            cwd=config.cwd,
-            start_new_session=True,
-        )
+        process = await open_child_process([config.command, *config.args], env=env, cwd=config.cwd)
     except FileNotFoundError as exc:
         missing = config.cwd if config.cwd and not Path(config.cwd).is_dir() else config.command
         raise ToolServerStartError(
