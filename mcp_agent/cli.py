@@ -89,11 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
+    from ._paths import state_dir
     from .providers.endpoints import resolve_endpoint
     from .tools.hub import open_tool_hub
 
     dialect = resolve_endpoint(config.llm).provider
-    async with open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub:
+    timeout = config.limits.tool_timeout_seconds
+    async with open_tool_hub(config.servers(), default_timeout=timeout, state_dir=state_dir()) as hub:
         report = tools_report(hub, dialect)
     if args.json:
         print(json.dumps(report, indent=2))
