@@ -14,9 +14,11 @@ with anyio's semantics. The fork happens on the event loop's thread, and the par
 signal fires when the thread that forked exits: the loop's thread lives as long as anything
 that could stop the child. Between the fork and the ``prctl`` we may already have died; the
 child then sees another parent and exits. ``preexec_fn`` makes ``subprocess`` fork instead
-of vfork (measured: about 1.7 ms more per spawn from a 75 MB gateway process, where a Python
-exec shim would cost about 7.5 ms) and runs Python in the child before exec, so the hook does
-as little as possible: two system calls through a function resolved beforehand. Elsewhere
+of vfork, which costs (2 cores, 75 MB gateway process) about 1.7 ms more per bare spawn and
+about 4-5 ms more per server start from spawn to tools listed (copy-on-write faults in the
+parent until the child execs); a Python exec shim would cost about 7.5 ms per spawn. It also
+runs Python in the child before exec, so the hook does as little as possible: two system calls
+through a function resolved beforehand. Elsewhere
 (not Linux, not asyncio, no ``prctl``) children are spawned by ``anyio.open_process`` without
 the signal.
 """
