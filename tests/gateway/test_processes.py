@@ -40,6 +40,7 @@ async def test_stdio_via_the_cli(model_server: FakeModelServer, tmp_path: Path) 
         command=sys.executable,
         args=["-m", "mcp_agent", "serve", "--stdio", "--config", str(config)],
         cwd=str(ROOT),
+        env={"MCP_AGENT_STATE_DIR": str(tmp_path / "state")},  # the SDK passes only a safe few
     )
     with open(tmp_path / "stderr.txt", "w") as errlog, anyio.fail_after(30):
         async with (
