@@ -89,11 +89,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
+    from ._paths import state_dir
     from .providers.endpoints import resolve_endpoint
     from .tools.hub import open_tool_hub
 
     dialect = resolve_endpoint(config.llm).provider
-    async with open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub:
+    timeout = config.limits.tool_timeout_seconds
+    async with open_tool_hub(config.servers(), default_timeout=timeout, state_dir=state_dir()) as hub:
         report = tools_report(hub, dialect)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -180,14 +182,11 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
 
 
 def session_folder() -> str:
-    """Where ``query --session`` keeps conversations: ``$MCP_AGENT_STATE_DIR`` or
-    ``$XDG_STATE_HOME/mcp-agent/sessions`` (``~/.local/state/mcp-agent/sessions``)."""
-    import os
+    """Where ``query --session`` keeps conversations: ``sessions/`` in the state folder
+    (``$MCP_AGENT_STATE_DIR``, else ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``)."""
+    from ._paths import state_dir
 
-    if folder := os.environ.get("MCP_AGENT_STATE_DIR"):
-        return os.path.join(folder, "sessions")
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "mcp-agent", "sessions")
+    return str(state_dir() / "sessions")
 
 
 # --------------------------------------------------------------------------------------------

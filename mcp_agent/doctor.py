@@ -88,6 +88,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
+    from ._paths import state_dir
     from .providers.endpoints import resolve_endpoint
     from .tools.hub import open_tool_hub
 
@@ -95,7 +96,8 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
     if not servers:
         report.line("warn", "no tool servers configured (mcpServers or serversDir)")
         return
-    async with open_tool_hub(servers, default_timeout=config.limits.tool_timeout_seconds) as hub:
+    timeout = config.limits.tool_timeout_seconds
+    async with open_tool_hub(servers, default_timeout=timeout, state_dir=state_dir()) as hub:
         tools = hub.list_tools()
         for status in hub.status():
             server = servers.get(status.name)

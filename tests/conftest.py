@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the suite's state (``Agent.from_config`` records its tool servers' processes there)
+    out of the user's ``~/.local/state``; subprocesses inherit it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MCP_AGENT_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        yield

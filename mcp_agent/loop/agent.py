@@ -307,17 +307,21 @@ class Agent:
 
     @classmethod
     def from_config(
-        cls, config: AgentConfig | str | os.PathLike[str], **options: Any
+        cls, config: AgentConfig | str | os.PathLike[str], *, record_children: bool = True, **options: Any
     ) -> AbstractAsyncContextManager[Agent]:
         """An Agent over the configured model server and tool servers, for ``async with``.
 
         Starts every tool server and opens one model client; both are closed on exit.
         ``options`` (``sessions``, ``approvals``, ``events``, ``gate``) go to the constructor.
+        With ``record_children`` (the default, as for the CLI and the gateway) the tool
+        servers' processes are recorded in the state folder (``$MCP_AGENT_STATE_DIR``, else
+        ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``), and what an earlier,
+        killed process left there is reaped first.
 
         Raises:
             ConfigError: the config file is missing or invalid.
         """
-        return _open_agent(cls, config, options)
+        return _open_agent(cls, config, options, record_children=record_children)
 
     @property
     def tools(self) -> ToolSource:
@@ -447,9 +451,14 @@ class Agent:
 
 @asynccontextmanager
 async def _open_agent(
-    cls: type[Agent], config: AgentConfig | str | os.PathLike[str], options: dict[str, Any]
+    cls: type[Agent],
+    config: AgentConfig | str | os.PathLike[str],
+    options: dict[str, Any],
+    *,
+    record_children: bool,
 ) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
+    from .._paths import state_dir
     from ..providers.factory import open_provider
     from ..tools.hub import open_tool_hub
 
@@ -457,6 +466,10 @@ async def _open_agent(
         config = load_config(config)
     async with (
         open_provider(config.llm) as provider,
-        open_tool_hub(config.servers(), default_timeout=config.limits.tool_timeout_seconds) as hub,
+        open_tool_hub(
+            config.servers(),
+            default_timeout=config.limits.tool_timeout_seconds,
+            state_dir=state_dir() if record_children else None,
+        ) as hub,
     ):
         yield cls(provider, hub, config, **options)

@@ -6,7 +6,11 @@ It yields the same pair of memory-object streams of ``SessionMessage`` the SDK's
 once there is one, the last 100 lines of stderr and how many junk lines came on stdout.
 
 - The child runs in its own process group (``start_new_session``) with the SDK's safe default
-  environment plus the server's ``env``.
+  environment plus the server's ``env`` plus our ``MCP_AGENT_OWNER`` marker.
+- Children die with the gateway: on Linux each child gets SIGTERM from the kernel when the
+  gateway dies, even by SIGKILL (``PR_SET_PDEATHSIG``, ``_spawn.py``). Their own children do
+  not; for them the process group is recorded in the state folder while it runs, and the next
+  hub to start reaps the marked processes of groups whose gateway is gone (``_orphans.py``).
 - A stdout line that is not a JSON-RPC message is logged (warning, at most one every few
   seconds) and counted, never fatal, before or after the handshake. Blank lines are ignored.
 - stderr goes to a ring buffer and to our log at debug level.
@@ -38,6 +42,9 @@ from mcp.shared.message import SessionMessage
 
 from ..config import StdioServerConfig
 from ..exceptions import ToolServerStartError
+from . import _procfs
+from ._orphans import OWNER_ENV, ChildRecords, owner_marker
+from ._spawn import open_child_process
 
 logger = logging.getLogger(__name__)
 
@@ -254,43 +261,29 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    proc = Path("/proc")
-    if not proc.is_dir():
+    if not _procfs.available():
         return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return any(stat.pgid == pgid and not stat.dead for stat in _procfs.all_stats())
 
 
 @asynccontextmanager
-async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> AsyncIterator[StdioChild]:
+async def open_stdio_transport(
+    config: StdioServerConfig, *, name: str, records: ChildRecords | None = None
+) -> AsyncIterator[StdioChild]:
     """Start a stdio server and yield its handle; stop it and its process group on exit.
 
     Args:
         config: the server's command, arguments, environment and working folder.
         name: the server's name, for logs and errors.
+        records: where the process group is recorded while it runs (None: nowhere).
 
     Raises:
         ToolServerStartError: the process could not be started (no such command, not
             executable, missing working folder).
     """
-    env = get_default_environment() | dict(config.env)
+    env = get_default_environment() | dict(config.env) | {OWNER_ENV: owner_marker()}
     try:
-        process = await anyio.open_process(
-            [config.command, *config.args],
-            env=env,
-            cwd=config.cwd,
-            start_new_session=True,
-        )
+        process = await open_child_process([config.command, *config.args], env=env, cwd=config.cwd)
     except FileNotFoundError as exc:
         missing = config.cwd if config.cwd and not Path(config.cwd).is_dir() else config.command
         raise ToolServerStartError(
@@ -300,6 +293,8 @@ async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> Async
         raise ToolServerStartError(f"cannot start {config.command!r}: {exc}", server=name) from exc
 
     child = StdioChild(name, process)
+    if records is not None:
+        records.add(process.pid, name)
     logger.debug("%s: started pid %d: %s", name, process.pid, " ".join([config.command, *config.args]))
     stdout_scope = anyio.CancelScope()
     async with anyio.create_task_group() as tg:
@@ -312,5 +307,7 @@ async def open_stdio_transport(config: StdioServerConfig, *, name: str) -> Async
         finally:
             with anyio.CancelScope(shield=True):
                 await child._shutdown()
+            if records is not None and not _group_alive(child.pid):
+                records.remove(child.pid)
             tg.cancel_scope.cancel()
     logger.debug("%s: pid %d ended with exit code %s", name, child.pid, child.returncode)

@@ -42,6 +42,7 @@ from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
+from ._orphans import ChildRecords
 from ._repair import ResponseRepairer, describe_validation_error
 from ._server_tools import ServerTool, call_result, server_tool
 from ._stdio import StdioChild, open_stdio_transport
@@ -142,6 +143,7 @@ class ServerConnection:
         *,
         on_change: Callable[[], None] = lambda: None,
         policy: RestartPolicy | None = None,
+        records: ChildRecords | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -158,6 +160,7 @@ class ServerConnection:
         self._junk_before = 0
         self._child: StdioChild | None = None
         self._scope = anyio.CancelScope()
+        self._records = records
 
     @property
     def junk_lines(self) -> int:
@@ -271,7 +274,7 @@ class ServerConnection:
     async def _transport(self, attempt: _Attempt) -> AsyncIterator[TransportStreams]:
         config = self.config
         if isinstance(config, StdioServerConfig):
-            async with open_stdio_transport(config, name=self.name) as child:
+            async with open_stdio_transport(config, name=self.name, records=self._records) as child:
                 if self._child is not None:
                     self._junk_before += self._child.junk_lines
                 self._child = attempt.child = child

@@ -5,6 +5,8 @@ and yields when every one is up or has failed; a server that failed is reported 
 ``status()`` and its tools are simply absent. The hub owns one ``ServerConnection`` task per
 server in its task group (structured concurrency): leaving the context, calling ``aclose()`` or
 cancelling the owner stops every server and reaps every process, grandchildren included.
+Given a state folder (the CLI and the gateway give theirs), the hub first reaps what an earlier,
+killed owner left and records its stdio servers' process groups while they run (``_orphans.py``).
 
 The model only ever sees exposed names (``server__tool``, see ``naming.py``); the hub keeps
 the reverse map and routes each call to its server. The tool list is recomputed whenever a
@@ -19,9 +21,11 @@ means none.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -29,6 +33,8 @@ import anyio.abc
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult, ToolSpec
+from . import _procfs
+from ._orphans import ChildRecords, reap_orphans
 from .connection import ProgressCallback, RestartPolicy, ServerConnection, ServerState
 from .naming import NamedTool, assign_names
 
@@ -80,10 +86,13 @@ class ToolHub:
         *,
         default_timeout: float | None = None,
         restart_policy: RestartPolicy | None = None,
+        records: ChildRecords | None = None,
     ) -> None:
         self._default_timeout = default_timeout
         self._connections = {
-            name: ServerConnection(name, config, on_change=self._recompute, policy=restart_policy)
+            name: ServerConnection(
+                name, config, on_change=self._recompute, policy=restart_policy, records=records
+            )
             for name, config in servers.items()
         }
         self._specs: tuple[ToolSpec, ...] = ()
@@ -255,6 +264,7 @@ async def open_tool_hub(
     *,
     default_timeout: float | None = None,
     restart_policy: RestartPolicy | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -263,10 +273,18 @@ async def open_tool_hub(
         default_timeout: the per-call timeout when neither the server's ``callTimeoutSeconds``
             nor the caller's ``timeout`` sets one (None or 0: none).
         restart_policy: backoff and budget for restarting crashed servers.
+        state_dir: the state folder (``mcp_agent._paths.state_dir()`` for the CLI and the
+            gateway): first reap what killed gateways left, then record every stdio server's
+            process group in its ``children/`` while it runs. None (the default for library
+            use): neither (Linux only either way).
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
-    hub = ToolHub(servers, default_timeout=default_timeout, restart_policy=restart_policy)
+    records = None
+    if state_dir is not None and _procfs.available():
+        records = ChildRecords(Path(state_dir) / "children")
+        await reap_orphans(records.folder)
+    hub = ToolHub(servers, default_timeout=default_timeout, restart_policy=restart_policy, records=records)
     async with anyio.create_task_group() as tg:
         try:
             await hub._start(tg)

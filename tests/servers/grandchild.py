@@ -1,7 +1,9 @@
 """Fixture: starts a long-lived grandchild that shares its stdout; ``pids`` names both processes.
 
 The grandchild keeps the server's stdout pipe open, so the pipe never ends when the server exits:
-only killing the whole process group cleans up.
+only killing the whole process group cleans up. With ``GRANDCHILD_STAYS=1`` the server also
+outlives the end of its stdin (as servers do that never read it to the end), so only a signal
+stops it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from _raw import Call, RawServer, main_guard, text
 
@@ -45,3 +48,5 @@ def exit_now(args: dict, call: Call) -> dict:
 
 if __name__ == "__main__":
     main_guard(server)
+    while os.environ.get("GRANDCHILD_STAYS") == "1":
+        time.sleep(60)

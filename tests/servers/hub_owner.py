@@ -2,12 +2,15 @@
 
 It starts the hub on the servers named in argv[1] (a JSON object of mcpServers), prints the pids
 of every server and grandchild as one JSON line on stdout, and runs until SIGTERM or SIGINT,
-which cancel its task group. The test then checks that no process outlived it.
+which cancel its task group. The test then checks that no process outlived it. With a state
+folder as argv[2] the hub records its children there and first reaps orphans (its log goes to
+stderr).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import sys
 
@@ -19,6 +22,9 @@ from mcp_agent.tools.hub import open_tool_hub
 
 async def main() -> None:
     servers = {name: StdioServerConfig.model_validate(raw) for name, raw in json.loads(sys.argv[1]).items()}
+    state_dir = sys.argv[2] if len(sys.argv) > 2 else None
+    if state_dir is not None:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     async with anyio.create_task_group() as tg:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 
@@ -27,7 +33,7 @@ async def main() -> None:
                     tg.cancel_scope.cancel()
 
             tg.start_soon(cancel_on_signal)
-            async with open_tool_hub(servers) as hub:
+            async with open_tool_hub(servers, state_dir=state_dir) as hub:
                 pids = []
                 for spec in hub.list_tools():
                     if spec.mcp_name == "pids":
