@@ -4,9 +4,9 @@ answer, and the next valid request is still answered."""
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest

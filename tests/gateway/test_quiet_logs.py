@@ -11,6 +11,9 @@ from mcp_agent.gateway.quiet_logs import ClientErrorFilter
 
 def test_the_sdks_parse_failures_become_rate_limited_one_liners(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("mcp.server.sse")
+    installed = list(logger.filters)  # serve() may have installed one already in this process
+    for old in installed:
+        logger.removeFilter(old)
     quiet = ClientErrorFilter(every=3600)
     logger.addFilter(quiet)
     try:
@@ -23,6 +26,8 @@ def test_the_sdks_parse_failures_become_rate_limited_one_liners(caplog: pytest.L
             logger.error("something else")  # other messages pass untouched
     finally:
         logger.removeFilter(quiet)
+        for old in installed:
+            logger.addFilter(old)
     [first, other] = caplog.records
     assert first.levelno == logging.WARNING and first.exc_info is None
     assert first.getMessage() == "Failed to parse message from a client (ValueError; answered 400)"
