@@ -39,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
 from .mcp_server import AgentMCPServer, create_mcp_server
+from .middleware.late_errors import LateErrorGuard
 from .mcp_sessions import McpSessionLimits
 from .middleware import (
     BodyLimitMiddleware,
@@ -174,7 +175,7 @@ class GatewayApp:
             Mount("/mcp/messages/", app=sse_alias.handle_post_message),
             Route(
                 "/mcp",
-                limit_http(StreamableHTTPASGIApp(self.session_manager)),
+                limit_http(LateErrorGuard(StreamableHTTPASGIApp(self.session_manager))),
                 methods=["GET", "POST", "DELETE"],
             ),
             *rest.routes(),

@@ -1,9 +1,12 @@
 """Hostile input must not flood the log: the SDK's reports of a client's bad message become one
 line, without a traceback, at most one a few seconds (with a count of those held back).
 
-The MCP SDK logs every unparseable SSE message with ``logger.exception`` (about 2 kB of
-traceback per request); a client sending garbage in a loop would write megabytes a minute.
-The answer the client gets (400) is unchanged.
+- The MCP SDK logs every unparseable SSE message with ``logger.exception`` (about 2 kB of
+  traceback per request); a client sending garbage in a loop would write megabytes a minute.
+  The answer the client gets (400) is unchanged.
+- When a client ends its Streamable HTTP session while one of its requests is still being
+  handed over (a client that gives up: it cancels a call and closes at once), the SDK logs the
+  closed stream as an error with a traceback. Nothing is wrong on our side; one line says so.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ import time
 
 EVERY_SECONDS = 5.0
 NOISY = {("mcp.server.sse", "Failed to parse message")}
+"""(logger, message) of the SDK's reports of a client's bad input."""
+SESSION_GONE = {("mcp.server.streamable_http", "Error handling POST request")}
+"""(logger, message) the SDK logs when a session closed under a request; quiet only for that."""
+_CLOSED = ("ClosedResourceError", "BrokenResourceError", "EndOfStream")
 
 
 class ClientErrorFilter(logging.Filter):
@@ -26,7 +33,9 @@ class ClientErrorFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         key = (record.name, str(record.msg))
-        if key not in NOISY:
+        error = record.exc_info[1] if record.exc_info else None
+        closed = key in SESSION_GONE and type(error).__name__ in _CLOSED
+        if key not in NOISY and not closed:
             return True
         now = time.monotonic()
         name = f"{record.name}: {record.msg}"
@@ -35,7 +44,8 @@ class ClientErrorFilter(logging.Filter):
             return False
         held = self._held.pop(name, 0)
         reason = f"{type(record.exc_info[1]).__name__}" if record.exc_info and record.exc_info[1] else "invalid"
-        record.msg = f"{record.msg} from a client ({reason}; answered 400)" + (
+        what = "the client's session closed meanwhile" if closed else "answered 400"
+        record.msg = f"{record.msg} from a client ({reason}; {what})" + (
             f"; {held} more since the last report" if held else ""
         )
         record.args = None
@@ -48,7 +58,7 @@ class ClientErrorFilter(logging.Filter):
 
 def quiet_client_errors() -> None:
     """Install the filter on the SDK's transport loggers (idempotent)."""
-    for name in {logger for logger, _ in NOISY}:
+    for name in {logger for logger, _ in NOISY | SESSION_GONE}:
         logger = logging.getLogger(name)
         if not any(isinstance(f, ClientErrorFilter) for f in logger.filters):
             logger.addFilter(ClientErrorFilter())
