@@ -39,7 +39,6 @@ from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
 from .mcp_server import AgentMCPServer, create_mcp_server
-from .middleware.late_errors import LateErrorGuard
 from .mcp_sessions import McpSessionLimits
 from .middleware import (
     BodyLimitMiddleware,
@@ -48,6 +47,7 @@ from .middleware import (
     DrainMiddleware,
     HostOriginMiddleware,
 )
+from .middleware.late_errors import LateErrorGuard
 from .rest import RestAPI, error_response
 from .security import host_rules
 from .service import AgentFactory, GatewayService, open_service
