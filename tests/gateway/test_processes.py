@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import eventually, free_port
-from .e2e import SERVERS, rule_reply, write_config
+from .e2e import rule_reply, write_config
 from .test_mcp import connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,80 +194,3 @@ def test_no_stray_output_in_library_code() -> None:
     offenders = [str(path) for path in folder.rglob("*.py") if "print(" in path.read_text()]
     assert offenders == []
     assert os.path.exists(folder / "serve.py")
-
-
-def alive(pids: list[int]) -> list[int]:
-    """The pids that still run (zombies count as gone: they hold nothing)."""
-    running = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                running.append(pid)
-    return running
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
-async def test_sigkill_children_die_with_the_gateway_and_the_next_start_reaps_the_rest(
-    model_server: FakeModelServer, tmp_path: Path
-) -> None:
-    """``serve`` killed by SIGKILL: its server dies with it (the kernel's SIGTERM), the server's
-    grandchild does not; the next ``mcp-agent`` start with the same state folder reaps it."""
-    grandchild = {
-        "command": sys.executable,
-        "args": [str(SERVERS / "grandchild.py")],
-        "env": {"GRANDCHILD_STAYS": "1"},  # outlives the end of its stdin: only a signal stops it
-    }
-    config = tmp_path / "agent.json"
-    config.write_text(
-        json.dumps({"llm": {"endpoint": model_server.base_url, "model": "m"}, "mcpServers": {"g": grandchild}})
-    )
-    env = os.environ | {"MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
-    port = free_port()
-    stderr = os.open(tmp_path / "stderr.txt", os.O_WRONLY | os.O_CREAT)
-    process = await anyio.open_process(
-        [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=stderr,
-        cwd=str(ROOT),
-        env=env,
-    )
-    left: list[psutil.Process] = []
-    try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
-
-            async def healthy() -> bool:
-                try:
-                    return (await http.get("/api/v1/health")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await eventually(healthy, timeout=30)
-        [server] = psutil.Process(process.pid).children()
-        await eventually(lambda: len(server.children()) == 1, timeout=20)
-        left = [server, *server.children()]
-        assert len(list((tmp_path / "state" / "children").glob("*.json"))) == 1
-
-        process.kill()
-        await process.wait()
-        await eventually(lambda: alive([server.pid]) == [], timeout=20)  # died with the gateway
-        assert alive([left[1].pid]) == [left[1].pid]  # the grandchild did not
-
-        done = await anyio.run_process(
-            [sys.executable, "-m", "mcp_agent", "-v", "tools", "--config", str(config)],
-            cwd=str(ROOT),
-            env=env,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        assert alive([left[1].pid]) == []
-        assert b"reaped 1 orphaned process(es) of tool server 'g'" in done.stderr
-        assert list((tmp_path / "state" / "children").glob("*.json")) == []
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        os.close(stderr)
-        for orphan in left:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                orphan.kill()
