@@ -17,7 +17,7 @@ resident memory growth during the call) is its own. Cases (``bytes`` is the mess
 ``maxResultChars`` cut; ``error`` is set when the call failed (a message over the server's
 ``maxMessageBytes`` does).
 
-Run: ``.venv/bin/python bench/bench_big_results.py [--mib 8] [--huge]``
+Run: ``.venv/bin/python bench/bench_big_results.py [--mib 8] [--huge] [--max-message-bytes N]``
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ async def _ticker(lags: list[float]) -> None:
         last = now
 
 
-async def run_case(case: str, size: int) -> dict[str, Any]:
-    config = StdioServerConfig(command=sys.executable, args=[str(SERVERS / "huge.py")])
+async def run_case(case: str, size: int, cap: int | None) -> dict[str, Any]:
+    options = {} if cap is None else {"max_message_bytes": cap}
+    config = StdioServerConfig(command=sys.executable, args=[str(SERVERS / "huge.py")], **options)
     tool, arguments = {
         "text": ("huge__big", {"chars": size - 100}),
         "parts": ("huge__parts", {"bytes": size}),
@@ -98,23 +99,32 @@ def main() -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mib", type=float, default=8.0, help="message size of the cases, MiB")
     parser.add_argument("--huge", action="store_true", help="also the 62 MB, 2-million-part case")
+    parser.add_argument(
+        "--max-message-bytes", type=int, help="the server's maxMessageBytes (default: the config default)"
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     options = parser.parse_args()
     size = int(options.mib * 1024 * 1024) - 1024  # just under the size, as a message at the cap
     if options.case:
-        print(json.dumps(anyio.run(run_case, options.case, size)))
+        print(json.dumps(anyio.run(run_case, options.case, size, options.max_message_bytes)))
         sys.exit(0)
     results = []
     for case in (*CASES, *(("parts_62mb",) if options.huge else ())):
+        cap = [] if options.max_message_bytes is None else ["--max-message-bytes", str(options.max_message_bytes)]
         out = subprocess.run(
-            [sys.executable, __file__, "--mib", str(options.mib), "--case", case],
+            [sys.executable, __file__, "--mib", str(options.mib), "--case", case, *cap],
             capture_output=True,
             text=True,
             check=True,
             env=os.environ,
         )
         results.append(json.loads(out.stdout))
-    return {"benchmark": "big_results", "cpus": os.cpu_count(), "cases": results}
+    return {
+        "benchmark": "big_results",
+        "cpus": os.cpu_count(),
+        "max_message_bytes": options.max_message_bytes,
+        "cases": results,
+    }
 
 
 if __name__ == "__main__":
