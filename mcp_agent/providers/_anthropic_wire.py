@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
@@ -216,9 +216,9 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
-def _tool_call(block: Mapping[str, Any], raw: str | None = None) -> ToolCall:
+def _tool_call(block: Mapping[str, Any], raw: str | None = None, max_chars: int = 0) -> ToolCall:
     source: Any = raw if raw else (block.get("input") or {})
-    arguments, error = parse_arguments(source)
+    arguments, error = parse_arguments(source, max_chars=max_chars)
     return ToolCall(
         id=str(block.get("id") or ""),
         name=str(block.get("name") or ""),
@@ -311,10 +311,12 @@ class StreamState:
 
     Feed each event with ``feed(event_name, data)``; it returns the deltas to report. After
     ``message_stop`` (``done`` is True) call ``turn()``. An ``error`` event is kept in ``error``
-    (the caller raises). Unknown events and block types are ignored.
+    (the caller raises). Unknown events and block types are ignored. Streamed argument text longer
+    than ``max_argument_chars`` is not parsed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS) -> None:
+        self.max_argument_chars = max_argument_chars
         self.done = False
         self.error: Mapping[str, Any] | None = None
         self.message_id: str | None = None
@@ -405,7 +407,9 @@ class StreamState:
                 parts.add_thinking(entry.start)
             elif entry.kind == "tool_use":
                 raw = "".join(entry.text)
-                parts.calls.append(_tool_call(entry.start, raw if raw.strip() else None))
+                parts.calls.append(
+                    _tool_call(entry.start, raw if raw.strip() else None, self.max_argument_chars)
+                )
         return parts.turn(self._stop_reason, parse_usage(self._usage), request_id or self.message_id)
 
 

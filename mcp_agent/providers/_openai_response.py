@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
 from .._types import JSONObject
 from ..exceptions import ProviderResponseError
 from ..messages import Delta, ToolCall, Turn, Usage
@@ -336,7 +336,7 @@ class ChunkAccumulator:
         return self._open(None)
 
 
-def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
+def _build_calls(slots: Sequence[_Slot], max_chars: int) -> list[ToolCall]:
     calls: list[ToolCall] = []
     seen: set[str] = set()
     for slot in slots:
@@ -350,6 +350,8 @@ def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
             arguments: JSONObject = dict(slot.obj)
         elif not slot.text.strip() and slot.obj is None:
             arguments = {}
+        elif max_chars and len(slot.text) > max_chars:  # not parsed at all; bound_arguments says why
+            arguments, raw = {}, slot.text
         else:
             try:
                 value = json.loads(slot.text)
@@ -376,6 +378,7 @@ def finish_turn(
     *,
     style: ToolCallStyle = "auto",
     request_id: str | None = None,
+    max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
 ) -> Turn:
     """The ``Turn`` of a folded answer.
 
@@ -384,15 +387,16 @@ def finish_turn(
     the shared step. ``<think>`` blocks are split off the content here, always, so the content
     is stripped and empty blocks (Qwen3 with thinking off) vanish too; reasoning never reaches
     the content. The server's ``finish_reason`` is kept, even for calls read from the text.
+    Argument text longer than ``max_argument_chars`` is not parsed (``_turns.bound_arguments``).
     """
     think, content = split_reasoning("".join(acc.content_parts))
     parsed = Turn(
         content=content,
         reasoning=join_reasoning("".join(acc.reasoning_parts).strip(), think),
-        tool_calls=tuple(_build_calls(acc.slots)),
+        tool_calls=tuple(_build_calls(acc.slots, max_argument_chars)),
         finish_reason=acc.finish_reason,
         usage=acc.final_usage or Usage(),
         request_id=request_id or acc.completion_id,
     )
-    turn = _turns.finish_turn(parsed, request, style=style)
+    turn = _turns.finish_turn(parsed, request, style=style, max_argument_chars=max_argument_chars)
     return replace(turn, finish_reason=acc.finish_reason)
