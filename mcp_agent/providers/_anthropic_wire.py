@@ -30,7 +30,7 @@ from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from ._turns import token_count
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -207,13 +207,12 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
     """Anthropic ``usage`` as Usage; cache reads and writes count as prompt tokens."""
     if not usage:
         return Usage()
-    prompt = (
-        token_count(usage.get("input_tokens"))
-        + token_count(usage.get("cache_creation_input_tokens"))
-        + token_count(usage.get("cache_read_input_tokens"))
+    prompt = sum_counts(
+        token_count(usage.get("input_tokens")),
+        token_count(usage.get("cache_creation_input_tokens")),
+        token_count(usage.get("cache_read_input_tokens")),
     )
-    completion = token_count(usage.get("output_tokens"))
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    return reported_usage(prompt, token_count(usage.get("output_tokens")))
 
 
 def _tool_call(block: Mapping[str, Any], raw: str | None = None, max_chars: int = 0) -> ToolCall:

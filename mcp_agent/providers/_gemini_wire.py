@@ -40,7 +40,8 @@ from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from ._turns import new_call_id, token_count
+from ._turns import new_call_id
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 
 PARTS_META = "gemini_parts"
@@ -257,9 +258,8 @@ def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
     if not meta:
         return Usage()
     prompt = token_count(meta.get("promptTokenCount"))
-    completion = token_count(meta.get("candidatesTokenCount")) + token_count(meta.get("thoughtsTokenCount"))
-    total = token_count(meta.get("totalTokenCount")) or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    completion = sum_counts(token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount")))
+    return reported_usage(prompt, completion, token_count(meta.get("totalTokenCount")))
 
 
 def find_error(data: Any) -> Mapping[str, Any] | None:

@@ -28,6 +28,7 @@ from ._classify import classify_error
 from ._openai_request import ToolCallStyle
 from ._think_stream import ThinkFilter
 from ._turns import join_reasoning, new_call_id
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 from .textcalls import split_reasoning
 
@@ -49,13 +50,11 @@ def _int(value: Any) -> int | None:
 
 
 def _usage_from(data: Mapping[str, Any]) -> Usage | None:
-    prompt = _int(data.get("prompt_tokens", data.get("input_tokens")))
-    completion = _int(data.get("completion_tokens", data.get("output_tokens")))
+    prompt = data.get("prompt_tokens", data.get("input_tokens"))
+    completion = data.get("completion_tokens", data.get("output_tokens"))
     if prompt is None and completion is None:
         return None
-    prompt, completion = prompt or 0, completion or 0
-    total = _int(data.get("total_tokens")) or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    return reported_usage(token_count(prompt), token_count(completion), token_count(data.get("total_tokens")))
 
 
 def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
@@ -71,14 +70,9 @@ def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
     ):
         return found
     timings = chunk.get("timings")
-    if isinstance(timings, dict):
-        predicted = _int(timings.get("predicted_n"))
-        prompt = _int(timings.get("prompt_n"))
-        if predicted is not None or prompt is not None:
-            prompt = (prompt or 0) + (_int(timings.get("cache_n")) or 0)
-            return Usage(
-                prompt_tokens=prompt, completion_tokens=predicted or 0, total_tokens=prompt + (predicted or 0)
-            )
+    if isinstance(timings, dict) and ("predicted_n" in timings or "prompt_n" in timings):
+        prompt = sum_counts(token_count(timings.get("prompt_n")), token_count(timings.get("cache_n")))
+        return reported_usage(prompt, token_count(timings.get("predicted_n")))
     return None
 
 

@@ -8,7 +8,8 @@ repeat them. ``finish_turn`` is the last step of every provider, whatever its wi
 ``textcalls.py``) and the turn then says ``tool_calls``; a call whose arguments exceed
 ``llm.maxToolArgumentChars`` keeps none of them and carries the error instead
 (``bound_arguments``: the loop answers it, the model reads why); usage the server did not report
-is estimated at about four characters a token (``estimate_usage``) and marked ``estimated``.
+is estimated at about four characters a token (``estimate_usage``) and marked ``estimated``;
+usage the server reported is trusted only as far as it makes sense (``_usage.trusted_usage``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
 from .._json import DEFAULT_MAX_ARGUMENT_CHARS, KEPT_ARGUMENT_CHARS, arguments_too_long, json_chars
 from ..exceptions import ProviderError
 from ..messages import Delta, ToolCall, Turn, Usage
+from ._usage import token_count, trusted_usage
 from .base import DeltaCallback, ModelRequest
 from .textcalls import extract_tool_calls, split_reasoning
 
@@ -43,11 +44,6 @@ logger = logging.getLogger(__name__)
 def new_call_id() -> str:
     """A fresh tool-call id: ``call_`` and 24 hex digits."""
     return "call_" + secrets.token_hex(12)
-
-
-def token_count(value: Any) -> int:
-    """A token count from a usage field: an int (never a bool), else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def join_reasoning(*parts: str) -> str:
@@ -164,9 +160,11 @@ def finish_turn(
             reasoning = join_reasoning(reasoning, found.reasoning)
     calls = bound_arguments(calls, max_argument_chars)
     usage = turn.usage
+    output = len(turn.content) + len(turn.reasoning) + _call_chars(turn.tool_calls)
     if usage == Usage():
-        output = len(turn.content) + len(turn.reasoning) + _call_chars(turn.tool_calls)
         usage = estimate_usage(request, output)
+    else:
+        usage = trusted_usage(usage, lambda: estimate_usage(request, output))
     if (content, reasoning, calls, finish, usage) == (
         turn.content,
         turn.reasoning,
