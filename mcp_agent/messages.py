@@ -33,7 +33,8 @@ class ToolCall:
         arguments: the parsed arguments. ``{}`` when the model sent none, or when they could not
             be parsed (then ``error`` says why).
         error: why the argument text could not be parsed, or None.
-        raw_arguments: the argument text as sent, kept only when it was not clean JSON.
+        raw_arguments: the argument text as sent, kept only when it was not clean JSON (only its
+            first 200 characters when it was over ``llm.maxToolArgumentChars``).
         meta: provider data to replay as it came (Gemini's ``thoughtSignature``).
     """
 
