@@ -20,6 +20,7 @@ from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest, Provider
 from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.models import list_models
 from mcp_agent.providers.openai_compat import OpenAICompatProvider
 from mcp_agent.providers.retry import RetryPolicy
 from tests.fakes import anthropic_shapes, gemini_shapes, openai_shapes
@@ -121,6 +122,14 @@ async def test_a_whole_answer_over_the_limit_is_refused_while_read(
     else:  # no length: refused once the limit is passed
         model_server.enqueue(Reply.endless(b" " * 65536, headers=json_type, events=[json.dumps(body)[:-1]]))
     await _refused(make(model_server, http_client, sleeps, **options), model_server)
+
+
+async def test_a_models_list_over_the_limit_is_refused_too(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
+    model_server.enqueue(Reply.endless(b" " * 65536, headers={"content-type": "application/json"}, events=['{"data": [']))
+    with anyio.fail_after(30), pytest.raises(ProviderResponseError, match=r"\(llm\.maxResponseBytes\)"):
+        await list_models(LLMConfig(endpoint=model_server.base_url, max_response_bytes=LIMIT), http_client)
 
 
 async def test_an_error_body_over_the_limit_is_refused_too(
