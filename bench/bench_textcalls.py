@@ -2,7 +2,8 @@
 
 Prints one JSON object: the median (and best) microseconds per ``extract_tool_calls`` call on
 20 kB of prose alone, and on the same prose with four calls in Hermes and in Qwen3-Coder XML
-form spread through it, plus a 20 kB adversarial text (thousands of unclosed markers).
+form spread through it, plus a 20 kB adversarial text (thousands of unclosed markers) and two of 2 MB (only the first
+``MAX_SCAN_CHARS`` characters and ``MAX_MARKERS`` markers are read: bounded, whatever the length).
 
     .venv/bin/python bench/bench_textcalls.py
 """
@@ -82,12 +83,16 @@ def main() -> None:
         "prose_4_hermes_calls": with_calls(hermes),
         "prose_4_qwen_xml_calls": with_calls(qwen_xml),
         "adversarial_unclosed_markers": ("<tool_call>{" * (SIZE // 12))[:SIZE],
+        "adversarial_unclosed_markers_2mb": "<tool_call>{" * (2_000_000 // 12),
+        "adversarial_function_json_2mb": "<function=get_weather>{" * (2_000_000 // 23),
     }
     expected = {
         "prose_only": 0,
         "prose_4_hermes_calls": 4,
         "prose_4_qwen_xml_calls": 4,
         "adversarial_unclosed_markers": 0,
+        "adversarial_unclosed_markers_2mb": 0,
+        "adversarial_function_json_2mb": 1000,  # MAX_MARKERS: the rest stays text
     }
     results: dict[str, object] = {}
     for name, text in texts.items():
@@ -97,7 +102,7 @@ def main() -> None:
         results[name] = {
             "chars": len(text),
             "calls": found,
-            **measure(lambda t=text: extract_tool_calls(t, TOOLS)),
+            **measure(lambda t=text: extract_tool_calls(t, TOOLS), rounds=200 if len(text) <= SIZE else 5),
         }
     results["split_reasoning_prose_only"] = measure(lambda: split_reasoning(texts["prose_only"]))
     print(

@@ -1,7 +1,9 @@
 """Pure JSON helpers shared by the providers, the schema pipeline and the loop's guards.
 
 - ``parse_arguments``: a model's tool-call arguments, parsed tolerantly (``""`` → ``{}``, an
-  object taken as is, JSON repaired when it is nearly right, double-encoded JSON unwrapped).
+  object taken as is, JSON repaired when it is nearly right, double-encoded JSON unwrapped);
+  argument text longer than ``llm.maxToolArgumentChars`` is not read at all
+  (``arguments_too_long`` says so).
 - ``canonical_json``: one spelling per value (sorted keys, no whitespace), for fingerprints and
   for replaying arguments to servers that need a JSON string.
 """
@@ -18,6 +20,22 @@ from ._types import JSONObject
 def canonical_json(value: Any) -> str:
     """The canonical JSON text of ``value``: sorted keys, no whitespace, UTF-8 kept as is."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+DEFAULT_MAX_ARGUMENT_CHARS = 1_000_000
+"""``llm.maxToolArgumentChars`` unless the config says otherwise."""
+KEPT_ARGUMENT_CHARS = 200
+"""How much of refused argument text a call keeps (as ``raw_arguments``) to show the model."""
+
+
+def arguments_too_long(size: int, limit: int) -> str:
+    """Why a call's arguments were not read: ``size`` characters against ``limit``."""
+    return f"arguments of {size} characters exceed the limit of {limit} (llm.maxToolArgumentChars)"
+
+
+def json_chars(value: Any) -> int:
+    """The length of ``value``'s compact JSON text."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str))
 
 
 _REPAIR_MAX_CHARS = 32_000
@@ -47,8 +65,15 @@ def _repair(text: str) -> Any:
     return json_repair.loads(text)
 
 
-def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[JSONObject, str | None]:
+def parse_arguments(
+    raw: str | Mapping[str, Any] | None, *, max_chars: int = 0
+) -> tuple[JSONObject, str | None]:
     """Parse tool-call arguments as a model sent them.
+
+    Args:
+        raw: the argument text, or an object the wire already parsed.
+        max_chars: text longer than this is not parsed (nor repaired): the error says so
+            (0 = no limit). An object is taken as it is (``_turns.bound_arguments`` sizes it).
 
     Returns:
         ``(arguments, error)``. ``error`` is None on success; otherwise it says why the text could
@@ -58,6 +83,8 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[JSONObject, st
         return {}, None
     if isinstance(raw, Mapping):
         return dict(raw), None
+    if max_chars and len(raw) > max_chars:
+        return {}, arguments_too_long(len(raw), max_chars)
     text = raw.strip()
     if not text:
         return {}, None
@@ -72,7 +99,7 @@ def parse_arguments(raw: str | Mapping[str, Any] | None) -> tuple[JSONObject, st
             return {}, f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
     # double-encoded: "{\"a\": 1}"
     if isinstance(value, str) and value.strip().startswith("{"):
-        inner, error = parse_arguments(value)
+        inner, error = parse_arguments(value, max_chars=max_chars)
         if error is None:
             return inner, None
     if value is None:

@@ -109,6 +109,11 @@ class LLMConfig(_Model):
     keep it long."""
     connect_timeout_seconds: float = Field(default=10, ge=0)
     max_retries: int = Field(default=2, ge=0)
+    max_response_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    """The most bytes one model response may take, streamed or not (0 = no limit). Beyond it the
+    response is abandoned and the run ends ``llm_error``."""
+    max_tool_argument_chars: int = Field(default=1_000_000, ge=0)
+    """A tool call whose argument text is longer is not parsed: the model gets an error result."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers for every model request."""
     capabilities: CapabilityOverrides = Field(default_factory=CapabilityOverrides)
@@ -186,6 +191,9 @@ class _ServerBase(_Model):
     """Deadline of one call to this server's tools (else ``limits.toolTimeoutSeconds``)."""
     startup_timeout_seconds: float = Field(default=30, ge=0)
     """Deadline for start, handshake and first tool list (0 = none)."""
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    """The largest message taken from this server (0 = no limit). A response beyond it fails
+    its call with an error naming the size and this key; the connection stays up."""
 
 
 class StdioServerConfig(_ServerBase):

@@ -33,7 +33,8 @@ class ToolCall:
         arguments: the parsed arguments. ``{}`` when the model sent none, or when they could not
             be parsed (then ``error`` says why).
         error: why the argument text could not be parsed, or None.
-        raw_arguments: the argument text as sent, kept only when it was not clean JSON.
+        raw_arguments: the argument text as sent, kept only when it was not clean JSON (only its
+            first 200 characters when it was over ``llm.maxToolArgumentChars``).
         meta: provider data to replay as it came (Gemini's ``thoughtSignature``).
     """
 
@@ -142,13 +143,16 @@ class Usage:
     """Token counts of one model call, or a sum of several.
 
     ``estimated`` is True when the server reported nothing and the counts were estimated from
-    the text (about four characters a token).
+    the text (about four characters a token). ``clamped`` is True when the server reported counts
+    that could not be trusted (negative, not integers, absurdly large, a total below the sum) and
+    they were repaired (``providers/_usage.py``).
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     estimated: bool = False
+    clamped: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -156,6 +160,7 @@ class Usage:
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
             estimated=self.estimated or other.estimated,
+            clamped=self.clamped or other.clamped,
         )
 
     def to_dict(self) -> JSONObject:
@@ -166,6 +171,8 @@ class Usage:
         }
         if self.estimated:
             data["estimated"] = True
+        if self.clamped:
+            data["clamped"] = True
         return data
 
     @classmethod
@@ -175,6 +182,7 @@ class Usage:
             completion_tokens=int(data.get("completion_tokens", 0)),
             total_tokens=int(data.get("total_tokens", 0)),
             estimated=bool(data.get("estimated", False)),
+            clamped=bool(data.get("clamped", False)),
         )
 
 

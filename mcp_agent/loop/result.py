@@ -109,6 +109,7 @@ class RunResult:
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
                 "total_tokens": self.usage.total_tokens,
+                **({"clamped": True} if self.usage.clamped else {}),
             },
             "elapsed_ms": round(self.elapsed_ms, 1),
             "session_id": self.session_id,
@@ -142,6 +143,11 @@ RESULT_SCHEMA: JSONSchema = {
                 "prompt_tokens": {"type": "integer"},
                 "completion_tokens": {"type": "integer"},
                 "total_tokens": {"type": "integer"},
+                "clamped": {
+                    "type": "boolean",
+                    "description": "present (true) when the model server reported counts that could "
+                    "not be trusted and they were repaired",
+                },
             },
             "required": ["prompt_tokens", "completion_tokens", "total_tokens"],
         },

@@ -25,12 +25,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from ._turns import token_count
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -207,18 +207,17 @@ def parse_usage(usage: Mapping[str, Any] | None) -> Usage:
     """Anthropic ``usage`` as Usage; cache reads and writes count as prompt tokens."""
     if not usage:
         return Usage()
-    prompt = (
-        token_count(usage.get("input_tokens"))
-        + token_count(usage.get("cache_creation_input_tokens"))
-        + token_count(usage.get("cache_read_input_tokens"))
+    prompt = sum_counts(
+        token_count(usage.get("input_tokens")),
+        token_count(usage.get("cache_creation_input_tokens")),
+        token_count(usage.get("cache_read_input_tokens")),
     )
-    completion = token_count(usage.get("output_tokens"))
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+    return reported_usage(prompt, token_count(usage.get("output_tokens")))
 
 
-def _tool_call(block: Mapping[str, Any], raw: str | None = None) -> ToolCall:
+def _tool_call(block: Mapping[str, Any], raw: str | None = None, max_chars: int = 0) -> ToolCall:
     source: Any = raw if raw else (block.get("input") or {})
-    arguments, error = parse_arguments(source)
+    arguments, error = parse_arguments(source, max_chars=max_chars)
     return ToolCall(
         id=str(block.get("id") or ""),
         name=str(block.get("name") or ""),
@@ -311,10 +310,12 @@ class StreamState:
 
     Feed each event with ``feed(event_name, data)``; it returns the deltas to report. After
     ``message_stop`` (``done`` is True) call ``turn()``. An ``error`` event is kept in ``error``
-    (the caller raises). Unknown events and block types are ignored.
+    (the caller raises). Unknown events and block types are ignored. Streamed argument text longer
+    than ``max_argument_chars`` is not parsed.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS) -> None:
+        self.max_argument_chars = max_argument_chars
         self.done = False
         self.error: Mapping[str, Any] | None = None
         self.message_id: str | None = None
@@ -409,7 +410,9 @@ class StreamState:
                 parts.add_thinking(entry.start)
             elif entry.kind == "tool_use":
                 raw = "".join(entry.text)
-                parts.calls.append(_tool_call(entry.start, raw if raw.strip() else None))
+                parts.calls.append(
+                    _tool_call(entry.start, raw if raw.strip() else None, self.max_argument_chars)
+                )
         return parts.turn(self._stop_reason, parse_usage(self._usage), request_id or self.message_id)
 
 

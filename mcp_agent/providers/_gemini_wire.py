@@ -29,12 +29,19 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import (
+    DEFAULT_MAX_ARGUMENT_CHARS,
+    KEPT_ARGUMENT_CHARS,
+    arguments_too_long,
+    json_chars,
+    parse_arguments,
+)
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from ._turns import new_call_id, token_count
+from ._turns import new_call_id
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 
 PARTS_META = "gemini_parts"
@@ -251,9 +258,8 @@ def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
     if not meta:
         return Usage()
     prompt = token_count(meta.get("promptTokenCount"))
-    completion = token_count(meta.get("candidatesTokenCount")) + token_count(meta.get("thoughtsTokenCount"))
-    total = token_count(meta.get("totalTokenCount")) or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    completion = sum_counts(token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount")))
+    return reported_usage(prompt, completion, token_count(meta.get("totalTokenCount")))
 
 
 def find_error(data: Any) -> Mapping[str, Any] | None:
@@ -278,7 +284,10 @@ class ResponseState:
     piece) stays on the joined part. Parts are never reordered.
     """
 
-    def __init__(self, new_id: Callable[[], str] = new_call_id) -> None:
+    def __init__(
+        self, new_id: Callable[[], str] = new_call_id, *, max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
+    ) -> None:
+        self.max_argument_chars = max_argument_chars
         self.error: Mapping[str, Any] | None = None
         self.block_reason: str | None = None
         self.response_id: str | None = None
@@ -319,10 +328,20 @@ class ResponseState:
 
     def _part(self, part: Mapping[str, Any]) -> list[Delta]:
         if isinstance(part.get("functionCall"), Mapping):
-            self._parts.append(dict(part))
             function = part["functionCall"]
             raw = function.get("args")
-            args, error = parse_arguments(raw if isinstance(raw, Mapping | str) else None)
+            size = len(raw) if isinstance(raw, str) else json_chars(raw) if isinstance(raw, Mapping) else 0
+            args: JSONObject
+            error: str | None
+            if self.max_argument_chars and size > self.max_argument_chars:
+                # not kept for the replay either: the next request must not carry them back
+                args, error = {}, arguments_too_long(size, self.max_argument_chars)
+                text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
+                raw = text[:KEPT_ARGUMENT_CHARS]
+                part = {**part, "functionCall": {**function, "args": {}}}
+            else:
+                args, error = parse_arguments(raw if isinstance(raw, Mapping | str) else None)
+            self._parts.append(dict(part))
             meta: JSONObject = {}
             if part.get(SIGNATURE):
                 meta[SIGNATURE] = part[SIGNATURE]

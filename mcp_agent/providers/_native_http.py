@@ -3,8 +3,8 @@
 Both providers may be built without a client and then own the one they make (``ClientOwner``:
 ``aclose`` and ``async with`` close it only then); both take the same settings from agent.json (``config_options``); both fill a request's temperature and token
 cap from their own settings (``with_defaults``); both raise the classified error for an error
-status (``raise_for_status``) and a retryable ``ProviderResponseError`` for an answer that is not
-JSON (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
+status (``raise_for_status``, reading at most ``llm.maxResponseBytes`` of its body) and a
+retryable ``ProviderResponseError`` for an answer that is not JSON (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
 answers its own way (``openai_compat.py``).
 """
 
@@ -20,6 +20,7 @@ import httpx
 from ..config import LLMConfig
 from ..exceptions import ProviderResponseError
 from ._classify import classify_error
+from ._response_limit import read_body
 from .base import ModelRequest
 from .endpoints import Endpoint, refused_message
 from .retry import RetryPolicy
@@ -65,6 +66,8 @@ def config_options(llm: LLMConfig, endpoint: Endpoint) -> dict[str, Any]:
         "headers": llm.headers,
         "tool_call_style": llm.tool_call_style,
         "refused": refused_message(endpoint, llm.model) if endpoint.local else None,
+        "max_response_bytes": llm.max_response_bytes,
+        "max_tool_argument_chars": llm.max_tool_argument_chars,
     }
 
 
@@ -79,11 +82,12 @@ def with_defaults(
     return request
 
 
-async def raise_for_status(response: httpx.Response, request_id: str | None) -> None:
-    """Raise the classified error when ``response`` has an error status (its body is read first)."""
+async def raise_for_status(response: httpx.Response, request_id: str | None, max_bytes: int) -> None:
+    """Raise the classified error when ``response`` has an error status (its body, at most
+    ``max_bytes`` of it, is read first)."""
     if response.status_code >= 400:
-        await response.aread()
-        raise classify_error(response.status_code, response.content, response.headers, request_id=request_id)
+        content = await read_body(response, max_bytes)
+        raise classify_error(response.status_code, content, response.headers, request_id=request_id)
 
 
 def read_json(content: bytes, request_id: str | None) -> Any:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._json import parse_arguments
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
 from .._types import JSONObject
 from ..exceptions import ProviderResponseError
 from ..messages import Delta, ToolCall, Turn, Usage
@@ -28,6 +28,7 @@ from ._classify import classify_error
 from ._openai_request import ToolCallStyle
 from ._think_stream import ThinkFilter
 from ._turns import join_reasoning, new_call_id
+from ._usage import reported_usage, sum_counts, token_count
 from .base import ModelRequest
 from .textcalls import split_reasoning
 
@@ -49,13 +50,11 @@ def _int(value: Any) -> int | None:
 
 
 def _usage_from(data: Mapping[str, Any]) -> Usage | None:
-    prompt = _int(data.get("prompt_tokens", data.get("input_tokens")))
-    completion = _int(data.get("completion_tokens", data.get("output_tokens")))
+    prompt = data.get("prompt_tokens", data.get("input_tokens"))
+    completion = data.get("completion_tokens", data.get("output_tokens"))
     if prompt is None and completion is None:
         return None
-    prompt, completion = prompt or 0, completion or 0
-    total = _int(data.get("total_tokens")) or prompt + completion
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    return reported_usage(token_count(prompt), token_count(completion), token_count(data.get("total_tokens")))
 
 
 def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
@@ -71,14 +70,9 @@ def parse_usage(chunk: Mapping[str, Any]) -> Usage | None:
     ):
         return found
     timings = chunk.get("timings")
-    if isinstance(timings, dict):
-        predicted = _int(timings.get("predicted_n"))
-        prompt = _int(timings.get("prompt_n"))
-        if predicted is not None or prompt is not None:
-            prompt = (prompt or 0) + (_int(timings.get("cache_n")) or 0)
-            return Usage(
-                prompt_tokens=prompt, completion_tokens=predicted or 0, total_tokens=prompt + (predicted or 0)
-            )
+    if isinstance(timings, dict) and ("predicted_n" in timings or "prompt_n" in timings):
+        prompt = sum_counts(token_count(timings.get("prompt_n")), token_count(timings.get("cache_n")))
+        return reported_usage(prompt, token_count(timings.get("predicted_n")))
     return None
 
 
@@ -336,7 +330,7 @@ class ChunkAccumulator:
         return self._open(None)
 
 
-def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
+def _build_calls(slots: Sequence[_Slot], max_chars: int) -> list[ToolCall]:
     calls: list[ToolCall] = []
     seen: set[str] = set()
     for slot in slots:
@@ -350,6 +344,8 @@ def _build_calls(slots: Sequence[_Slot]) -> list[ToolCall]:
             arguments: JSONObject = dict(slot.obj)
         elif not slot.text.strip() and slot.obj is None:
             arguments = {}
+        elif max_chars and len(slot.text) > max_chars:  # not parsed at all; bound_arguments says why
+            arguments, raw = {}, slot.text
         else:
             try:
                 value = json.loads(slot.text)
@@ -376,6 +372,7 @@ def finish_turn(
     *,
     style: ToolCallStyle = "auto",
     request_id: str | None = None,
+    max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
 ) -> Turn:
     """The ``Turn`` of a folded answer.
 
@@ -384,15 +381,16 @@ def finish_turn(
     the shared step. ``<think>`` blocks are split off the content here, always, so the content
     is stripped and empty blocks (Qwen3 with thinking off) vanish too; reasoning never reaches
     the content. The server's ``finish_reason`` is kept, even for calls read from the text.
+    Argument text longer than ``max_argument_chars`` is not parsed (``_turns.bound_arguments``).
     """
     think, content = split_reasoning("".join(acc.content_parts))
     parsed = Turn(
         content=content,
         reasoning=join_reasoning("".join(acc.reasoning_parts).strip(), think),
-        tool_calls=tuple(_build_calls(acc.slots)),
+        tool_calls=tuple(_build_calls(acc.slots, max_argument_chars)),
         finish_reason=acc.finish_reason,
         usage=acc.final_usage or Usage(),
         request_id=request_id or acc.completion_id,
     )
-    turn = _turns.finish_turn(parsed, request, style=style)
+    turn = _turns.finish_turn(parsed, request, style=style, max_argument_chars=max_argument_chars)
     return replace(turn, finish_reason=acc.finish_reason)

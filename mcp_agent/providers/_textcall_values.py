@@ -67,13 +67,41 @@ def read_value(text: str, start: int, limit: int, *, need: str = "") -> tuple[An
         then where the attempt stopped (at most ``limit``).
     """
     try:
-        value, end = _DECODER.raw_decode(text, start)
+        value, end = _decode(text, start, limit)
         return value, end, False
     except (ValueError, RecursionError):
         pass
     end = _balanced_end(text, start, limit)
     raw = text[start:end]
     return (_lenient(raw) if need in raw else BROKEN), end, True
+
+
+def _decode(text: str, start: int, limit: int) -> tuple[Any, int]:
+    """``raw_decode`` at start, on a window of text that grows only while the value may go on.
+
+    A ``JSONDecodeError`` counts the newlines from the start of the string it was given up to
+    the error, so decoding in place in a long text costs O(start) per failure: quadratic over a
+    text of many markers. A window that starts at ``start`` costs only what the value spans. It
+    starts at ``limit`` (the block's natural end) and doubles while the error could be the cut
+    (at the window's end, or an unterminated string), so a value that holds its block's closing
+    tag inside a string still reads whole. A value closed inside the window reads as it would
+    in the whole text.
+
+    Raises:
+        ValueError: no JSON value starts at ``start``.
+    """
+    end = min(len(text), max(limit, start + 16))
+    while True:
+        window = text[start:end]
+        try:
+            value, used = _DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            cut = exc.pos >= len(window) - 1 or exc.msg.startswith("Unterminated string")
+            if not cut or end >= len(text):
+                raise
+            end = min(len(text), start + 2 * (end - start))
+            continue
+        return value, start + used
 
 
 def _balanced_end(text: str, start: int, limit: int) -> int:

@@ -5,8 +5,11 @@ otherwise ignored, and the count of deltas handed out tells a provider whether a
 repeat them. ``finish_turn`` is the last step of every provider, whatever its wire format:
 ``<think>`` blocks in the content become reasoning; when the turn has no structured calls and
 ``toolCallStyle`` is not ``native``, calls written as text are extracted (offered tools only, see
-``textcalls.py``) and the turn then says ``tool_calls``; usage the server did not report is
-estimated at about four characters a token (``estimate_usage``) and marked ``estimated``.
+``textcalls.py``) and the turn then says ``tool_calls``; a call whose arguments exceed
+``llm.maxToolArgumentChars`` keeps none of them and carries the error instead
+(``bound_arguments``: the loop answers it, the model reads why); usage the server did not report
+is estimated at about four characters a token (``estimate_usage``) and marked ``estimated``;
+usage the server reported is trusted only as far as it makes sense (``_usage.trusted_usage``).
 """
 
 from __future__ import annotations
@@ -17,14 +20,23 @@ import secrets
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS, KEPT_ARGUMENT_CHARS, arguments_too_long, json_chars
 from ..exceptions import ProviderError
 from ..messages import Delta, ToolCall, Turn, Usage
+from ._usage import token_count, trusted_usage
 from .base import DeltaCallback, ModelRequest
 from .textcalls import extract_tool_calls, split_reasoning
 
-__all__ = ["DeltaReporter", "estimate_usage", "finish_turn", "join_reasoning", "new_call_id", "token_count"]
+__all__ = [
+    "DeltaReporter",
+    "bound_arguments",
+    "estimate_usage",
+    "finish_turn",
+    "join_reasoning",
+    "new_call_id",
+    "token_count",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +44,6 @@ logger = logging.getLogger(__name__)
 def new_call_id() -> str:
     """A fresh tool-call id: ``call_`` and 24 hex digits."""
     return "call_" + secrets.token_hex(12)
-
-
-def token_count(value: Any) -> int:
-    """A token count from a usage field: an int (never a bool), else 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def join_reasoning(*parts: str) -> str:
@@ -101,7 +108,35 @@ def estimate_usage(request: ModelRequest, output_chars: int) -> Usage:
     )
 
 
-def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Turn:
+def bound_arguments(calls: Sequence[ToolCall], max_chars: int) -> tuple[ToolCall, ...]:
+    """``calls`` with every call whose arguments exceed ``max_chars`` characters emptied (pure).
+
+    The size is that of the argument text as sent (``raw_arguments``) or else of the arguments'
+    compact JSON. Such a call keeps no arguments, says why in ``error`` and keeps the first
+    ``KEPT_ARGUMENT_CHARS`` characters as ``raw_arguments``; the loop answers it with an error
+    result, so the transcript stays valid. 0 = no limit.
+    """
+    if not max_chars:
+        return tuple(calls)
+    bounded: list[ToolCall] = []
+    for call in calls:
+        raw = call.raw_arguments
+        size = len(raw) if raw is not None else json_chars(call.arguments)
+        if size > max_chars:
+            head = raw if raw is not None else json.dumps(call.arguments, ensure_ascii=False, default=str)
+            call = replace(
+                call,
+                arguments={},
+                error=arguments_too_long(size, max_chars),
+                raw_arguments=head[:KEPT_ARGUMENT_CHARS],
+            )
+        bounded.append(call)
+    return tuple(bounded)
+
+
+def finish_turn(
+    turn: Turn, request: ModelRequest, *, style: str = "auto", max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
+) -> Turn:
     """The turn as the loop gets it (see the module docstring); ``turn`` itself when nothing changes.
 
     The content is left exactly as it came unless ``<think>`` blocks or calls are taken out of it
@@ -112,6 +147,7 @@ def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Tu
         turn: the turn as parsed from the answer.
         request: the request it answers (its tools; its size for the usage estimate).
         style: ``toolCallStyle``; ``native`` turns the text fallback off.
+        max_argument_chars: ``llm.maxToolArgumentChars`` (``bound_arguments``).
     """
     content, reasoning, calls, finish = turn.content, turn.reasoning, turn.tool_calls, turn.finish_reason
     think, rest = split_reasoning(content)
@@ -122,10 +158,13 @@ def finish_turn(turn: Turn, request: ModelRequest, *, style: str = "auto") -> Tu
         if found.calls:
             calls, content, finish = found.calls, found.content, "tool_calls"
             reasoning = join_reasoning(reasoning, found.reasoning)
+    calls = bound_arguments(calls, max_argument_chars)
     usage = turn.usage
+    output = len(turn.content) + len(turn.reasoning) + _call_chars(turn.tool_calls)
     if usage == Usage():
-        output = len(turn.content) + len(turn.reasoning) + _call_chars(turn.tool_calls)
         usage = estimate_usage(request, output)
+    else:
+        usage = trusted_usage(usage, lambda: estimate_usage(request, output))
     if (content, reasoning, calls, finish, usage) == (
         turn.content,
         turn.reasoning,

@@ -14,6 +14,8 @@ is pure and lives in ``_anthropic_wire.py``; this module does I/O, streaming and
 - ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
+- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``), and streamed
+  argument text over ``llm.maxToolArgumentChars`` is not parsed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ..config import LLMConfig
 from ..exceptions import ContextLengthError, ProviderResponseError
 from ..messages import Delta, Turn
@@ -32,6 +35,7 @@ from . import _anthropic_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
+from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
 from ._transport_errors import map_transport_errors
 from ._turns import DeltaReporter, finish_turn
@@ -64,6 +68,8 @@ class AnthropicProvider(ClientOwner):
         refused: the message for a refused connection (which server, how to start it); a
             refusal is then final. ``from_config`` sets it for a loopback endpoint (a local
             proxy) only: elsewhere a refusal is a network hiccup, retried.
+        max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
+        max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
     """
 
     def __init__(
@@ -81,9 +87,13 @@ class AnthropicProvider(ClientOwner):
         thinking_budget: int | None = None,
         tool_call_style: str = "auto",
         refused: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
         super().__init__(client)
         self.url = base_url.rstrip("/") + "/messages"
+        self.max_response_bytes = max_response_bytes
+        self.max_tool_argument_chars = max_tool_argument_chars
         self.model = model
         self.stream = stream
         self.max_output_tokens = max_output_tokens
@@ -145,7 +155,9 @@ class AnthropicProvider(ClientOwner):
             return turn
 
         turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
-        turn = finish_turn(turn, request, style=self.tool_call_style)
+        turn = finish_turn(
+            turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
+        )
         if turn.finish_reason == "context_length":
             raise ContextLengthError(
                 "the conversation filled the model's context window (model_context_window_exceeded)",
@@ -155,10 +167,10 @@ class AnthropicProvider(ClientOwner):
 
     async def _whole(self, body: dict[str, Any]) -> Turn:
         with map_transport_errors(refused_message=self._refused):
-            response = await self._client.post(self.url, json=body, headers=self._headers)
-        request_id = request_id_from(response.headers)
-        await raise_for_status(response, request_id)
-        data = _json(response.content, request_id)
+            async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
+                request_id = request_id_from(response.headers)
+                await raise_for_status(response, request_id, self.max_response_bytes)
+                data = _json(await read_body(response, self.max_response_bytes), request_id)
         if data.get("type") == "error":
             raise classify_error(None, data, response.headers, request_id=request_id)
         return wire.parse_response(data, request_id=request_id)
@@ -168,18 +180,17 @@ class AnthropicProvider(ClientOwner):
         with report.no_retry_once_reported(), map_transport_errors(refused_message=self._refused):
             async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
                 request_id = request_id_from(response.headers)
-                await raise_for_status(response, request_id)
+                await raise_for_status(response, request_id, self.max_response_bytes)
                 if "json" in response.headers.get("content-type", ""):
                     # a proxy that ignored "stream": a whole answer (or an error) as JSON
-                    await response.aread()
-                    data = _json(response.content, request_id)
+                    data = _json(await read_body(response, self.max_response_bytes), request_id)
                     if data.get("type") == "error":
                         raise classify_error(None, data, response.headers, request_id=request_id)
                     turn = wire.parse_response(data, request_id=request_id)
                     _replay(turn, report)
                     return turn
-                state = wire.StreamState()
-                async for event in aiter_sse(response.aiter_bytes()):
+                state = wire.StreamState(max_argument_chars=self.max_tool_argument_chars)
+                async for event in aiter_sse(capped_bytes(response, self.max_response_bytes)):
                     if event.event == "ping" or not event.data.strip() or event.is_done:
                         continue
                     payload = wire.decode_event_data(event.data)

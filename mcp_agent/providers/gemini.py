@@ -20,6 +20,8 @@ pure and lives in ``_gemini_wire.py``; this module does I/O, streaming and error
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
+- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``); a call whose
+  arguments exceed ``llm.maxToolArgumentChars`` keeps none (nor does the replayed part).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
+from .._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ..config import LLMConfig
 from ..exceptions import ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
@@ -41,6 +44,7 @@ from . import _gemini_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
+from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
 from ._transport_errors import map_transport_errors
 from ._turns import DeltaReporter, finish_turn
@@ -78,6 +82,8 @@ class GeminiProvider(ClientOwner):
             (``auto``/``text``: taken from the answer when the turn has no structured calls).
         refused: the message for a refused connection; a refusal is then final (``from_config``
             sets it for a loopback endpoint only: elsewhere a refusal is retried).
+        max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
+        max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
     """
 
     def __init__(
@@ -97,8 +103,12 @@ class GeminiProvider(ClientOwner):
         query: str = "",
         tool_call_style: str = "auto",
         refused: str | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
     ) -> None:
         super().__init__(client)
+        self.max_response_bytes = max_response_bytes
+        self.max_tool_argument_chars = max_tool_argument_chars
         params = parse_qsl(query, keep_blank_values=True)
         key_in_query = next((v for k, v in params if k == "key"), None)
         self._query = urlencode([(k, v) for k, v in params if k not in ("key", "alt")])
@@ -182,7 +192,9 @@ class GeminiProvider(ClientOwner):
                 return await self._call(self.body(request), report)
 
         turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
-        return finish_turn(turn, request, style=self.tool_call_style)
+        return finish_turn(
+            turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
+        )
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (
@@ -193,7 +205,7 @@ class GeminiProvider(ClientOwner):
         )
 
     async def _call(self, body: dict[str, Any], report: DeltaReporter) -> Turn:
-        state = wire.ResponseState()
+        state = wire.ResponseState(max_argument_chars=self.max_tool_argument_chars)
         request_id: str | None = None
         whole: list[Delta] = []
         with report.no_retry_once_reported():
@@ -202,7 +214,7 @@ class GeminiProvider(ClientOwner):
                     "POST", self.url, json=body, headers=self._headers
                 ) as response:
                     request_id = request_id_from(response.headers)
-                    await raise_for_status(response, request_id)
+                    await raise_for_status(response, request_id, self.max_response_bytes)
                     if self.stream and "json" not in response.headers.get("content-type", ""):
                         await self._read_events(response, state, report)
                         if state.finish_reason is None and state.error is None and state.block_reason is None:
@@ -212,8 +224,8 @@ class GeminiProvider(ClientOwner):
                                 retryable=True,
                             )
                     else:
-                        await response.aread()
-                        whole = state.feed(read_json(response.content, request_id))
+                        content = await read_body(response, self.max_response_bytes)
+                        whole = state.feed(read_json(content, request_id))
             turn = self._finish(state, request_id)
         for delta in whole:  # a whole answer is reported once it is known to be good
             report(delta)
@@ -222,7 +234,7 @@ class GeminiProvider(ClientOwner):
     async def _read_events(
         self, response: httpx.Response, state: wire.ResponseState, report: DeltaCallback
     ) -> None:
-        async for event in aiter_sse(response.aiter_bytes()):
+        async for event in aiter_sse(capped_bytes(response, self.max_response_bytes)):
             if not event.data.strip() or event.is_done:
                 continue
             try:

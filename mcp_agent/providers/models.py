@@ -1,16 +1,19 @@
 """Asking a model server which models it serves (for ``doctor`` and the gateway's start-up check).
 
 One GET per API: ``/models`` (OpenAI-compatible), ``/models`` with ``x-api-key`` (Anthropic),
-``/models`` with ``x-goog-api-key`` (Gemini, names without the ``models/`` prefix).
+``/models`` with ``x-goog-api-key`` (Gemini, names without the ``models/`` prefix). The answer is
+read within ``llm.maxResponseBytes`` like any other.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 
 from ..config import LLMConfig
+from ._response_limit import read_body
 from .endpoints import Endpoint, refused_message, resolve_endpoint
 from .retry import classify_error, map_transport_errors
 
@@ -51,15 +54,17 @@ async def list_models(llm: LLMConfig, client: httpx.AsyncClient) -> list[str]:
     """The models the configured server offers.
 
     Raises:
-        ProviderError: unreachable (the message says how to start it) or an error status.
+        ProviderError: unreachable (the message says how to start it), an error status, or an
+            answer over ``llm.maxResponseBytes``.
     """
     endpoint = resolve_endpoint(llm)
     with map_transport_errors(refused_message=refused_message(endpoint, llm.model)):
-        response = await client.get(endpoint.url("/models"), headers=_headers(llm, endpoint))
+        async with client.stream("GET", endpoint.url("/models"), headers=_headers(llm, endpoint)) as response:
+            content = await read_body(response, llm.max_response_bytes)
     if response.status_code >= 400:
-        raise classify_error(response.status_code, response.content, response.headers)
+        raise classify_error(response.status_code, content, response.headers)
     try:
-        body = response.json()
+        body = json.loads(content)
     except ValueError:
         body = None
     return model_ids(endpoint.provider, body)

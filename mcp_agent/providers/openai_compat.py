@@ -10,7 +10,9 @@ Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
 error event before any delta is retried like any error; once deltas were handed out, a break or
 an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
-A stream that ends without a finish reason or ``[DONE]`` counts as broken.
+A stream that ends without a finish reason or ``[DONE]`` counts as broken. Every answer, streamed
+or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
+``llm.maxToolArgumentChars`` is not parsed.
 
 ``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
 reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
@@ -40,6 +42,7 @@ from . import _turns
 from ._classify import classify_error, error_info, request_id_from
 from ._openai_request import ToolCallStyle, build_chat_body
 from ._openai_response import ChunkAccumulator, finish_turn
+from ._response_limit import capped_bytes, read_body
 from ._sse import SSEEvent, aiter_sse, parse_sse
 from ._transport_errors import map_transport_errors
 from ._turns import DeltaReporter
@@ -171,6 +174,13 @@ class OpenAICompatProvider:
             _report(turn, out)
         return turn
 
+    def _finish(
+        self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
+    ) -> Turn:
+        return finish_turn(
+            acc, request, style=style, request_id=request_id, max_argument_chars=self.llm.max_tool_argument_chars
+        )
+
     def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
         return build_chat_body(
             request,
@@ -193,12 +203,13 @@ class OpenAICompatProvider:
             ) as response:
                 request_id = request_id_from(response.headers)
                 if response.status_code >= 400:
-                    await response.aread()
-                    return self._error_answer(response, request, style)
+                    content = await read_body(response, self.llm.max_response_bytes)
+                    return self._error_answer(response, content, request, style)
                 if "event-stream" not in response.headers.get("content-type", ""):
-                    await response.aread()
-                    return self._whole_answer(response, request, style)
-                async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+                    content = await read_body(response, self.llm.max_response_bytes)
+                    return self._whole_answer(response, content, request, style)
+                chunks = capped_bytes(response, self.llm.max_response_bytes)
+                async with aclosing(aiter_sse(chunks)) as events:
                     try:
                         recovered = await self._fold(events, acc, out, request, style, request_id)
                     except httpx.TransportError as exc:
@@ -222,7 +233,7 @@ class OpenAICompatProvider:
                 f"the stream ended without a finish reason or [DONE] after {acc.chunks} chunks",
                 request_id=request_id,
             )
-        return finish_turn(acc, request, style=style, request_id=request_id)
+        return self._finish(acc, request, style, request_id)
 
     async def _fold(
         self,
@@ -269,17 +280,22 @@ class OpenAICompatProvider:
     async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=False, style=style)
         with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
-            response = await self.client.post(self.endpoint.chat_url, json=body, headers=self._headers)
+            async with self.client.stream(
+                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+            ) as response:
+                content = await read_body(response, self.llm.max_response_bytes)
         if response.status_code >= 400:
-            return self._error_answer(response, request, style)
-        return self._whole_answer(response, request, style)
+            return self._error_answer(response, content, request, style)
+        return self._whole_answer(response, content, request, style)
 
-    def _whole_answer(self, response: httpx.Response, request: ModelRequest, style: ToolCallStyle) -> Turn:
-        """A complete answer body: JSON (or, from a server that streamed anyway, SSE text)."""
+    def _whole_answer(
+        self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
+    ) -> Turn:
+        """A complete answer body (``content``): JSON (or, from a server that streamed anyway, SSE text)."""
         request_id = request_id_from(response.headers)
         acc = ChunkAccumulator()
         if "event-stream" in response.headers.get("content-type", ""):
-            for event in parse_sse(response.text):
+            for event in parse_sse(content.decode("utf-8", "replace")):
                 if event.is_done:
                     acc.done = True
                     break
@@ -289,12 +305,12 @@ class OpenAICompatProvider:
                     continue
                 if isinstance(chunk, Mapping):
                     acc.feed(chunk)
-            return finish_turn(acc, request, style=style, request_id=request_id)
+            return self._finish(acc, request, style, request_id)
         try:
-            data = response.json()
+            data = json.loads(content)
         except ValueError:
             raise ProviderResponseError(
-                f"the answer is not JSON: {response.text[:200]!r}",
+                f"the answer is not JSON: {content[:200].decode('utf-8', 'replace')!r}",
                 status=response.status_code,
                 request_id=request_id,
                 retryable=True,
@@ -313,15 +329,17 @@ class OpenAICompatProvider:
         except ProviderError as exc:
             exc.request_id = exc.request_id or request_id
             raise
-        return finish_turn(acc, request, style=style, request_id=request_id)
+        return self._finish(acc, request, style, request_id)
 
-    def _error_answer(self, response: httpx.Response, request: ModelRequest, style: ToolCallStyle) -> Turn:
+    def _error_answer(
+        self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
+    ) -> Turn:
         """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
         if response.status_code == 400:
-            recovered = self._recover(response.content, request, style)
+            recovered = self._recover(content, request, style)
             if recovered is not None:
                 return recovered
-        raise classify_error(response.status_code, response.content, response.headers)
+        raise classify_error(response.status_code, content, response.headers)
 
     def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
         """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""
@@ -331,7 +349,9 @@ class OpenAICompatProvider:
         generation = info.raw.get("failed_generation")
         if not isinstance(generation, str) or not generation.strip():
             return None
-        turn = _turns.finish_turn(Turn(content=generation), request, style=style)
+        turn = _turns.finish_turn(
+            Turn(content=generation), request, style=style, max_argument_chars=self.llm.max_tool_argument_chars
+        )
         if not turn.tool_calls:
             return None
         logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))

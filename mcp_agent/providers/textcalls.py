@@ -29,7 +29,14 @@ from ._textcall_values import convert_value, convert_xml_params
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TextExtraction", "convert_value", "extract_tool_calls", "split_reasoning"]
+__all__ = ["MAX_MARKERS", "MAX_SCAN_CHARS", "TextExtraction", "convert_value", "extract_tool_calls", "split_reasoning"]
+
+MAX_SCAN_CHARS = 256_000
+"""Calls are looked for in the first this many characters of an answer (about 64 000 tokens, more
+than the models that write calls as text produce); the rest stays content as it is. Reading
+blocks costs up to a few microseconds a character, so a 60 MB answer must not be read whole."""
+MAX_MARKERS = 1000
+"""At most this many block starts are tried in one answer; the rest of the text stays content."""
 
 
 @dataclass(frozen=True)
@@ -147,12 +154,12 @@ class _Names:
         return None
 
 
-def _scan(text: str, names: _Names) -> tuple[list[ToolCall], list[str], list[str]]:
+def _scan(text: str, names: _Names, *, whole: bool = True) -> tuple[list[ToolCall], list[str], list[str]]:
     """Every call block in text, left to right: ``(calls, rejected names, content pieces)``.
 
     A block whose calls all name offered tools leaves the content; any other block stays in it.
-    A reader that raises is logged and its marker is left as text. When no block was found, the
-    whole message may still be call JSON or pythonic calls.
+    A reader that raises is logged and its marker is left as text. When no block was found and
+    ``whole`` says text is the whole message, it may still be call JSON or pythonic calls.
     """
     scanner = Scanner(text, names.resolve)
     pieces: list[str] = []
@@ -160,7 +167,12 @@ def _scan(text: str, names: _Names) -> tuple[list[ToolCall], list[str], list[str
     rejected: list[str] = []
     pos = 0  # where the scan goes on
     kept = 0  # start of the text not yet given to pieces
+    tried = 0
     while (hit := scanner.next_marker(pos)) is not None:
+        tried += 1
+        if tried > MAX_MARKERS:
+            logger.info("textcalls: more than %d call markers; the rest of the text is left as it is", MAX_MARKERS)
+            break
         try:
             block = scanner.read(hit)
         except Exception:  # a parser bug must not cost the answer: keep the text
@@ -177,11 +189,11 @@ def _scan(text: str, names: _Names) -> tuple[list[ToolCall], list[str], list[str
             kept = block.end
         pos = max(block.end, hit.start + 1)
     pieces.append(text[kept:])
-    if not calls and not rejected:
-        whole = whole_message(text)
-        if whole:
-            accepted, unknown = _accept(whole, "pythonic", names)
-            if len(accepted) == len(whole):
+    if not calls and not rejected and whole:
+        found = whole_message(text)
+        if found:
+            accepted, unknown = _accept(found, "pythonic", names)
+            if len(accepted) == len(found):
                 return accepted, [], []
             rejected.extend(unknown)
     return calls, rejected, pieces
@@ -235,6 +247,9 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
     ``rejected``, and its block stays in the content as written; a block that mixes offered and
     unknown tools yields the offered calls and also stays in the content.
 
+    Only the first ``MAX_SCAN_CHARS`` characters are searched, and at most ``MAX_MARKERS`` block
+    starts are tried: the work stays linear and small whatever the answer's length.
+
     Args:
         text: the assistant's content as the server sent it.
         tools: the tools offered on this turn.
@@ -251,7 +266,10 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
             return TextExtraction(content=body, reasoning=reasoning)
         # The leading newline lets a pythonic line at the very start match like any other line
         # (an anchor in the marker pattern would cost the regex its first-character filter).
-        calls, rejected, pieces = _scan("\n" + body, _Names(tools))
+        head, tail = body[:MAX_SCAN_CHARS], body[MAX_SCAN_CHARS:]
+        calls, rejected, pieces = _scan("\n" + head, _Names(tools), whole=not tail)
+        if tail and pieces:  # the text beyond the scan goes on the last piece as it is
+            pieces[-1] += tail
         content = _join(pieces) if calls else body
         if rejected:
             logger.info("textcalls: call blocks name tools that are not offered: %s", ", ".join(rejected))

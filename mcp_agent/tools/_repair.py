@@ -12,7 +12,9 @@ transport's read stream and the ``ClientSession`` and mends each response on the
   validation could only turn a working call into a ``RuntimeError``. The untouched wire dict of
   every tool is kept in ``raw_tools``: our own schema compiler sees the schema as the server
   sent it and reports what it changed.
-- ``tools/call``: a ``structuredContent`` that is not an object is removed (its JSON is added
+- ``tools/call``: content beyond ``MAX_CONTENT_PARTS`` parts is dropped with a note, and a
+  result of more than ``MAX_RESULT_VALUES`` JSON values keeps only its text (before the SDK
+  validates a million parts); a ``structuredContent`` that is not an object is removed (its JSON is added
   as text when the result has no text). Results are not validated here (the SDK does that on
   every call); the connection turns the SDK's rejection of a broken result into an error result.
 
@@ -34,6 +36,8 @@ from mcp.client._transport import ReadStream
 from mcp.shared.message import SessionMessage
 from mcp_types import methods as _methods
 from pydantic import ValidationError
+
+from ._big_messages import bound_result
 
 logger = logging.getLogger(__name__)
 
@@ -125,21 +129,23 @@ def _describe_schema(schema: Any) -> str:
 
 
 def repair_call_result(result: Mapping[str, Any]) -> Repaired:
-    """Mend a ``tools/call`` result (pure): a non-object ``structuredContent`` is moved to text.
+    """Mend a ``tools/call`` result (pure): a result too big to handle cheaply is cut down
+    (``bound_result``), and a non-object ``structuredContent`` is moved to text.
 
     Anything else that is wrong is left for the SDK to reject; the caller turns that rejection
     into an error result. A result that needs nothing comes back as the same object.
     """
+    result, notes = bound_result(result)
     structured = result.get("structuredContent")
     if structured is None or isinstance(structured, dict):
-        return Repaired(result if isinstance(result, dict) else dict(result))
+        return Repaired(result if isinstance(result, dict) else dict(result), notes)
     fixed = {k: v for k, v in result.items() if k != "structuredContent"}
     content = fixed.get("content")
     if isinstance(content, list) and not any(
         isinstance(c, dict) and c.get("type") == "text" for c in content
     ):
         fixed["content"] = [*content, {"type": "text", "text": json.dumps(structured, ensure_ascii=False)}]
-    return Repaired(fixed, (f"structuredContent of type {type(structured).__name__} moved to text",))
+    return Repaired(fixed, (*notes, f"structuredContent of type {type(structured).__name__} moved to text"))
 
 
 def _kind(result: Mapping[str, Any]) -> str | None:

@@ -13,6 +13,10 @@ once there is one, the last 100 lines of stderr and how many junk lines came on 
   hub to start reaps the marked processes of groups whose gateway is gone (``_orphans.py``).
 - A stdout line that is not a JSON-RPC message is logged (warning, at most one every few
   seconds) and counted, never fatal, before or after the handshake. Blank lines are ignored.
+- A stdout line longer than ``maxMessageBytes`` is never held: it is dropped as it streams in.
+  When it is the response to a request (its id is found at either end), that request fails with
+  a JSON-RPC error naming the size and the limit; otherwise it counts as a junk line. Big
+  messages are parsed cheaply and their content parts capped (``_big_messages``).
 - stderr goes to a ring buffer and to our log at debug level.
 - When the process exits, the session's read stream ends at once (after a short grace for output
   still in the pipe), even when a grandchild keeps stdout open: in-flight requests then fail with
@@ -30,12 +34,13 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import mcp_types as types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
@@ -43,6 +48,15 @@ from mcp.shared.message import SessionMessage
 from ..config import StdioServerConfig
 from ..exceptions import ToolServerStartError
 from . import _procfs
+from ._big_messages import (
+    BIG_MESSAGE_BYTES,
+    LineSplitter,
+    OversizedLine,
+    gc_paused,
+    oversize_text,
+    parse_message,
+    response_id,
+)
 from ._orphans import OWNER_ENV, ChildRecords, owner_marker
 from ._spawn import open_child_process
 
@@ -70,15 +84,17 @@ class StdioChild:
         exited: set once the process has exited (``returncode`` is then known).
         ended: set once ``read_stream`` has ended (stdout closed, or the process exited).
         junk_lines: how many stdout lines were not JSON-RPC messages.
+        max_message_bytes: the longest stdout line taken (0 = no limit).
         repair: applied to every response's ``result`` before it is delivered (the
             ``ResponseRepairer``), so the repair costs no extra stream hop.
     """
 
-    def __init__(self, name: str, process: anyio.abc.Process) -> None:
+    def __init__(self, name: str, process: anyio.abc.Process, *, max_message_bytes: int = 0) -> None:
         self.name = name
         self.pid = process.pid
         self.exited = anyio.Event()
         self.junk_lines = 0
+        self.max_message_bytes = max_message_bytes
         self._process = process
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self.ended = anyio.Event()
@@ -103,26 +119,18 @@ class StdioChild:
     async def _read_stdout(self, cancel_scope: anyio.CancelScope) -> None:
         stdout = self._process.stdout
         assert stdout is not None
-        pending: list[bytes] = []
+        lines = LineSplitter(self.max_message_bytes)
         with cancel_scope:
             async with self._read_send:
                 try:
                     while True:
-                        chunk = await stdout.receive()
-                        start = 0
-                        while (end := chunk.find(b"\n", start)) >= 0:
-                            pending.append(chunk[start:end])
-                            line = b"".join(pending)
-                            pending.clear()
-                            start = end + 1
+                        for line in lines.feed(await stdout.receive()):
                             await self._deliver(line)
-                        if start < len(chunk):
-                            pending.append(chunk[start:])
                 except _PIPE_ERRORS:
                     pass
-                if pending:
-                    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        await self._deliver(b"".join(pending))
+                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    for line in lines.flush():
+                        await self._deliver(line)
         self.ended.set()
         # The session is gone or the pipe ended: keep draining so a child blocked on a full
         # pipe can still read its stdin's end and exit.
@@ -130,20 +138,42 @@ class StdioChild:
             while True:
                 await stdout.receive()
 
-    async def _deliver(self, line: bytes) -> None:
+    async def _deliver(self, line: bytes | OversizedLine) -> None:
+        if isinstance(line, OversizedLine):
+            await self._oversized(line)
+            return
         line = line.strip()
         if not line:
             return
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError:
-            self._junk(line)
-            return
-        if self.repair is not None and isinstance(message, types.JSONRPCResponse):
+        big = len(line) >= BIG_MESSAGE_BYTES
+        with gc_paused() if big else nullcontext():
             try:
-                message.result = self.repair(message.result)
-            except Exception:  # a bug in the repair must not cost the connection
-                logger.exception("%s: could not repair a response; passing it on as it came", self.name)
+                message = parse_message(line)
+            except ValueError:
+                self._junk(line)
+                return
+            del line
+            if self.repair is not None and isinstance(message, types.JSONRPCResponse):
+                if big:  # the parse and the repair (which may drop many parts) each block a while
+                    await anyio.lowlevel.checkpoint()
+                try:
+                    message.result = self.repair(message.result)
+                except Exception:  # a bug in the repair must not cost the connection
+                    logger.exception("%s: could not repair a response; passing it on as it came", self.name)
+        await self._send(message)
+
+    async def _oversized(self, line: OversizedLine) -> None:
+        text = oversize_text(self.name, line.size, self.max_message_bytes)
+        request_id = response_id(line.head, line.tail)
+        if request_id is None:
+            self.junk_lines += 1
+            logger.warning("%s: %s; it answers no request we can tell, so it was dropped", self.name, text)
+            return
+        logger.warning("%s: %s; request %r fails", self.name, text, request_id)
+        error = types.ErrorData(code=types.INTERNAL_ERROR, message=text)
+        await self._send(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+
+    async def _send(self, message: types.JSONRPCMessage) -> None:
         with suppress(anyio.BrokenResourceError):  # nobody reads any more (shutdown): drain on
             await self._read_send.send(SessionMessage(message))
 
@@ -292,7 +322,7 @@ async def open_stdio_transport(
     except (OSError, ValueError) as exc:
         raise ToolServerStartError(f"cannot start {config.command!r}: {exc}", server=name) from exc
 
-    child = StdioChild(name, process)
+    child = StdioChild(name, process, max_message_bytes=config.max_message_bytes)
     if records is not None:
         records.add(process.pid, name)
     logger.debug("%s: started pid %d: %s", name, process.pid, " ".join([config.command, *config.args]))

@@ -13,6 +13,20 @@ tail, or "did not start within N s") and stays failed: the others serve regardle
 once with the exit code and stderr tail), a JSON-RPC error or an invalid result all come back
 as error ``ToolResult``\\ s. Cancellation of the caller propagates and cancels the call on the
 server.
+
+Message sizes (``maxMessageBytes``). A stdio server's stdout is read by our own transport, which
+never holds more than the limit of one line and fails the call a bigger response answers (see
+``_stdio``). For remote servers the SDK reads and parses, and caps what it allows:
+
+- Streamable HTTP: each SSE event is capped at ``maxMessageBytes`` (the SDK's
+  ``max_sse_event_size``, 1 MiB by default); a bigger one fails only its call ("SSE stream
+  failed: ... byte limit"), the connection stays up. A plain ``application/json`` response body
+  (a server in ``json_response`` mode) is read whole by the SDK: **not capped**.
+- SSE (the older transport): the SDK caps every event at 1 MiB whatever the config says, and a
+  bigger one ends the connection (the server is then restarted like a crashed one).
+- The SDK validates a remote message whole before our repair filter sees it (pydantic, about
+  0.1 s of blocked event loop per MiB of tiny JSON objects); the repair then cuts content parts
+  and oversized results as it does for stdio (``_big_messages.bound_result``).
 """
 
 from __future__ import annotations
@@ -288,7 +302,9 @@ class ServerConnection:
                 httpx2.AsyncClient(
                     headers=dict(config.headers), timeout=timeout, follow_redirects=True
                 ) as http,
-                streamable_http_client(config.url, http_client=http) as (read, write),
+                streamable_http_client(
+                    config.url, http_client=http, max_sse_event_size=config.max_message_bytes or None
+                ) as (read, write),
             ):
                 yield read, write
 
@@ -446,6 +462,11 @@ class ServerConnection:
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failed(f"tool {shown} timed out after {timeout:g} s")
+            if exc.code == CONNECTION_CLOSED and live.child is None and not live.ended.is_set():
+                # a remote server's response stream failed, not its connection (an SSE event over
+                # maxMessageBytes: "SSE stream failed: Server-sent event exceeded the N byte limit.")
+                hint = f" (mcpServers.{self.name}.maxMessageBytes)" if "byte limit" in exc.message else ""
+                return failed(f"tool {shown} failed: server {self.name}: {exc.message}{hint}")
             if exc.code == CONNECTION_CLOSED:
                 crash = await self._crash_error(live.child, None)
                 return failed(f"tool {shown} failed: server {crash}")

@@ -81,6 +81,10 @@ class Reply:
             headers), without ending the chunked body: the client sees a broken stream.
         delay: pause before anything is sent (for timeouts and cancellation).
         drop: close the connection without answering at all.
+        repeat: after the events, send this item (like an event) again and again until the client
+            hangs up: a stream without end (no ``[DONE]``).
+        body_repeat: send ``body`` this many times over, with a ``Content-Length`` that counts
+            them all: a huge body that is never held whole.
     """
 
     status: int = 200
@@ -92,6 +96,8 @@ class Reply:
     abort_after: int | None = None
     delay: float = 0.0
     drop: bool = False
+    repeat: Any = None
+    body_repeat: int = 1
 
     @classmethod
     def json(cls, data: Any, status: int = 200, headers: Mapping[str, str] | None = None, **kw: Any) -> Reply:
@@ -103,6 +109,11 @@ class Reply:
     def sse(cls, events: Sequence[Any], *, headers: Mapping[str, str] | None = None, **kw: Any) -> Reply:
         """A streamed body of SSE events (see ``events``)."""
         return cls(headers=dict(headers or {}), events=list(events), **kw)
+
+    @classmethod
+    def endless(cls, item: Any, *, headers: Mapping[str, str] | None = None, events: Sequence[Any] = ()) -> Reply:
+        """A chunked body that never ends: ``events``, then ``item`` over and over."""
+        return cls(headers=dict(headers or {}), events=list(events), repeat=item, done=False)
 
 
 @dataclass(frozen=True)
@@ -196,9 +207,11 @@ class FakeModelServer:
         head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
         if reply.events is None:
             headers.setdefault("content-type", "text/plain")
-            headers["content-length"] = str(len(reply.body))
+            headers["content-length"] = str(len(reply.body) * reply.body_repeat)
             head += [f"{k}: {v}" for k, v in headers.items()]
             await stream.send(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
+            for _ in range(reply.body_repeat - 1):
+                await stream.send(reply.body)
             return True
         headers.setdefault("content-type", "text/event-stream")
         headers["transfer-encoding"] = "chunked"
@@ -222,6 +235,11 @@ class FakeModelServer:
             sent += 1
         if reply.abort_after is not None and sent >= reply.abort_after:
             return False
+        if reply.repeat is not None:
+            data = _encode(reply.repeat)
+            chunk = f"{len(data):x}\r\n".encode() + data + b"\r\n"
+            while True:  # until the client hangs up (BrokenResourceError: counted as a disconnect)
+                await stream.send(chunk)
         await stream.send(b"0\r\n\r\n")
         return True
 

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from mcp_agent.messages import ToolSpec
 from mcp_agent.providers.textcalls import (
+    MAX_MARKERS,
+    MAX_SCAN_CHARS,
     TextExtraction,
     convert_value,
     extract_tool_calls,
@@ -862,6 +864,42 @@ def test_adversarial_input_finishes_fast(text: str) -> None:
     assert time.perf_counter() - started < 10  # "does not hang"; the benchmark has the real figure
     assert {c.name for c in result.calls} <= OFFERED
     assert warnings == []
+
+
+LONG_ADVERSARIAL = {
+    # each failed JSON reading once counted the newlines of the whole text before it: quadratic
+    "hermes-opens": "<tool_call>{" * 400_000,
+    "function-json": "<function=get_weather>{" * 200_000,
+    "lmstudio": '[TOOL_REQUEST]{"name": "get_weather", ' * 120_000,
+    "hermes-open-strings": '<tool_call>{"a": "' * 300_000,
+    "think": "<think>" * 200_000,
+}
+
+
+@pytest.mark.parametrize("text", LONG_ADVERSARIAL.values(), ids=LONG_ADVERSARIAL.keys())
+def test_a_long_adversarial_answer_is_read_in_bounded_time(text: str) -> None:
+    assert len(text) >= 1_000_000
+    started = time.perf_counter()
+    result = extract_tool_calls(text, TOOLS)
+    assert time.perf_counter() - started < 30  # "does not hang": minutes before, well under a second now
+    assert len(result.calls) <= MAX_MARKERS
+
+
+def test_calls_are_looked_for_in_the_head_of_a_long_answer_only() -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Tokyo"}}</tool_call>'
+    filler = "word " * (MAX_SCAN_CHARS // 5)
+    result = extract_tool_calls(f"{call}\n{filler}{call}", TOOLS)
+    assert calls_of(result) == [(W, TOKYO)]
+    assert result.content == f"{filler}{call}".strip()
+    many = "<tool_call>{}</tool_call> " * (MAX_MARKERS + 10) + call
+    assert calls_of(extract_tool_calls(many, TOOLS)) == []
+
+
+def test_a_value_holding_its_closing_tag_reads_whole() -> None:
+    text = '<tool_call>{"name": "write_file", "arguments": {"content": "x</tool_call>y" }}</tool_call> done'
+    result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == [("files__write_file", {"content": "x</tool_call>y"})]
+    assert result.content == "done"
 
 
 # fmt: off

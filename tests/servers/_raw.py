@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-Handler = Callable[[dict[str, Any], "Call"], dict[str, Any]]
+Handler = Callable[[dict[str, Any], "Call"], dict[str, Any] | None]
+"""A tool: arguments and the call in, the result out (None: the handler wrote its answer itself)."""
 
 
 def text(value: str, *, is_error: bool = False, **extra: Any) -> dict[str, Any]:
@@ -156,7 +157,7 @@ class RawServer:
             return
         finally:
             self.calls.pop(call.request_id, None)
-        if not call.cancelled.is_set():
+        if result is not None and not call.cancelled.is_set():
             self.send({"id": call.request_id, "result": result})
 
 

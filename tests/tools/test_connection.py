@@ -286,6 +286,70 @@ async def test_a_call_result_carries_content_structured_and_elapsed() -> None:
         assert result.elapsed_ms > 0
 
 
+# ------------------------------------------------------------------------- big messages
+
+
+@pytest.mark.parametrize("tool", ["big", "big_id_last"])
+async def test_a_message_over_the_limit_fails_its_call_at_once_and_the_server_stays_usable(
+    tool: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(server("huge.py", max_message_bytes=100_000, call_timeout_seconds=60)) as (
+        connection,
+        _,
+    ):
+        with anyio.fail_after(20):  # not after the 60 s timeout
+            result = await connection.call(tool, {"chars": 300_000}, timeout=60, display_name=f"huge__{tool}")
+        assert result.is_error
+        envelope = len(b'{"jsonrpc": "2.0", "id": 9, "result": {"content": [{"type": "text", "text": ""}]}}')
+        assert result.text == (
+            f"tool huge__{tool} failed: server srv sent a message of {300_000 + envelope} bytes; "
+            "the limit is 100000 (mcpServers.srv.maxMessageBytes) (MCP error -32603)"
+        )
+        assert "; request " in caplog.text and " fails" in caplog.text
+        small = await connection.call(tool, {"chars": 99_000})
+        assert (small.is_error, len(small.text)) == (False, 99_000)
+        assert (connection.state, connection.restarts, connection.junk_lines) == ("up", 0, 0)
+
+
+async def test_a_line_over_the_limit_that_answers_nothing_counts_as_junk(caplog: pytest.LogCaptureFixture) -> None:
+    async with running(server("huge.py", max_message_bytes=100_000)) as (connection, _):
+        result = await connection.call("noise", {"chars": 5_000_000})
+        assert (result.is_error, result.text) == (False, "after noise")
+        assert connection.junk_lines == 1
+        assert "server srv sent a message of 5000000 bytes; the limit is 100000" in caplog.text
+        assert "answers no request" in caplog.text
+
+
+async def test_the_default_limit_takes_a_few_megabytes_but_not_tens() -> None:
+    async with running(server("huge.py")) as (connection, _):
+        ok = await connection.call("big", {"chars": 6_000_000})
+        assert (ok.is_error, len(ok.text)) == (False, 6_000_000)
+        too_big = await connection.call("big", {"chars": 30_000_000})
+        assert too_big.is_error and "the limit is 8388608 (mcpServers.srv.maxMessageBytes)" in too_big.text
+        assert connection.state == "up"
+
+
+async def test_a_result_of_many_parts_is_cut_before_it_is_validated(caplog: pytest.LogCaptureFixture) -> None:
+    async with running(server("huge.py")) as (connection, _):
+        result = await connection.call("parts", {"bytes": 2_000_000})
+        assert not result.is_error
+        assert len(result.content) == 1001 and result.content[0] == {"type": "text", "text": "x"}
+        parts = (2_000_000 - 100) // len(b'{"type": "text", "text": "x"}, ')  # as huge.py makes them
+        assert result.content[-1]["text"] == (
+            f"[... {parts - 1000} more content parts not shown: the result had {parts} parts]"
+        )
+        assert result.text == "\n".join(["x"] * 1000 + [result.content[-1]["text"]])
+        assert f"content: {parts - 1000} of {parts} parts dropped" in caplog.text
+
+
+async def test_a_result_of_too_many_values_is_reduced_to_its_text() -> None:
+    async with running(server("huge.py")) as (connection, _):
+        result = await connection.call("rows", {"bytes": 2_000_000})
+        assert (result.is_error, result.structured) == (False, None)
+        assert result.text.startswith("rows attached\n[... only the text of this result is shown")
+        assert connection.state == "up"
+
+
 async def test_progress_notifications_reach_the_callback() -> None:
     seen: list[tuple[float, float | None, str | None]] = []
 

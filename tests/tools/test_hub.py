@@ -296,6 +296,19 @@ async def test_remote_servers_over_streamable_http_and_sse(
     assert remote.authorizations and set(remote.authorizations) == {"Bearer t0ken"}
 
 
+async def test_a_remote_server_over_streamable_http_has_its_own_message_limit(http_echo: Remote) -> None:
+    async with open_tool_hub({"remote": RemoteServerConfig(url=http_echo.url)}) as hub:
+        big = await hub.call_tool("remote__echo", {"text": "x" * 2_000_000})  # the SDK's default: 1 MiB
+        assert (big.is_error, len(big.text)) == (False, 2_000_000)
+    capped = RemoteServerConfig(url=http_echo.url, max_message_bytes=100_000)
+    async with open_tool_hub({"remote": capped}) as hub:
+        with anyio.fail_after(20):
+            refused = await hub.call_tool("remote__echo", {"text": "x" * 200_000})
+        assert refused.is_error and refused.text.startswith("tool remote__echo failed: server remote: ")
+        assert refused.text.endswith("exceeded the 100000 byte limit. (mcpServers.remote.maxMessageBytes)")
+        assert (await hub.call_tool("remote__echo", {"text": "small"})).text == "small"
+
+
 async def test_an_unreachable_remote_server_fails_to_start() -> None:
     config = RemoteServerConfig(url="http://127.0.0.1:9/mcp", startup_timeout_seconds=5)
     with anyio.fail_after(20):
