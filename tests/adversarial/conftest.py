@@ -61,12 +61,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def write_config(folder: Path, model_url: str, **gateway: Any) -> Path:
+def write_config(
+    folder: Path,
+    model_url: str,
+    *,
+    llm: dict[str, Any] | None = None,
+    servers: dict[str, Any] | None = None,
+    approvals: dict[str, Any] | None = None,
+    **gateway: Any,
+) -> Path:
     config = {
-        "llm": {"endpoint": model_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+        "llm": {
+            "endpoint": model_url,
+            "model": "rule-model",
+            "provider": "openai",
+            "stream": False,
+            "maxRetries": 0,
+            **(llm or {}),
+        },
         "limits": {"maxRounds": 4, "toolTimeoutSeconds": 10, "timeoutSeconds": 30},
-        "approvals": {"require": ["*write*"], "timeoutSeconds": 1},
-        "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}},
+        "approvals": approvals or {"require": ["*write*"], "timeoutSeconds": 1},
+        "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}, **(servers or {})},
         "gateway": {"description": "Adversarial target.", "exposeTools": True, "maxMcpSessions": 5000, **gateway},
     }
     path = folder / "agent.json"
@@ -74,8 +89,17 @@ def write_config(folder: Path, model_url: str, **gateway: Any) -> Path:
     return path
 
 
-def start_gateway(folder: Path, model_url: str, *, args: tuple[str, ...] = (), **gateway: Any) -> Gateway:
-    config = write_config(folder, model_url, **gateway)
+def start_gateway(
+    folder: Path,
+    model_url: str,
+    *,
+    args: tuple[str, ...] = (),
+    llm: dict[str, Any] | None = None,
+    servers: dict[str, Any] | None = None,
+    approvals: dict[str, Any] | None = None,
+    **gateway: Any,
+) -> Gateway:
+    config = write_config(folder, model_url, llm=llm, servers=servers, approvals=approvals, **gateway)
     port = free_port()
     log = folder / "gateway.log"
     with log.open("wb") as log_file:

@@ -15,8 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import httpx
@@ -24,13 +25,15 @@ import psutil
 import pytest
 
 from tests.bundled.harness import ServerSpec, call, open_clients
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, Reply
+from tests.fakes.openai_shapes import Call, completion
 from tests.gateway.e2e import SERVERS
 
 from ._table import record
 from .conftest import ROOT, Gateway, start_gateway, stop_gateway
 
 TOKEN = "adversarial-" + "t" * 20
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +65,110 @@ def test_d2_the_web_server_reads_html_with_what_is_declared() -> None:
     )
     assert done.stdout.strip() == "ok", done.stderr
     assert "lxml_html_clean" in (ROOT / "pyproject.toml").read_text()
+
+
+# ------------------------------------------------------------------------------------------ D3: sizes
+
+
+@pytest.fixture(scope="module")
+def sized(model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """A gateway with the ``huge`` fixture server and small caps, so each replay is quick."""
+    huge = {"command": sys.executable, "args": [str(SERVERS / "huge.py")], "maxMessageBytes": 1_000_000}
+    running = start_gateway(
+        tmp_path_factory.mktemp("d3"),
+        model.base_url,
+        llm={"maxResponseBytes": 2_000_000, "maxToolArgumentChars": 100_000},
+        servers={"huge": huge},
+    )
+    try:
+        yield running
+    finally:
+        stop_gateway(running)
+
+
+def _ask_with(model: FakeModelServer, running: Gateway, *replies: Reply) -> dict[str, object]:
+    """One query whose first model calls get ``replies`` (the rule model answers the rest)."""
+    model.enqueue(*replies)
+    with running.client() as client:
+        answer = client.post("/api/v1/query", json={"query": "replay"})
+    assert answer.status_code == 200, answer.text
+    body: dict[str, object] = answer.json()
+    return body
+
+
+def _peak_rss_while(running: Gateway, work: Callable[[], T]) -> tuple[T, float]:
+    """``work()``'s value and the gateway's peak RSS (MB) while it ran."""
+    process, peak, stop = psutil.Process(running.process.pid), [0.0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss / 2**20)
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        value = work()
+    finally:
+        stop.set()
+        sampler.join()
+    return value, peak[0]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [("huge__noise", {"chars": 300_000_000}), ("huge__parts", {"bytes": 60_000_000})],
+    ids=["300MB-line-without-a-message", "60MB-2M-parts-result"],
+)
+def test_d3_a_huge_stdout_line_is_never_held(
+    model: FakeModelServer, sized: Gateway, tool: str, arguments: dict[str, int]
+) -> None:
+    """A 300 MB line stayed in memory; a 62 MB, 2-million-part result took the gateway to 2.4 GB."""
+    call = Reply.json(completion(content=None, calls=[Call(tool, arguments, id="big")]))
+    answer, peak = _peak_rss_while(sized, lambda: _ask_with(model, sized, call))
+    assert peak < 250, f"peak RSS {peak:.0f} MB"
+    text = str(answer["answer"])
+    if tool == "huge__parts":
+        assert "maxMessageBytes" in text, text[:500]
+    record("D3 huge stdout line", f"peak RSS under 250 MB ({peak:.0f})")
+    with sized.client() as client:
+        sized.assert_healthy(client)
+
+
+def test_d3_an_endless_model_stream_is_cut_at_its_cap(model: FakeModelServer, sized: Gateway) -> None:
+    """A model stream had no total cap (1 GB in 30 s were accepted)."""
+    answer = _ask_with(model, sized, Reply.endless(b"x" * 65536, headers={"content-type": "application/json"}))
+    assert answer["termination_reason"] == "llm_error"
+    assert "llm.maxResponseBytes" in str(answer["error"])
+    record("D3 endless model body", "llm_error at llm.maxResponseBytes")
+
+
+def test_d3_huge_tool_call_arguments_are_refused_unparsed(model: FakeModelServer, sized: Gateway) -> None:
+    """50 MB of tool-call arguments were accepted (and parsed, and repaired)."""
+    huge = Call("echo__echo", '{"text": "' + "y" * 1_500_000 + '"}', id="args")
+    answer = _ask_with(model, sized, Reply.json(completion(content=None, calls=[huge])))
+    assert answer["termination_reason"] == "success"
+    assert "llm.maxToolArgumentChars" in str(answer["answer"])  # the model read the refusal
+    record("D3 1.5 MB tool-call arguments", "refused unparsed; the run went on")
+
+
+# ------------------------------------------------------------------------------------------ D5: usage
+
+
+@pytest.mark.parametrize(
+    ("usage", "shown"),
+    [((-10**9, 5), "negative"), ((10**300, 10**300), "309 digits")],
+    ids=["negative", "absurd"],
+)
+def test_d5_reported_usage_is_clamped_and_flagged(
+    gateway: Gateway, model: FakeModelServer, usage: tuple[int, int], shown: str
+) -> None:
+    """Negative token counts defeated maxTokens; absurd ones were printed as 309-digit numbers."""
+    answer = _ask_with(model, gateway, Reply.json(completion(content="fine", usage=usage)))
+    counted = answer["usage"]
+    assert isinstance(counted, dict) and counted["clamped"] is True
+    assert all(0 <= counted[key] <= 2 * 10_000_000 for key in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    record("D5 reported usage", f"{shown}: clamped and flagged")
 
 
 def test_d4_open_health_tells_only_status_and_version(
@@ -139,6 +246,47 @@ def test_d7_exposed_calls_wait_for_query_slots(model: FakeModelServer, tmp_path_
     assert sorted(texts) == sorted(f"e{index}" for index in range(20))
     assert max(seen) <= 2
     record("D7 exposed calls", f"at most {max(seen)} at once under a cap of 2")
+
+
+def test_d7_waiting_approvals_are_capped(model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One caller once had 300 approvals waiting."""
+    approvals = {"require": ["echo__*"], "timeoutSeconds": 2, "maxPending": 3}
+    running = start_gateway(
+        tmp_path_factory.mktemp("d7b"), model.base_url, approvals=approvals, maxConcurrentQueries=40
+    )
+
+    async def flood() -> tuple[list[str], int]:
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        texts: list[str] = []
+        most = 0
+        async with (
+            streamable_http_client(f"{running.url}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+            httpx.AsyncClient(base_url=running.url) as http,
+        ):
+            await session.initialize()
+            async with anyio.create_task_group() as tg:
+                for index in range(30):
+
+                    async def one(index: int = index) -> None:
+                        result = await session.call_tool("echo__echo", {"text": f"e{index}"})
+                        texts.append(result.content[0].text)
+
+                    tg.start_soon(one)
+                while len(texts) < 30:
+                    most = max(most, len((await http.get("/api/v1/approvals")).json()["pending"]))
+                    await anyio.sleep(0.01)
+        return texts, most
+
+    try:
+        texts, most = anyio.run(flood)
+    finally:
+        stop_gateway(running)
+    assert most <= 3
+    assert sum("too many approvals are waiting" in text for text in texts) >= 27
+    record("D7 gated calls", f"at most {most} waiting under approvals.maxPending 3; the rest denied at once")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc are Linux's")
