@@ -191,9 +191,11 @@ class _ServerBase(_Model):
     """Deadline of one call to this server's tools (else ``limits.toolTimeoutSeconds``)."""
     startup_timeout_seconds: float = Field(default=30, ge=0)
     """Deadline for start, handshake and first tool list (0 = none)."""
-    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=0)
+    max_message_bytes: int = Field(default=4 * 1024 * 1024, ge=0)
     """The largest message taken from this server (0 = no limit). A response beyond it fails
-    its call with an error naming the size and this key; the connection stays up."""
+    its call with an error naming the size and this key; the connection stays up. At 4 MiB the
+    event loop pauses under 70 ms for the worst shape of message (bench_big_results.py); raise it
+    for a server that returns big images."""
 
 
 class StdioServerConfig(_ServerBase):

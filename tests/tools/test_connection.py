@@ -322,10 +322,10 @@ async def test_a_line_over_the_limit_that_answers_nothing_counts_as_junk(caplog:
 
 async def test_the_default_limit_takes_a_few_megabytes_but_not_tens() -> None:
     async with running(server("huge.py")) as (connection, _):
-        ok = await connection.call("big", {"chars": 6_000_000})
-        assert (ok.is_error, len(ok.text)) == (False, 6_000_000)
+        ok = await connection.call("big", {"chars": 3_000_000})
+        assert (ok.is_error, len(ok.text)) == (False, 3_000_000)
         too_big = await connection.call("big", {"chars": 30_000_000})
-        assert too_big.is_error and "the limit is 8388608 (mcpServers.srv.maxMessageBytes)" in too_big.text
+        assert too_big.is_error and "the limit is 4194304 (mcpServers.srv.maxMessageBytes)" in too_big.text
         assert connection.state == "up"
 
 
