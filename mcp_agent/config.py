@@ -136,8 +136,9 @@ class Limits(_Model):
     max_tokens: int = Field(default=100_000, ge=0)
     """Total tokens (prompt + completion, summed over the run's model calls)."""
     max_tool_calls: int = Field(default=50, ge=0)
-    timeout_seconds: float = Field(default=300, ge=0)
-    """Wall-clock deadline of the whole run."""
+    timeout_seconds: float = Field(default=240, ge=0)
+    """Wall-clock deadline of the whole run. The default stays below the 300 s read timeout
+    many MCP clients use, so a caller gets the run's own ``timeout`` answer, not its client's."""
     tool_timeout_seconds: float = Field(default=60, ge=0)
     """Deadline of one tool call, unless its server sets ``callTimeoutSeconds``."""
     max_result_chars: int = Field(default=16_000, ge=0)
@@ -321,6 +322,9 @@ class GatewayConfig(_Model):
     a new connection that sends nothing for this long) is closed (0 = no limit)."""
     max_connections: int = Field(default=0, ge=0)
     """Open HTTP connections at once; 0 = three quarters of the file-descriptor limit."""
+    query_only_schema: bool = False
+    """Publish ``agent_query`` with ``query`` as its only input (for clients that cannot send or
+    omit optional members); conversations then cannot be continued over MCP."""
     stateless: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=0)
     max_query_chars: int = Field(default=20_000, ge=0)

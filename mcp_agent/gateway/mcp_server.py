@@ -121,7 +121,14 @@ def agent_query_description(description: str, specs: Sequence[ToolSpec], statuse
     )
 
 
-def agent_query_input_schema(max_query_chars: int) -> JSONObject:
+def agent_query_input_schema(max_query_chars: int, *, query_only: bool = False) -> JSONObject:
+    """``agent_query``'s input schema.
+
+    The optional members are nullable and ``null`` (or ``""`` for ``session_id``) means absent:
+    frameworks with a "strict" tool mode (the OpenAI Agents SDK, smolagents) make every property
+    required and fill what they do not need with ``null``. ``query_only`` publishes ``query``
+    alone (``gateway.queryOnlySchema``), for clients that cannot cope even with that.
+    """
     query: JSONObject = {
         "type": "string",
         "minLength": 1,
@@ -129,20 +136,20 @@ def agent_query_input_schema(max_query_chars: int) -> JSONObject:
     }
     if max_query_chars:
         query["maxLength"] = max_query_chars
+    properties: JSONObject = {"query": query}
+    if not query_only:
+        properties["session_id"] = {
+            "type": ["string", "null"],
+            "description": (
+                "Continue the conversation with this id, as returned by an earlier call (the last line "
+                "of its text, or structuredContent.session_id); omit it or send null to start a new one."
+            ),
+            "maxLength": 128,
+        }
+        properties["limits"] = limits_schema()
     return {
         "type": "object",
-        "properties": {
-            "query": query,
-            "session_id": {
-                "type": "string",
-                "description": (
-                    "Continue the conversation with this id, as returned in structuredContent.session_id "
-                    "by an earlier call; omit it to start a new conversation."
-                ),
-                "maxLength": 128,
-            },
-            "limits": limits_schema(),
-        },
+        "properties": properties,
         "required": ["query"],
         "additionalProperties": False,
     }
@@ -153,17 +160,20 @@ def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
 
 
 def run_result_to_mcp(result: RunResult) -> types.CallToolResult:
-    """``content`` = the answer (or ``Agent terminated (<reason>): <detail>``), plus structuredContent."""
-    if result.ok:
-        text, is_error = result.answer, False
-    else:
-        text, is_error = result.error_text(), True
-        if result.answer:
-            text += f"\n\n{result.answer}"
+    """``content`` = the answer (for a failure: ``Agent terminated (<reason>): <detail>``, whether
+    retrying may help, and any partial answer), then a last line with the conversation id; plus
+    structuredContent.
+
+    The conversation id is in the text because most agent frameworks show their model only the
+    text: without it there, the model could never continue the conversation.
+    """
+    text = result.shown_answer()
+    if result.session_id:
+        text += f"\n\n[session_id: {result.session_id} (pass it as session_id to continue this conversation)]"
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         structured_content=result.to_structured(),
-        is_error=is_error,
+        is_error=not result.ok,
     )
 
 
@@ -205,7 +215,9 @@ class AgentQueryTool:
                 description=agent_query_description(
                     service.gateway.description, specs, service.server_status()
                 ),
-                input_schema=agent_query_input_schema(service.gateway.max_query_chars),
+                input_schema=agent_query_input_schema(
+                    service.gateway.max_query_chars, query_only=service.gateway.query_only_schema
+                ),
                 output_schema=RESULT_SCHEMA,
                 annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
             )

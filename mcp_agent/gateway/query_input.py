@@ -2,7 +2,9 @@
 
 The same rules serve ``agent_query``'s arguments and the body of ``POST /api/v1/query``: a
 missing, empty or too long query, a malformed session id, unknown limit keys and wrongly typed
-values are refused with a message that names the field and says what is expected. Limit keys
+values are refused with a message that names the field and says what is expected. ``null`` for
+an optional member (and ``""`` for ``session_id``) means absent: clients in a "strict" tool mode
+send every property. Limit keys
 are accepted in the file's camelCase or in snake_case; types are checked strictly (``"3"`` is
 not a number, ``true`` is not an integer).
 """
@@ -82,6 +84,8 @@ def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
             f"'query' is {len(query)} characters long; the limit is {max_query_chars} (gateway.maxQueryChars)"
         )
     session_id = data.get("session_id")
+    if session_id == "":  # strict-mode clients fill what they do not need: absent
+        session_id = None
     if session_id is not None:
         if not isinstance(session_id, str):
             raise QueryInputError(f"'session_id' must be a string, not {type(session_id).__name__}")
@@ -95,8 +99,9 @@ def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
     if raw_limits is not None:
         if not isinstance(raw_limits, Mapping):
             raise QueryInputError(f"'limits' must be an object, not {type(raw_limits).__name__}")
+        given = {key: value for key, value in raw_limits.items() if value is not None}  # null: absent
         try:
-            limits = Limits.model_validate(dict(raw_limits), strict=True)
+            limits = Limits.model_validate(given, strict=True) if given else None
         except ValidationError as exc:
             raise QueryInputError(_format_errors("limits", exc)) from None
     return QueryInput(query=query, session_id=session_id, limits=limits)
@@ -108,17 +113,20 @@ def limits_schema() -> JSONObject:
     for name, info in Limits.model_fields.items():
         key = info.alias or name
         if info.annotation is bool:
-            schema: JSONObject = {"type": "boolean"}
+            schema: JSONObject = {"type": ["boolean", "null"]}
         elif info.annotation is int:
-            schema = {"type": "integer", "minimum": 0}
+            schema = {"type": ["integer", "null"], "minimum": 0}
         else:
-            schema = {"type": "number", "minimum": 0}
+            schema = {"type": ["number", "null"], "minimum": 0}
         if info.description:
             schema["description"] = " ".join(info.description.split())
         properties[key] = schema
     return {
-        "type": "object",
-        "description": "Tighter limits for this query (they can only lower the server's; 0 means off).",
+        "type": ["object", "null"],
+        "description": (
+            "Tighter limits for this query (they can only lower the server's; 0 means off; null or "
+            "a missing member: the server's)."
+        ),
         "properties": properties,
         "additionalProperties": False,
     }

@@ -24,6 +24,18 @@ class TerminationReason(StrEnum):
     CANCELLED = "cancelled"
 
 
+RETRYABLE_REASONS = frozenset(
+    {
+        TerminationReason.TIMEOUT,
+        TerminationReason.EMPTY_RESPONSE,
+        TerminationReason.LLM_ERROR,
+        TerminationReason.CANCELLED,
+    }
+)
+"""The endings that the same query may not meet again: a busy or flaky model server, a run cut off
+from outside. The budget and loop stops would happen again (only tighter questions or looser
+limits help), and ``terminal_error`` is about the request or the configuration."""
+
 EARLY_STOP_REASONS = frozenset(
     {
         TerminationReason.MAX_ROUNDS,
@@ -88,18 +100,37 @@ class RunResult:
         """True for success and for an early-stop synthesis; False for every other ending."""
         return self.termination_reason is TerminationReason.SUCCESS or self.early_stopped
 
+    @property
+    def retryable(self) -> bool:
+        """Whether asking again may end better (see ``RETRYABLE_REASONS``); False on success."""
+        return not self.ok and self.termination_reason in RETRYABLE_REASONS
+
     def error_text(self) -> str:
         """The text callers see for an ending other than success."""
         return f"Agent terminated ({self.termination_reason.value}): {self.detail or 'no detail'}"
 
+    def shown_answer(self) -> str:
+        """The answer, or for a run that failed the reason (and any partial answer after it).
+
+        Many agent frameworks show their model only ``answer``; an empty one for a failed run
+        would hide why it failed.
+        """
+        if self.ok:
+            return self.answer
+        hint = "retrying may help" if self.retryable else "retrying the same query will not help"
+        text = f"{self.error_text()} ({hint})"
+        return f"{text}\n\n{self.answer}" if self.answer else text
+
     def to_structured(self) -> JSONObject:
         """The ``structuredContent`` of ``agent_query`` (and ``query --json``).
 
-        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success), so
-        a caller reading only the structured result still learns what went wrong.
+        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success) and
+        ``retryable``, and for a failed run ``answer`` says why (``shown_answer``), so a caller
+        reading only the structured result, or only its answer, still learns what went wrong.
         """
         return {
-            "answer": self.answer,
+            "answer": self.shown_answer(),
+            "retryable": self.retryable,
             "termination_reason": self.termination_reason.value,
             "early_stopped": self.early_stopped,
             "detail": self.detail,
@@ -119,7 +150,8 @@ class RunResult:
 RESULT_SCHEMA: JSONSchema = {
     "type": "object",
     "properties": {
-        "answer": {"type": "string"},
+        "answer": {"type": "string", "description": "the answer; for a run that failed, why it failed"},
+        "retryable": {"type": "boolean", "description": "whether asking again may end better"},
         "termination_reason": {"type": "string", "enum": [reason.value for reason in TerminationReason]},
         "early_stopped": {"type": "boolean"},
         "detail": {"type": "string", "description": "why the run ended, for endings other than success"},
@@ -156,6 +188,7 @@ RESULT_SCHEMA: JSONSchema = {
     },
     "required": [
         "answer",
+        "retryable",
         "termination_reason",
         "early_stopped",
         "detail",

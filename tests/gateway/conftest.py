@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -227,6 +228,20 @@ async def shared_gateway() -> AsyncIterator[Running]:
     """One gateway for a module's tests that only read, or that compare counters before and after."""
     async with running_gateway() as running:
         yield running
+
+
+SESSION_LINE = re.compile(r"\n\n\[session_id: (\S+) \(pass it as session_id to continue this conversation\)\]$")
+
+
+def answer_of(result: Any) -> str:
+    """An agent_query result's text without its last line, the conversation id (checked against
+    structuredContent)."""
+    text: str = result.content[0].text
+    match = SESSION_LINE.search(text)
+    if match is None:
+        return text
+    assert result.structured_content["session_id"] == match.group(1)
+    return text[: match.start()]
 
 
 def free_port() -> int:

@@ -7,7 +7,7 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import Running, eventually, make_config, running_gateway
+from .conftest import Running, answer_of, eventually, make_config, running_gateway
 from .test_mcp import connect
 
 
@@ -25,7 +25,7 @@ async def _fifty(gateway: Running) -> None:
         ]
         async with connect(gateway.url, transport, era) as client:
             result = await client.call_tool("agent_query", {"query": f"echo client-{index}"})
-            answers[index] = result.content[0].text
+            answers[index] = answer_of(result)
 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as tg:
@@ -139,7 +139,7 @@ async def test_starting_gateway_answers_503_and_agent_query_waits() -> None:
             async def ask() -> None:
                 async with connect(url, "http", "legacy") as client:
                     result = await client.call_tool("agent_query", {"query": "patience"})
-                    answers.append(result.content[0].text)
+                    answers.append(answer_of(result))
 
             tg.start_soon(ask)
             await anyio.sleep(0.3)

@@ -11,7 +11,7 @@ import pytest
 from mcp_agent.config import load_config
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
-from .conftest import Running, eventually, running_gateway
+from .conftest import Running, answer_of, eventually, running_gateway
 from .e2e import rule_reply, write_config
 from .test_mcp import connect
 
@@ -42,7 +42,7 @@ async def test_real_agent_end_to_end(real_gateway: tuple[Running, Path]) -> None
         [tool] = (await client.list_tools()).tools
         assert "echo (echo, add)" in tool.description and "slow (sleep, ping)" in tool.description
         result = await client.call_tool("agent_query", {"query": "echo real"})
-    assert result.content[0].text == "echo__echo said: real"
+    assert answer_of(result) == "echo__echo said: real"
     async with gateway.client() as http:
         health = (await http.get("/api/v1/health")).json()
     assert health["servers_up"] == 2 and health["tool_count"] == 4
@@ -73,4 +73,4 @@ async def test_cancel_mid_run_reaches_the_inner_tool(
         assert metrics.in_flight == 0
         # the gateway and the slow server stay usable
         result = await client.call_tool("agent_query", {"query": "echo after"})
-        assert result.content[0].text == "echo__echo said: after"
+        assert answer_of(result) == "echo__echo said: after"

@@ -12,7 +12,7 @@ import pytest
 from mcp_agent.exceptions import ConfigError
 from mcp_agent.gateway.serve import bind_socket, serve
 
-from .conftest import Running, make_config, running_gateway
+from .conftest import Running, answer_of, make_config, running_gateway
 from .test_mcp import connect
 
 TOKEN = "t0ken-" + "x" * 20
@@ -70,7 +70,7 @@ async def test_health_and_page_are_exempt_and_the_right_token_works(token_gatewa
         for transport, era in [("sse", "legacy"), ("http", "modern")]:
             async with connect(gateway.url, transport, era, headers=good) as client:
                 result = await client.call_tool("agent_query", {"query": "with token"})
-                assert result.content[0].text == "answer: with token"
+                assert answer_of(result) == "answer: with token"
 
 
 @pytest.mark.parametrize("path", ["/api/v1/health", "/api/v1/tools", "/metrics", "/", "/sse", "/mcp"])

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp_agent.loop.result import RESULT_SCHEMA
 
-from .conftest import Running, eventually, make_config, running_gateway
+from .conftest import Running, answer_of, eventually, make_config, running_gateway
 
 TRANSPORTS = ["sse", "sse_alias", "http"]
 ERAS = ["legacy", "modern"]
@@ -85,7 +85,7 @@ async def test_agent_query_end_to_end(gateway: Running, transport: str, era: str
             progress = Progress()
             result = await client.call_tool("agent_query", {"query": "echo hi"}, progress_callback=progress)
             assert not result.is_error
-            assert result.content[0].text == "echo said: hi"
+            assert answer_of(result) == "echo said: hi"
             jsonschema.validate(result.structured_content, RESULT_SCHEMA)
             assert result.structured_content["termination_reason"] == "success"
             assert result.structured_content["tool_calls"][0]["name"] == "echo"
@@ -110,7 +110,7 @@ async def test_stateless_streamable_http(era: str) -> None:
                 result = await client.call_tool(
                     "agent_query", {"query": "echo x"}, progress_callback=progress
                 )
-                assert result.content[0].text == "echo said: x"
+                assert answer_of(result) == "echo said: x"
                 await eventually(lambda: len(progress.seen) == 4)
 
 
@@ -122,7 +122,7 @@ async def test_no_progress_without_a_token(gateway: Running) -> None:
 
     async with connect(gateway.url, "sse", "legacy", message_handler=on_message) as client:
         result = await client.call_tool("agent_query", {"query": "echo quiet"})
-        assert result.content[0].text == "echo said: quiet"
+        assert answer_of(result) == "echo said: quiet"
         await anyio.sleep(0.1)
     assert not [n for n in notes if isinstance(n, types.ProgressNotification)]
 
@@ -182,7 +182,7 @@ async def capped() -> AsyncIterator[Running]:
 async def test_unknown_tool(gateway: Running) -> None:
     async with connect(gateway.url, "http", "legacy") as client:
         result = await client.call_tool("mem__echo", {"text": "x"})  # exposeTools is off
-    assert result.is_error and result.content[0].text == "Unknown tool: mem__echo"
+    assert result.is_error and answer_of(result) == "Unknown tool: mem__echo"
 
 
 async def test_client_limits_only_tighten(gateway: Running) -> None:
@@ -202,10 +202,10 @@ async def test_sessions_carry_context_and_are_isolated(gateway: Running) -> None
         other = await one.call_tool("agent_query", {"query": "history", "session_id": b})
         alone = await one.call_tool("agent_query", {"query": "history"})
     assert a != b and len(a) >= 20  # issued by the gateway, unguessable
-    assert again.content[0].text == "seen: first in a | history"
+    assert answer_of(again) == "seen: first in a | history"
     assert again.structured_content["session_id"] == a
-    assert other.content[0].text == "seen: first in b | history"
-    assert alone.content[0].text == "seen: history"
+    assert answer_of(other) == "seen: first in b | history"
+    assert answer_of(alone) == "seen: history"
     assert alone.structured_content["session_id"] not in (a, b)
 
 

@@ -18,7 +18,7 @@ from mcp_agent.gateway.mcp_server import (
     summarize_tools,
 )
 from mcp_agent.gateway.metrics import Metrics, escape_label
-from mcp_agent.gateway.query_input import QueryInputError, limits_schema, parse_query_input
+from mcp_agent.gateway.query_input import QueryInput, QueryInputError, limits_schema, parse_query_input
 from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
 from mcp_agent.messages import ToolSpec
 
@@ -123,6 +123,60 @@ def test_result_mapping(reason: TerminationReason) -> None:
         assert not mapped.is_error and text == "done"
     else:
         assert mapped.is_error and text.startswith(f"Agent terminated ({reason.value}): why")
+
+
+@pytest.mark.parametrize(
+    ("reason", "retryable"),
+    [
+        (TerminationReason.LLM_ERROR, True),
+        (TerminationReason.TIMEOUT, True),
+        (TerminationReason.CANCELLED, True),
+        (TerminationReason.EMPTY_RESPONSE, True),
+        (TerminationReason.MAX_ROUNDS, False),
+        (TerminationReason.LOOP_DETECTED, False),
+        (TerminationReason.TERMINAL_ERROR, False),
+        (TerminationReason.SUCCESS, False),
+    ],
+)
+def test_a_failed_run_says_why_in_its_answer_and_whether_retrying_helps(
+    reason: TerminationReason, retryable: bool
+) -> None:
+    """Frameworks that show only ``answer`` (PydanticAI 2) once showed nothing for a failed run."""
+    result = RunResult(answer="", termination_reason=reason, detail="model call failed", session_id="S1")
+    structured = result.to_structured()
+    assert structured["retryable"] is retryable
+    text = run_result_to_mcp(result).content[0].text
+    if reason is TerminationReason.SUCCESS:
+        assert structured["answer"] == "" and text == "\n\n[session_id: S1 (pass it as session_id to continue this conversation)]"
+    else:
+        hint = "retrying may help" if retryable else "retrying the same query will not help"
+        assert structured["answer"] == f"Agent terminated ({reason.value}): model call failed ({hint})"
+        assert text.startswith(structured["answer"])
+    # the conversation id is in the text: most frameworks show their model only the text
+    assert text.endswith("[session_id: S1 (pass it as session_id to continue this conversation)]")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "q", "session_id": None, "limits": None},
+        {"query": "q", "session_id": "", "limits": {}},
+        {"query": "q", "session_id": None, "limits": {"maxRounds": None, "maxTokens": None, "earlyStop": None}},
+    ],
+)
+def test_null_and_empty_optional_members_mean_absent(arguments: dict[str, Any]) -> None:
+    """Strict-mode clients (OpenAI Agents SDK, smolagents) send every property, null when unused."""
+    assert parse_query_input(arguments) == QueryInput(query="q")
+    jsonschema.validate(arguments, agent_query_input_schema(100))
+
+
+def test_query_only_schema() -> None:
+    schema = agent_query_input_schema(100, query_only=True)
+    assert list(schema["properties"]) == ["query"] and schema["required"] == ["query"]
+
+
+def test_the_default_run_deadline_is_below_the_usual_client_read_timeout() -> None:
+    assert 0 < Limits().timeout_seconds < 300
 
 
 def test_early_stop_is_not_an_error() -> None:

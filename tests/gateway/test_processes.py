@@ -18,7 +18,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
-from .conftest import eventually, free_port
+from .conftest import answer_of, eventually, free_port
 from .e2e import rule_reply, write_config
 from .test_mcp import connect
 
@@ -56,7 +56,7 @@ async def test_stdio_via_the_cli(model_server: FakeModelServer, tmp_path: Path) 
             result = await session.call_tool(
                 "agent_query", {"query": "echo stdio"}, progress_callback=progress
             )
-            assert result.content[0].text == "echo__echo said: stdio"
+            assert answer_of(result) == "echo__echo said: stdio"
             await eventually(lambda: len(seen) == 4)
 
 
@@ -117,7 +117,7 @@ async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer,
                 }
             )
             answer = await until(2)
-            assert answer["result"]["content"][0]["text"] == "echo__echo said: raw"
+            assert answer["result"]["content"][0]["text"].startswith("echo__echo said: raw\n\n[session_id: ")
             await process.stdin.aclose()  # the client goes away: the gateway ends
             assert await process.wait() == 0
     os.close(stderr)
