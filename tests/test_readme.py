@@ -65,7 +65,6 @@ def test_the_python_client_example_runs(tmp_path):
             gateway.terminate()
             gateway.wait(timeout=20)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
-        "answer: Is anything listening on port 8765?",
-        "success answer: How full is the root disk?",
-    ]
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["answer: Is anything listening on port 8765?", "success answer: How full is the root disk?"]
+    assert lines[2] == "" and lines[3].startswith("[session_id: ")  # the text's last line: the conversation id
