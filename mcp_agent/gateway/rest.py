@@ -302,12 +302,13 @@ class RestAPI:
     # ---------------------------------------------------------------- read-only
 
     async def health(self, request: Request) -> Response:
-        service = self.service
-        state = {"ready": "ok"}.get(service.state, service.state)
-        body: JSONObject = {"status": state, "version": __version__}
+        """``ok`` or ``degraded`` (serving: 200), ``starting``, ``stopping`` or ``failed`` (503)."""
+        status, reasons = self.service.health()
+        body: JSONObject = {"status": status, "version": __version__}
         if caller_of(request.scope) is not None:  # a known caller (or a gateway without tokens)
+            body["reasons"] = [redact_text(reason) for reason in reasons]
             body.update(self._health_details())
-        return JSONResponse(body, status_code=200 if state == "ok" else 503)
+        return JSONResponse(body, status_code=200 if status in ("ok", "degraded") else 503)
 
     def _health_details(self) -> JSONObject:
         """What health tells a known caller; credentials are masked even then."""

@@ -32,7 +32,7 @@ from ..config import AgentConfig
 from ..events import EventSink
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
-from ._runner import AgentLike
+from ._runner import AgentLike, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
 from .eventbus import EventBus, FanOut
@@ -169,6 +169,29 @@ class GatewayService:
         except Exception:
             logger.exception("reading server status failed")
             return []
+
+    def health(self) -> tuple[str, list[str]]:
+        """The gateway's status and, when ``degraded``, why.
+
+        ``ok``: serving with everything up. ``degraded``: serving, but the model server was not
+        reachable, lacks the model, or tool servers are down (each a reason). ``starting``,
+        ``stopping`` (draining) and ``failed`` (the agent could not start): not serving.
+        """
+        if self.state != "ready":
+            return self.state, [self.error] if self.state == "failed" and self.error else []
+        reasons: list[str] = []
+        if self.model_server.get("reachable") is False:
+            reasons.append("model server unreachable")
+        elif self.model_server.get("model_present") is False:
+            reasons.append(f"model {self.config.llm.model!r} is not on the model server")
+        down = []
+        for status in self.server_status():
+            fields = as_dict(status)
+            if fields.get("status") in ("failed", "restarting"):
+                down.append(str(fields.get("name")))
+        if down:
+            reasons.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
+        return ("degraded" if reasons else "ok"), reasons
 
     # ---------------------------------------------------------------- tool changes
 

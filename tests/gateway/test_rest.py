@@ -272,3 +272,24 @@ async def test_rest_errors(
     error = response.json()["error"]
     assert error["type"] == kind and error["message"]
     assert shared_gateway.model.calls == calls
+
+
+async def test_health_tells_the_truth_about_tool_servers_and_the_model(gateway: Running) -> None:
+    """Health once said ``ok`` while the model server was unreachable or a tool server failed."""
+    service = gateway.app.service
+    async with gateway.client() as http:
+        first = await http.get("/api/v1/health")
+        assert first.status_code == 200 and first.json()["status"] == "ok" and first.json()["reasons"] == []
+        gateway.hub.status = lambda: [  # type: ignore[method-assign]
+            {"name": "mem", "status": "up"},
+            {"name": "files", "status": "failed", "error": "exited"},
+            {"name": "web", "status": "restarting", "error": "crashed"},
+        ]
+        service.model_server = {"reachable": True, "model_present": False, "error": None}
+        degraded = await http.get("/api/v1/health")
+    assert degraded.status_code == 200  # the process serves
+    assert degraded.json()["status"] == "degraded"
+    assert degraded.json()["reasons"] == [
+        "model 'rule-model' is not on the model server",
+        "tool servers down: files, web",
+    ]

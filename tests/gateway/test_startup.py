@@ -59,10 +59,12 @@ async def test_serve_without_a_model_server_says_so_and_still_answers(tmp_path: 
                     body = (await http.get("/api/v1/health")).json()
                 except httpx.HTTPError:
                     return False
-                return body.get("model_server", {}).get("reachable") is False and body["status"] == "ok"
+                return body.get("model_server", {}).get("reachable") is False and body["status"] == "degraded"
 
             await eventually(model_checked, timeout=30)
-            health = (await http.get("/api/v1/health")).json()
+            answer = await http.get("/api/v1/health")
+            health = answer.json()
+            assert answer.status_code == 200 and health["reasons"] == ["model server unreachable"]  # serving
             assert f"127.0.0.1:{dead}" in health["model_server"]["error"]
             assert "start a model server" in health["model_server"]["error"]
 
