@@ -322,6 +322,9 @@ class GatewayConfig(_Model):
     a new connection that sends nothing for this long) is closed (0 = no limit)."""
     max_connections: int = Field(default=0, ge=0)
     """Open HTTP connections at once; 0 = three quarters of the file-descriptor limit."""
+    progress_interval_seconds: float = Field(default=5, ge=0)
+    """While a run waits (model, tool, approval), ``agent_query`` sends a progress notification at
+    least this often, to callers that sent a progress token (0 = only one per step)."""
     query_only_schema: bool = False
     """Publish ``agent_query`` with ``query`` as its only input (for clients that cannot send or
     omit optional members); conversations then cannot be continued over MCP."""

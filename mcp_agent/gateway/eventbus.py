@@ -139,15 +139,19 @@ class BufferedSink:
     ``async for``. ``close`` ends the iteration after the queued events.
     """
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 64, *, accept: tuple[type, ...] | None = None) -> None:
         if size <= 0:
             size = math.inf  # type: ignore[assignment]
         send, receive = anyio.create_memory_object_stream[Event](size)
         self._send = send
         self._receive = receive
+        self.accept = accept
+        """Only events of these types are queued (None: all)."""
         self.dropped = 0
 
     def emit(self, event: Event) -> None:
+        if self.accept is not None and not isinstance(event, self.accept):
+            return
         try:
             self._send.send_nowait(event)
         except anyio.WouldBlock:

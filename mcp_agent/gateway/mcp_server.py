@@ -11,8 +11,10 @@ stdio) and both protocol eras; the SDK negotiates the version.
   connection (the init options advertise ``tools.listChanged``), 2026 clients on their
   ``subscriptions/listen`` stream.
 - ``agent_query`` runs one query through ``GatewayService.run``. Progress (only when the caller
-  sent a progress token): one notification per round start, tool call and tool result, sent by a
-  task fed through a bounded buffer, so a slow client never slows the run.
+  sent a progress token, ``run_progress.py``): one notification per round start, tool call, tool
+  result and approval, and a heartbeat saying what the run waits for whenever nothing was sent for
+  ``gateway.progressIntervalSeconds``, so clients that reset their timeout on progress never time
+  out on a healthy run. A bounded buffer feeds the sender, so a slow client never slows the run.
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
   response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -37,26 +40,22 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from .._types import JSONObject
-from ..events import RoundStarted, ToolCallEnded, ToolCallStarted, describe
 from ..loop.result import RESULT_SCHEMA, RunResult
 from ..messages import ToolResult, ToolSpec
 from ._runner import as_dict
 from .callers import LOCAL, Caller
-from .eventbus import BufferedSink
 from .middleware import caller_of
 from .query_input import QueryInputError, limits_schema, parse_query_input
+from .run_progress import progress_sink, send_progress
 from .service import Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "agent_query"
-PROGRESS_BUFFER = 64
-"""Progress events queued per call before the oldest news is dropped (the run never waits)."""
 STARTUP_WAIT_SECONDS = 60.0
 """How long ``agent_query`` waits for the tool servers to come up before answering "starting"."""
 NOTIFY_TIMEOUT_SECONDS = 2.0
 MAX_SUMMARY_TOOLS = 8
-PROGRESS_EVENTS = (RoundStarted, ToolCallStarted, ToolCallEnded)
 
 
 class AgentMCPServer(Server[Any]):
@@ -281,11 +280,16 @@ class AgentQueryTool:
             service.metrics.reject("invalid")
             return text_result(str(exc), is_error=True)
         token = progress_token_from_params(ctx.params)
-        sink = BufferedSink(PROGRESS_BUFFER) if token is not None else None
+        sink = progress_sink() if token is not None else None
         try:
             async with anyio.create_task_group() as tg:
                 if sink is not None:
-                    tg.start_soon(_pump_progress, ctx, sink)
+
+                    async def send(count: float, message: str) -> None:
+                        await ctx.session.report_progress(count, None, message)
+
+                    interval = service.gateway.progress_interval_seconds
+                    tg.start_soon(partial(send_progress, sink, send, interval=interval))
                 try:
                     result = await service.run(request, admission, events=sink)
                 finally:
@@ -355,27 +359,6 @@ def _object_schema(schema: Mapping[str, Any]) -> JSONObject:
     out["type"] = "object"
     out.setdefault("properties", {})
     return out
-
-
-async def _pump_progress(ctx: ServerRequestContext[Any], sink: BufferedSink) -> None:
-    """Send one progress notification per round start, tool call and tool result, in order."""
-    count = 0
-    max_rounds = 0
-    try:
-        async for event in sink:
-            if not isinstance(event, PROGRESS_EVENTS):
-                continue
-            if isinstance(event, RoundStarted):
-                max_rounds = event.max_rounds
-            message = describe(event, max_rounds)
-            if message is None:
-                continue
-            count += 1
-            await ctx.session.report_progress(count, None, message)
-    except Exception:
-        logger.debug("progress notifications stopped", exc_info=True)
-    finally:
-        sink.aclose_receiver()
 
 
 def create_mcp_server(service: GatewayService) -> tuple[AgentMCPServer, AgentQueryTool]:
