@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 from mcp.server.sse import SseServerTransport
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -49,6 +49,7 @@ from .middleware import (
 )
 from .middleware.late_errors import LateErrorGuard
 from .rest import RestAPI, error_response
+from .resumable import EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
 from .service import AgentFactory, GatewayService, open_service
 
@@ -131,12 +132,15 @@ class GatewayApp:
         self.factory = factory
         self.stateless = gateway.stateless if stateless is None else stateless
         self.service = GatewayService(config)
-        self.mcp_server, self.tool = create_mcp_server(self.service)
+        self.streams = Streams()
+        self.mcp_server, self.tool = create_mcp_server(self.service, streams=self.streams)
         rules = host_rules(gateway, bind_host)
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # ours: HostOrigin
         body = gateway.max_request_bytes or SDK_MAX_BODY
-        self.session_manager = StreamableHTTPSessionManager(
+        self.session_manager = ResumableSessionManager(
             app=self.mcp_server,
+            budget=EventBudget(),
+            streams=self.streams,
             stateless=self.stateless,
             security_settings=security,
             max_request_body_size=body,
@@ -175,7 +179,7 @@ class GatewayApp:
             Mount("/mcp/messages/", app=sse_alias.handle_post_message),
             Route(
                 "/mcp",
-                limit_http(LateErrorGuard(StreamableHTTPASGIApp(self.session_manager))),
+                limit_http(LateErrorGuard(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager)))),
                 methods=["GET", "POST", "DELETE"],
             ),
             *rest.routes(),

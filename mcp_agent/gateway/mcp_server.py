@@ -26,7 +26,7 @@ stdio) and both protocol eras; the SDK negotiates the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -34,6 +34,7 @@ import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.models import InitializationOptions
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -46,6 +47,7 @@ from ._runner import as_dict
 from .callers import LOCAL, Caller
 from .middleware import caller_of
 from .query_input import QueryInputError, limits_schema, parse_query_input
+from .resumable import GONE_KEY, Streams, cancel_when_gone
 from .run_progress import progress_sink, send_progress
 from .service import Busy, GatewayService, NotReady, UnknownSession
 
@@ -196,8 +198,9 @@ def tool_result_to_mcp(result: ToolResult) -> types.CallToolResult:
 class AgentQueryTool:
     """The handlers of the gateway's MCP server, over one GatewayService."""
 
-    def __init__(self, service: GatewayService) -> None:
+    def __init__(self, service: GatewayService, streams: Streams | None = None) -> None:
         self.service = service
+        self.streams = streams
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
         service.on_tools_changed(self.tools_changed)
@@ -281,8 +284,20 @@ class AgentQueryTool:
             return text_result(str(exc), is_error=True)
         token = progress_token_from_params(ctx.params)
         sink = progress_sink() if token is not None else None
+        gone, resumed, forget = self._gone(ctx)
+        watcher = anyio.CancelScope()
+
+        async def cancel_if_gone(gone: anyio.Event) -> None:
+            try:
+                with watcher:
+                    await cancel_when_gone(gone, admission.cancel, resumed)
+            finally:
+                forget()
+
         try:
             async with anyio.create_task_group() as tg:
+                if gone is not None:
+                    tg.start_soon(cancel_if_gone, gone)
                 if sink is not None:
 
                     async def send(count: float, message: str) -> None:
@@ -295,11 +310,29 @@ class AgentQueryTool:
                 finally:
                     if sink is not None:
                         sink.close()
+                    watcher.cancel()
         finally:
             admission.release()
             if sink is not None:
                 sink.aclose_receiver()
         return run_result_to_mcp(result)
+
+    def _gone(
+        self, ctx: ServerRequestContext[Any]
+    ) -> tuple[anyio.Event | None, anyio.Event | None, Callable[[], None]]:
+        """For a Streamable HTTP request: the event set when its client leaves before the answer,
+        the event set when the client resumes that stream instead (``resumable.py``), and how to
+        forget the latter once the run is over."""
+        scope = getattr(ctx.request, "scope", None)
+        gone = scope.get(GONE_KEY) if isinstance(scope, dict) else None
+        if not isinstance(gone, anyio.Event):
+            return None, None, lambda: None
+        session = getattr(ctx.request, "headers", {}).get(MCP_SESSION_ID_HEADER)
+        streams = self.streams
+        if not session or streams is None or ctx.request_id is None:
+            return gone, None, lambda: None
+        request_id = str(ctx.request_id)
+        return gone, streams.resumed(session, request_id), lambda: streams.forget(session, request_id)
 
     async def _inner_call(self, name: str, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
         try:
@@ -361,9 +394,14 @@ def _object_schema(schema: Mapping[str, Any]) -> JSONObject:
     return out
 
 
-def create_mcp_server(service: GatewayService) -> tuple[AgentMCPServer, AgentQueryTool]:
-    """The MCP server of the gateway and its handler object (tests and the app need both)."""
-    tool = AgentQueryTool(service)
+def create_mcp_server(
+    service: GatewayService, *, streams: Streams | None = None
+) -> tuple[AgentMCPServer, AgentQueryTool]:
+    """The MCP server of the gateway and its handler object (tests and the app need both).
+
+    ``streams`` tells which Streamable HTTP streams a client resumed (HTTP only).
+    """
+    tool = AgentQueryTool(service, streams)
     server = AgentMCPServer(
         "mcp-agent",
         version=__version__,

@@ -270,6 +270,6 @@ async def test_every_handshake_version_is_negotiated(shared_gateway: Running, ve
         assert response.status_code == 200
         session_id = response.headers["mcp-session-id"]
         assert len(session_id) >= 32 and session_id.isalnum()  # unguessable (uuid4 hex)
-        data = next(line[6:] for line in response.text.splitlines() if line.startswith("data: "))
+        data = next(line[6:] for line in response.text.splitlines() if line.startswith("data: ") and line[6:])
         assert json.loads(data)["result"]["protocolVersion"] == version
         await http.delete("/mcp", headers={"mcp-session-id": session_id, "mcp-protocol-version": version})

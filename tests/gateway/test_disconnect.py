@@ -1,0 +1,128 @@
+"""A client that goes away, however it goes, cancels its run within about a second, inner tool
+calls included: the SSE stream closed, the HTTP request aborted, the session deleted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from .conftest import Running, eventually, running_gateway
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "agent_query", "arguments": {"query": "sleep 20"}},
+}
+STREAMABLE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def open_session(http: httpx.AsyncClient) -> dict[str, str]:
+    opened = await http.post("/mcp", json=INIT, headers=STREAMABLE)
+    headers = {
+        **STREAMABLE,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-11-25",
+    }
+    await http.post("/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+    return headers
+
+
+async def cancelled_soon(gateway: Running) -> None:
+    """The inner tool call is cancelled and the run ends ``cancelled``: well within a second
+    after the client left (a generous bound here: this is no timing test)."""
+    await eventually(lambda: gateway.tools.cancelled == [20.0], timeout=5)
+    metrics = gateway.app.service.metrics
+    await eventually(lambda: metrics.queries["cancelled"] == 1 and metrics.in_flight == 0, timeout=5)
+
+
+async def test_aborting_a_streamable_http_request_cancels_its_run() -> None:
+    """A client that aborted its request left the run going (a 20 s tool ran to the end)."""
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        headers = await open_session(http)
+        async with http.stream("POST", "/mcp", json=CALL, headers=headers) as response:
+            assert response.status_code == 200
+            await eventually(lambda: gateway.tools.sleeping.is_set())
+        # the response stream is closed here, the session stays open
+        await cancelled_soon(gateway)
+
+
+async def test_deleting_the_session_cancels_its_run() -> None:
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        headers = await open_session(http)
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                async with http.stream("POST", "/mcp", json=CALL, headers=headers) as response:
+                    async for _ in response.aiter_bytes():
+                        pass
+
+            tg.start_soon(call)
+            await eventually(lambda: gateway.tools.sleeping.is_set())
+            assert (await http.delete("/mcp", headers=headers)).status_code == 200
+            await cancelled_soon(gateway)
+            tg.cancel_scope.cancel()
+
+
+async def test_closing_the_sse_stream_cancels_its_run() -> None:
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        async with http.stream("GET", "/sse") as stream:
+            lines = stream.aiter_lines()
+            endpoint = ""
+            async for line in lines:
+                if line.startswith("data: "):
+                    endpoint = line[6:]
+                    break
+            assert (await http.post(endpoint, json=INIT)).status_code == 202
+            await http.post(endpoint, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert (await http.post(endpoint, json=CALL)).status_code == 202
+            await eventually(lambda: gateway.tools.sleeping.is_set())
+        await cancelled_soon(gateway)
+
+
+@pytest.mark.parametrize("graceful", [True, False])
+async def test_a_modern_client_that_closes_the_response_cancels_its_run(graceful: bool) -> None:
+    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    call: dict[str, Any] = {**CALL, "params": {**CALL["params"], "_meta": envelope}}
+    headers = {**STREAMABLE, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "agent_query"}
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        async with http.stream("POST", "/mcp", content=json.dumps(call), headers=headers) as response:
+            await eventually(lambda: gateway.tools.sleeping.is_set())
+            if not graceful:
+                await response.aclose()
+        await cancelled_soon(gateway)
+
+
+async def test_a_client_that_resumes_its_stream_in_time_keeps_its_run_and_gets_the_answer() -> None:
+    """MCP 1.x clients (langchain-mcp-adapters) wait forever on a broken stream unless its events
+    carry ids they can resume from: events have ids, and a resumed stream brings the answer."""
+    call = {**CALL, "params": {"name": "agent_query", "arguments": {"query": "sleep 1.5"}}}
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        headers = await open_session(http)
+        last_id = ""
+        async with http.stream("POST", "/mcp", json=call, headers=headers) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    last_id = line[4:]
+                    break
+        assert last_id  # the priming event has an id at once
+        events = ""
+        async with http.stream("GET", "/mcp", headers={**headers, "last-event-id": last_id}) as resumed:
+            assert resumed.status_code == 200
+            async for line in resumed.aiter_lines():
+                events += line + "\n"
+                if '"result"' in line:
+                    break
+        assert "sleep said: slept" in events
+        assert gateway.tools.cancelled == []  # resumed within the grace: not cancelled
+        assert gateway.app.service.metrics.queries["success"] == 1
