@@ -167,3 +167,14 @@ class BufferedSink:
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._receive.__aiter__()
+
+
+class Relay:
+    """An EventSink that passes each event on to whatever ``target`` is now, or drops it."""
+
+    def __init__(self) -> None:
+        self.target: EventSink | None = None
+
+    def emit(self, event: Event) -> None:
+        if self.target is not None:
+            self.target.emit(event)

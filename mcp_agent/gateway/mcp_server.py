@@ -10,11 +10,8 @@ stdio) and both protocol eras; the SDK negotiates the version.
 - When the tools change, legacy clients get ``notifications/tools/list_changed`` on their
   connection (the init options advertise ``tools.listChanged``), 2026 clients on their
   ``subscriptions/listen`` stream.
-- ``agent_query`` runs one query through ``GatewayService.run``. Progress (only when the caller
-  sent a progress token, ``run_progress.py``): one notification per round start, tool call, tool
-  result and approval, and a heartbeat saying what the run waits for whenever nothing was sent for
-  ``gateway.progressIntervalSeconds``, so clients that reset their timeout on progress never time
-  out on a healthy run. A bounded buffer feeds the sender, so a slow client never slows the run.
+- ``agent_query`` runs one query through ``GatewayService.run`` (``query_call.py``: progress and
+  its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
   response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response
@@ -26,17 +23,14 @@ stdio) and both protocol eras; the SDK negotiates the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.models import InitializationOptions
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
@@ -46,16 +40,14 @@ from ..messages import ToolResult, ToolSpec
 from ._runner import as_dict
 from .callers import LOCAL, Caller
 from .middleware import caller_of
-from .query_input import QueryInputError, limits_schema, parse_query_input
-from .resumable import GONE_KEY, Streams, cancel_when_gone
-from .run_progress import progress_sink, send_progress
-from .service import Busy, GatewayService, NotReady, UnknownSession
+from .query_call import QueryCalls, text_result
+from .query_input import limits_schema
+from .resumable import Streams
+from .service import Busy, GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
 
 TOOL_NAME = "agent_query"
-STARTUP_WAIT_SECONDS = 60.0
-"""How long ``agent_query`` waits for the tool servers to come up before answering "starting"."""
 NOTIFY_TIMEOUT_SECONDS = 2.0
 MAX_SUMMARY_TOOLS = 8
 
@@ -156,10 +148,6 @@ def agent_query_input_schema(max_query_chars: int, *, query_only: bool = False) 
     }
 
 
-def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
-
-
 def run_result_to_mcp(result: RunResult) -> types.CallToolResult:
     """``content`` = the answer (for a failure: ``Agent terminated (<reason>): <detail>``, whether
     retrying may help, and any partial answer), then a last line with the conversation id; plus
@@ -200,7 +188,7 @@ class AgentQueryTool:
 
     def __init__(self, service: GatewayService, streams: Streams | None = None) -> None:
         self.service = service
-        self.streams = streams
+        self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
         service.on_tools_changed(self.tools_changed)
@@ -247,92 +235,19 @@ class AgentQueryTool:
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         self._remember(ctx)
         caller = request_caller(ctx)
         if caller is None:
             return text_result("Unauthorized: this connection has no caller", is_error=True)
-        arguments = dict(params.arguments or {})
         if params.name == TOOL_NAME:
-            return await self._agent_query(ctx, arguments, caller)
+            return await self.queries.call(ctx, params, caller)
+        arguments = dict(params.arguments or {})
         if self.service.gateway.expose_tools and any(
             spec.name == params.name for spec in self.service.tool_specs()
         ):
             return await self._inner_call(params.name, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
-
-    async def _agent_query(
-        self, ctx: ServerRequestContext[Any], arguments: JSONObject, caller: Caller
-    ) -> types.CallToolResult:
-        service = self.service
-        try:
-            request = parse_query_input(arguments, max_query_chars=service.gateway.max_query_chars)
-        except QueryInputError as exc:
-            service.metrics.reject("invalid")
-            return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
-        try:
-            admission = await service.admit(caller, wait_ready=STARTUP_WAIT_SECONDS)
-        except Busy as exc:
-            return text_result(str(exc), is_error=True)
-        except NotReady as exc:
-            return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-        try:
-            request = service.conversation(admission, request)
-        except UnknownSession as exc:
-            admission.release()
-            service.metrics.reject("invalid")
-            return text_result(str(exc), is_error=True)
-        token = progress_token_from_params(ctx.params)
-        sink = progress_sink() if token is not None else None
-        gone, resumed, forget = self._gone(ctx)
-        watcher = anyio.CancelScope()
-
-        async def cancel_if_gone(gone: anyio.Event) -> None:
-            try:
-                with watcher:
-                    await cancel_when_gone(gone, admission.cancel, resumed)
-            finally:
-                forget()
-
-        try:
-            async with anyio.create_task_group() as tg:
-                if gone is not None:
-                    tg.start_soon(cancel_if_gone, gone)
-                if sink is not None:
-
-                    async def send(count: float, message: str) -> None:
-                        await ctx.session.report_progress(count, None, message)
-
-                    interval = service.gateway.progress_interval_seconds
-                    tg.start_soon(partial(send_progress, sink, send, interval=interval))
-                try:
-                    result = await service.run(request, admission, events=sink)
-                finally:
-                    if sink is not None:
-                        sink.close()
-                    watcher.cancel()
-        finally:
-            admission.release()
-            if sink is not None:
-                sink.aclose_receiver()
-        return run_result_to_mcp(result)
-
-    def _gone(
-        self, ctx: ServerRequestContext[Any]
-    ) -> tuple[anyio.Event | None, anyio.Event | None, Callable[[], None]]:
-        """For a Streamable HTTP request: the event set when its client leaves before the answer,
-        the event set when the client resumes that stream instead (``resumable.py``), and how to
-        forget the latter once the run is over."""
-        scope = getattr(ctx.request, "scope", None)
-        gone = scope.get(GONE_KEY) if isinstance(scope, dict) else None
-        if not isinstance(gone, anyio.Event):
-            return None, None, lambda: None
-        session = getattr(ctx.request, "headers", {}).get(MCP_SESSION_ID_HEADER)
-        streams = self.streams
-        if not session or streams is None or ctx.request_id is None:
-            return gone, None, lambda: None
-        request_id = str(ctx.request_id)
-        return gone, streams.resumed(session, request_id), lambda: streams.forget(session, request_id)
 
     async def _inner_call(self, name: str, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
         try:

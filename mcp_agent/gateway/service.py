@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 from anyio.abc import TaskStatus
 
 from .._types import JSONObject
@@ -116,6 +117,19 @@ class GatewayService:
         self._tool_listeners: list[Callable[[], Awaitable[None]]] = []
         self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
         """What the start-up probe of the model server found (health shows it)."""
+        self._tasks: anyio.abc.TaskGroup | None = None
+
+    def spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work`` in the service's own task group: work that outlives the request that
+        started it (a 2026 run between the rounds of its approval questions). Shutdown cancels
+        the runs (their cancel events) like any other.
+
+        Raises:
+            NotReady: the service is not running.
+        """
+        if self._tasks is None:
+            raise NotReady(self.state, "the gateway is not running")
+        self._tasks.start_soon(work)
 
     # ---------------------------------------------------------------- state
 
@@ -440,7 +454,8 @@ async def open_service(
             if not started:
                 task_status.started()
 
-    async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg, anyio.create_task_group() as spawned:
+        service._tasks = spawned
         tg.start_soon(notify)
         if probe:
             tg.start_soon(probe_model_server, service)
@@ -453,6 +468,8 @@ async def open_service(
                 if running:
                     logger.info("cancelling %d running queries", running)
                     await service.wait_idle(stop_timeout)
+            service._tasks = None
+            spawned.cancel_scope.cancel()  # what outlives requests (their runs were told to stop above)
             service.bus.close()
             stop.set()
             notifier.cancel()

@@ -43,20 +43,32 @@ async def transport_for(
 
 @asynccontextmanager
 async def connect(
-    url: str, transport: str, era: str, *, headers: dict[str, str] | None = None, message_handler: Any = None
+    url: str,
+    transport: str,
+    era: str,
+    *,
+    headers: dict[str, str] | None = None,
+    message_handler: Any = None,
+    elicitation_callback: Any = None,
 ) -> AsyncIterator[Any]:
     """A legacy ``ClientSession`` (2025 handshake) or a 2026 ``mcp.Client``, over ``transport``."""
     if era == "legacy":
         async with (
             transport_for(url, transport, headers) as (read, write),
-            ClientSession(read, write, message_handler=message_handler) as session,
+            ClientSession(
+                read, write, message_handler=message_handler, elicitation_callback=elicitation_callback
+            ) as session,
         ):
             init = await session.initialize()
             assert init.protocol_version == "2025-11-25"
             assert init.capabilities.tools is not None and init.capabilities.tools.list_changed
             yield session
     else:
-        async with Client(transport_for(url, transport, headers), message_handler=message_handler) as client:
+        async with Client(
+            transport_for(url, transport, headers),
+            message_handler=message_handler,
+            elicitation_callback=elicitation_callback,
+        ) as client:
             assert client.protocol_version == "2026-07-28"
             yield client
 

@@ -1,0 +1,226 @@
+"""One ``agent_query`` call over MCP: input, a slot, the run, and everything that talks back.
+
+``QueryCalls.call`` parses the arguments, takes a slot (``GatewayService.admit``), binds the
+conversation, and runs the query with what the caller's connection allows:
+
+- **progress** (``run_progress.py``) when the caller sent a progress token;
+- **a gone client** cancels its run (``resumable.py``) when its Streamable HTTP request is aborted;
+- **approvals asked of the caller** (``ask_caller.py``) when it declared form elicitation: over the
+  session's back channel on a 2025-era connection, or, on a 2026-era request, by answering the
+  call with an ``InputRequiredResult`` and keeping the run (parked) until the client retries the
+  call with its answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..loop.result import RunResult
+from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, wants_forms
+from .callers import Caller
+from .eventbus import BufferedSink, FanOut
+from .query_input import QueryInput, QueryInputError, parse_query_input
+from .resumable import GONE_KEY, Streams, cancel_when_gone
+from .run_progress import progress_sink, send_progress
+from .service import Admission, Busy, GatewayService, NotReady, UnknownSession
+
+logger = logging.getLogger(__name__)
+
+STARTUP_WAIT_SECONDS = 60.0
+"""How long ``agent_query`` waits for the tool servers to come up before answering "starting"."""
+
+Answer = types.CallToolResult | types.InputRequiredResult
+
+
+def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+
+class QueryCalls:
+    """``agent_query`` calls over one GatewayService (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: GatewayService,
+        to_mcp: Callable[[RunResult], types.CallToolResult],
+        streams: Streams | None = None,
+    ) -> None:
+        self.service = service
+        self.to_mcp = to_mcp
+        self.streams = streams
+        self.parked = ParkedRuns()
+
+    async def call(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
+        if params.request_state is not None:
+            return await self._resume(ctx, params, caller)
+        service = self.service
+        try:
+            request = parse_query_input(dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars)
+        except QueryInputError as exc:
+            service.metrics.reject("invalid")
+            return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+        try:
+            admission = await service.admit(caller, wait_ready=STARTUP_WAIT_SECONDS)
+        except Busy as exc:
+            return text_result(str(exc), is_error=True)
+        except NotReady as exc:
+            return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+        try:
+            request = service.conversation(admission, request)
+        except UnknownSession as exc:
+            admission.release()
+            service.metrics.reject("invalid")
+            return text_result(str(exc), is_error=True)
+        if self._asks(ctx) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return await self._start_parked(ctx, request, admission, caller)
+        return await self._run_here(ctx, request, admission)
+
+    def _asks(self, ctx: ServerRequestContext[Any]) -> bool:
+        """Whether this run's approvals are asked of its caller: gated tools exist and the caller
+        can answer a form."""
+        approvals = self.service.config.approvals
+        gated = bool(approvals.require) or bool(getattr(approvals, "require_destructive", False))
+        return gated and wants_forms(ctx.session.client_capabilities)
+
+    # ---------------------------------------------------------------- a run inside this request
+
+    async def _run_here(self, ctx: ServerRequestContext[Any], request: QueryInput, admission: Admission) -> Answer:
+        service = self.service
+        asker: BufferedSink | None = None
+        if self._asks(ctx) and ctx.session.can_send_request:
+            asker = approval_sink()
+        gone, resumed, forget = self._gone(ctx)
+        watcher = anyio.CancelScope()
+
+        async def cancel_if_gone(gone: anyio.Event) -> None:
+            try:
+                with watcher:
+                    await cancel_when_gone(gone, admission.cancel, resumed)
+            finally:
+                forget()
+
+        try:
+            async with self._progress(ctx) as progress, anyio.create_task_group() as tg:
+                if gone is not None:
+                    tg.start_soon(cancel_if_gone, gone)
+                if asker is not None:
+                    approvals = admission.agent.approvals
+                    tg.start_soon(BackChannelAsker(ctx.session, approvals, ctx.request_id).run, asker)
+                try:
+                    result = await service.run(request, admission, events=FanOut([progress, asker]))
+                finally:
+                    if asker is not None:
+                        asker.close()
+                    watcher.cancel()
+        finally:
+            admission.release()
+        return self.to_mcp(result)
+
+    @asynccontextmanager
+    async def _progress(self, ctx: ServerRequestContext[Any]) -> AsyncIterator[BufferedSink | None]:
+        """A sink whose events become this call's progress notifications (None without a token).
+        On exit the sender sends what is queued and stops."""
+        if progress_token_from_params(ctx.params) is None:
+            yield None
+            return
+        sink = progress_sink()
+
+        async def send(count: float, message: str) -> None:
+            await ctx.session.report_progress(count, None, message)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                interval = self.service.gateway.progress_interval_seconds
+                tg.start_soon(partial(send_progress, sink, send, interval=interval))
+                try:
+                    yield sink
+                finally:
+                    sink.close()
+        finally:
+            sink.aclose_receiver()
+
+    def _gone(
+        self, ctx: ServerRequestContext[Any]
+    ) -> tuple[anyio.Event | None, anyio.Event | None, Callable[[], None]]:
+        """For a Streamable HTTP request: the event set when its client leaves before the answer,
+        the event set when the client resumes that stream instead (``resumable.py``), and how to
+        forget the latter once the run is over."""
+        scope = getattr(ctx.request, "scope", None)
+        gone = scope.get(GONE_KEY) if isinstance(scope, dict) else None
+        if not isinstance(gone, anyio.Event):
+            return None, None, lambda: None
+        session = getattr(ctx.request, "headers", {}).get(MCP_SESSION_ID_HEADER)
+        streams = self.streams
+        if not session or streams is None or ctx.request_id is None:
+            return gone, None, lambda: None
+        request_id = str(ctx.request_id)
+        return gone, streams.resumed(session, request_id), lambda: streams.forget(session, request_id)
+
+    # ---------------------------------------------------------------- a 2026 run across rounds
+
+    async def _start_parked(
+        self, ctx: ServerRequestContext[Any], request: QueryInput, admission: Admission, caller: Caller
+    ) -> Answer:
+        try:
+            parked = self.parked.park(caller.name, admission)
+        except RuntimeError as exc:
+            admission.release()
+            return text_result(f"busy: {exc}; retry later", is_error=True)
+        relay = parked.relay
+
+        async def run() -> None:
+            try:
+                parked.result = await self.service.run(request, admission, events=FanOut([parked.events, relay]))
+            except BaseException as exc:
+                parked.error = exc if isinstance(exc, Exception) else None
+                if not isinstance(exc, Exception):
+                    raise
+            finally:
+                parked.done.set()
+                parked.events.close()
+
+        self.service.spawn(run)
+        self.service.spawn(partial(self.parked.watch, parked))
+        return await self._round(ctx, parked)
+
+    async def _resume(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
+        parked = self.parked.find(params.request_state or "", caller.name)
+        if parked is None:
+            return text_result(
+                "unknown or expired request_state: the run it belonged to has ended; send the query again",
+                is_error=True,
+            )
+        self.parked.answer(parked, params.input_responses, parked.admission.agent.approvals)
+        return await self._round(ctx, parked)
+
+    async def _round(self, ctx: ServerRequestContext[Any], parked: ParkedRun) -> Answer:
+        """Wait for the run's next question or its end; a client that leaves cancels the run."""
+        relay = parked.relay
+        finished = False
+        try:
+            async with self._progress(ctx) as progress:
+                relay.target = progress
+                stop = await self.parked.next_stop(parked, parked.admission.agent.approvals)
+                finished = True
+        except Exception as exc:
+            logger.error("run of a parked agent_query failed: %r", exc)
+            return text_result(f"Agent terminated (terminal_error): internal error: {exc}", is_error=True)
+        finally:
+            relay.target = None
+            if not finished and not parked.done.is_set():  # the client went away mid-round
+                parked.admission.cancel.set()
+                self.parked.drop(parked)
+        if isinstance(stop, types.InputRequiredResult):
+            return stop
+        return self.to_mcp(stop)
