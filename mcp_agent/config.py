@@ -117,6 +117,11 @@ class LLMConfig(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers for every model request."""
     capabilities: CapabilityOverrides = Field(default_factory=CapabilityOverrides)
+    vision: bool | Literal["auto"] = "auto"
+    """Send the images tools return to the model. ``auto``: for models known to read images
+    (hosted: OpenAI gpt-4o/4.1/5, o-series, Claude 3 and later, Gemini; local names that say so:
+    llava, qwen2.5-vl, ``-vl``, vision, gemma3, minicpm-v, pixtral...). Off, the model reads a
+    placeholder such as ``[image: image/png, 4.0 kB]``."""
 
     @field_validator("api_key")
     @classmethod

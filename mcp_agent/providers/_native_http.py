@@ -20,6 +20,7 @@ import httpx
 from ..config import LLMConfig
 from ..exceptions import ProviderResponseError
 from ._classify import classify_error
+from ._images import accepts_images
 from ._response_limit import read_body
 from .base import ModelRequest
 from .endpoints import Endpoint, refused_message
@@ -68,6 +69,7 @@ def config_options(llm: LLMConfig, endpoint: Endpoint) -> dict[str, Any]:
         "refused": refused_message(endpoint, llm.model) if endpoint.local else None,
         "max_response_bytes": llm.max_response_bytes,
         "max_tool_argument_chars": llm.max_tool_argument_chars,
+        "vision": accepts_images(llm, endpoint.provider),
     }
 
 

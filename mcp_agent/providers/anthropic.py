@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -34,6 +35,7 @@ from ..messages import Delta, Turn
 from . import _anthropic_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
+from ._images import fit_images
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
 from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
@@ -70,6 +72,8 @@ class AnthropicProvider(ClientOwner):
             proxy) only: elsewhere a refusal is a network hiccup, retried.
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
+        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
+            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
@@ -89,8 +93,10 @@ class AnthropicProvider(ClientOwner):
         refused: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
+        vision: bool = True,
     ) -> None:
         super().__init__(client)
+        self.vision = vision
         self.url = base_url.rstrip("/") + "/messages"
         self.max_response_bytes = max_response_bytes
         self.max_tool_argument_chars = max_tool_argument_chars
@@ -132,6 +138,7 @@ class AnthropicProvider(ClientOwner):
         request = with_defaults(
             request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
         )
+        request = replace(request, messages=fit_images(request.messages, enabled=self.vision))
         return wire.build_request(
             request, model=self.model, stream=self.stream, thinking_budget=self.thinking_budget
         )
@@ -163,7 +170,7 @@ class AnthropicProvider(ClientOwner):
                 "the conversation filled the model's context window (model_context_window_exceeded)",
                 request_id=turn.request_id,
             )
-        return turn
+        return replace(turn, model=self.model)
 
     async def _whole(self, body: dict[str, Any]) -> Turn:
         with map_transport_errors(refused_message=self._refused):

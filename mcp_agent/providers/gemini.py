@@ -43,6 +43,7 @@ from ..messages import Delta, Turn
 from . import _gemini_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
+from ._images import fit_images
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
 from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
@@ -84,6 +85,8 @@ class GeminiProvider(ClientOwner):
             sets it for a loopback endpoint only: elsewhere a refusal is retried).
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
+        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
+            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
@@ -105,8 +108,10 @@ class GeminiProvider(ClientOwner):
         refused: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
+        vision: bool = True,
     ) -> None:
         super().__init__(client)
+        self.vision = vision
         self.max_response_bytes = max_response_bytes
         self.max_tool_argument_chars = max_tool_argument_chars
         params = parse_qsl(query, keep_blank_values=True)
@@ -163,6 +168,7 @@ class GeminiProvider(ClientOwner):
         request = with_defaults(
             request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
         )
+        request = replace(request, messages=fit_images(request.messages, enabled=self.vision))
         return wire.build_request(
             request, json_schema=self.schema_mode == "json_schema", include_thoughts=self.include_thoughts
         )
@@ -192,9 +198,10 @@ class GeminiProvider(ClientOwner):
                 return await self._call(self.body(request), report)
 
         turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
-        return finish_turn(
+        turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )
+        return replace(turn, model=self.model)
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (

@@ -21,6 +21,10 @@ vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life;
 describes the tools in the system prompt and sends no ``tools`` (see ``_openai_request``). Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
+
+Images from tools go to the model when it reads them (``llm.vision``, resolved by
+``_images.accepts_images``), within ``_images.fit_images``'s bounds; otherwise it reads their
+placeholders. Every turn says which model answered (``Turn.model``: ``llm.model``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import httpx
@@ -40,6 +44,7 @@ from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _turns
 from ._classify import classify_error, error_info, request_id_from
+from ._images import accepts_images, fit_images
 from ._openai_request import ToolCallStyle, build_chat_body
 from ._openai_response import ChunkAccumulator, finish_turn
 from ._response_limit import capped_bytes, read_body
@@ -125,6 +130,7 @@ class OpenAICompatProvider:
         self.endpoint = endpoint or resolve_endpoint(llm)
         self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
         self._text_tools = prefers_text_tools(llm.model)
+        self.vision = accepts_images(llm, self.endpoint.provider)
         self._refused = refused_message(self.endpoint, llm.model)
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
@@ -172,7 +178,7 @@ class OpenAICompatProvider:
         turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
-        return turn
+        return replace(turn, model=self.llm.model)
 
     def _finish(
         self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
@@ -183,7 +189,7 @@ class OpenAICompatProvider:
 
     def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
         return build_chat_body(
-            request,
+            replace(request, messages=fit_images(request.messages, enabled=self.vision)),
             model=self.llm.model,
             caps=self.endpoint.capabilities,
             stream=stream,
