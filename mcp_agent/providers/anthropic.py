@@ -176,8 +176,8 @@ class AnthropicProvider(ClientOwner):
         with map_transport_errors(refused_message=self._refused):
             async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
                 request_id = request_id_from(response.headers)
-                await raise_for_status(response, request_id, self.max_response_bytes)
-                data = _json(await read_body(response, self.max_response_bytes), request_id)
+                await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
+                data = _json(response, await read_body(response, self.max_response_bytes), request_id)
         if data.get("type") == "error":
             raise classify_error(None, data, response.headers, request_id=request_id)
         return wire.parse_response(data, request_id=request_id)
@@ -187,10 +187,10 @@ class AnthropicProvider(ClientOwner):
         with report.no_retry_once_reported(), map_transport_errors(refused_message=self._refused):
             async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
                 request_id = request_id_from(response.headers)
-                await raise_for_status(response, request_id, self.max_response_bytes)
+                await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
                 if "json" in response.headers.get("content-type", ""):
                     # a proxy that ignored "stream": a whole answer (or an error) as JSON
-                    data = _json(await read_body(response, self.max_response_bytes), request_id)
+                    data = _json(response, await read_body(response, self.max_response_bytes), request_id)
                     if data.get("type") == "error":
                         raise classify_error(None, data, response.headers, request_id=request_id)
                     turn = wire.parse_response(data, request_id=request_id)
@@ -220,8 +220,8 @@ class AnthropicProvider(ClientOwner):
                 return state.turn(request_id)
 
 
-def _json(content: bytes, request_id: str | None) -> dict[str, Any]:
-    data = read_json(content, request_id)
+def _json(response: httpx.Response, content: bytes, request_id: str | None) -> dict[str, Any]:
+    data = read_json(response, content, request_id, api="anthropic")
     if not isinstance(data, dict):
         raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
     return data

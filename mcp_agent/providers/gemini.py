@@ -221,7 +221,7 @@ class GeminiProvider(ClientOwner):
                     "POST", self.url, json=body, headers=self._headers
                 ) as response:
                     request_id = request_id_from(response.headers)
-                    await raise_for_status(response, request_id, self.max_response_bytes)
+                    await raise_for_status(response, request_id, self.max_response_bytes, api="gemini")
                     if self.stream and "json" not in response.headers.get("content-type", ""):
                         await self._read_events(response, state, report)
                         if state.finish_reason is None and state.error is None and state.block_reason is None:
@@ -232,7 +232,7 @@ class GeminiProvider(ClientOwner):
                             )
                     else:
                         content = await read_body(response, self.max_response_bytes)
-                        whole = state.feed(read_json(content, request_id))
+                        whole = state.feed(read_json(response, content, request_id, api="gemini"))
             turn = self._finish(state, request_id)
         for delta in whole:  # a whole answer is reported once it is known to be good
             report(delta)

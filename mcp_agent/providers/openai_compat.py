@@ -10,7 +10,9 @@ Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
 error event before any delta is retried like any error; once deltas were handed out, a break or
 an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
-A stream that ends without a finish reason or ``[DONE]`` counts as broken. Every answer, streamed
+A stream that ends without a finish reason or ``[DONE]`` counts as broken. An answer that is no
+API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
+page (``_foreign.py``). Every answer, streamed
 or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
@@ -44,6 +46,7 @@ from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _turns
 from ._classify import classify_error, error_info, request_id_from
+from ._foreign import foreign_answer
 from ._images import accepts_images, fit_images
 from ._openai_request import ToolCallStyle, build_chat_body
 from ._openai_response import ChunkAccumulator, finish_turn
@@ -315,6 +318,9 @@ class OpenAICompatProvider:
         try:
             data = json.loads(content)
         except ValueError:
+            foreign = self._foreign(response, content)
+            if foreign is not None:
+                raise foreign from None
             raise ProviderResponseError(
                 f"the answer is not JSON: {content[:200].decode('utf-8', 'replace')!r}",
                 status=response.status_code,
@@ -341,11 +347,23 @@ class OpenAICompatProvider:
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
         """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
+        foreign = self._foreign(response, content)
+        if foreign is not None:
+            raise foreign
         if response.status_code == 400:
             recovered = self._recover(content, request, style)
             if recovered is not None:
                 return recovered
         raise classify_error(response.status_code, content, response.headers)
+
+    def _foreign(self, response: httpx.Response, content: bytes) -> ProviderError | None:
+        """The error for an answer that is not from a Chat Completions API (an HTML page...)."""
+        error = foreign_answer(
+            response.status_code, response.headers, content, url=self.endpoint.chat_url, api="openai"
+        )
+        if error is not None:
+            error.request_id = request_id_from(response.headers)
+        return error
 
     def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
         """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""
