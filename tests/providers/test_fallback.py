@@ -331,3 +331,15 @@ async def test_a_run_whose_models_all_fail_names_them(model_server: FakeModelSer
     assert f"then hosted-model at {model_server.base_url}: HTTP 500: the hosted one is down too" in result.detail
     assert result.model is None and result.to_structured()["model"] is None
     assert 'mcp_agent_model_calls_total{outcome="error"} 1' in metrics.render()  # no model answered
+
+
+def test_the_readme_example_is_a_valid_config() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    [example] = [block for block in re.findall(r"```json\n(.*?)```", readme, re.S) if "fallbacks" in block]
+    config = parse_config(json.loads(example), environ={"OPENAI_API_KEY": "sk-test"})
+    [hosted] = fallback_configs(config.llm)
+    assert (hosted.model, hosted.api_key, hosted.vision) == ("gpt-4o-mini", "sk-test", "auto")
