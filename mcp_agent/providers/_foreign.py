@@ -49,7 +49,7 @@ def looks_like_html(media_type: str, content: bytes = b"") -> bool:
     if "html" in media_type:
         return True
     head = content[:64].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    return head.startswith((b"<!doctype", b"<html", b"<head", b"<body", b"<?xml"))
+    return head.startswith((b"<!doctype", b"<html", b"<head", b"<body"))
 
 
 def _parses(content: bytes) -> bool:

@@ -11,7 +11,10 @@ is pure and lives in ``_anthropic_wire.py``; this module does I/O, streaming and
   honours ``retry-after``; ``prompt is too long`` is a ``ContextLengthError``; spend limits and
   other 4xx are terminal). A mid-stream ``event: error`` is classified the same way. A stream
   that already handed pieces to ``on_delta`` is not retried, so no piece is reported twice.
+- An answer that is not the API's at all (a web page: the endpoint is another web server) fails
+  at once, naming what came and from where, never quoting it (``_foreign.py``).
 - ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
+- Images from tools go inside their ``tool_result`` when ``vision`` is on (``_images.py``).
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
 - Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``), and streamed

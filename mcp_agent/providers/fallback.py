@@ -138,13 +138,19 @@ class FallbackProvider:
         self.clock = clock
 
     @classmethod
-    def of(cls, configs: Sequence[LLMConfig], providers: Sequence[Provider], **options: float) -> FallbackProvider:
+    def of(
+        cls,
+        configs: Sequence[LLMConfig],
+        providers: Sequence[Provider],
+        *,
+        cooldown_seconds: float = DEFAULT_COOLDOWN,
+    ) -> FallbackProvider:
         """The chain of ``providers``, each named after its config."""
         candidates = [
             Candidate(llm.model, redact_url(resolve_endpoint(llm).base_url), provider)
             for llm, provider in zip(configs, providers, strict=True)
         ]
-        return cls(candidates, **options)  # type: ignore[arg-type]
+        return cls(candidates, cooldown_seconds=cooldown_seconds)
 
     def order(self) -> list[Candidate]:
         """The candidates in the order the next call tries them: resting ones last."""

@@ -17,6 +17,9 @@ pure and lives in ``_gemini_wire.py``; this module does I/O, streaming and error
   ``RetryInfo.retryDelay``; a 429 whose quota id contains ``PerDay`` is terminal; the token
   count message is a ``ContextLengthError``. ``MALFORMED_FUNCTION_CALL`` with nothing else is
   retried; a blocked prompt is terminal.
+- An answer that is not the API's at all (a web page: the endpoint is another web server) fails
+  at once, naming what came and from where, never quoting it (``_foreign.py``).
+- Images from tools follow the function responses as ``inlineData`` when ``vision`` is on.
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
