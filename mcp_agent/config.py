@@ -117,11 +117,35 @@ class LLMConfig(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers for every model request."""
     capabilities: CapabilityOverrides = Field(default_factory=CapabilityOverrides)
+    vision: bool | Literal["auto"] = "auto"
+    """Send the images tools return to the model. ``auto``: for models known to read images
+    (hosted: OpenAI gpt-4o/4.1/5, o-series, Claude 3 and later, Gemini; local names that say so:
+    llava, qwen2.5-vl, ``-vl``, vision, gemma3, minicpm-v, pixtral...). Off, the model reads a
+    placeholder such as ``[image: image/png, 4.0 kB]``."""
+    fallbacks: list[FallbackConfig] = Field(default_factory=list)
+    """Models tried in order when this one fails with a connection error, a 5xx or a rate limit
+    (after its retries). Each entry takes any ``llm`` key but ``fallbacks``; a key it leaves out
+    is the primary's, except the server's own (``provider``, ``apiKey``, ``headers``,
+    ``capabilities``) when the entry names an endpoint on another server."""
 
     @field_validator("api_key")
     @classmethod
     def _empty_key_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+
+class FallbackConfig(LLMConfig):
+    """One entry of ``llm.fallbacks``: the keys of ``llm`` it sets (``providers/fallback.py``
+    fills in the rest from the primary)."""
+
+    @model_validator(mode="after")
+    def _not_nested(self) -> FallbackConfig:
+        if self.fallbacks:
+            raise ValueError("a fallback entry cannot have fallbacks of its own: list them all in llm.fallbacks")
+        return self
+
+
+LLMConfig.model_rebuild()
 
 
 # --------------------------------------------------------------------------------------------

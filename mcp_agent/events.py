@@ -99,6 +99,9 @@ class ModelCallEnded(_Event):
     ttft_ms: float | None = None
     tool_calls: list[str] = field(default_factory=list)
     finish_reason: str | None = None
+    model: str | None = None
+    """The model that answered (``Turn.model``; with ``llm.fallbacks``, which one); None when
+    the call failed or the provider does not say."""
 
 
 @dataclass(frozen=True, kw_only=True)

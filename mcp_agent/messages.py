@@ -68,6 +68,32 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image a tool returned, carried to the model when it reads images.
+
+    Attributes:
+        mime_type: the image's type (``image/png``).
+        data: the image, base64 encoded (no ``data:`` prefix, no whitespace).
+    """
+
+    mime_type: str
+    data: str
+
+    @property
+    def size(self) -> int:
+        """The decoded size in bytes."""
+        padding = len(self.data) - len(self.data.rstrip("="))
+        return max(len(self.data) * 3 // 4 - min(padding, 2), 0)
+
+    def to_dict(self) -> JSONObject:
+        return {"mime_type": self.mime_type, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Image:
+        return cls(mime_type=str(data["mime_type"]), data=str(data["data"]))
+
+
+@dataclass(frozen=True)
 class Message:
     """One message of a conversation.
 
@@ -80,6 +106,9 @@ class Message:
         reasoning: an assistant's reasoning, kept apart from the answer; not sent back by default.
         is_error: for a ``tool`` message, whether the result reports a failure.
         meta: provider data to replay as it came.
+        images: for a ``tool`` message, the images the tool returned. ``content`` still names
+            each one (``[image: image/png, 4.0 kB]``), so a provider that sends no images (or
+            drops some) leaves the model a placeholder; one that reads images sends them too.
     """
 
     role: Role
@@ -90,6 +119,7 @@ class Message:
     reasoning: str = ""
     is_error: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
+    images: tuple[Image, ...] = ()
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -104,9 +134,18 @@ class Message:
         return cls(role="assistant", content=text, tool_calls=tuple(tool_calls), reasoning=reasoning)
 
     @classmethod
-    def tool(cls, call: ToolCall, text: str, *, is_error: bool = False) -> Message:
+    def tool(
+        cls, call: ToolCall, text: str, *, is_error: bool = False, images: Sequence[Image] = ()
+    ) -> Message:
         """The result of ``call``, to be placed right after the assistant message that made it."""
-        return cls(role="tool", content=text, tool_call_id=call.id, name=call.name, is_error=is_error)
+        return cls(
+            role="tool",
+            content=text,
+            tool_call_id=call.id,
+            name=call.name,
+            is_error=is_error,
+            images=tuple(images),
+        )
 
     def to_dict(self) -> JSONObject:
         data: JSONObject = {"role": self.role, "content": self.content}
@@ -122,6 +161,8 @@ class Message:
             data["is_error"] = True
         if self.meta:
             data["meta"] = dict(self.meta)
+        if self.images:
+            data["images"] = [image.to_dict() for image in self.images]
         return data
 
     @classmethod
@@ -135,6 +176,7 @@ class Message:
             reasoning=data.get("reasoning") or "",
             is_error=bool(data.get("is_error", False)),
             meta=_meta(data.get("meta")),
+            images=tuple(Image.from_dict(i) for i in data.get("images") or ()),
         )
 
 
@@ -191,6 +233,8 @@ class Turn:
     """What one model call produced, whatever the server and wire format.
 
     Whether the turn calls tools is decided by ``tool_calls`` alone, never by ``finish_reason``.
+    ``model`` is the configured name of the model that answered (set by the provider that made
+    the call; with ``llm.fallbacks`` it says which entry answered), or None when unknown.
     """
 
     content: str = ""
@@ -200,6 +244,7 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     request_id: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    model: str | None = None
 
     def to_message(self) -> Message:
         return Message(
@@ -219,6 +264,7 @@ class Turn:
             "usage": self.usage.to_dict(),
             "request_id": self.request_id,
             "meta": dict(self.meta),
+            "model": self.model,
         }
 
     @classmethod
@@ -231,6 +277,7 @@ class Turn:
             usage=Usage.from_dict(data.get("usage") or {}),
             request_id=data.get("request_id"),
             meta=_meta(data.get("meta")),
+            model=data.get("model"),
         )
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from mcp_agent._json import canonical_json, parse_arguments
 from mcp_agent.events import RecordingSink, RunEnded, ToolCallEnded
-from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn, Usage
+from mcp_agent.messages import Image, Message, ToolCall, ToolSpec, Turn, Usage
 
 CALL = ToolCall("call_1", "ports__check_port", {"port": 8000})
 
@@ -21,6 +21,7 @@ CALL = ToolCall("call_1", "ports__check_port", {"port": 8000})
         Message.assistant("", [CALL], reasoning="thinking"),
         Message.tool(CALL, "free", is_error=False),
         Message.tool(CALL, "boom", is_error=True),
+        Message.tool(CALL, "[image: image/png, 3 B]", images=[Image("image/png", "AAAA"), Image("image/gif", "R0lG")]),
         Message(role="assistant", content="x", meta={"thoughtSignature": "abc"}),
         Message.assistant("", [ToolCall("c", "t", {}, error="bad json", raw_arguments="{", meta={"k": 1})]),
     ],
@@ -36,10 +37,15 @@ def test_tool_message_answers_its_call():
 
 
 def test_turn_round_trip_and_to_message():
-    turn = Turn(content="hi", reasoning="r", tool_calls=(CALL,), finish_reason="stop", usage=Usage(1, 2, 3))
+    turn = Turn(content="hi", reasoning="r", tool_calls=(CALL,), finish_reason="stop", usage=Usage(1, 2, 3), model="m")
     assert Turn.from_dict(json.loads(json.dumps(turn.to_dict()))) == turn
+    assert Turn.from_dict({}).model is None
     message = turn.to_message()
     assert message.role == "assistant" and message.tool_calls == (CALL,) and message.reasoning == "r"
+
+
+def test_image_size_is_its_decoded_size():
+    assert [Image("image/png", data).size for data in ("", "AAAA", "AAA=", "AA==")] == [0, 3, 2, 1]
 
 
 def test_usage_adds_and_keeps_estimated():

@@ -11,7 +11,9 @@
 - ``mcp_agent_tool_calls_total{tool,outcome}``: tool calls; outcome is ``ok``, ``error`` or the
   guard's verdict when the call was not run (``denied``, ``invalid_arguments``, ...).
 - ``mcp_agent_tool_call_duration_seconds``: histogram of tool call time (calls that ran).
-- ``mcp_agent_model_calls_total{outcome}`` and ``mcp_agent_model_call_duration_seconds``.
+- ``mcp_agent_model_calls_total{model,outcome}`` and ``mcp_agent_model_call_duration_seconds``;
+  ``model`` is the model that answered (with ``llm.fallbacks``, which one), left out when
+  unknown (a failed call, or a provider that does not say).
 - ``mcp_agent_events_dropped_total``: events slow listeners lost.
 """
 
@@ -97,7 +99,7 @@ class Metrics:
         self.rejected: Counter[str] = Counter({reason: 0 for reason in REJECT_REASONS})
         self.tool_calls: Counter[tuple[str, str]] = Counter()
         self.tool_seconds = Histogram(CALL_BUCKETS)
-        self.model_calls: Counter[str] = Counter({"ok": 0, "error": 0})
+        self.model_calls: Counter[tuple[str, str]] = Counter({("", "ok"): 0, ("", "error"): 0})
         self.model_seconds = Histogram(CALL_BUCKETS)
 
     def emit(self, event: Event) -> None:
@@ -111,7 +113,7 @@ class Metrics:
             if event.verdict == "run":
                 self.tool_seconds.observe(event.ms / 1000)
         elif isinstance(event, ModelCallEnded):
-            self.model_calls["ok" if event.ok else "error"] += 1
+            self.model_calls[(event.model or "", "ok" if event.ok else "error")] += 1
             self.model_seconds.observe(event.ms / 1000)
 
     def reject(self, reason: str) -> None:
@@ -147,9 +149,10 @@ class Metrics:
             )
         header("mcp_agent_tool_call_duration_seconds", "histogram", "Time of tool calls that ran.")
         lines.extend(self.tool_seconds.lines("mcp_agent_tool_call_duration_seconds"))
-        header("mcp_agent_model_calls_total", "counter", "Model calls by outcome.")
-        for outcome, count in sorted(self.model_calls.items()):
-            lines.append(f"mcp_agent_model_calls_total{format_labels({'outcome': outcome})} {count}")
+        header("mcp_agent_model_calls_total", "counter", "Model calls by model and outcome.")
+        for (model, outcome), count in sorted(self.model_calls.items()):
+            labels = {"model": model, "outcome": outcome} if model else {"outcome": outcome}
+            lines.append(f"mcp_agent_model_calls_total{format_labels(labels)} {count}")
         header("mcp_agent_model_call_duration_seconds", "histogram", "Time of model calls.")
         lines.extend(self.model_seconds.lines("mcp_agent_model_call_duration_seconds"))
         lines.extend(extra)

@@ -16,6 +16,8 @@ the run and owns the per-run guards (failure ledger, call book, executed-call co
    in call order, the ledger marks failures and adds the hint.
 4. ``finish``: one tool message per call, in call order, whatever happened; a call that never
    ran is answered ``not executed: <why>``. Every call gets a ToolCallStarted/ToolCallEnded pair.
+   The images a tool returned ride along on its message (``Message.images``); which of them
+   reach the model, if any, is the provider's business (``llm.vision``).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from ..events import (
     ToolCallEnded,
     ToolCallStarted,
 )
-from ..messages import Message, ToolCall, ToolResult, ToolSpec
+from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
 from ..tools.base import ToolSource
+from ..tools.content import content_images
 from ..tools.schema import checker_for, format_errors
 from .approvals import ApprovalQueue, ApprovalsFull, Decision, Gate, denied_text
 from .guards import (
@@ -113,6 +116,7 @@ class Slot:
     repeat_of: int | None = None
     ms: float = 0.0
     truncated: bool = False
+    images: tuple[Image, ...] = ()
 
     def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
         self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
@@ -291,6 +295,7 @@ class Dispatcher:
                 finally:  # also when cut off: the event says how long it ran
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
+            slot.images = tuple(content_images(result.content))
             text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
             if slot.repeat_of is not None:
                 text = f"{text}\n\n[NOTE: identical to a call in round {slot.repeat_of}]"
@@ -360,7 +365,9 @@ class Dispatcher:
         for slot in plan.slots:
             error = "" if slot.ok else first_line(slot.text)
             self.records.append(ToolCallRecord(slot.call.name, slot.ok, slot.ms, error, slot.verdict))
-        return [Message.tool(slot.call, slot.text, is_error=slot.is_error) for slot in plan.slots]
+        return [
+            Message.tool(slot.call, slot.text, is_error=slot.is_error, images=slot.images) for slot in plan.slots
+        ]
 
     # ----------------------------------------------------------------------------------------
     # events

@@ -92,6 +92,8 @@ class RunState:
         self.tainted = any(m.role == "tool" for m in history)
         self.history_cap = limits.max_history_chars
         self.usage = Usage()
+        self.model: str | None = None
+        """The model that gave the latest answer (``Turn.model``)."""
         self.rounds = 0
         self.open_plan: Plan | None = None
 
@@ -212,6 +214,7 @@ class RunState:
             transcript=tuple(self.messages),
             session_id=self.session_id,
             run_id=self.run_id,
+            model=self.model,
         )
         self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms)
         return result

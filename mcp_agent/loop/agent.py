@@ -227,6 +227,7 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
     try:
         turn = await r.provider.complete(ModelRequest(messages, tools, **r.request), on_delta)
         r.usage += turn.usage
+        r.model = turn.model or r.model
         return turn
     except ProviderError as exc:
         error = str(exc)
@@ -242,6 +243,7 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
             ttft_ms=None if first_delta is None else (first_delta - start) * 1000,
             tool_calls=[call.name for call in turn.tool_calls] if turn is not None else [],
             finish_reason=turn.finish_reason if turn is not None else None,
+            model=turn.model if turn is not None else None,
         )
 
 

@@ -11,7 +11,9 @@ Before each model call the loop trims the conversation to ``maxHistoryChars`` (D
    trim after a context-length error).
 
 Size is counted in characters: message content plus each tool call's name and canonical
-arguments. Nothing here mutates its input; messages are frozen values.
+arguments, plus ``IMAGE_CHARS`` for each image a tool message carries (what an image costs a
+model is its pixels, not its bytes: about a thousand tokens for a screenshot). An elided result
+loses its images too. Nothing here mutates its input; messages are frozen values.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from dataclasses import replace
 from .._json import canonical_json
 from ..messages import Message
 
+IMAGE_CHARS = 4000
+"""What one image counts for in the history size (about 1000 tokens, four characters each)."""
+
 
 def message_chars(message: Message) -> int:
     """The size of one message as the trimmer counts it."""
-    size = len(message.content)
+    size = len(message.content) + IMAGE_CHARS * len(message.images)
     for call in message.tool_calls:
         size += len(call.name) + len(canonical_json(call.arguments))
     return size
@@ -90,10 +95,10 @@ def trim_history(
             break
         message = kept[index]
         placeholder = elided(message.content)
-        if message.role != "tool" or len(message.content) <= len(placeholder):
+        if message.role != "tool" or message_chars(message) <= len(placeholder):
             continue
-        size -= len(message.content) - len(placeholder)
-        kept[index] = replace(message, content=placeholder)
+        size -= message_chars(message) - len(placeholder)
+        kept[index] = replace(message, content=placeholder, images=())
     return head + kept
 
 

@@ -81,6 +81,8 @@ class RunResult:
             has its result, so it can be sent to a strict server as the next request's history.
         session_id: the conversation this run belongs to, if any.
         run_id: this run's id (events carry it).
+        model: the model that answered last (with ``llm.fallbacks``, which one did); None when
+            no model answered or the provider does not say.
     """
 
     answer: str
@@ -94,6 +96,7 @@ class RunResult:
     transcript: tuple[Message, ...] = ()
     session_id: str | None = None
     run_id: str = ""
+    model: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -124,9 +127,10 @@ class RunResult:
     def to_structured(self) -> JSONObject:
         """The ``structuredContent`` of ``agent_query`` (and ``query --json``).
 
-        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success) and
-        ``retryable``, and for a failed run ``answer`` says why (``shown_answer``), so a caller
-        reading only the structured result, or only its answer, still learns what went wrong.
+        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success),
+        ``retryable``, and ``model`` (the model that answered last: with ``llm.fallbacks``, which
+        one did); for a failed run ``answer`` says why (``shown_answer``), so a caller reading only
+        the structured result, or only its answer, still learns what went wrong.
         """
         return {
             "answer": self.shown_answer(),
@@ -144,6 +148,7 @@ class RunResult:
             },
             "elapsed_ms": round(self.elapsed_ms, 1),
             "session_id": self.session_id,
+            "model": self.model,
         }
 
 
@@ -185,6 +190,10 @@ RESULT_SCHEMA: JSONSchema = {
         },
         "elapsed_ms": {"type": "number"},
         "session_id": {"type": ["string", "null"]},
+        "model": {
+            "type": ["string", "null"],
+            "description": "the model that answered last (with llm.fallbacks, which one did)",
+        },
     },
     "required": [
         "answer",
@@ -197,6 +206,7 @@ RESULT_SCHEMA: JSONSchema = {
         "usage",
         "elapsed_ms",
         "session_id",
+        "model",
     ],
 }
 """The ``outputSchema`` of ``agent_query``: the shape of ``RunResult.to_structured()``."""

@@ -7,7 +7,9 @@ system messages become the top-level ``system`` string; assistant tool calls bec
 calls without a result answered with an error result, results without a call turned into
 text); consecutive same-role messages are merged; earlier ``thinking`` blocks are replayed with
 their signatures. A request without tools gets earlier calls and results as text (the API
-refuses tool blocks when no tools are defined). ``max_tokens`` is required by the API: the request's cap, else
+refuses tool blocks when no tools are defined). Images a tool returned (``Message.images``,
+chosen by ``_images.fit_images``) go inside its ``tool_result`` content as ``image`` blocks
+(base64 source), after its text; a result sent as text is followed by its image blocks. ``max_tokens`` is required by the API: the request's cap, else
 ``DEFAULT_MAX_TOKENS`` (4096).
 
 Incoming: ``parse_response`` reads a whole message; ``StreamState`` folds the SSE events
@@ -27,7 +29,7 @@ from typing import Any
 
 from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
 from .._types import JSONObject
-from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ..messages import Delta, Image, Message, ToolCall, ToolSpec, Turn, Usage
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
 from ._usage import reported_usage, sum_counts, token_count
@@ -83,11 +85,18 @@ def _assistant_blocks(message: Message) -> list[JSONObject]:
     return blocks
 
 
-def _result_block(tool_use_id: str, text: str, is_error: bool) -> JSONObject:
+def _image_block(image: Image) -> JSONObject:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type, "data": image.data}}
+
+
+def _result_block(tool_use_id: str, result: Message) -> JSONObject:
     block: JSONObject = {"type": "tool_result", "tool_use_id": tool_use_id}
-    if text:
-        block["content"] = text
-    if is_error:
+    if result.images:
+        text = [{"type": "text", "text": result.content}] if result.content else []
+        block["content"] = text + [_image_block(image) for image in result.images]
+    elif result.content:
+        block["content"] = result.content
+    if result.is_error:
         block["is_error"] = True
     return block
 
@@ -141,18 +150,20 @@ def to_anthropic_messages(
                 continue
             # the results of this turn: every following tool message, then one block per call
             answered, stray, i = take_results(messages, i, message.tool_calls)
-            blocks = [_result_block(call.id, result.content, result.is_error) for call, result in answered]
-            blocks += [_stray_text(m) for m in stray]
+            blocks = [_result_block(call.id, result) for call, result in answered]
+            for message in stray:
+                blocks += _stray_blocks(message)
             # results open the next user message; a user text that follows is merged in after them
             append("user", blocks)
         else:  # a tool message with no assistant call before it
-            append("user", [_stray_text(message)])
+            append("user", _stray_blocks(message))
     system = "\n\n".join(system_parts) if system_parts else None
     return system, out
 
 
-def _stray_text(message: Message) -> JSONObject:
-    return {"type": "text", "text": stray_text(message)}
+def _stray_blocks(message: Message) -> list[JSONObject]:
+    """A tool result sent as text (and its images)."""
+    return [{"type": "text", "text": stray_text(message)}, *map(_image_block, message.images)]
 
 
 def build_request(

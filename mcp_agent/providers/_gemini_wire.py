@@ -11,6 +11,11 @@ exactly as it came on the part it came on; when the message no longer matches th
 is rebuilt, with each call's signature taken from ``ToolCall.meta["thoughtSignature"]``. A
 request without tools gets earlier calls and results as text.
 
+Images a tool returned (``Message.images``, chosen by ``_images.fit_images``) follow the
+``functionResponse`` parts in the same user turn, as ``inlineData`` parts, each tool's introduced
+by a text part. (Gemini 3 also takes media nested in ``functionResponse.parts``, but earlier
+models refuse that; sibling parts work for every model.)
+
 Tool schemas go through ``parametersJsonSchema`` (real JSON Schema: ``spec.schema_for("openai")``
 minus ``$schema``) by default; ``json_schema=False`` sends the sanitised OpenAPI subset
 ``spec.schema_for("gemini")`` as ``parameters`` instead (the provider switches to it by itself
@@ -38,6 +43,7 @@ from .._json import (
 )
 from .._types import JSONObject
 from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from ._images import image_label
 from ._native_history import call_text, stray_text, take_results
 from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
 from ._turns import new_call_id
@@ -146,6 +152,13 @@ def _response_part(call: ToolCall | None, result: Message) -> JSONObject:
     return {"functionResponse": function}
 
 
+def _image_parts(message: Message) -> list[JSONObject]:
+    if not message.images:
+        return []
+    inline = [{"inlineData": {"mimeType": i.mime_type, "data": i.data}} for i in message.images]
+    return [{"text": image_label(message)}, *inline]
+
+
 def to_gemini_contents(
     messages: Sequence[Message], *, tools_offered: bool = True
 ) -> tuple[JSONObject | None, list[JSONObject]]:
@@ -193,9 +206,11 @@ def to_gemini_contents(
             answered, stray, i = take_results(messages, i, message.tool_calls)
             answers = [_response_part(call, result) for call, result in answered]
             answers += [_stray_text(m) for m in stray]
+            for result in [result for _, result in answered] + stray:
+                answers += _image_parts(result)
             add_user(answers)
         else:
-            add_user([_stray_text(message)])
+            add_user([_stray_text(message), *_image_parts(message)])
     system = {"parts": [{"text": "\n\n".join(system_parts)}]} if system_parts else None
     return system, contents
 

@@ -14,6 +14,13 @@ earlier calls are replayed as that text, and results go back as user messages of
 ``<tool_response>`` blocks (consecutive results merged), which any chat template can render.
 Calls found as text in a reply are replayed natively in the other styles. Answers are read by
 ``_openai_response.py``.
+
+Images from tools (``Message.images``, already chosen by ``_images.fit_images``): Chat Completions
+takes images in ``user`` messages only (a ``tool`` message with an ``image_url`` part is a 400:
+"Image URLs are only allowed for messages with role 'user'"), and every result of a turn must
+follow its assistant message with nothing in between. So the results stay text, and ONE ``user``
+message after the last result of the turn carries their images as ``image_url`` data URLs, each
+tool's introduced by a text part. In text style they join the ``<tool_response>`` user message.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from collections.abc import Sequence
 from typing import Literal
 
 from .._types import JSONObject
-from ..messages import Message, ToolCall, ToolSpec
+from ..messages import Image, Message, ToolCall, ToolSpec
+from ._images import data_url, image_label
 from .base import ModelRequest
 from .endpoints import Capabilities
 
@@ -151,14 +159,22 @@ def to_openai_messages(
     """Messages as Chat Completions ``messages`` (after ``repair_transcript``)."""
     out: list[JSONObject] = []
     responses: list[str] = []  # text mode: results waiting to become one user message
+    images: list[JSONObject] = []  # image parts of the results waiting for their user message
 
     def flush() -> None:
         if responses:
-            out.append({"role": "user", "content": "\n".join(responses)})
-            responses.clear()
+            text = "\n".join(responses)
+            out.append({"role": "user", "content": [{"type": "text", "text": text}, *images] if images else text})
+        elif images:
+            out.append({"role": "user", "content": list(images)})
+        responses.clear()
+        images.clear()
 
     for message in repair_transcript(messages):
         if message.role == "tool":
+            if message.images:
+                images.append({"type": "text", "text": image_label(message)})
+                images.extend(_image_part(image) for image in message.images)
             if text_tools:
                 body = json.dumps({"name": message.name, "content": message.content}, ensure_ascii=False)
                 responses.append(f"<tool_response>\n{body}\n</tool_response>")
@@ -179,6 +195,10 @@ def to_openai_messages(
             out.append({"role": message.role, "content": message.content})
     flush()
     return out
+
+
+def _image_part(image: Image) -> JSONObject:
+    return {"type": "image_url", "image_url": {"url": data_url(image)}}
 
 
 def build_chat_body(

@@ -15,7 +15,10 @@ import httpx
 
 from ..exceptions import ProviderConnectionError, ProviderError, ProviderResponseError
 
-__all__ = ["map_transport_errors", "transport_error"]
+__all__ = ["BAD_URL", "map_transport_errors", "transport_error"]
+
+BAD_URL = "bad model server URL"
+"""How the error of a URL httpx cannot use begins (a config error, not a connection failure)."""
 
 
 def _is_refused(exc: BaseException) -> bool:
@@ -46,7 +49,7 @@ def transport_error(
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return ProviderConnectionError(f"cannot connect to the model server: {exc}", retryable=True)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
-        return ProviderConnectionError(f"bad model server URL: {exc}", terminal=True)
+        return ProviderConnectionError(f"{BAD_URL}: {exc}", terminal=True)
     if isinstance(exc, httpx.ProxyError):
         return ProviderConnectionError(f"proxy error: {exc}", retryable=True)
     if isinstance(exc, httpx.TimeoutException):

@@ -11,7 +11,10 @@ is pure and lives in ``_anthropic_wire.py``; this module does I/O, streaming and
   honours ``retry-after``; ``prompt is too long`` is a ``ContextLengthError``; spend limits and
   other 4xx are terminal). A mid-stream ``event: error`` is classified the same way. A stream
   that already handed pieces to ``on_delta`` is not retried, so no piece is reported twice.
+- An answer that is not the API's at all (a web page: the endpoint is another web server) fails
+  at once, naming what came and from where, never quoting it (``_foreign.py``).
 - ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
+- Images from tools go inside their ``tool_result`` when ``vision`` is on (``_images.py``).
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
 - Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``), and streamed
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -34,6 +38,7 @@ from ..messages import Delta, Turn
 from . import _anthropic_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
+from ._images import fit_images
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
 from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
@@ -70,6 +75,8 @@ class AnthropicProvider(ClientOwner):
             proxy) only: elsewhere a refusal is a network hiccup, retried.
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
+        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
+            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
@@ -89,8 +96,10 @@ class AnthropicProvider(ClientOwner):
         refused: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
+        vision: bool = True,
     ) -> None:
         super().__init__(client)
+        self.vision = vision
         self.url = base_url.rstrip("/") + "/messages"
         self.max_response_bytes = max_response_bytes
         self.max_tool_argument_chars = max_tool_argument_chars
@@ -132,6 +141,7 @@ class AnthropicProvider(ClientOwner):
         request = with_defaults(
             request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
         )
+        request = replace(request, messages=fit_images(request.messages, enabled=self.vision))
         return wire.build_request(
             request, model=self.model, stream=self.stream, thinking_budget=self.thinking_budget
         )
@@ -163,14 +173,14 @@ class AnthropicProvider(ClientOwner):
                 "the conversation filled the model's context window (model_context_window_exceeded)",
                 request_id=turn.request_id,
             )
-        return turn
+        return replace(turn, model=self.model)
 
     async def _whole(self, body: dict[str, Any]) -> Turn:
         with map_transport_errors(refused_message=self._refused):
             async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
                 request_id = request_id_from(response.headers)
-                await raise_for_status(response, request_id, self.max_response_bytes)
-                data = _json(await read_body(response, self.max_response_bytes), request_id)
+                await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
+                data = _json(response, await read_body(response, self.max_response_bytes), request_id)
         if data.get("type") == "error":
             raise classify_error(None, data, response.headers, request_id=request_id)
         return wire.parse_response(data, request_id=request_id)
@@ -180,10 +190,10 @@ class AnthropicProvider(ClientOwner):
         with report.no_retry_once_reported(), map_transport_errors(refused_message=self._refused):
             async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
                 request_id = request_id_from(response.headers)
-                await raise_for_status(response, request_id, self.max_response_bytes)
+                await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
                 if "json" in response.headers.get("content-type", ""):
                     # a proxy that ignored "stream": a whole answer (or an error) as JSON
-                    data = _json(await read_body(response, self.max_response_bytes), request_id)
+                    data = _json(response, await read_body(response, self.max_response_bytes), request_id)
                     if data.get("type") == "error":
                         raise classify_error(None, data, response.headers, request_id=request_id)
                     turn = wire.parse_response(data, request_id=request_id)
@@ -213,8 +223,8 @@ class AnthropicProvider(ClientOwner):
                 return state.turn(request_id)
 
 
-def _json(content: bytes, request_id: str | None) -> dict[str, Any]:
-    data = read_json(content, request_id)
+def _json(response: httpx.Response, content: bytes, request_id: str | None) -> dict[str, Any]:
+    data = read_json(response, content, request_id, api="anthropic")
     if not isinstance(data, dict):
         raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
     return data

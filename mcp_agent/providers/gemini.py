@@ -17,6 +17,9 @@ pure and lives in ``_gemini_wire.py``; this module does I/O, streaming and error
   ``RetryInfo.retryDelay``; a 429 whose quota id contains ``PerDay`` is terminal; the token
   count message is a ``ContextLengthError``. ``MALFORMED_FUNCTION_CALL`` with nothing else is
   retried; a blocked prompt is terminal.
+- An answer that is not the API's at all (a web page: the endpoint is another web server) fails
+  at once, naming what came and from where, never quoting it (``_foreign.py``).
+- Images from tools follow the function responses as ``inlineData`` when ``vision`` is on.
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
@@ -43,6 +46,7 @@ from ..messages import Delta, Turn
 from . import _gemini_wire as wire
 from ._classify import classify_error, request_id_from
 from ._client import build_client
+from ._images import fit_images
 from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
 from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
 from ._sse import aiter_sse
@@ -84,6 +88,8 @@ class GeminiProvider(ClientOwner):
             sets it for a loopback endpoint only: elsewhere a refusal is retried).
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
+        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
+            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
@@ -105,8 +111,10 @@ class GeminiProvider(ClientOwner):
         refused: str | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
+        vision: bool = True,
     ) -> None:
         super().__init__(client)
+        self.vision = vision
         self.max_response_bytes = max_response_bytes
         self.max_tool_argument_chars = max_tool_argument_chars
         params = parse_qsl(query, keep_blank_values=True)
@@ -163,6 +171,7 @@ class GeminiProvider(ClientOwner):
         request = with_defaults(
             request, max_output_tokens=self.max_output_tokens, temperature=self.temperature
         )
+        request = replace(request, messages=fit_images(request.messages, enabled=self.vision))
         return wire.build_request(
             request, json_schema=self.schema_mode == "json_schema", include_thoughts=self.include_thoughts
         )
@@ -192,9 +201,10 @@ class GeminiProvider(ClientOwner):
                 return await self._call(self.body(request), report)
 
         turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
-        return finish_turn(
+        turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )
+        return replace(turn, model=self.model)
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (
@@ -214,7 +224,7 @@ class GeminiProvider(ClientOwner):
                     "POST", self.url, json=body, headers=self._headers
                 ) as response:
                     request_id = request_id_from(response.headers)
-                    await raise_for_status(response, request_id, self.max_response_bytes)
+                    await raise_for_status(response, request_id, self.max_response_bytes, api="gemini")
                     if self.stream and "json" not in response.headers.get("content-type", ""):
                         await self._read_events(response, state, report)
                         if state.finish_reason is None and state.error is None and state.block_reason is None:
@@ -225,7 +235,7 @@ class GeminiProvider(ClientOwner):
                             )
                     else:
                         content = await read_body(response, self.max_response_bytes)
-                        whole = state.feed(read_json(content, request_id))
+                        whole = state.feed(read_json(response, content, request_id, api="gemini"))
             turn = self._finish(state, request_id)
         for delta in whole:  # a whole answer is reported once it is known to be good
             report(delta)

@@ -2,7 +2,8 @@
 
 One GET per API: ``/models`` (OpenAI-compatible), ``/models`` with ``x-api-key`` (Anthropic),
 ``/models`` with ``x-goog-api-key`` (Gemini, names without the ``models/`` prefix). The answer is
-read within ``llm.maxResponseBytes`` like any other.
+read within ``llm.maxResponseBytes`` like any other. An answer that is no API's (a web page: the
+endpoint is another web server) is an error that says so, without the page (``_foreign.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 
 from ..config import LLMConfig
+from ._foreign import foreign_answer
 from ._response_limit import read_body
 from .endpoints import Endpoint, refused_message, resolve_endpoint
 from .retry import classify_error, map_transport_errors
@@ -58,9 +60,13 @@ async def list_models(llm: LLMConfig, client: httpx.AsyncClient) -> list[str]:
             answer over ``llm.maxResponseBytes``.
     """
     endpoint = resolve_endpoint(llm)
+    url = endpoint.url("/models")
     with map_transport_errors(refused_message=refused_message(endpoint, llm.model)):
-        async with client.stream("GET", endpoint.url("/models"), headers=_headers(llm, endpoint)) as response:
+        async with client.stream("GET", url, headers=_headers(llm, endpoint)) as response:
             content = await read_body(response, llm.max_response_bytes)
+    foreign = foreign_answer(response.status_code, response.headers, content, url=url, api=endpoint.provider)
+    if foreign is not None:
+        raise foreign
     if response.status_code >= 400:
         raise classify_error(response.status_code, content, response.headers)
     try:

@@ -10,7 +10,9 @@ Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
 error event before any delta is retried like any error; once deltas were handed out, a break or
 an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
-A stream that ends without a finish reason or ``[DONE]`` counts as broken. Every answer, streamed
+A stream that ends without a finish reason or ``[DONE]`` counts as broken. An answer that is no
+API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
+page (``_foreign.py``). Every answer, streamed
 or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
@@ -21,6 +23,10 @@ vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life;
 describes the tools in the system prompt and sends no ``tools`` (see ``_openai_request``). Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
+
+Images from tools go to the model when it reads them (``llm.vision``, resolved by
+``_images.accepts_images``), within ``_images.fit_images``'s bounds; otherwise it reads their
+placeholders. Every turn says which model answered (``Turn.model``: ``llm.model``).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import httpx
@@ -40,6 +46,8 @@ from ..exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
 from ..messages import Delta, Turn
 from . import _turns
 from ._classify import classify_error, error_info, request_id_from
+from ._foreign import foreign_answer
+from ._images import accepts_images, fit_images
 from ._openai_request import ToolCallStyle, build_chat_body
 from ._openai_response import ChunkAccumulator, finish_turn
 from ._response_limit import capped_bytes, read_body
@@ -125,6 +133,7 @@ class OpenAICompatProvider:
         self.endpoint = endpoint or resolve_endpoint(llm)
         self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
         self._text_tools = prefers_text_tools(llm.model)
+        self.vision = accepts_images(llm, self.endpoint.provider)
         self._refused = refused_message(self.endpoint, llm.model)
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
@@ -172,7 +181,7 @@ class OpenAICompatProvider:
         turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
-        return turn
+        return replace(turn, model=self.llm.model)
 
     def _finish(
         self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
@@ -183,7 +192,7 @@ class OpenAICompatProvider:
 
     def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
         return build_chat_body(
-            request,
+            replace(request, messages=fit_images(request.messages, enabled=self.vision)),
             model=self.llm.model,
             caps=self.endpoint.capabilities,
             stream=stream,
@@ -309,6 +318,9 @@ class OpenAICompatProvider:
         try:
             data = json.loads(content)
         except ValueError:
+            foreign = self._foreign(response, content)
+            if foreign is not None:
+                raise foreign from None
             raise ProviderResponseError(
                 f"the answer is not JSON: {content[:200].decode('utf-8', 'replace')!r}",
                 status=response.status_code,
@@ -335,11 +347,23 @@ class OpenAICompatProvider:
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
         """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
+        foreign = self._foreign(response, content)
+        if foreign is not None:
+            raise foreign
         if response.status_code == 400:
             recovered = self._recover(content, request, style)
             if recovered is not None:
                 return recovered
         raise classify_error(response.status_code, content, response.headers)
+
+    def _foreign(self, response: httpx.Response, content: bytes) -> ProviderError | None:
+        """The error for an answer that is not from a Chat Completions API (an HTML page...)."""
+        error = foreign_answer(
+            response.status_code, response.headers, content, url=self.endpoint.chat_url, api="openai"
+        )
+        if error is not None:
+            error.request_id = request_id_from(response.headers)
+        return error
 
     def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
         """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""

@@ -8,15 +8,24 @@ model as it is; binary data never does: it is summarised by type and decoded siz
 resources are inlined, capped. ``structuredContent`` is shown as compact JSON only when there is
 no text, because MCP servers already mirror structured output as text. Annotations are ignored,
 unknown parts are named by their type, and nothing here raises on odd input.
+
+``content_images`` picks the images out of the same parts (``image`` parts, and embedded
+``resource`` blobs whose type is an image) for models that read images: the text keeps its
+placeholder for each, so a model that cannot see them still knows they were there. Data that is
+not valid base64 is left out (one bad image must not make every later request of the
+conversation fail), and the declared type is corrected from the image's own first bytes (PNG,
+JPEG, GIF, WebP), since APIs refuse an image whose bytes contradict its type.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from .._types import JSONObject
+from ..messages import Image
 
 _MAX_FIELD_CHARS = 300  # names, uris and descriptions of summarised parts
 
@@ -50,6 +59,52 @@ def content_to_text(content: Sequence[JSONObject], structured: Any = None, *, ma
     if structured is not None and not has_text:
         lines.append(_compact_json(structured))
     return "\n".join(lines)
+
+
+def content_images(content: Sequence[JSONObject]) -> list[Image]:
+    """The images among a tool result's content parts, in order.
+
+    An ``image`` part, or an embedded ``resource`` with a ``blob`` and an ``image/*`` type,
+    with base64 data that decodes. Whitespace in the data is removed; the type is the one the
+    bytes show when they show one (``sniff_image_type``), else the declared one. Audio, links
+    and text resources are not images; nothing here raises.
+    """
+    parts = content if isinstance(content, Sequence) and not isinstance(content, (str, bytes)) else []
+    images: list[Image] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        source = part if part.get("type") == "image" else None
+        if part.get("type") == "resource" and isinstance(part.get("resource"), dict):
+            resource = part["resource"]
+            source = {"data": resource.get("blob"), "mimeType": resource.get("mimeType")}
+        if source is None:
+            continue
+        mime, data = source.get("mimeType"), source.get("data")
+        if not isinstance(mime, str) or not mime.lower().startswith("image/") or not isinstance(data, str):
+            continue
+        if any(space in data for space in " \t\r\n"):
+            data = "".join(data.split())
+        try:
+            head = binascii.a2b_base64(data, strict_mode=True)[:16] if data else b""
+        except (binascii.Error, ValueError):
+            continue
+        if head:
+            images.append(Image(sniff_image_type(head) or mime.lower(), data))
+    return images
+
+
+def sniff_image_type(head: bytes) -> str | None:
+    """The image type that the first bytes of an image show (PNG, JPEG, GIF, WebP), or None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 def _render_part(part: Any, max_resource_chars: int) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_agent.loop.history import elided, hard_trim, history_chars, message_chars, trim_history
-from mcp_agent.messages import Message, ToolCall
+from mcp_agent.loop.history import IMAGE_CHARS, elided, hard_trim, history_chars, message_chars, trim_history
+from mcp_agent.messages import Image, Message, ToolCall
 
 from ._helpers import assert_valid_transcript
 
@@ -107,3 +107,20 @@ def test_short_results_are_not_replaced_by_a_longer_placeholder() -> None:
         Message.tool(c2, "tiny"),
     ]
     assert trim_history(messages, 10) == messages
+
+
+def test_images_count_and_leave_with_their_elided_result() -> None:
+    call = ToolCall("c1", "cam__shot", {})
+    shot = Message.tool(call, "[image: image/png, 3 B]", images=[Image("image/png", "AAAA")])
+    assert message_chars(shot) == len(shot.content) + IMAGE_CHARS
+    later = ToolCall("c2", "cam__shot", {})
+    messages = [
+        Message.user("look"),
+        Message.assistant(tool_calls=[call]),
+        shot,
+        Message.assistant(tool_calls=[later]),
+        Message.tool(later, "done"),
+    ]
+    trimmed = trim_history(messages, IMAGE_CHARS)
+    assert trimmed[2].images == () and trimmed[2].content.startswith("[result elided:")
+    assert trim_history(messages, 0)[2].images == shot.images

@@ -760,13 +760,22 @@ async def test_error_in_a_200_body(server: FakeModelServer, plain: AnthropicProv
 
 
 async def test_non_json_answer(server: FakeModelServer, sleeps: SleepRecorder) -> None:
+    """A web page is no API's answer: said so, not retried (JSON cut short is retried)."""
     server.enqueue(*[Reply(body=b"<html>gateway</html>")] * 2)
+    async with _provider(
+        server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
+    ) as provider:
+        with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not the Anthropic Messages API"):
+            await provider.complete(_request())
+    assert len(server.requests) == 1
+    server.replies.clear()
+    server.enqueue(*[Reply(body=b'{"type": "mess', headers={"content-type": "application/json"})] * 2)
     async with _provider(
         server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
     ) as provider:
         with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not JSON"):
             await provider.complete(_request())
-    assert len(server.requests) == 2
+    assert len(server.requests) == 3
 
 
 def _free_port() -> int:

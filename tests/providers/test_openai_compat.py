@@ -533,11 +533,12 @@ async def test_server_that_streams_when_asked_not_to(
     assert turn.content == "streamed anyway" and calls_of(turn) == EXPECTED_ONE
 
 
-async def test_not_json_answer_is_retried(
+async def test_json_cut_short_is_retried(
     model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
 ) -> None:
+    """(A web page is not retried: ``test_foreign.py``.)"""
     model_server.enqueue(
-        Reply(body=b"<html>proxy error</html>", headers={"content-type": "text/html"}),
+        Reply(body=b'{"id": "chatcmpl-1", "choi', headers={"content-type": "application/json"}),
         Reply.json(shapes.completion(content="ok")),
     )
     assert (await make(model_server, http_client, sleeps, stream=False).complete(REQUEST)).content == "ok"

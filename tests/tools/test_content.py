@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_agent.tools.content import base64_size, content_to_text, format_size
+from mcp_agent.tools.content import base64_size, content_images, content_to_text, format_size
 
 TINY_PNG = "A" * 5380  # the everything server's tiny image is 5380 base64 characters
 BLOB = base64.b64encode(b"\x1f\x8b" + b"\x00" * 1498).decode()  # 1500 bytes
@@ -208,3 +208,55 @@ json_values = st.recursive(
 @given(st.lists(json_values, max_size=5), json_values, st.integers(min_value=0, max_value=50))
 def test_never_raises(content: list[Any], structured: Any, cap: int) -> None:
     assert isinstance(content_to_text(content, structured, max_resource_chars=cap), str)
+
+
+# --------------------------------------------------------------------------------------------
+# images for models that read them
+
+PNG_HEAD = b"\x89PNG\r\n\x1a\n"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.mark.parametrize(
+    ("part", "expected"),
+    [
+        # an image part, as the everything server sends it
+        ({"type": "image", "data": b64(PNG_HEAD + b"1"), "mimeType": "image/png"}, [("image/png", b64(PNG_HEAD + b"1"))]),
+        # an embedded resource whose blob is an image
+        (
+            {"type": "resource", "resource": {"uri": "file:///a.jpg", "mimeType": "image/jpeg", "blob": b64(b"\xff\xd8\xff\xe0x")}},
+            [("image/jpeg", b64(b"\xff\xd8\xff\xe0x"))],
+        ),
+        # the bytes say GIF: the declared type is corrected (APIs refuse a mismatch)
+        ({"type": "image", "data": b64(b"GIF89a..."), "mimeType": "image/png"}, [("image/gif", b64(b"GIF89a..."))]),
+        ({"type": "image", "data": b64(b"RIFF\0\0\0\0WEBPVP8 "), "mimeType": "image/png"}, [("image/webp", b64(b"RIFF\0\0\0\0WEBPVP8 "))]),
+        # unknown bytes keep the declared type (the provider decides whether it can send it)
+        ({"type": "image", "data": b64(b"<svg/>"), "mimeType": "image/SVG+xml"}, [("image/svg+xml", b64(b"<svg/>"))]),
+        # line-wrapped base64 is joined
+        ({"type": "image", "data": base64.encodebytes(PNG_HEAD * 20).decode(), "mimeType": "image/png"}, [("image/png", b64(PNG_HEAD * 20))]),
+        # not images: audio, a text resource, a blob of another type, a link
+        ({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}, []),
+        ({"type": "resource", "resource": {"uri": "file:///a", "mimeType": "image/png", "text": "x"}}, []),
+        ({"type": "resource", "resource": {"uri": "file:///a", "mimeType": "application/pdf", "blob": b64(b"%PDF")}}, []),
+        ({"type": "resource_link", "uri": "file:///a.png", "mimeType": "image/png"}, []),
+        # broken: not base64, empty, no type, no data, not a dict
+        ({"type": "image", "data": "not base64!", "mimeType": "image/png"}, []),
+        ({"type": "image", "data": "", "mimeType": "image/png"}, []),
+        ({"type": "image", "data": b64(PNG_HEAD)}, []),
+        ({"type": "image", "mimeType": "image/png"}, []),
+        ("image", []),
+    ],
+)
+def test_content_images(part: Any, expected: list[tuple[str, str]]) -> None:
+    images = content_images([text("before"), part, text("after")])
+    assert [(image.mime_type, image.data) for image in images] == expected
+
+
+def test_content_images_keeps_the_order_and_never_raises_on_junk() -> None:
+    parts = [{"type": "image", "data": b64(PNG_HEAD + bytes([n])), "mimeType": "image/png"} for n in range(3)]
+    assert [image.data for image in content_images(parts)] == [p["data"] for p in parts]
+    assert content_images("not a list") == []  # type: ignore[arg-type]
+    assert content_images([None, 3, {"type": "resource", "resource": "x"}]) == []  # type: ignore[list-item]
