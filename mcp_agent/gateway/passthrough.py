@@ -40,8 +40,12 @@ from ..messages import ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 
-ERA_VERSIONS = ("2025-11-25", "2026-07-28")
-"""One protocol version of each schema era the SDK validates results against."""
+ERA_ENVELOPES: dict[str, dict[str, Any]] = {
+    "2025-11-25": {},
+    "2026-07-28": {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"},
+}
+"""One protocol version of each schema era the SDK validates results against, with the fields
+of a list result it fills in itself (the cache hints, the result type)."""
 _CONTENT = TypeAdapter[types.ContentBlock](types.ContentBlock)
 
 
@@ -94,10 +98,10 @@ def _annotations(annotations: Mapping[str, Any]) -> types.ToolAnnotations | None
 
 
 def _passes(tool: types.Tool) -> bool:
-    data = {"tools": [tool.model_dump(by_alias=True, exclude_none=True, mode="json")]}
+    tools = [tool.model_dump(by_alias=True, exclude_none=True, mode="json")]
     try:
-        for version in ERA_VERSIONS:
-            _methods.validate_server_result("tools/list", version, data)
+        for version, envelope in ERA_ENVELOPES.items():
+            _methods.validate_server_result("tools/list", version, {**envelope, "tools": tools})
     except ValidationError:
         return False
     return True
