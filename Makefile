@@ -16,7 +16,22 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/mcp-agent serve --config $(CONFIG)
 
-test: $(STAMP)
+# The npm MCP servers the suite runs for real (tests/npm/package-lock.json pins them), installed
+# into the git-ignored tests/npm/node_modules; again only when the pins change. Without npm (or
+# when the install fails) this says so and goes on: the tests that need those servers then fail,
+# naming what is missing.
+NPM_DIR := tests/npm
+NPM_STAMP := $(NPM_DIR)/node_modules/.installed
+
+$(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		(cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed) \
+		|| echo "make: npm ci in $(NPM_DIR) failed: tests/gateway/test_everything.py will fail" >&2; \
+	else \
+		echo "make: npm not found: tests/gateway/test_everything.py will fail (it needs Node.js >= 20 and npm)" >&2; \
+	fi
+
+test: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q
 
 # The bundled servers against the newest versions pip resolves today (not what .venv happened to
@@ -35,4 +50,4 @@ bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done
 
 clean:
-	rm -rf $(VENV) $(VENV_LATEST) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(VENV_LATEST) .pytest_cache build *.egg-info $(NPM_DIR)/node_modules

@@ -317,6 +317,9 @@ class ToolSpec:
         annotations: the MCP tool annotations (``readOnlyHint``...), wire spelling.
         timeout_seconds: this tool's own per-call deadline (its server's ``callTimeoutSeconds``),
             or None to use the run's ``toolTimeoutSeconds``. 0 means none.
+        title: the tool's human-readable title, as its server gave it (None: none).
+        output_schema: the JSON Schema of the tool's ``structuredContent``, as its server sent
+            it (None: none). Only the gateway's ``exposeTools`` uses it; models never see it.
     """
 
     name: str
@@ -328,6 +331,8 @@ class ToolSpec:
     changes: tuple[str, ...] = ()
     annotations: Mapping[str, Any] = field(default_factory=dict)
     timeout_seconds: float | None = None
+    title: str | None = None
+    output_schema: JSONSchema | None = None
 
     def schema_for(self, dialect: str) -> JSONSchema:
         """The schema to send to a provider of the given dialect."""

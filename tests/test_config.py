@@ -48,7 +48,7 @@ def test_defaults_are_the_documented_ones():
         max_rounds=10,
         max_tokens=100_000,
         max_tool_calls=50,
-        timeout_seconds=300,
+        timeout_seconds=240,  # below the 300 s read timeout of many MCP clients (issue 9)
         tool_timeout_seconds=60,
         max_result_chars=16_000,
         max_history_chars=80_000,

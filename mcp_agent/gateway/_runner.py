@@ -8,6 +8,10 @@ pydantic model or a plain mapping.
 **exposeTools seam.** Calling an inner tool from outside must go through the same validation,
 approval, timeout, truncation and events as a call the loop makes. That is the Agent's job,
 through ``call_tool``; the gateway never calls the ToolHub directly.
+
+**Resources and prompts** (also ``exposeTools``) have no guards in the loop: the gateway reaches
+them through the ToolHub's ``catalog`` (``ResourceCatalog``), read defensively too (a tool
+source without one has none).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
+import mcp_types as types
 
 from .._types import JSONObject
 from ..config import AgentConfig, Limits
@@ -52,6 +57,21 @@ class ToolCatalog(Protocol):
     def status(self) -> Sequence[Any]: ...
 
     def subscribe(self, callback: Callable[[], Any]) -> Any: ...
+
+
+class ResourceCatalog(Protocol):
+    """The tool servers' resources and prompts (``tools/catalog.py``). Reads and gets raise
+    ``MCPError`` (a JSON-RPC error for the client) for what the servers do."""
+
+    async def list_resources(self, cursor: str | None = None) -> types.ListResourcesResult: ...
+
+    async def list_resource_templates(self, cursor: str | None = None) -> types.ListResourceTemplatesResult: ...
+
+    async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
+
+    async def list_prompts(self) -> types.ListPromptsResult: ...
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult: ...
 
 
 class ApprovalBook(Protocol):

@@ -23,7 +23,7 @@ stdio) and both protocol eras; the SDK negotiates the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -36,10 +36,12 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from .._types import JSONObject
 from ..loop.result import RESULT_SCHEMA, RunResult
-from ..messages import ToolResult, ToolSpec
+from ..messages import ToolSpec
 from ._runner import as_dict
 from .callers import LOCAL, Caller
+from .mcp_catalog import CatalogHandlers
 from .middleware import caller_of
+from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query_call import QueryCalls, text_result
 from .query_input import limits_schema
 from .resumable import Streams
@@ -67,7 +69,9 @@ class AgentMCPServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            # resources and prompts are declared only with exposeTools (create_mcp_server)
+            notification_options
+            or NotificationOptions(tools_changed=True, resources_changed=True, prompts_changed=True),
             experimental_capabilities,
             extensions,
         )
@@ -166,20 +170,6 @@ def run_result_to_mcp(result: RunResult) -> types.CallToolResult:
     )
 
 
-def tool_result_to_mcp(result: ToolResult) -> types.CallToolResult:
-    """An inner tool's guarded result as MCP content: the text the model would read.
-
-    The text is what passed truncation; the raw parts are not forwarded, so a caller gets exactly
-    what the guards let through.
-    """
-    structured = result.structured if isinstance(result.structured, Mapping) else None
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.text)],
-        structured_content=dict(structured) if structured is not None else None,
-        is_error=result.is_error,
-    )
-
-
 # ------------------------------------------------------------------------------------ the server
 
 
@@ -213,16 +203,7 @@ class AgentQueryTool:
             )
         ]
         if service.gateway.expose_tools:
-            for spec in specs:
-                if spec.name == TOOL_NAME:
-                    continue
-                tools.append(
-                    types.Tool(
-                        name=spec.name,
-                        description=spec.description or None,
-                        input_schema=_object_schema(spec.parameters),
-                    )
-                )
+            tools.extend(exposed_tool(spec) for spec in specs if spec.name != TOOL_NAME)
         return tools
 
     async def list_tools(
@@ -243,20 +224,21 @@ class AgentQueryTool:
         if params.name == TOOL_NAME:
             return await self.queries.call(ctx, params, caller)
         arguments = dict(params.arguments or {})
-        if self.service.gateway.expose_tools and any(
-            spec.name == params.name for spec in self.service.tool_specs()
-        ):
-            return await self._inner_call(params.name, arguments, caller)
+        if self.service.gateway.expose_tools:
+            spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
+            if spec is not None:
+                return await self._inner_call(spec, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
-    async def _inner_call(self, name: str, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
+    async def _inner_call(self, spec: ToolSpec, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
+        """One exposed call: the server's parts and structuredContent, held to its outputSchema."""
         try:
-            result = await self.service.call_tool(name, arguments, caller)
+            result = await self.service.call_tool(spec.name, arguments, caller)
         except Busy as exc:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-        return tool_result_to_mcp(result)
+        return tool_result_to_mcp(result, name=spec.name, output_schema=advertised_output_schema(spec))
 
     # ---------------------------------------------------------------- list_changed
 
@@ -301,14 +283,6 @@ def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
     return caller_of(scope) if isinstance(scope, dict) else None
 
 
-def _object_schema(schema: Mapping[str, Any]) -> JSONObject:
-    """The SDK refuses a tool whose input schema is not an object schema (mcp-sdk-2.md G2)."""
-    out = dict(schema)
-    out["type"] = "object"
-    out.setdefault("properties", {})
-    return out
-
-
 def create_mcp_server(
     service: GatewayService, *, streams: Streams | None = None
 ) -> tuple[AgentMCPServer, AgentQueryTool]:
@@ -317,6 +291,17 @@ def create_mcp_server(
     ``streams`` tells which Streamable HTTP streams a client resumed (HTTP only).
     """
     tool = AgentQueryTool(service, streams)
+    catalog = (
+        CatalogHandlers(
+            service,
+            caller_of=request_caller,
+            remember=tool._remember,
+            connections=tool._legacy_connections.values,
+            bus=tool.subscriptions,
+        )
+        if service.gateway.expose_tools
+        else None
+    )  # with exposeTools only: the handlers are what makes the SDK declare the capabilities
     server = AgentMCPServer(
         "mcp-agent",
         version=__version__,
@@ -325,5 +310,10 @@ def create_mcp_server(
         on_list_tools=tool.list_tools,
         on_call_tool=tool.call_tool,
         on_subscriptions_listen=ListenHandler(tool.subscriptions),
+        on_list_resources=catalog.list_resources if catalog else None,
+        on_list_resource_templates=catalog.list_resource_templates if catalog else None,
+        on_read_resource=catalog.read_resource if catalog else None,
+        on_list_prompts=catalog.list_prompts if catalog else None,
+        on_get_prompt=catalog.get_prompt if catalog else None,
     )
     return server, tool

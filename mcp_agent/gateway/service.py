@@ -22,7 +22,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -33,7 +33,7 @@ from ..config import AgentConfig
 from ..events import EventSink
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
-from ._runner import AgentLike, as_dict
+from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
 from .eventbus import EventBus, FanOut
@@ -41,6 +41,8 @@ from .metrics import Metrics
 from .query_input import QueryInput
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 AgentFactory = Callable[[AgentConfig], AbstractAsyncContextManager[AgentLike]]
 """Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``)."""
@@ -115,6 +117,9 @@ class GatewayService:
         self._idle = anyio.Event()
         self._idle.set()
         self._tool_listeners: list[Callable[[], Awaitable[None]]] = []
+        self._catalog_changes: set[str] = set()
+        self._catalog_changed = anyio.Event()
+        self._catalog_listeners: list[Callable[[str], Awaitable[None]]] = []
         self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
         """What the start-up probe of the model server found (health shows it)."""
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -139,12 +144,17 @@ class GatewayService:
         self._apply_shares(agent)
         if self.state != "stopping":  # a shutdown that began while starting stays a shutdown
             self.state = "ready"
-        subscribe = getattr(getattr(agent, "tools", None), "subscribe", None)
-        if callable(subscribe):
-            try:
-                subscribe(self.notify_tools_changed)
-            except Exception:
-                logger.exception("could not subscribe to tool changes")
+        tools = getattr(agent, "tools", None)
+        for name, callback in (
+            ("subscribe", self.notify_tools_changed),
+            ("subscribe_catalog", self.notify_catalog_changed),
+        ):
+            subscribe = getattr(tools, name, None)
+            if callable(subscribe):
+                try:
+                    subscribe(callback)
+                except Exception:
+                    logger.exception("could not %s to tool changes", name)
         self.ready.set()
         self.notify_tools_changed()
 
@@ -227,6 +237,34 @@ class GatewayService:
                     await listener()
                 except Exception:
                     logger.exception("tools-changed listener failed")
+
+    def catalog(self) -> ResourceCatalog | None:
+        """The tool servers' resources and prompts, when the agent is ready and has them."""
+        if self.state != "ready" or self.agent is None:
+            return None
+        catalog: ResourceCatalog | None = getattr(getattr(self.agent, "tools", None), "catalog", None)
+        return catalog
+
+    def notify_catalog_changed(self, kind: str) -> None:
+        """Called (sync) by the ToolHub when its ``resources`` or ``prompts`` may have changed."""
+        self._catalog_changes.add(kind)
+        self._catalog_changed.set()
+
+    def on_catalog_changed(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """Run ``listener(kind)`` (async) after each change of the resources or prompts."""
+        self._catalog_listeners.append(listener)
+
+    async def _catalog_loop(self) -> None:
+        while True:
+            await self._catalog_changed.wait()
+            self._catalog_changed = anyio.Event()
+            kinds, self._catalog_changes = sorted(self._catalog_changes), set()
+            for kind in kinds:
+                for listener in list(self._catalog_listeners):
+                    try:
+                        await listener(kind)
+                    except Exception:
+                        logger.exception("catalog listener failed")
 
     # ---------------------------------------------------------------- admission
 
@@ -344,6 +382,19 @@ class GatewayService:
         finally:
             admission.release()
 
+    async def in_slot(self, caller: Caller, work: Callable[[], Awaitable[T]]) -> T:
+        """Do ``work`` (a resource read, a prompt get) in a query slot of the caller's.
+
+        Raises:
+            NotReady: starting, failed or shutting down.
+            Busy: no slot within ``queueTimeoutSeconds``, or no room in the queue.
+        """
+        admission = await self.admit(caller)
+        try:
+            return await work()
+        finally:
+            admission.release()
+
     # ---------------------------------------------------------------- shutdown
 
     def begin_shutdown(self) -> int:
@@ -430,7 +481,9 @@ async def open_service(
 
     async def notify() -> None:
         with notifier:
-            await service._notify_loop()
+            async with anyio.create_task_group() as loops:
+                loops.start_soon(service._notify_loop)
+                loops.start_soon(service._catalog_loop)
 
     async def own_agent(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False

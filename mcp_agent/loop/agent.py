@@ -58,6 +58,7 @@ from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate, GlobGate
+from .guards import cut_parts
 from .history import hard_trim, history_chars, trim_history
 from .result import RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
@@ -399,18 +400,33 @@ class Agent:
         arguments validated and coerced, the gate asked (``tainted``: the arguments come from
         outside) and any approval awaited, ``toolTimeoutSeconds``, ``maxResultChars``, and the
         ToolCallStarted/Ended (and approval) events. Never raises for what the tool does.
+
+        The result's ``text`` is what the model would read; when the tool ran, ``content`` holds
+        the server's own parts with their text cut to ``maxResultChars`` (``cut_parts``) and
+        ``structured`` its ``structuredContent`` (whole). A call that did not run (invalid
+        arguments, denied, timed out) has only its text.
         """
         run_id = secrets.token_hex(8)
         sinks = [sink for sink in (self._events, events) if sink is not None]
         emit = Emitter(sinks, run_id, session_id, caller)
-        dispatcher = Dispatcher(
-            self._tools, self.config.limits, emit, gate=self._gate, approvals=self._approvals
-        )
+        limits = self.config.limits
+        dispatcher = Dispatcher(self._tools, limits, emit, gate=self._gate, approvals=self._approvals)
         call = ToolCall(f"direct_{run_id}", name, dict(arguments))
         plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
         await dispatcher.execute(plan)
         [message] = dispatcher.finish(plan, "the call was interrupted")
-        return ToolResult(message.content, is_error=message.is_error)
+        [slot] = plan.slots
+        raw = slot.result
+        if raw is None:
+            return ToolResult(message.content, is_error=message.is_error, elapsed_ms=slot.ms)
+        content, _ = cut_parts(raw.content, limits.max_result_chars)
+        return ToolResult(
+            message.content,
+            is_error=message.is_error,
+            content=content,
+            structured=raw.structured,
+            elapsed_ms=slot.ms,
+        )
 
     def _tighten(self, limits: Limits | Mapping[str, Any] | None) -> Limits:
         if limits is not None and not isinstance(limits, Limits | Mapping):

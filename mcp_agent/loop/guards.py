@@ -16,11 +16,16 @@ rule: **0 means off**.
   run once and share the result, so they are one occurrence) and remembers the latest round it
   was seen in; the ``threshold``-th occurrence anywhere in the run is a loop.
 - ``cut_text`` (guard 7): cut by characters (code points, so never inside one) with a note.
+  ``cut_parts`` applies the same budget to a result's raw MCP content parts (for callers that
+  get the parts, the gateway's ``exposeTools``): the text of ``text`` parts and of embedded text
+  resources shares ``max_chars`` in order; binary parts (images, audio, blobs) and resource links
+  pass whole, since a cut would corrupt them and ``maxMessageBytes`` already bounds them.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .._json import canonical_json
@@ -184,3 +189,45 @@ def cut_text(text: str, max_chars: int) -> tuple[str, bool]:
         return text, False
     cut = len(text) - max_chars
     return f"{text[:max_chars]}\n[... truncated: {cut} of {len(text)} characters cut]", True
+
+
+def cut_parts(parts: Sequence[JSONObject], max_chars: int) -> tuple[tuple[JSONObject, ...], bool]:
+    """MCP content parts (wire dicts) with their text cut to ``max_chars`` in all (0 = no cut).
+
+    The text of ``text`` parts and of embedded text resources (``resource.text``) counts, in
+    order; the part that crosses the budget is cut, later text parts are dropped, and a last
+    ``text`` part says how much was cut. Other parts are kept whole. Returns
+    ``(parts, truncated)``.
+    """
+    if not max_chars:
+        return tuple(parts), False
+    left, total, cut = max_chars, 0, 0
+    kept: list[JSONObject] = []
+    for part in parts:
+        text, put = _part_text(part)
+        if text is None or put is None:
+            kept.append(part)
+            continue
+        total += len(text)
+        if len(text) <= left:
+            left -= len(text)
+            kept.append(part)
+            continue
+        cut += len(text) - left
+        if left:
+            kept.append(put(text[:left]))
+        left = 0
+    if not cut:
+        return tuple(parts), False
+    note = {"type": "text", "text": f"[... truncated: {cut} of {total} characters cut]"}
+    return (*kept, note), True
+
+
+def _part_text(part: JSONObject) -> tuple[str | None, Callable[[str], JSONObject] | None]:
+    """A part's text and how to build the part with other text, or ``(None, None)``."""
+    if part.get("type") == "text" and isinstance(part.get("text"), str):
+        return part["text"], lambda text: {**part, "text": text}
+    resource = part.get("resource")
+    if part.get("type") == "resource" and isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return resource["text"], lambda text: {**part, "resource": {**resource, "text": text}}
+    return None, None

@@ -35,6 +35,9 @@ class ServerTool:
         description: the tool's description.
         schema: the compiled input schema.
         annotations: the MCP tool annotations, wire spelling (``readOnlyHint``...).
+        title: the tool's title, or None.
+        output_schema: the tool's ``outputSchema`` as the server sent it (the repair hides it
+            from the SDK, see ``_repair``), or None when it sent none or not an object.
     """
 
     server: str
@@ -42,6 +45,8 @@ class ServerTool:
     description: str
     schema: CompiledSchema
     annotations: Mapping[str, Any] = field(default_factory=dict)
+    title: str | None = None
+    output_schema: JSONObject | None = None
 
 
 def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
@@ -73,12 +78,16 @@ def server_tool(
         logger.exception("%s: skipping tool %s: its input schema could not be compiled", server, tool.name)
         return None
     annotations = raw.get("annotations")
+    title = raw.get("title")
+    output_schema = raw.get("outputSchema")
     return ServerTool(
         server=server,
         mcp_name=tool.name,
         description=tool.description or "",
         schema=schema,
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
+        title=title if isinstance(title, str) and title else None,
+        output_schema=dict(output_schema) if isinstance(output_schema, dict) else None,
     )
 
 

@@ -8,6 +8,11 @@ it restarts it with exponential backoff inside a restart budget; meanwhile its t
 "temporarily unavailable". A server that fails its first start is reported (exit code, stderr
 tail, or "did not start within N s") and stays failed: the others serve regardless.
 
+``ask()`` sends any other request (resources, prompts: see ``catalog.py``) through the live
+session, under a timeout, and turns every failure into an ``MCPError`` with a JSON-RPC code.
+The server's ``notifications/resources/list_changed`` and ``prompts/list_changed`` are passed
+to ``on_catalog_change``.
+
 ``call()`` never raises for anything the server does: a timeout (the server gets
 ``notifications/cancelled`` from the SDK and stays usable), a crash (in-flight calls fail at
 once with the exit code and stderr tail), a JSON-RPC error or an invalid result all come back
@@ -34,10 +39,10 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -49,7 +54,7 @@ from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from .._types import JSONObject
@@ -64,6 +69,8 @@ from ._stdio import StdioChild, open_stdio_transport
 logger = logging.getLogger(__name__)
 
 ServerState = Literal["starting", "up", "failed", "disabled", "restarting"]
+CatalogKind = Literal["resources", "prompts"]
+T = TypeVar("T")
 
 
 class ProgressCallback(Protocol):
@@ -148,6 +155,7 @@ class ServerConnection:
         tools: its tools, as last listed (kept while it restarts, emptied when it fails).
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
+        capabilities: what the server declared at its last start (None before the first).
     """
 
     def __init__(
@@ -156,6 +164,7 @@ class ServerConnection:
         config: StdioServerConfig | RemoteServerConfig,
         *,
         on_change: Callable[[], None] = lambda: None,
+        on_catalog_change: Callable[[CatalogKind], None] = lambda kind: None,
         policy: RestartPolicy | None = None,
         records: ChildRecords | None = None,
     ) -> None:
@@ -166,9 +175,11 @@ class ServerConnection:
         self.tools: tuple[ServerTool, ...] = ()
         self.startup_ms: float | None = None
         self.restarts = 0
+        self.capabilities: types.ServerCapabilities | None = None
         self.stopped = anyio.Event()
         self.running = False
         self._on_change = on_change
+        self._on_catalog_change = on_catalog_change
         self._policy = policy or RestartPolicy()
         self._live: _Live | None = None
         self._junk_before = 0
@@ -322,6 +333,10 @@ class ServerConnection:
                 # a refresh already pending is enough; a closed stream means this incarnation ends
                 with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
                     refresh_send.send_nowait(None)
+            elif isinstance(message, types.ResourceListChangedNotification):
+                self._on_catalog_change("resources")
+            elif isinstance(message, types.PromptListChangedNotification):
+                self._on_catalog_change("prompts")
             elif isinstance(message, Exception):
                 logger.warning("%s: transport error: %s", self.name, message)
 
@@ -345,7 +360,8 @@ class ServerConnection:
                 logging_callback=on_log,
                 client_info=CLIENT_INFO,
             ) as session:
-                await session.initialize()
+                init = await session.initialize()
+                self.capabilities = init.capabilities
                 live = _Live(session, repairer, attempt.child, ended)
                 self.tools = await self._list_tools(live)
                 self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
@@ -422,6 +438,48 @@ class ServerConnection:
         else:
             message = "connection closed" + (f": {_leaves(exc)[0]}" if exc is not None else "")
         return ToolServerExited(message, server=self.name, exit_code=code, stderr_tail=tail)
+
+    # ------------------------------------------------------------ other requests
+
+    def offers(self, kind: CatalogKind) -> bool:
+        """Whether the server is up and declared the ``resources`` or ``prompts`` capability."""
+        capabilities = self.capabilities
+        return self.state == "up" and capabilities is not None and getattr(capabilities, kind) is not None
+
+    async def ask(
+        self, what: str, request: Callable[[ClientSession], Awaitable[T]], *, timeout: float | None = None
+    ) -> T:
+        """Send one request (not a tool call) through the live session.
+
+        Args:
+            what: the request, for messages (``resources/read demo://x``).
+            request: sends it on the session it is given and returns the result.
+            timeout: seconds before the request is abandoned (and cancelled on the server).
+
+        Raises:
+            MCPError: the server's own error as it sent it, or one made here (the code says
+                which: ``REQUEST_TIMEOUT``, ``INTERNAL_ERROR`` for a server that is down, a
+                dropped connection or an invalid result).
+        """
+        live = self._live
+        if live is None or live.ended.is_set() or self.state != "up":
+            reason = f": {self.error}" if self.error else ""
+            raise MCPError(INTERNAL_ERROR, f"{what}: server {self.name} is {self.state}{reason}")
+        try:
+            with anyio.fail_after(timeout or None):
+                return await request(live.session)
+        except TimeoutError:
+            raise MCPError(REQUEST_TIMEOUT, f"{what}: server {self.name} did not answer within {timeout:g} s") from None
+        except MCPError:
+            raise
+        except ValidationError as exc:
+            problem = describe_validation_error(exc)
+            raise MCPError(
+                INTERNAL_ERROR, f"{what}: server {self.name} returned an invalid result ({problem})"
+            ) from None
+        except Exception as exc:
+            logger.warning("%s: %s failed: %r", self.name, what, exc)
+            raise MCPError(INTERNAL_ERROR, f"{what}: server {self.name}: {type(exc).__name__}: {exc}") from None
 
     # -------------------------------------------------------------------- calls
 

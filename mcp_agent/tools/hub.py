@@ -13,6 +13,11 @@ the reverse map and routes each call to its server. The tool list is recomputed 
 server comes up, restarts, fails or announces ``tools/list_changed``; subscribers are told
 when it actually changed.
 
+With ``hub.catalog`` (``catalog.py``) the servers' resources and prompts are listed, read and
+got through the same live sessions; ``subscribe_catalog`` tells when they changed: a server
+announced ``resources/list_changed`` or ``prompts/list_changed``, or a server offering them
+came up or went down.
+
 Per-call timeout: the server's ``callTimeoutSeconds`` when set, else the ``timeout`` argument
 (the loop passes ``limits.toolTimeoutSeconds``), else the hub's ``default_timeout``; 0 or None
 means none.
@@ -35,7 +40,8 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult, ToolSpec
 from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
-from .connection import ProgressCallback, RestartPolicy, ServerConnection, ServerState
+from .catalog import Catalog
+from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, ServerState
 from .naming import NamedTool, assign_names
 
 logger = logging.getLogger(__name__)
@@ -78,7 +84,11 @@ class ServerStatus:
 
 
 class ToolHub:
-    """All tool servers as one ToolSource. Build it with :func:`open_tool_hub`."""
+    """All tool servers as one ToolSource. Build it with :func:`open_tool_hub`.
+
+    Attributes:
+        catalog: the servers' resources, resource templates and prompts.
+    """
 
     def __init__(
         self,
@@ -91,10 +101,18 @@ class ToolHub:
         self._default_timeout = default_timeout
         self._connections = {
             name: ServerConnection(
-                name, config, on_change=self._recompute, policy=restart_policy, records=records
+                name,
+                config,
+                on_change=self._recompute,
+                on_catalog_change=self._catalog_changed,
+                policy=restart_policy,
+                records=records,
             )
             for name, config in servers.items()
         }
+        self.catalog = Catalog(self._connections, default_timeout=default_timeout)
+        self._offering: dict[CatalogKind, tuple[str, ...]] = {"resources": (), "prompts": ()}
+        self._catalog_subscribers: list[Callable[[CatalogKind], None]] = []
         self._specs: tuple[ToolSpec, ...] = ()
         self._routes: dict[str, tuple[ServerConnection, str]] = {}
         self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
@@ -191,6 +209,26 @@ class ToolHub:
 
         return unsubscribe
 
+    def subscribe_catalog(self, callback: Callable[[CatalogKind], None]) -> Callable[[], None]:
+        """Call ``callback("resources")`` or ``callback("prompts")`` when that list may have
+        changed; returns the unsubscribe function. Same rules as ``subscribe``."""
+        self._catalog_subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._catalog_subscribers:
+                self._catalog_subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _catalog_changed(self, kind: CatalogKind) -> None:
+        if self._closed or not self._started:
+            return
+        for callback in list(self._catalog_subscribers):
+            try:
+                callback(kind)
+            except Exception:
+                logger.exception("catalog subscriber %r raised", callback)
+
     # ------------------------------------------------------------ life cycle
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
@@ -217,6 +255,11 @@ class ToolHub:
         """Rebuild names, specs and routes from the servers' tools; tell subscribers on change."""
         if self._closed or not self._started:
             return
+        for kind in ("resources", "prompts"):
+            offering = tuple(c.name for c in self._connections.values() if c.offers(kind))
+            if offering != self._offering[kind]:
+                self._offering[kind] = offering
+                self._catalog_changed(kind)
         serving = [c for c in self._connections.values() if c.state in ("up", "restarting")]
         tools = [tool for c in serving for tool in c.tools]
         names, warnings = assign_names(
@@ -237,6 +280,8 @@ class ToolHub:
                     changes=tuple(tool.schema.changes),
                     annotations=dict(tool.annotations),
                     timeout_seconds=self._connections[tool.server].config.call_timeout_seconds,
+                    title=tool.title,
+                    output_schema=tool.output_schema,
                 )
             )
             routes[exposed] = (self._connections[tool.server], tool.mcp_name)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from mcp_agent.loop.guards import (
     FAILURE_HINT,
     CallBook,
     FailureLedger,
+    cut_parts,
     cut_text,
     fingerprint,
     is_failure,
@@ -176,3 +179,49 @@ def test_cut_text(text: str, limit: int, head: str, truncated: bool) -> None:
         out.encode("utf-8")  # still valid text
     else:
         assert out == text
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+IMAGE = {"type": "image", "data": "AAAA" * 1000, "mimeType": "image/png"}
+LINK = {"type": "resource_link", "uri": "file:///x", "name": "x"}
+
+
+def _embedded(text: str) -> dict[str, object]:
+    return {"type": "resource", "resource": {"uri": "demo://a", "mimeType": "text/plain", "text": text}}
+
+
+@pytest.mark.parametrize(
+    ("parts", "limit", "expected"),
+    [
+        ([_text("hello")], 0, [_text("hello")]),
+        ([_text("hello"), IMAGE], 5, [_text("hello"), IMAGE]),
+        # the text shares the budget in order; media and links pass whole, wherever they stand
+        (
+            [_text("aaaa"), IMAGE, _text("bbbb"), LINK, _text("cccc")],
+            6,
+            [_text("aaaa"), IMAGE, _text("bb"), LINK, _text("[... truncated: 6 of 12 characters cut]")],
+        ),
+        # embedded text resources count too, and keep their other fields
+        (
+            [_embedded("x" * 10), _text("y")],
+            4,
+            [_embedded("xxxx"), _text("[... truncated: 7 of 11 characters cut]")],
+        ),
+        ([_text("😀😀😀")], 2, [_text("😀😀"), _text("[... truncated: 1 of 3 characters cut]")]),  # code points
+        ([IMAGE, {"type": "resource", "resource": {"uri": "b", "blob": "AAAA"}}], 1, None),  # nothing to cut
+        (
+            [{"type": "text"}, {"type": "odd"}, _text("ab")],
+            1,
+            [{"type": "text"}, {"type": "odd"}, _text("a"), _text("[... truncated: 1 of 2 characters cut]")],
+        ),
+    ],
+)
+def test_cut_parts(parts: list[dict[str, object]], limit: int, expected: list[dict[str, object]] | None) -> None:
+    before = copy.deepcopy(parts)
+    out, truncated = cut_parts(parts, limit)
+    assert list(out) == (expected if expected is not None else parts)
+    assert truncated is (expected is not None and expected != parts)
+    assert parts == before  # the input is not changed

@@ -66,8 +66,11 @@ class Call:
 class RawServer:
     """A minimal MCP server over stdio: initialize, ping, tools/list, tools/call."""
 
-    def __init__(self, name: str, tools: list[Any], *, list_changed: bool = False) -> None:
+    def __init__(
+        self, name: str, tools: list[Any], *, list_changed: bool = False, capabilities: dict[str, Any] | None = None
+    ) -> None:
         self.name = name
+        self.capabilities = capabilities or {}
         self.tools = tools
         self.handlers: dict[str, Handler] = {}
         self.calls: dict[Any, Call] = {}
@@ -119,6 +122,7 @@ class RawServer:
     def request(self, request_id: Any, method: str, params: dict[str, Any]) -> None:
         if method == "initialize":
             capabilities = {"tools": {"listChanged": True}} if self.list_changed else {"tools": {}}
+            capabilities.update(self.capabilities)
             self.send(
                 {
                     "id": request_id,

@@ -1,0 +1,148 @@
+"""The gateway's MCP handlers for the tool servers' resources and prompts (``exposeTools`` only).
+
+``create_mcp_server`` registers them only with ``exposeTools``, so only then does the gateway
+declare the ``resources`` and ``prompts`` capabilities (``listChanged`` on, ``subscribe`` off).
+What they answer comes from the ToolHub's catalog (``tools/catalog.py``): resources keep their
+URIs, prompts are named ``server__prompt``, resource lists are paged one server page at a time.
+
+- Listings need no query slot and answer empty while the agent starts (the clients are told
+  when that changes). ``resources/read`` and ``prompts/get`` make a tool server work, so each
+  takes a query slot of the caller's, like an exposed tool call (``GatewayService.in_slot``).
+- Errors are JSON-RPC errors: the tool server's own (code and message) where it sent one.
+- When a server announces ``resources/list_changed`` or ``prompts/list_changed``, or a server
+  that offers them comes up or goes down, every legacy client with a standalone channel gets the
+  notification, and 2026 clients get it on their ``subscriptions/listen`` stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import ServerRequestContext
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, SubscriptionBus
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+
+from ._runner import ResourceCatalog
+from .admission import Busy
+from .callers import Caller
+from .service import GatewayService, NotReady
+
+logger = logging.getLogger(__name__)
+
+NOTIFY_TIMEOUT_SECONDS = 2.0
+T = TypeVar("T")
+
+
+class CatalogHandlers:
+    """``resources/list``, ``resources/templates/list``, ``resources/read``, ``prompts/list``,
+    ``prompts/get``, and the list_changed notifications, over one GatewayService.
+
+    Args:
+        service: the gateway's service.
+        caller_of: who sent a request (None: nobody the gateway knows).
+        remember: keeps a legacy client's connection, to notify it later.
+        connections: the legacy connections to notify.
+        bus: the 2026 clients' subscription bus.
+    """
+
+    def __init__(
+        self,
+        service: GatewayService,
+        *,
+        caller_of: Callable[[ServerRequestContext[Any]], Caller | None],
+        remember: Callable[[ServerRequestContext[Any]], None],
+        connections: Callable[[], Iterable[Any]],
+        bus: SubscriptionBus,
+    ) -> None:
+        self.service = service
+        self._caller_of = caller_of
+        self._remember = remember
+        self._connections = connections
+        self._bus = bus
+        service.on_catalog_changed(self.changed)
+
+    # ---------------------------------------------------------------- listings
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        self._remember(ctx)
+        catalog = self.service.catalog()
+        if catalog is None:
+            return types.ListResourcesResult(resources=[])
+        return await catalog.list_resources(params.cursor if params is not None else None)
+
+    async def list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        self._remember(ctx)
+        catalog = self.service.catalog()
+        if catalog is None:
+            return types.ListResourceTemplatesResult(resource_templates=[])
+        return await catalog.list_resource_templates(params.cursor if params is not None else None)
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        self._remember(ctx)
+        catalog = self.service.catalog()
+        if catalog is None:
+            return types.ListPromptsResult(prompts=[])
+        return await catalog.list_prompts()
+
+    # ---------------------------------------------------------------- reads
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        return await self._in_slot(ctx, lambda catalog: catalog.read_resource(uri))
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        name, arguments = params.name, params.arguments
+        return await self._in_slot(ctx, lambda catalog: catalog.get_prompt(name, arguments))
+
+    async def _in_slot(
+        self, ctx: ServerRequestContext[Any], work: Callable[[ResourceCatalog], Awaitable[T]]
+    ) -> T:
+        self._remember(ctx)
+        caller = self._caller_of(ctx)
+        if caller is None:
+            raise MCPError(INVALID_REQUEST, "Unauthorized: this connection has no caller")
+        service = self.service
+        try:
+            return await service.in_slot(caller, lambda: work(self._ready_catalog()))
+        except Busy as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from None
+        except NotReady as exc:
+            raise MCPError(INTERNAL_ERROR, f"Agent unavailable ({exc.state}): {exc.message}") from None
+
+    def _ready_catalog(self) -> ResourceCatalog:
+        catalog = self.service.catalog()
+        if catalog is None:
+            raise MCPError(INTERNAL_ERROR, "the tool servers offer no resources or prompts")
+        return catalog
+
+    # ---------------------------------------------------------------- list_changed
+
+    async def changed(self, kind: str) -> None:
+        """Tell every client that the resources (``kind="resources"``) or prompts changed."""
+        for connection in list(self._connections()):
+            send = (
+                connection.send_resource_list_changed
+                if kind == "resources"
+                else connection.send_prompt_list_changed
+            )
+            with anyio.move_on_after(NOTIFY_TIMEOUT_SECONDS):
+                try:
+                    await send()
+                except Exception:
+                    logger.debug("could not send %s/list_changed", kind, exc_info=True)
+        await self._bus.publish(ResourcesListChanged() if kind == "resources" else PromptsListChanged())
