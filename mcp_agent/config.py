@@ -267,6 +267,9 @@ ServerConfig = Annotated[
 class ApprovalsConfig(_Model):
     require: list[str] = Field(default_factory=list)
     """Globs on exposed tool names whose calls wait for a human's approval."""
+    require_destructive: bool = False
+    """Also gate every tool whose MCP annotations say ``destructiveHint: true`` (and not
+    ``readOnlyHint: true``)."""
     timeout_seconds: float = Field(default=60, ge=0)
     """An unanswered approval is denied after this long (0 = wait for the run's deadline)."""
     max_pending: int = Field(default=64, ge=0)

@@ -275,7 +275,8 @@ class Agent:
         sessions: where conversations live (in memory by default).
         approvals: where calls needing approval wait (a new queue by default).
         events: a sink that receives every event of every run.
-        gate: which calls may run; by default ``approvals.require`` as a GlobGate.
+        gate: which calls may run; by default a GlobGate of ``approvals.require`` and
+            ``approvals.requireDestructive``.
     """
 
     def __init__(
@@ -301,8 +302,7 @@ class Agent:
             if approvals is not None
             else ApprovalQueue(self.config.approvals.timeout_seconds, max_pending=self.config.approvals.max_pending)
         )
-        require = self.config.approvals.require
-        self._gate = gate if gate is not None else (GlobGate(require) if require else None)
+        self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
 
     @classmethod
@@ -447,6 +447,13 @@ class Agent:
             input_error=input_error,
             caller=caller,
         )
+
+
+def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
+    approvals = config.approvals
+    if not approvals.require and not approvals.require_destructive:
+        return None
+    return GlobGate(approvals.require, require_destructive=approvals.require_destructive, tools=tools)
 
 
 @asynccontextmanager
