@@ -182,3 +182,33 @@ def test_doctor_fails_when_no_model_server(tmp_path):
     done = run_cli("doctor", "--config", str(write_config(tmp_path, None)))
     assert done.returncode == 1
     assert "No model server is listening" in done.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# globs that match nothing: a warning at start-up, a failure in doctor
+
+
+def _typo_config(folder: Path, server: FakeModelServer | None) -> Path:
+    return write_config(
+        folder,
+        server,
+        mcpServers={"echo": {"command": sys.executable, "args": [ECHO], "allowTools": ["echo", "ad"]}},
+        approvals={"require": ["*__echo", "*__ech*", "echo__ehco"]},
+    )
+
+
+def test_globs_that_match_nothing_are_warned_about_at_start_up(tmp_path, model):
+    model.enqueue(Reply.json(completion(content="fine")))
+    done = run_cli("query", "hi", "--config", str(_typo_config(tmp_path, model)))
+    assert done.returncode == 0, done.stderr
+    assert "mcpServers.echo.allowTools: 'ad' matches no tool; nearest: add" in done.stderr
+    assert "approvals.require: 'echo__ehco' matches no tool; nearest: echo__echo" in done.stderr
+    assert "'*__echo'" not in done.stderr and "'*__ech*'" not in done.stderr  # these match
+
+
+def test_doctor_fails_on_globs_that_match_nothing(tmp_path, model):
+    model.handler = _models
+    done = run_cli("doctor", "--config", str(_typo_config(tmp_path, model)))
+    assert done.returncode == 1, done.stdout
+    assert "[FAIL] mcpServers.echo.allowTools: 'ad' matches no tool; nearest: add" in done.stdout
+    assert "[FAIL] approvals.require: 'echo__ehco' matches no tool; nearest: echo__echo" in done.stdout

@@ -57,7 +57,7 @@ from ..providers.base import ModelRequest, Provider
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
-from .approvals import ApprovalQueue, Gate, GlobGate
+from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .history import hard_trim, history_chars, trim_history
 from .result import RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
@@ -479,4 +479,7 @@ async def _open_agent(
             state_dir=state_dir() if record_children else None,
         ) as hub,
     ):
+        down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
+        for warning in require_warnings(config.approvals.require, hub, down=down):
+            logger.warning("%s", warning)
         yield cls(provider, hub, config, **options)

@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from .._globs import unmatched_globs
 from .._types import JSONObject
 from ..messages import ToolCall, ToolSpec
 from ..tools.base import ToolSource
@@ -131,6 +132,21 @@ class GlobGate:
 
     async def check(self, call: ToolCall, *, tainted: bool) -> Verdict:
         return Verdict.need_approval() if self.needs_approval(call.name) else Verdict.allow()
+
+
+def require_warnings(require: Iterable[str], tools: ToolSource, *, down: Sequence[str] = ()) -> list[str]:
+    """One line per ``approvals.require`` glob that matches none of the tools offered now.
+
+    Such a glob gates nothing, so the calls it was meant for run without approval: worth a
+    warning at start-up and a failure in ``doctor``. ``down`` names the servers that are not up
+    (their tools are unknown, so a glob meant for them is reported too).
+    """
+    unmatched = unmatched_globs(require, [spec.name for spec in tools.list_tools()])
+    note = f" (servers not up: {', '.join(down)})" if down else ""
+    return [
+        f"{glob.describe('approvals.require')}; the calls it was meant to gate would run without approval{note}"
+        for glob in unmatched
+    ]
 
 
 class ApprovalsFull(Exception):

@@ -58,7 +58,7 @@ from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
 from ._orphans import ChildRecords
 from ._repair import ResponseRepairer, describe_validation_error
-from ._server_tools import ServerTool, call_result, server_tool
+from ._server_tools import ServerTool, call_result, filter_warnings, server_tool
 from ._stdio import StdioChild, open_stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -148,6 +148,8 @@ class ServerConnection:
         tools: its tools, as last listed (kept while it restarts, emptied when it fails).
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
+        glob_warnings: its ``allowTools``/``denyTools`` globs that match none of the tools it
+            last listed (each logged as a warning when it first appears).
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class ServerConnection:
         self.tools: tuple[ServerTool, ...] = ()
         self.startup_ms: float | None = None
         self.restarts = 0
+        self.glob_warnings: tuple[str, ...] = ()
         self.stopped = anyio.Event()
         self.running = False
         self._on_change = on_change
@@ -385,6 +388,10 @@ class ServerConnection:
             seen.add(cursor)
         else:
             logger.warning("%s: stopped listing tools after %d pages", self.name, _MAX_PAGES)
+        warnings = filter_warnings(self.name, self.config, [t.name for t in listed])
+        for warning in [w for w in warnings if w not in self.glob_warnings]:
+            logger.warning("%s", warning)
+        self.glob_warnings = warnings
         return tuple(
             tool
             for t in listed
