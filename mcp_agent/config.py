@@ -42,7 +42,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ._config_read import Tagged, describe_errors, expand_all, format_loc, keys_of
+from ._config_read import Tagged, describe_errors, describe_json_error, expand_all, format_loc, keys_of
 from .exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -235,6 +235,10 @@ class RemoteServerConfig(_ServerBase):
         return value
 
 
+_STDIO_KEYS = ("command", "args", "env", "cwd")
+_REMOTE_KEYS = ("url", "headers", "transport")
+
+
 def _server_kind(value: Any) -> str | None:
     if isinstance(value, BaseModel):
         return "remote" if isinstance(value, RemoteServerConfig) else "stdio"
@@ -246,6 +250,18 @@ def _server_kind(value: Any) -> str | None:
         return "remote"
     if "command" in value:
         return "stdio"
+    # neither: guess from a misspelling (``comand``, ``URL``) or the other keys, so that the
+    # errors name the unknown key with a did-you-mean instead of only "needs command or url"
+    keys = [str(key).lower() for key in value]
+    for key in keys:
+        if difflib.get_close_matches(key, ["command"], cutoff=0.6):
+            return "stdio"
+        if difflib.get_close_matches(key, ["url"], cutoff=0.6):
+            return "remote"
+    if any(key in _STDIO_KEYS for key in keys):
+        return "stdio"
+    if any(key in _REMOTE_KEYS for key in keys):
+        return "remote"
     return None
 
 
@@ -476,7 +492,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark (Notepad's) is not an error
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -484,7 +500,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{file}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ConfigError(f"{file}: not valid JSON: {describe_json_error(text, exc)}") from None
     try:
         return parse_config(data, base_dir=file.resolve().parent, environ=environ)
     except ConfigError as exc:
