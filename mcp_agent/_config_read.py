@@ -138,7 +138,7 @@ def describe_errors(root: type[BaseModel], errors: list[Any], tagged: Tagged) ->
             keys = ", ".join(repr(str(key)) for key in error["input"]) or "no keys"
             lines.append(f"{path}: {error['msg']} (it has {keys})")
         else:
-            lines.append(f"{path}: {error['msg']}")
+            lines.append(f"{path}: {str(error['msg']).removeprefix('Value error, ')}")
     return "\n".join(lines)
 
 

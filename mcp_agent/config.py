@@ -21,6 +21,7 @@ Config objects are inert: factories elsewhere build runtime objects from them.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -295,6 +297,40 @@ class ApprovalsConfig(_Model):
 
 Scope = Literal["query", "approve", "admin"]
 
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def check_host(value: str) -> str:
+    """A bind address as ``gateway.host`` and ``serve --host`` take it: an IPv4 or IPv6 address
+    (``[::1]`` loses its brackets), a host name, or ``""`` (every address).
+
+    Raises:
+        ValueError: anything else, saying what was probably meant.
+    """
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text:
+        return ""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if "://" in text or "/" in text:
+        raise ValueError(f"{value!r} is a URL or path; give only the host name or address, like 127.0.0.1")
+    if text.count(":") == 1:
+        raise ValueError(f"{value!r} has a port in it; give the host alone and the port as gateway.port (--port)")
+    name = text.removesuffix(".")
+    labels = name.split(".")
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{value!r} is not a host name or an IP address (like 127.0.0.1, ::1 or localhost)")
+    if labels[-1].isdigit():
+        raise ValueError(f"{value!r} is not a valid IPv4 address")
+    return text
+
+
+BindHost = Annotated[str, AfterValidator(check_host)]
+
 
 class CallerConfig(_Model):
     """One named caller of the gateway: its bearer token and what it may do."""
@@ -306,7 +342,7 @@ class CallerConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    host: str = "127.0.0.1"
+    host: BindHost = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     auth_token: str | None = None
     """With a token, every route but health needs ``Authorization: Bearer <token>``. Binding a

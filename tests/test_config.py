@@ -251,6 +251,42 @@ def test_invalid_values_name_the_path(data, fragment):
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("host", "kept"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0.0.0.0", "0.0.0.0"),
+        ("::1", "::1"),
+        ("[::1]", "::1"),
+        ("::", "::"),
+        ("localhost", "localhost"),
+        ("my-host.lan", "my-host.lan"),
+        ("app.localhost.", "app.localhost."),
+        ("", ""),
+    ],
+)
+def test_gateway_host_accepts_addresses_and_names(host, kept):
+    assert parse_config({"gateway": {"host": host}}).gateway.host == kept
+
+
+@pytest.mark.parametrize(
+    ("host", "fragment"),
+    [
+        ("bad host", "is not a host name or an IP address"),
+        ("-lead.example", "is not a host name or an IP address"),
+        ("a..b", "is not a host name or an IP address"),
+        ("x" * 64, "is not a host name or an IP address"),
+        ("localhost:8765", "has a port in it"),
+        ("http://localhost", "is a URL or path"),
+        ("1.2.3.256", "is not a valid IPv4 address"),
+    ],
+)
+def test_gateway_host_refuses_what_is_not_a_host(host, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"gateway": {"host": host}})
+    assert f"gateway.host: {host!r} {fragment}" in str(info.value)
+
+
 def test_not_an_object():
     with pytest.raises(ConfigError):
         parse_config([1, 2])
