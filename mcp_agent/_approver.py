@@ -139,7 +139,8 @@ class TerminalApprover:
         elif isinstance(event, ApprovalResolved):
             self._ended.add(event.approval_id)
             if self._asking is not None and self._asking[0] == event.approval_id:
-                self._asking[1].cancel()
+                self._asking[1].cancel()  # said at once, before the run's next events
+                self._say(f"\n(no answer in time: the call was not approved: {event.reason})")
         elif self.then is not None:
             self.then.emit(event)
 
@@ -181,7 +182,6 @@ class TerminalApprover:
             finally:
                 self._asking = None
         if scope.cancelled_caught:  # the approval ended meanwhile (its timeout, the run's end)
-            self._say("\n(no answer in time: the call was not approved)")
             return
         if answer is None:
             self._closed = True

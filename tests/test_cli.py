@@ -37,12 +37,12 @@ def run_cli(
 
 
 def run_on_terminal(
-    *args: str, answer: Callable[[str], str], timeout: float = 60
+    *args: str, answer: Callable[[str], str | None], timeout: float = 60
 ) -> tuple[int, str, str]:
     """``python -m mcp_agent ARGS`` with stdin and stderr on a pseudo-terminal (stdout a pipe).
 
     Each time a new ``[y/N]`` question appears, ``answer(question line)`` is typed, followed by
-    Enter. Returns the exit code, stdout, and everything the terminal showed (the program's
+    Enter (None: nothing is typed). Returns the exit code, stdout, and everything the terminal showed (the program's
     stderr and the echo of what was typed). ``timeout`` is a does-not-hang bound.
     """
     master, slave = pty.openpty()
@@ -73,7 +73,9 @@ def run_on_terminal(
                 while screen.count("[y/N]") > asked:
                     question = screen.split("[y/N]")[asked].rsplit("Allow ", 1)[-1]
                     asked += 1
-                    os.write(master, answer(question).encode() + b"\n")
+                    typed = answer(question)
+                    if typed is not None:
+                        os.write(master, typed.encode() + b"\n")
             assert process.stdout is not None
             out = process.stdout.read().decode()
             code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -403,12 +405,13 @@ def test_query_on_a_terminal_gives_up_a_question_whose_approval_timed_out(tmp_pa
         Reply.json(completion(content="No answer came.")),
     )
     path = str(_gated(tmp_path, model, timeoutSeconds=0.5))
-    code, out, screen = run_on_terminal("query", "say hi", "--config", path, answer=lambda q: "")
-    # the answer (Enter) may come before or after the timeout: either way the call is not run
-    assert code == 0, screen
-    assert out == "No answer came.\n"
-    [result] = _tool_messages(model.requests[1])
-    assert result.startswith("[DENIED: ")
+    code, out, screen = run_on_terminal("query", "say hi", "--config", path, answer=lambda q: None)
+    assert (code, out) == (0, "No answer came.\n"), screen
+    assert (
+        """Allow echo__echo {"text": "hi"}? [y/N] \r\n"""
+        "(no answer in time: the call was not approved: approval timed out after 0.5 s)\r\n"
+    ) in screen
+    assert _tool_messages(model.requests[1]) == ["[DENIED: approval timed out after 0.5 s] Do NOT retry this tool"]
 
 
 def test_query_on_a_terminal_with_input_closed_denies(tmp_path, model):
