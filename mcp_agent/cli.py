@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import anyio
@@ -85,7 +85,7 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(level)
 
 
-def config_path(given: str | None, environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[str, str]:
+def config_path(given: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
     """The config file to read and where its name came from: ``--config``, else
     ``$MCP_AGENT_CONFIG`` (when set and not empty), else ``agent.json``."""
     if given:

@@ -316,7 +316,8 @@ class Agent:
         With ``record_children`` (the default, as for the CLI and the gateway) the tool
         servers' processes are recorded in the state folder (``$MCP_AGENT_STATE_DIR``, else
         ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``), and what an earlier,
-        killed process left there is reaped first.
+        killed process left there is reaped first. Once the servers are up, each
+        ``approvals.require`` glob that matches no offered tool is logged as a warning.
 
         Raises:
             ConfigError: the config file is missing or invalid.
