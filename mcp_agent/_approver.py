@@ -89,7 +89,10 @@ class TerminalReader:
 
 
 def on_a_terminal() -> bool:
-    """Whether approvals can be asked: stdin and stderr are both TTYs."""
+    """Whether approvals can be asked: stdin and stderr are both TTYs (POSIX only: the answer
+    is awaited with ``anyio.wait_readable`` on stdin, which Windows offers for sockets only)."""
+    if os.name != "posix":
+        return False
     try:
         return sys.stdin.isatty() and sys.stderr.isatty()
     except (AttributeError, ValueError):  # closed or replaced streams
