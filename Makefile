@@ -1,19 +1,29 @@
 # Two commands for a newcomer: `make run` and `make test`. Each sets itself up.
+# `make run` installs only what serving needs; `make test` adds the test extras. Two stamps:
+# `make test` after `make run` adds the extras, `make run` after `make test` installs nothing.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
 .PHONY: run test test-bundled-latest bench lint clean
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	@touch $(STAMP)
 
-run: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUN_STAMP)
+
+# the test extras include everything serving needs, so this stamp makes the run stamp fresh too
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $(RUN_STAMP) $(TEST_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/mcp-agent serve --config $(CONFIG)
 
 # The npm MCP servers the suite runs for real (tests/npm/package-lock.json pins them), installed
@@ -31,7 +41,7 @@ $(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
 		echo "make: npm not found: tests/gateway/test_everything.py will fail (it needs Node.js >= 20 and npm)" >&2; \
 	fi
 
-test: $(STAMP) $(NPM_STAMP)
+test: $(TEST_STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q
 
 # The bundled servers against the newest versions pip resolves today (not what .venv happened to
@@ -46,7 +56,7 @@ test-bundled-latest:
 		| grep -iE '^(mcp|httpx|anyio|pydantic|psutil|trafilatura|justext|lxml|lxml.html.clean)==' >&2 || true
 	$(VENV_LATEST)/bin/python -m pytest -q tests/test_bundled_servers.py tests/bundled
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done
 
 clean:

@@ -3,12 +3,15 @@
 ``expand_env`` expands ``${VAR}``, ``${VAR:-default}`` and ``$$`` in one string (a lone ``$`` is
 left alone); ``expand_all`` does it in every string value of parsed JSON, never in keys.
 ``describe_errors`` turns pydantic's errors into one line per problem, naming the JSON path and,
-for an unknown key, the nearest known one.
+for an unknown key, the nearest known one. ``describe_json_error`` says what is wrong with text
+that is not JSON, in the words of someone editing agent.json by hand: a trailing comma, a
+comment, single quotes, an unquoted key, Python's ``True``/``None``.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -99,19 +102,79 @@ def _model_at(root: type[BaseModel], loc: tuple[str | int, ...], tagged: Tagged)
 
 
 def describe_errors(root: type[BaseModel], errors: list[Any], tagged: Tagged) -> str:
-    """One line per pydantic error: the JSON path and what is wrong (or the nearest known key)."""
+    """One line per pydantic error: the JSON path and what is wrong (or the nearest known key).
+
+    A required key reported missing is left out when an unknown key beside it is its misspelling
+    (``comand``: the hint says it all).
+    """
     lines = []
+    missing: dict[tuple[str | int, ...], list[str]] = {}  # required keys absent, by parent
     for error in errors:
+        if error["type"] == "missing":
+            missing.setdefault(tuple(error["loc"][:-1]), []).append(str(error["loc"][-1]))
+    explained: set[tuple[str | int, ...]] = set()  # missing keys an unknown key's hint names
+    hints: dict[int, str] = {}
+    for index, error in enumerate(errors):
+        loc = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            owner = _model_at(root, loc, tagged)
+            if owner is not None:
+                # a required key that is absent is the likeliest meaning (``cmd``: command, not cwd)
+                close = _nearest_key(str(loc[-1]), missing.get(loc[:-1], [])) or _nearest_key(
+                    str(loc[-1]), keys_of(owner)
+                )
+                if close:
+                    hints[index] = close
+                    explained.add((*loc[:-1], close))
+    for index, error in enumerate(errors):
         loc = tuple(error["loc"])
         path = format_loc(loc, tagged) or "<root>"
         if error["type"] == "extra_forbidden":
-            owner = _model_at(root, loc, tagged)
-            hint = ""
-            if owner is not None:
-                close = difflib.get_close_matches(str(loc[-1]), keys_of(owner), n=1, cutoff=0.5)
-                if close:
-                    hint = f'; did you mean "{close[0]}"?'
+            hint = f'; did you mean "{hints[index]}"?' if index in hints else ""
             lines.append(f"{path}: unknown key{hint}")
+        elif error["type"] == "missing" and loc in explained:
+            continue
+        elif error["type"] == "server_kind" and isinstance(error.get("input"), dict):
+            keys = ", ".join(repr(str(key)) for key in error["input"]) or "no keys"
+            lines.append(f"{path}: {error['msg']} (it has {keys})")
         else:
-            lines.append(f"{path}: {error['msg']}")
+            lines.append(f"{path}: {str(error['msg']).removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+def _nearest_key(key: str, options: list[str]) -> str | None:
+    """The option nearest to ``key``, case ignored (``URL``: url), or None when none is close."""
+    by_lower = {option.lower(): option for option in options}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.5)
+    return by_lower[close[0]] if close else None
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def describe_json_error(text: str, error: json.JSONDecodeError) -> str:
+    """What is wrong with ``text`` (which ``json.loads`` refused with ``error``), with a hint for
+    the common mistakes in a hand-edited file. Never raises."""
+    pos = min(max(error.pos, 0), len(text))
+    at = text[pos : pos + 2]
+    before = text[:pos].rstrip()
+    where = "at line {} column {}".format(*_line_col(text, pos))
+    if not text.strip():
+        return "the file is empty; it needs a JSON object such as {}"
+    if before.endswith(",") and at[:1] in ("}", "]"):
+        comma = "at line {} column {}".format(*_line_col(text, len(before) - 1))
+        return f"trailing comma before '{at[0]}' {comma}: JSON allows no comma after the last item; remove it"
+    if at in ("//", "/*") or at[:1] == "#":
+        return f"a comment {where}: JSON has no comments; remove it"
+    if at[:1] == "'":
+        return f"single quotes {where}: JSON strings and keys need double quotes (\"like this\")"
+    for python, name in (("True", "true"), ("False", "false"), ("None", "null")):
+        if text.startswith(python, pos):
+            return f"{python} {where}: JSON spells it {name}"
+    if error.msg.startswith("Expecting property name") and (at[:1].isalpha() or at[:1] == "_"):
+        return f"a key without quotes {where}: JSON keys need double quotes (\"key\": value)"
+    if error.msg == "Expecting ',' delimiter":
+        return f"a missing comma (or a stray character) {where}: items are separated by commas"
+    return f"{error.msg} {where}"

@@ -5,6 +5,10 @@ progress go to stderr; stdout carries only the command's output (and, for ``serv
 only the MCP protocol).
 
 Exit codes: 0 success; 1 the run (or a check) ended without success; 2 bad usage or config.
+
+The config file is ``--config F`` when given, else the file named by ``$MCP_AGENT_CONFIG``
+(for launchers that own the arguments, such as the MCP Inspector), else ``agent.json`` in the
+current folder.
 """
 
 from __future__ import annotations
@@ -12,16 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import anyio
+from pydantic import ValidationError
 
-from .config import AgentConfig, load_config
+from . import __version__
+from .config import AgentConfig, GatewayConfig, load_config
 from .exceptions import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+CONFIG_VARIABLE = "MCP_AGENT_CONFIG"
+DEFAULT_CONFIG = "agent.json"
 
 logger = logging.getLogger("mcp_agent")
 
@@ -29,16 +38,20 @@ logger = logging.getLogger("mcp_agent")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-agent", description="An MCP gateway agent.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
+    parser.add_argument("--version", action="version", version=f"mcp-agent {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
-        sub.add_argument("--config", default="agent.json", help="the config file (default: agent.json)")
+        sub.add_argument(
+            "--config",
+            help=f"the config file (default: ${CONFIG_VARIABLE} when set, else {DEFAULT_CONFIG})",
+        )
         return sub
 
     serve = add("serve", "serve agent_query over SSE and Streamable HTTP (or stdio)")
     serve.add_argument("--host", help="bind address (default: gateway.host, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default: gateway.port, 8765)")
+    serve.add_argument("--port", type=int, help="port, 0..65535 (default: gateway.port, 8765; 0: any free port)")
     serve.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout instead of HTTP")
     serve.add_argument("--stateless", action="store_true", help="stateless Streamable HTTP (for replicas)")
 
@@ -47,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--json", action="store_true", help="print the structured result as JSON")
     query.add_argument("--session", metavar="ID", help="continue (or start) the conversation ID")
     query.add_argument("--quiet", action="store_true", help="no live progress on stderr")
+    query.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="approve calls of tools whose exposed name matches GLOB without asking (repeatable); "
+        "other calls that need approval are asked on the terminal, or denied without one",
+    )
 
     tools = add("tools", "list every tool and every server's state")
     tools.add_argument("--json", action="store_true", help="print JSON")
@@ -64,14 +85,53 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(level)
 
 
+def config_path(given: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
+    """The config file to read and where its name came from: ``--config``, else
+    ``$MCP_AGENT_CONFIG`` (when set and not empty), else ``agent.json``."""
+    if given:
+        return given, "--config"
+    if environ.get(CONFIG_VARIABLE, "").strip():
+        return environ[CONFIG_VARIABLE], CONFIG_VARIABLE
+    return DEFAULT_CONFIG, "default"
+
+
+def with_bind_overrides(config: AgentConfig, host: str | None, port: int | None) -> AgentConfig:
+    """``config`` with ``serve --host/--port``, checked by the rules of ``gateway.host/port``.
+
+    Raises:
+        ConfigError: the host is not a host name or address, or the port is not 0..65535.
+    """
+    overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
+    if not overrides:
+        return config
+    try:
+        gateway = GatewayConfig.model_validate({**config.gateway.model_dump(), **overrides})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if error["loc"] and error["loc"][0] == "port":
+            raise ConfigError(f"--port {port}: give a port from 0 to 65535 (0: any free port)") from None
+        raise ConfigError(f"--host: {str(error['msg']).removeprefix('Value error, ')}") from None
+    return config.model_copy(update={"gateway": gateway})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     args = _parser().parse_args(argv)
     _setup_logging(args.verbose)
+    if args.command == "query" and not args.question.strip():
+        print(
+            'mcp-agent: query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"',
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    path, origin = config_path(args.config)
     try:
-        config = load_config(args.config)
+        config = load_config(path)
+        if args.command == "serve":
+            config = with_bind_overrides(config, args.host, args.port)
     except ConfigError as exc:
-        print(f"mcp-agent: {exc}", file=sys.stderr)
+        named = f" (named by ${CONFIG_VARIABLE})" if origin == CONFIG_VARIABLE else ""
+        print(f"mcp-agent: {exc}{named}", file=sys.stderr)
         return EXIT_USAGE
     handler = {"serve": _serve, "query": _query, "tools": _tools, "doctor": _doctor}[args.command]
     try:
@@ -155,11 +215,13 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
 
 
 async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
+    from ._approver import TerminalApprover, TerminalReader, on_a_terminal
+    from ._globs import unmatched_globs
     from .loop.agent import Agent
     from .loop.sessions import FileSessionStore
     from .progress import ProgressPrinter
 
-    sink = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
+    printer = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
     options: dict[str, Any] = {}
     if args.session:
         store = FileSessionStore(session_folder())
@@ -169,7 +231,17 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
             raise ConfigError(f"--session: {exc}") from None
         options["sessions"] = store
     async with Agent.from_config(config, **options) as agent:
-        result = await agent.query(args.question, session_id=args.session, events=sink)
+        names = [spec.name for spec in agent.tools.list_tools()]
+        for glob in unmatched_globs(args.approve, names):
+            logger.warning("%s", glob.describe("--approve"))
+        reader = TerminalReader(sys.stdin.fileno()) if on_a_terminal() else None
+        approver = TerminalApprover(
+            agent.approvals, approve=args.approve, reader=reader, out=sys.stderr, then=printer, quiet=args.quiet
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(approver.serve)
+            result = await agent.query(args.question, session_id=args.session, events=approver)
+            tg.cancel_scope.cancel()
     if args.json:
         print(json.dumps(result.to_structured(), indent=2))
     elif result.ok:
@@ -205,9 +277,7 @@ async def _serve(config: AgentConfig, args: argparse.Namespace) -> int:
         )
 
     await serve(
-        config,
-        host=args.host,
-        port=args.port,
+        config,  # --host and --port are in config.gateway already (main checked them)
         stdio=args.stdio,
         stateless=args.stateless,
         on_ready=None if args.stdio else ready,

@@ -21,6 +21,7 @@ Config objects are inert: factories elsewhere build runtime objects from them.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -42,7 +44,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ._config_read import Tagged, describe_errors, expand_all, format_loc, keys_of
+from ._config_read import Tagged, describe_errors, describe_json_error, expand_all, format_loc, keys_of
 from .exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -260,6 +262,10 @@ class RemoteServerConfig(_ServerBase):
         return value
 
 
+_STDIO_KEYS = ("command", "args", "env", "cwd")
+_REMOTE_KEYS = ("url", "headers", "transport")
+
+
 def _server_kind(value: Any) -> str | None:
     if isinstance(value, BaseModel):
         return "remote" if isinstance(value, RemoteServerConfig) else "stdio"
@@ -271,6 +277,18 @@ def _server_kind(value: Any) -> str | None:
         return "remote"
     if "command" in value:
         return "stdio"
+    # neither: guess from a misspelling (``comand``, ``URL``) or the other keys, so that the
+    # errors name the unknown key with a did-you-mean instead of only "needs command or url"
+    keys = [str(key).lower() for key in value]
+    for key in keys:
+        if difflib.get_close_matches(key, ["command"], cutoff=0.6):
+            return "stdio"
+        if difflib.get_close_matches(key, ["url"], cutoff=0.6):
+            return "remote"
+    if any(key in _STDIO_KEYS for key in keys):
+        return "stdio"
+    if any(key in _REMOTE_KEYS for key in keys):
+        return "remote"
     return None
 
 
@@ -292,6 +310,9 @@ ServerConfig = Annotated[
 class ApprovalsConfig(_Model):
     require: list[str] = Field(default_factory=list)
     """Globs on exposed tool names whose calls wait for a human's approval."""
+    require_destructive: bool = False
+    """Also gate every tool whose MCP annotations say ``destructiveHint: true`` (and not
+    ``readOnlyHint: true``)."""
     timeout_seconds: float = Field(default=60, ge=0)
     """An unanswered approval is denied after this long (0 = wait for the run's deadline)."""
     max_pending: int = Field(default=64, ge=0)
@@ -300,6 +321,40 @@ class ApprovalsConfig(_Model):
 
 
 Scope = Literal["query", "approve", "admin"]
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def check_host(value: str) -> str:
+    """A bind address as ``gateway.host`` and ``serve --host`` take it: an IPv4 or IPv6 address
+    (``[::1]`` loses its brackets), a host name, or ``""`` (every address).
+
+    Raises:
+        ValueError: anything else, saying what was probably meant.
+    """
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if not text:
+        return ""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        pass
+    if "://" in text or "/" in text:
+        raise ValueError(f"{value!r} is a URL or path; give only the host name or address, like 127.0.0.1")
+    if text.count(":") == 1:
+        raise ValueError(f"{value!r} has a port in it; give the host alone and the port as gateway.port (--port)")
+    name = text.removesuffix(".")
+    labels = name.split(".")
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{value!r} is not a host name or an IP address (like 127.0.0.1, ::1 or localhost)")
+    if labels[-1].isdigit():
+        raise ValueError(f"{value!r} is not a valid IPv4 address")
+    return text
+
+
+BindHost = Annotated[str, AfterValidator(check_host)]
 
 
 class CallerConfig(_Model):
@@ -312,7 +367,7 @@ class CallerConfig(_Model):
 
 
 class GatewayConfig(_Model):
-    host: str = "127.0.0.1"
+    host: BindHost = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
     auth_token: str | None = None
     """With a token, every route but health needs ``Authorization: Bearer <token>``. Binding a
@@ -504,7 +559,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     """
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")  # a byte-order mark (Notepad's) is not an error
     except OSError as exc:
         raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -512,7 +567,7 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{file}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise ConfigError(f"{file}: not valid JSON: {describe_json_error(text, exc)}") from None
     try:
         return parse_config(data, base_dir=file.resolve().parent, environ=environ)
     except ConfigError as exc:

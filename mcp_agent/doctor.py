@@ -1,8 +1,9 @@
 """``mcp-agent doctor``: check the config, the model server and every tool server, and say why.
 
 Each check prints one line with a mark (``ok``, ``warn``, ``FAIL``) and, on failure, what to do.
-The run fails (exit 1) when the model server is unreachable, the model is missing, or a tool
-server does not start; schema changes and config warnings are only reported.
+The run fails (exit 1) when the model server is unreachable, the model is missing, a tool
+server does not start, or a glob in ``approvals.require``, ``allowTools`` or ``denyTools``
+matches no tool; schema changes and config warnings are only reported.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
     from ._paths import state_dir
+    from .loop.approvals import require_warnings
     from .providers.endpoints import resolve_endpoint
     from .tools.hub import open_tool_hub
 
@@ -110,6 +112,11 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
                 report.line("ok", f"server {status.name}: disabled in config")
             else:
                 report.line("FAIL", f"server {status.name} ({kind}): {status.status}: {status.error}")
+            for warning in status.glob_warnings:
+                report.line("FAIL", warning)
+        down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
+        for warning in require_warnings(config.approvals.require, hub, down=down):
+            report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider
         changed = [spec for spec in tools if spec.changes_for(dialect)]
         report.line(

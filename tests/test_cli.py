@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,17 +21,69 @@ ROOT = Path(__file__).resolve().parent.parent
 ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    import os
-
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    """``python -m mcp_agent ARGS`` with stdin at /dev/null (never a terminal, wherever pytest runs)."""
     return subprocess.run(
         [sys.executable, "-m", "mcp_agent", *args],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
+
+
+def run_on_terminal(
+    *args: str, answer: Callable[[str], str | None], timeout: float = 60
+) -> tuple[int, str, str]:
+    """``python -m mcp_agent ARGS`` with stdin and stderr on a pseudo-terminal (stdout a pipe).
+
+    Each time a new ``[y/N]`` question appears, ``answer(question line)`` is typed, followed by
+    Enter (None: nothing is typed). Returns the exit code, stdout, and everything the terminal showed (the program's
+    stderr and the echo of what was typed). ``timeout`` is a does-not-hang bound.
+    """
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcp_agent", *args],
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    os.close(slave)
+    screen, asked = "", 0
+    deadline = time.monotonic() + timeout
+    with process:
+        try:
+            while True:
+                ready, _, _ = select.select([master], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    raise AssertionError(f"the CLI did not finish; the terminal shows:\n{screen}")
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO: every holder of the terminal has closed it
+                    break
+                if not data:
+                    break
+                screen += data.decode(errors="replace")
+                while screen.count("[y/N]") > asked:
+                    question = screen.split("[y/N]")[asked].rsplit("Allow ", 1)[-1]
+                    asked += 1
+                    typed = answer(question)
+                    if typed is not None:
+                        os.write(master, typed.encode() + b"\n")
+            assert process.stdout is not None
+            out = process.stdout.read().decode()
+            code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            os.close(master)
+            if process.poll() is None:
+                process.kill()
+    return code, out, screen
 
 
 def write_config(folder: Path, server: FakeModelServer | None, **extra: object) -> Path:
@@ -55,6 +111,63 @@ def test_bad_config_exits_2_naming_the_path(tmp_path):
         assert done.returncode == 2, command
         assert "limits.maxRound" in done.stderr and "maxRounds" in done.stderr
         assert done.stdout == ""
+
+
+def test_version_and_both_console_scripts():
+    import tomllib
+
+    import mcp_agent
+
+    done = run_cli("--version")
+    assert (done.returncode, done.stdout) == (0, f"mcp-agent {mcp_agent.__version__}\n")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["version"] == mcp_agent.__version__
+    assert project["scripts"] == {"mcp-agent": "mcp_agent.cli:main", "mcp-gateway-agent": "mcp_agent.cli:main"}
+
+
+def test_config_comes_from_the_option_then_the_variable_then_agent_json(tmp_path):
+    (tmp_path / "agent.json").write_text(json.dumps({"limits": {"maxRound": 1}}))  # the default: broken
+    (tmp_path / "elsewhere").mkdir()
+    named = write_config(tmp_path / "elsewhere", None)
+    # no option, no variable: ./agent.json
+    done = run_cli("tools", "--json", cwd=tmp_path, env={"MCP_AGENT_CONFIG": ""})
+    assert done.returncode == 2 and "agent.json: invalid config" in done.stderr
+    # the variable names the file (a launcher that owns the arguments)
+    done = run_cli("tools", "--json", cwd=tmp_path, env={"MCP_AGENT_CONFIG": str(named)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["servers"][0]["name"] == "echo"
+    # --config wins over the variable
+    done = run_cli("tools", "--config", "agent.json", cwd=tmp_path, env={"MCP_AGENT_CONFIG": str(named)})
+    assert done.returncode == 2 and "limits.maxRound" in done.stderr
+    # a missing file named by the variable says where its name came from
+    done = run_cli("tools", cwd=tmp_path, env={"MCP_AGENT_CONFIG": str(tmp_path / "nope.json")})
+    assert done.returncode == 2
+    assert "nope.json" in done.stderr and "(named by $MCP_AGENT_CONFIG)" in done.stderr
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_an_empty_question_is_refused(tmp_path, question):
+    done = run_cli("query", question, "--config", str(write_config(tmp_path, None)))
+    assert done.returncode == 2
+    assert done.stderr.startswith("mcp-agent: query: the question is empty") and done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--port", "99999"], "mcp-agent: --port 99999: give a port from 0 to 65535"),
+        (["--port", "-1"], "mcp-agent: --port -1: give a port from 0 to 65535"),
+        (["--host", "bad host!"], "mcp-agent: --host: 'bad host!' is not a host name or an IP address"),
+        (["--host", "localhost:8080"], "mcp-agent: --host: 'localhost:8080' has a port in it"),
+        (["--host", "http://127.0.0.1"], "mcp-agent: --host: 'http://127.0.0.1' is a URL or path"),
+        (["--host", "300.1.2.3"], "mcp-agent: --host: '300.1.2.3' is not a valid IPv4 address"),
+    ],
+)
+def test_serve_checks_host_and_port_like_the_config(tmp_path, option, message):
+    done = run_cli("serve", *option, "--config", str(write_config(tmp_path, None)))
+    assert done.returncode == 2
+    assert done.stderr.startswith(message), done.stderr
+    assert "serving" not in done.stderr
 
 
 def test_missing_config_exits_2(tmp_path):
@@ -182,3 +295,133 @@ def test_doctor_fails_when_no_model_server(tmp_path):
     done = run_cli("doctor", "--config", str(write_config(tmp_path, None)))
     assert done.returncode == 1
     assert "No model server is listening" in done.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# globs that match nothing: a warning at start-up, a failure in doctor
+
+
+def _typo_config(folder: Path, server: FakeModelServer | None) -> Path:
+    return write_config(
+        folder,
+        server,
+        mcpServers={"echo": {"command": sys.executable, "args": [ECHO], "allowTools": ["echo", "ad"]}},
+        approvals={"require": ["*__echo", "*__ech*", "echo__ehco"]},
+    )
+
+
+def test_globs_that_match_nothing_are_warned_about_at_start_up(tmp_path, model):
+    model.enqueue(Reply.json(completion(content="fine")))
+    done = run_cli("query", "hi", "--config", str(_typo_config(tmp_path, model)))
+    assert done.returncode == 0, done.stderr
+    assert "mcpServers.echo.allowTools: 'ad' matches no tool; nearest: add" in done.stderr
+    assert "approvals.require: 'echo__ehco' matches no tool; nearest: echo__echo" in done.stderr
+    assert "'*__echo'" not in done.stderr and "'*__ech*'" not in done.stderr  # these match
+
+
+def test_doctor_fails_on_globs_that_match_nothing(tmp_path, model):
+    model.handler = _models
+    done = run_cli("doctor", "--config", str(_typo_config(tmp_path, model)))
+    assert done.returncode == 1, done.stdout
+    assert "[FAIL] mcpServers.echo.allowTools: 'ad' matches no tool; nearest: add" in done.stdout
+    assert "[FAIL] approvals.require: 'echo__ehco' matches no tool; nearest: echo__echo" in done.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# approvals in query: asked on a terminal, denied at once without one, --approve
+
+
+def _gated(folder: Path, server: FakeModelServer, **approvals: object) -> Path:
+    # approvals.timeoutSeconds 0 waits for the run's deadline: a silent wait would hang the test
+    return write_config(
+        folder,
+        server,
+        llm={"endpoint": server.base_url, "model": "m", "stream": False, "maxRetries": 0},
+        approvals={"require": ["echo__*"], "timeoutSeconds": 0, **approvals},
+    )
+
+
+def _tool_messages(request: RecordedRequest) -> list[str]:
+    return [m["content"] for m in request.json["messages"] if m["role"] == "tool"]
+
+
+def test_query_without_a_terminal_denies_at_once_and_says_how_to_allow(tmp_path, model):
+    model.enqueue(
+        Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": "hi"})])),
+        Reply.json(completion(content="It was not allowed.")),
+    )
+    done = run_cli("query", "say hi", "--config", str(_gated(tmp_path, model)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It was not allowed.\n"
+    assert (
+        """mcp-agent: denied echo__echo {"text": "hi"}: no terminal to ask on; to allow this tool, """
+        "run the query again with --approve 'echo__echo'"
+    ) in done.stderr
+    [denial] = _tool_messages(model.requests[1])
+    assert denial.startswith("[DENIED: no terminal to ask on; to allow this tool, run the query again")
+    assert "--approve 'echo__echo'" in denial
+
+
+def test_query_approve_glob_approves_without_asking(tmp_path, model):
+    model.enqueue(
+        Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": "hi"})])),
+        Reply.json(completion(content="The echo said hi.")),
+    )
+    path = str(_gated(tmp_path, model))
+    done = run_cli("query", "say hi", "--config", path, "--approve", "nothing*", "--approve", "echo__e*")
+    assert done.returncode == 0, done.stderr
+    assert _tool_messages(model.requests[1]) == ["hi"]
+    assert """· approved echo__echo {"text": "hi"} (--approve 'echo__e*')""" in done.stderr
+    assert "--approve: 'nothing*' matches no tool" in done.stderr  # a typo is pointed out
+
+
+def test_query_on_a_terminal_asks_one_question_at_a_time(tmp_path, model):
+    long_text = "x" * 500
+    calls = [Call("echo__echo", {"text": long_text}, id="c1"), Call("echo__add", {"a": 1, "b": 2}, id="c2")]
+    model.enqueue(
+        Reply.json(completion(content=None, calls=calls)),
+        Reply.json(completion(content="Done.")),
+    )
+    code, out, screen = run_on_terminal(
+        "query", "go", "--config", str(_gated(tmp_path, model)), answer=lambda q: "y" if "echo__echo" in q else "no"
+    )
+    assert code == 0, screen
+    assert out == "Done.\n"
+    questions = screen.split("[y/N]")
+    assert len(questions) == 3, screen  # two questions
+    # one at a time: the second question came only after the first was answered (its echo)
+    assert questions[1].lstrip().startswith(("y", "no")), screen
+    assert """Allow echo__echo {"text": "xxxxxxxx""" in screen and "x" * 100 not in screen  # cut
+    assert """Allow echo__add {"a": 1, "b": 2}? """ in screen
+    assert _tool_messages(model.requests[1]) == [
+        long_text,
+        "[DENIED: the user did not approve this call] Do NOT retry this tool",
+    ]
+
+
+def test_query_on_a_terminal_gives_up_a_question_whose_approval_timed_out(tmp_path, model):
+    model.enqueue(
+        Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": "hi"})])),
+        Reply.json(completion(content="No answer came.")),
+    )
+    path = str(_gated(tmp_path, model, timeoutSeconds=0.5))
+    code, out, screen = run_on_terminal("query", "say hi", "--config", path, answer=lambda q: None)
+    assert (code, out) == (0, "No answer came.\n"), screen
+    assert (
+        """Allow echo__echo {"text": "hi"}? [y/N] \r\n"""
+        "(no answer in time: the call was not approved: approval timed out after 0.5 s)\r\n"
+    ) in screen
+    assert _tool_messages(model.requests[1]) == ["[DENIED: approval timed out after 0.5 s] Do NOT retry this tool"]
+
+
+def test_query_on_a_terminal_with_input_closed_denies(tmp_path, model):
+    model.enqueue(
+        Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": "hi"})])),
+        Reply.json(completion(content="Closed.")),
+    )
+    code, out, screen = run_on_terminal(
+        "query", "say hi", "--config", str(_gated(tmp_path, model)), answer=lambda q: "\x04"
+    )
+    assert (code, out) == (0, "Closed.\n"), screen
+    [result] = _tool_messages(model.requests[1])
+    assert result == "[DENIED: the terminal's input is closed (no answer)] Do NOT retry this tool"

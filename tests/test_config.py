@@ -167,6 +167,64 @@ def test_unknown_nested_key_names_path_and_suggests(data, path, suggestion):
     assert f'did you mean "{suggestion}"' in message
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # neither command nor url: a misspelling of either is named, and "command/url is
+        # required" is left out because the hint says it all
+        ({"comand": "npx"}, 'mcpServers.x.comand: unknown key; did you mean "command"?'),
+        ({"Command": "npx", "args": []}, 'mcpServers.x.Command: unknown key; did you mean "command"?'),
+        ({"cmd": "npx"}, 'mcpServers.x.cmd: unknown key; did you mean "command"?'),
+        ({"URL": "http://h/mcp"}, 'mcpServers.x.URL: unknown key; did you mean "url"?'),
+        ({"uri": "http://h/mcp", "headers": {}}, 'mcpServers.x.uri: unknown key; did you mean "url"?'),
+        # the other keys tell the kind: the missing key is named
+        ({"args": ["x"]}, "mcpServers.x.command: Field required"),
+        ({"headers": {}}, "mcpServers.x.url: Field required"),
+        # nothing to go by: the rule, and what the entry has
+        (
+            {"disabled": True},
+            "mcpServers.x: a server needs 'command' (stdio) or 'url' (remote), and not both (it has 'disabled')",
+        ),
+    ],
+)
+def test_a_server_entry_without_command_or_url_names_the_misspelling(entry, message):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"x": entry}})
+    assert str(info.value) == f"invalid config:\n{message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"llm": {"model": "x",\n}}', "trailing comma before '}' at line 1 column 22"),
+        ('{"a": [1, 2, ]}', "trailing comma before ']' at line 1 column 12"),
+        ('{"llm": {}, // the model\n"limits": {}}', "a comment at line 1 column 13: JSON has no comments"),
+        ('{\n  /* block */ "llm": {}}', "a comment at line 2 column 3"),
+        ("{'llm': {}}", "single quotes at line 1 column 2: JSON strings and keys need double quotes"),
+        ('{"llm": {"model": \'x\'}}', "single quotes at line 1 column 19"),
+        ('{llm: {}}', "a key without quotes at line 1 column 2"),
+        ('{"llm": {"stream": True}}', "True at line 1 column 20: JSON spells it true"),
+        ('{"llm": {"temperature": None}}', "None at line 1 column 25: JSON spells it null"),
+        ('{"llm": {} "limits": {}}', "a missing comma (or a stray character) at line 1 column 12"),
+        ("", "the file is empty"),
+        ("  \n", "the file is empty"),
+        ('{"llm": ', "Expecting value at line 1 column 9"),
+    ],
+)
+def test_json_mistakes_are_named(tmp_path, text, message):
+    path = tmp_path / "agent.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert f"{path}: not valid JSON: {message}" in str(info.value)
+
+
+def test_a_byte_order_mark_is_not_an_error(tmp_path):
+    path = tmp_path / "agent.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"limits": {"maxRounds": 2}}).encode())
+    assert load_config(path).limits.max_rounds == 2
+
+
 def test_unknown_top_level_key_is_a_warning_with_suggestion():
     config = parse_config({"limit": {"maxRounds": 2}})
     assert config.limits.max_rounds == 10
@@ -191,6 +249,42 @@ def test_invalid_values_name_the_path(data, fragment):
     with pytest.raises(ConfigError) as info:
         parse_config(data)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("host", "kept"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0.0.0.0", "0.0.0.0"),
+        ("::1", "::1"),
+        ("[::1]", "::1"),
+        ("::", "::"),
+        ("localhost", "localhost"),
+        ("my-host.lan", "my-host.lan"),
+        ("app.localhost.", "app.localhost."),
+        ("", ""),
+    ],
+)
+def test_gateway_host_accepts_addresses_and_names(host, kept):
+    assert parse_config({"gateway": {"host": host}}).gateway.host == kept
+
+
+@pytest.mark.parametrize(
+    ("host", "fragment"),
+    [
+        ("bad host", "is not a host name or an IP address"),
+        ("-lead.example", "is not a host name or an IP address"),
+        ("a..b", "is not a host name or an IP address"),
+        ("x" * 64, "is not a host name or an IP address"),
+        ("localhost:8765", "has a port in it"),
+        ("http://localhost", "is a URL or path"),
+        ("1.2.3.256", "is not a valid IPv4 address"),
+    ],
+)
+def test_gateway_host_refuses_what_is_not_a_host(host, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"gateway": {"host": host}})
+    assert f"gateway.host: {host!r} {fragment}" in str(info.value)
 
 
 def test_not_an_object():

@@ -1,23 +1,53 @@
-"""README.md stays true: its two commands exist, and its Python client example runs as written
-against a real gateway (the fake model server stands in for Ollama)."""
+"""README.md stays true: every example in it is checked here, and a new one needs a decision here.
+
+- Python blocks: every one compiles, and every one is run as written (the client example
+  against a real gateway process, the library example in a real process), with the fake model
+  server standing in for Ollama, once answering and once failing (the examples must say why).
+- Shell blocks, line by line: ``make X`` must be a Makefile target; a command of ours
+  (``mcp-agent``, ``mcp-gateway-agent``, ``python -m mcp_agent``, after any ``VAR=value``) is
+  parsed by the CLI's own parser, so every subcommand and option it uses exists, and
+  ``--version``/``--help`` lines are run for real (the others would start servers or need a
+  model). Install commands of other tools (pip, pipx, venv) are not run: ``make test`` from a
+  clean clone is their check. Any other kind of line fails until this file decides about it.
+- JSON blocks: valid JSON (a fragment such as ``"mcpServers": {...}`` inside braces) and a
+  valid agent.json; a server whose command is ours is parsed by the CLI's parser too.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
+import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.fakes.model_server import running_model_server
+from mcp_agent.cli import _parser
+from mcp_agent.config import parse_config
+from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
 from tests.gateway.conftest import free_port
 from tests.gateway.e2e import rule_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = [
+    (language, textwrap.dedent(body))
+    for _, language, body in re.findall(r"^( *)```(\w*)\n(.*?)^\1```", README, flags=re.S | re.M)
+]
+PYTHON = [body for language, body in BLOCKS if language == "python"]
+SHELL = [body for language, body in BLOCKS if language in ("sh", "bash", "shell", "console")]
+JSON_BLOCKS = [body for language, body in BLOCKS if language == "json"]
+CLIENT = next(body for body in PYTHON if "from mcp import Client" in body)
+LIBRARY = next(body for body in PYTHON if "from mcp_agent import Agent" in body)
+ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 
 def test_the_two_commands_are_make_targets():
@@ -29,42 +59,198 @@ def test_the_two_commands_are_make_targets():
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def test_the_python_client_example_runs(tmp_path):
-    snippet = re.search(r"```python\n(import anyio\nfrom mcp import Client.*?)```", README, re.S)
-    assert snippet, "the README shows how to call agent_query from Python"
+# --------------------------------------------------------------------------------------------
+# Python
+
+
+@pytest.mark.parametrize("index", range(len(PYTHON)))
+def test_every_python_block_compiles(index: int) -> None:
+    compile(PYTHON[index], f"README.md, python block {index + 1}", "exec")
+
+
+def test_every_python_block_is_run_below() -> None:
+    assert sorted(PYTHON) == sorted([CLIENT, LIBRARY]), "a new Python block in README.md: run it here"
+
+
+def _failing_model(request: RecordedRequest) -> Reply:
+    if not request.path.endswith("/chat/completions"):
+        return Reply.json({"object": "list", "data": [{"id": "rule-model", "object": "model"}]})
+    return Reply.json({"error": {"message": "invalid api key", "type": "auth"}}, status=401)
+
+
+def _config(folder: Path, model_url: str, **extra: object) -> Path:
+    path = folder / "agent.json"
+    config = {
+        "llm": {"endpoint": model_url, "model": "rule-model", "stream": False, "maxRetries": 0},
+        "mcpServers": {"echo": {"command": sys.executable, "args": [ECHO]}},
+        **extra,
+    }
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
+
+
+@contextlib.contextmanager
+def _gateway(tmp_path: Path, model_url: str) -> Iterator[int]:
+    """A real gateway process on a free port; yields the port once it answers health."""
     port = free_port()
-    code = snippet.group(1).replace("127.0.0.1:8765", f"127.0.0.1:{port}")
-    with running_model_server() as server:
-        server.handler = rule_reply
-        config = tmp_path / "agent.json"
-        config.write_text(
-            json.dumps(
-                {
-                    "llm": {"endpoint": server.base_url, "model": "rule-model", "stream": False},
-                    "mcpServers": {"echo": {"command": sys.executable, "args": [str(ROOT / "tests/servers/echo.py")]}},
-                    "gateway": {"port": port},
-                }
-            )
-        )
-        gateway = subprocess.Popen(
-            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config)],
-            cwd=ROOT,
-            stderr=subprocess.DEVNULL,
-        )
+    config = _config(tmp_path, model_url, gateway={"port": port})
+    with subprocess.Popen(
+        [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config)],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stderr=subprocess.DEVNULL,
+    ) as gateway:
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 30  # a does-not-hang bound
             while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()["status"] == "ok":
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"http://127.0.0.1:{port}/api/v1/health").status_code == 200:
                         break
-                except (httpx.HTTPError, ValueError):
-                    pass
                 time.sleep(0.2)
-            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+            yield port
         finally:
             gateway.terminate()
             gateway.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (
+            rule_reply,
+            ["answer: Is anything listening on port 8765?", "answer: How full is the root disk?"],
+        ),
+        (
+            _failing_model,
+            ["failed: Agent terminated (terminal_error): "] * 2,  # the reason, then the detail
+        ),
+    ],
+    ids=["answers", "fails"],
+)
+def test_the_python_client_example_runs(
+    tmp_path: Path, model: Callable[[RecordedRequest], Reply], expected: list[str]
+) -> None:
+    with running_model_server() as server:
+        server.handler = model
+        with _gateway(tmp_path, server.base_url) as port:
+            code = CLIENT.replace("127.0.0.1:8765", f"127.0.0.1:{port}")
+            done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:2] == ["answer: Is anything listening on port 8765?", "success answer: How full is the root disk?"]
-    assert lines[2] == "" and lines[3].startswith("[session_id: ")  # the text's last line: the conversation id
+    assert len(lines) == len(expected), done.stdout
+    for line, start in zip(lines, expected, strict=True):
+        assert line.startswith(start), line
+        if model is _failing_model:
+            assert "invalid api key" in line
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (rule_reply, "answer: Is port 8000 in use?"),
+        (_failing_model, "Agent terminated (terminal_error): "),
+    ],
+    ids=["answers", "fails"],
+)
+def test_the_library_example_runs(
+    tmp_path: Path, model: Callable[[RecordedRequest], Reply], expected: str
+) -> None:
+    with running_model_server() as server:
+        server.handler = model
+        _config(tmp_path, server.base_url)  # the example reads ./agent.json
+        done = subprocess.run(
+            [sys.executable, "-c", LIBRARY],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            env=_env(tmp_path),
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(expected), done.stdout
+    if model is _failing_model:
+        assert "invalid api key" in done.stdout
+
+
+# --------------------------------------------------------------------------------------------
+# shell
+
+OURS = {"mcp-agent", "mcp-gateway-agent", ".venv/bin/mcp-agent"}
+INSTALLS = {"pip", "pipx", "python3"}  # set-up commands of other tools: not run here
+
+
+def _commands() -> list[list[str]]:
+    commands = []
+    for block in SHELL:
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                words = shlex.split(part, comments=True)
+                while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+                    words.pop(0)  # VAR=value before the command
+                if words:
+                    commands.append(words)
+    return commands
+
+
+COMMANDS = _commands()
+
+
+def _our_arguments(words: list[str]) -> list[str] | None:
+    if words[0] in OURS:
+        return words[1:]
+    if words[:3] in (["python", "-m", "mcp_agent"], ["python3", "-m", "mcp_agent"]):
+        return words[3:]
+    return None
+
+
+def _parses(arguments: list[str]) -> None:
+    try:
+        _parser().parse_args(arguments)
+    except SystemExit as exc:
+        raise AssertionError(f"README: mcp-agent {shlex.join(arguments)} is not a valid command line") from exc
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=[shlex.join(words) for words in COMMANDS])
+def test_every_shell_line(words: list[str]) -> None:
+    arguments = _our_arguments(words)
+    if words[0] == "make":
+        makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+        assert all(re.search(rf"^{re.escape(target)}:", makefile, flags=re.M) for target in words[1:])
+    elif arguments is not None:
+        if "--version" in arguments or "--help" in arguments:
+            done = subprocess.run(
+                [sys.executable, "-m", "mcp_agent", *arguments], capture_output=True, text=True, timeout=60
+            )
+            assert done.returncode == 0 and done.stdout.startswith(("mcp-agent ", "usage: mcp-agent")), done
+        else:
+            _parses(arguments)
+    else:
+        assert words[0] in INSTALLS or words[0].endswith("/pip"), (
+            f"README: a shell line of a new kind ({shlex.join(words)}): decide in test_readme.py how to check it"
+        )
+
+
+def test_the_install_lines_install_this_project_not_a_namesake() -> None:
+    installs = [words for words in COMMANDS if words[0] in ("pip", "pipx") or words[0].endswith("/pip")]
+    ours = [words for words in installs if "install" in words and words[-1] == "."]
+    assert ours, "README shows how to install this project in its own environment"
+    assert not any("mcp-agent" in words or "mcp_agent" in words for words in installs)
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+
+
+@pytest.mark.parametrize("index", range(len(JSON_BLOCKS)))
+def test_every_json_block_is_a_valid_config(index: int) -> None:
+    body = JSON_BLOCKS[index].strip()
+    data = json.loads(body if body.startswith("{") else "{" + body + "}")
+    environ = {name: f"value-of-{name}" for name in re.findall(r"\$\{(\w+)", body)}
+    parse_config(data, environ=environ)
+    for server in data.get("mcpServers", {}).values():
+        if Path(server.get("command", "")).name in OURS:
+            _parses(server.get("args", []))

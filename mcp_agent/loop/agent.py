@@ -57,7 +57,7 @@ from ..providers.base import ModelRequest, Provider
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
-from .approvals import ApprovalQueue, Gate, GlobGate
+from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import hard_trim, history_chars, trim_history
 from .result import RunResult, TerminationReason
@@ -278,7 +278,8 @@ class Agent:
         sessions: where conversations live (in memory by default).
         approvals: where calls needing approval wait (a new queue by default).
         events: a sink that receives every event of every run.
-        gate: which calls may run; by default ``approvals.require`` as a GlobGate.
+        gate: which calls may run; by default a GlobGate of ``approvals.require`` and
+            ``approvals.requireDestructive``.
     """
 
     def __init__(
@@ -304,8 +305,7 @@ class Agent:
             if approvals is not None
             else ApprovalQueue(self.config.approvals.timeout_seconds, max_pending=self.config.approvals.max_pending)
         )
-        require = self.config.approvals.require
-        self._gate = gate if gate is not None else (GlobGate(require) if require else None)
+        self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
 
     @classmethod
@@ -319,7 +319,8 @@ class Agent:
         With ``record_children`` (the default, as for the CLI and the gateway) the tool
         servers' processes are recorded in the state folder (``$MCP_AGENT_STATE_DIR``, else
         ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``), and what an earlier,
-        killed process left there is reaped first.
+        killed process left there is reaped first. Once the servers are up, each
+        ``approvals.require`` glob that matches no offered tool is logged as a warning.
 
         Raises:
             ConfigError: the config file is missing or invalid.
@@ -467,6 +468,13 @@ class Agent:
         )
 
 
+def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
+    approvals = config.approvals
+    if not approvals.require and not approvals.require_destructive:
+        return None
+    return GlobGate(approvals.require, require_destructive=approvals.require_destructive, tools=tools)
+
+
 @asynccontextmanager
 async def _open_agent(
     cls: type[Agent],
@@ -490,4 +498,7 @@ async def _open_agent(
             state_dir=state_dir() if record_children else None,
         ) as hub,
     ):
+        down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
+        for warning in require_warnings(config.approvals.require, hub, down=down):
+            logger.warning("%s", warning)
         yield cls(provider, hub, config, **options)

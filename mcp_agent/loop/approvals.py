@@ -12,7 +12,9 @@ may carry instructions an attacker wrote). The verdict is one of:
   denies it.
 
 ``GlobGate`` is the built-in gate: ``approvals.require`` globs (fnmatch, case-sensitive) on
-exposed tool names. Approval ids come from ``secrets.token_urlsafe``, so they cannot be guessed,
+exposed tool names, and with ``approvals.requireDestructive`` every tool whose MCP annotations
+say ``destructiveHint: true`` and not ``readOnlyHint: true`` (it reads them from the tool source's
+current specs, so a tool that appears later is gated too). Approval ids come from ``secrets.token_urlsafe``, so they cannot be guessed,
 and exactly one resolver wins (a second ``resolve`` of the same id, or an unknown id, is False).
 
 The queue is bounded: at most ``max_pending`` approvals wait at once, and at most
@@ -26,14 +28,16 @@ from __future__ import annotations
 import fnmatch
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 
+from .._globs import unmatched_globs
 from .._types import JSONObject
-from ..messages import ToolCall
+from ..messages import ToolCall, ToolSpec
+from ..tools.base import ToolSource
 
 
 @dataclass(frozen=True)
@@ -81,21 +85,68 @@ class Gate(Protocol):
     async def check(self, call: ToolCall, *, tainted: bool) -> Verdict: ...
 
 
+def is_destructive(annotations: Mapping[str, Any]) -> bool:
+    """Whether MCP tool annotations (wire spelling) say the tool may destroy something.
+
+    Only an explicit ``destructiveHint: true`` counts (the spec's default of true for tools
+    without annotations would gate nearly every tool), and ``readOnlyHint: true`` overrides it,
+    as the spec says the destructive hint is meaningful only for tools that are not read-only.
+    """
+    return annotations.get("destructiveHint") is True and annotations.get("readOnlyHint") is not True
+
+
 class GlobGate:
-    """Calls whose exposed name matches one of ``require`` need approval; the rest are allowed.
+    """Calls that match ``require`` (or, with ``require_destructive``, call a destructive tool)
+    need approval; the rest are allowed.
 
     Args:
         require: fnmatch globs on exposed names (``"*__write_*"``), matched case-sensitively.
+        require_destructive: also gate every tool whose annotations say ``destructiveHint:
+            true`` and not ``readOnlyHint: true`` (see ``is_destructive``).
+        tools: where the tool specs (and their annotations) are read, at each check; needed
+            for ``require_destructive``.
     """
 
-    def __init__(self, require: Iterable[str]) -> None:
+    def __init__(
+        self, require: Iterable[str], *, require_destructive: bool = False, tools: ToolSource | None = None
+    ) -> None:
         self.require = tuple(require)
+        self.require_destructive = require_destructive
+        self._tools = tools
+        self._index: tuple[Sequence[ToolSpec] | None, dict[str, ToolSpec]] = (None, {})
 
     def needs_approval(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.require)
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.require):
+            return True
+        if not self.require_destructive or self._tools is None:
+            return False
+        spec = self._spec(name)
+        return spec is not None and is_destructive(spec.annotations)
+
+    def _spec(self, name: str) -> ToolSpec | None:
+        assert self._tools is not None
+        specs = self._tools.list_tools()
+        if self._index[0] is not specs:  # a hub hands out the same tuple until its tools change
+            self._index = (specs, {spec.name: spec for spec in specs})
+        return self._index[1].get(name)
 
     async def check(self, call: ToolCall, *, tainted: bool) -> Verdict:
         return Verdict.need_approval() if self.needs_approval(call.name) else Verdict.allow()
+
+
+def require_warnings(require: Iterable[str], tools: ToolSource, *, down: Sequence[str] = ()) -> list[str]:
+    """One line per ``approvals.require`` glob that matches none of the tools offered now.
+
+    Such a glob gates nothing, so the calls it was meant for run without approval: worth a
+    warning at start-up and a failure in ``doctor``. ``down`` names the servers that are not up
+    (their tools are unknown, so a glob meant for them is reported too).
+    """
+    unmatched = unmatched_globs(require, [spec.name for spec in tools.list_tools()])
+    note = f" (servers not up: {', '.join(down)})" if down else ""
+    return [
+        f"{glob.describe('approvals.require')}; the calls it was meant to gate would run without approval{note}"
+        for glob in unmatched
+    ]
 
 
 class ApprovalsFull(Exception):

@@ -2,7 +2,8 @@
 
 ``server_tool`` turns one listed MCP tool into a ``ServerTool`` (or None: skipped by
 ``allowTools``/``denyTools``, needing task-augmented execution, or with a schema that cannot be
-compiled); ``call_result`` turns a ``CallToolResult`` into the ``ToolResult`` the model reads.
+compiled); ``filter_warnings`` names the ``allowTools``/``denyTools`` globs that match none of
+the listed tools; ``call_result`` turns a ``CallToolResult`` into the ``ToolResult`` the model reads.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import fnmatch
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
 
+from .._globs import unmatched_globs
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult
@@ -54,6 +56,20 @@ def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
     if allow is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in allow):
         return False
     return not any(fnmatch.fnmatchcase(name, pattern) for pattern in deny)
+
+
+def filter_warnings(
+    server: str, config: StdioServerConfig | RemoteServerConfig, names: Iterable[str]
+) -> tuple[str, ...]:
+    """One line per ``allowTools``/``denyTools`` glob of ``server`` that matches none of ``names``
+    (the MCP names it listed), with the nearest names."""
+    names = list(names)
+    filters = (("allowTools", config.allow_tools or []), ("denyTools", config.deny_tools))
+    return tuple(
+        glob.describe(f"mcpServers.{server}.{key}")
+        for key, patterns in filters
+        for glob in unmatched_globs(patterns, names)
+    )
 
 
 def server_tool(

@@ -63,7 +63,7 @@ from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
 from ._orphans import ChildRecords
 from ._repair import ResponseRepairer, describe_validation_error
-from ._server_tools import ServerTool, call_result, server_tool
+from ._server_tools import ServerTool, call_result, filter_warnings, server_tool
 from ._stdio import StdioChild, open_stdio_transport
 
 logger = logging.getLogger(__name__)
@@ -156,6 +156,8 @@ class ServerConnection:
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
+        glob_warnings: its ``allowTools``/``denyTools`` globs that match none of the tools it
+            last listed (each logged as a warning when it first appears).
     """
 
     def __init__(
@@ -176,6 +178,7 @@ class ServerConnection:
         self.startup_ms: float | None = None
         self.restarts = 0
         self.capabilities: types.ServerCapabilities | None = None
+        self.glob_warnings: tuple[str, ...] = ()
         self.stopped = anyio.Event()
         self.running = False
         self._on_change = on_change
@@ -401,6 +404,10 @@ class ServerConnection:
             seen.add(cursor)
         else:
             logger.warning("%s: stopped listing tools after %d pages", self.name, _MAX_PAGES)
+        warnings = filter_warnings(self.name, self.config, [t.name for t in listed])
+        for warning in [w for w in warnings if w not in self.glob_warnings]:
+            logger.warning("%s", warning)
+        self.glob_warnings = warnings
         return tuple(
             tool
             for t in listed

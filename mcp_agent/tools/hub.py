@@ -61,6 +61,7 @@ class ServerStatus:
         startup_ms: how long its last successful start took, from spawn to tools listed.
         restarts: how many times it was restarted after a crash.
         junk_lines: how many non-JSON lines it printed on stdout.
+        glob_warnings: its ``allowTools``/``denyTools`` globs that match none of its tools.
     """
 
     name: str
@@ -70,6 +71,7 @@ class ServerStatus:
     startup_ms: float | None = None
     restarts: int = 0
     junk_lines: int = 0
+    glob_warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> JSONObject:
         return {
@@ -186,6 +188,7 @@ class ToolHub:
                 startup_ms=c.startup_ms,
                 restarts=c.restarts,
                 junk_lines=c.junk_lines,
+                glob_warnings=c.glob_warnings,
             )
             for c in self._connections.values()
         ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -37,6 +37,7 @@ class MemoryToolSource:
         description: str = "",
         parameters: JSONSchema | None = None,
         server: str = "memory",
+        annotations: Mapping[str, Any] | None = None,
     ) -> None:
         spec = ToolSpec(
             name=name,
@@ -44,6 +45,7 @@ class MemoryToolSource:
             parameters=parameters or {"type": "object", "properties": {}},
             server=server,
             mcp_name=name,
+            annotations=dict(annotations or {}),
         )
         self._tools[name] = (spec, fn)
 

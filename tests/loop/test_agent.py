@@ -19,7 +19,7 @@ from mcp_agent.loop.sessions import MemorySessionStore
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 
-from ._helpers import LoopingProvider, call, echo_tools
+from ._helpers import OBJ, LoopingProvider, call, echo_tools
 
 
 async def test_query_answers_with_the_configured_system_prompt() -> None:
@@ -125,6 +125,22 @@ async def test_config_approvals_become_the_gate_and_the_queue() -> None:
     with anyio.fail_after(10):
         result = await agent.query("write it")
     assert len(sink.of(ApprovalRequested)) == 1 and tools.calls == []
+    assert "approval timed out" in result.transcript[3].content
+
+
+async def test_config_require_destructive_gates_destructive_tools() -> None:
+    tools = echo_tools()
+    tools.add("fs__delete", lambda: "deleted", parameters=OBJ, annotations={"destructiveHint": True})
+    config = AgentConfig(approvals=ApprovalsConfig(require_destructive=True, timeout_seconds=0.05))
+    sink = RecordingSink()
+    provider = ScriptedProvider(
+        [tool_turn(call("fs__delete", "c1"), call("echo", "c2", text="hi")), text_turn("no")]
+    )
+    agent = Agent(provider, tools, config, events=sink)
+    with anyio.fail_after(10):
+        result = await agent.query("delete it")
+    assert [event.name for event in sink.of(ApprovalRequested)] == ["fs__delete"]
+    assert tools.calls == [("echo", {"text": "hi"})]  # echo has no annotations: not gated
     assert "approval timed out" in result.transcript[3].content
 
 

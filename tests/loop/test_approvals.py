@@ -8,7 +8,7 @@ import pytest
 from mcp_agent.config import Limits
 from mcp_agent.events import ApprovalRequested, ApprovalResolved, RecordingSink
 from mcp_agent.loop.agent import run
-from mcp_agent.loop.approvals import ApprovalQueue, GlobGate, Verdict, denied_text
+from mcp_agent.loop.approvals import ApprovalQueue, GlobGate, Verdict, denied_text, is_destructive
 from mcp_agent.loop.result import TerminationReason as R
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
@@ -36,6 +36,60 @@ from ._helpers import OBJ, LoopingProvider, call, check_run, echo_tools, go, too
 async def test_glob_gate(patterns: list[str], name: str, needs: bool) -> None:
     verdict = await GlobGate(patterns).check(ToolCall("c", name, {}), tainted=False)
     assert verdict == (Verdict.need_approval() if needs else Verdict.allow())
+
+
+@pytest.mark.parametrize(
+    ("annotations", "destructive"),
+    [
+        ({"destructiveHint": True}, True),
+        ({"destructiveHint": True, "readOnlyHint": False}, True),
+        ({"destructiveHint": True, "readOnlyHint": True}, False),  # read-only wins
+        ({"destructiveHint": False}, False),
+        ({}, False),  # only an explicit hint counts, not the spec's default
+        ({"readOnlyHint": False}, False),
+        ({"destructiveHint": "true"}, False),  # not a boolean: not trusted
+        ({"destructiveHint": 1}, False),
+    ],
+)
+def test_is_destructive(annotations: dict[str, object], destructive: bool) -> None:
+    assert is_destructive(annotations) is destructive
+
+
+def _annotated_tools() -> MemoryToolSource:
+    tools = MemoryToolSource()
+    tools.add("fs__delete", lambda: "gone", parameters=OBJ, annotations={"destructiveHint": True})
+    tools.add("fs__read", lambda: "data", parameters=OBJ, annotations={"readOnlyHint": True})
+    tools.add("fs__wipe_ro", lambda: "?", parameters=OBJ, annotations={"destructiveHint": True, "readOnlyHint": True})
+    tools.add("fs__plain", lambda: "ok", parameters=OBJ)
+    return tools
+
+
+@pytest.mark.parametrize(
+    ("require", "destructive", "name", "needs"),
+    [
+        ([], True, "fs__delete", True),
+        ([], True, "fs__read", False),
+        ([], True, "fs__wipe_ro", False),
+        ([], True, "fs__plain", False),
+        ([], True, "fs__unknown", False),  # not a tool: the dispatcher answers it, not the gate
+        ([], False, "fs__delete", False),  # off unless asked for
+        (["fs__plain"], True, "fs__plain", True),  # globs still apply
+    ],
+)
+async def test_glob_gate_with_destructive_tools(
+    require: list[str], destructive: bool, name: str, needs: bool
+) -> None:
+    gate = GlobGate(require, require_destructive=destructive, tools=_annotated_tools())
+    verdict = await gate.check(ToolCall("c", name, {}), tainted=False)
+    assert verdict == (Verdict.need_approval() if needs else Verdict.allow())
+
+
+async def test_glob_gate_sees_tools_that_appear_later() -> None:
+    tools = _annotated_tools()
+    gate = GlobGate([], require_destructive=True, tools=tools)
+    assert await gate.check(ToolCall("c", "fs__new", {}), tainted=False) == Verdict.allow()
+    tools.add("fs__new", lambda: "x", parameters=OBJ, annotations={"destructiveHint": True})
+    assert await gate.check(ToolCall("c", "fs__new", {}), tainted=False) == Verdict.need_approval()
 
 
 async def test_queue_resolve_approves_once() -> None:

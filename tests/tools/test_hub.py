@@ -98,6 +98,26 @@ async def test_good_servers_serve_beside_broken_ones_and_each_failure_says_why(c
     assert "did not start within 1 s" in caplog.text
 
 
+async def test_allow_and_deny_globs_that_match_nothing_are_reported(caplog: Any) -> None:
+    servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
+        "paged": server("paged.py", allow_tools=["tool[0-3]", "tol4"], deny_tools=["tool1", "Tool2"]),
+        "fine": server("paged.py", allow_tools=["tool*"], deny_tools=["tool4"]),
+    }
+    with caplog.at_level("WARNING"):
+        async with open_tool_hub(servers) as hub:
+            status = by_name(hub)
+            assert status["paged"].glob_warnings == (
+                "mcpServers.paged.allowTools: 'tol4' matches no tool; nearest: tool4, tool3, tool2",
+                "mcpServers.paged.denyTools: 'Tool2' matches no tool; nearest: tool2, tool4, tool3",
+            )
+            assert status["fine"].glob_warnings == ()
+            # the filters still apply as written
+            paged = [spec.mcp_name for spec in hub.list_tools() if spec.server == "paged"]
+            assert paged == ["tool0", "tool2", "tool3"]
+    logged = [record.getMessage() for record in caplog.records if "matches no tool" in record.getMessage()]
+    assert logged == list(status["paged"].glob_warnings)
+
+
 async def test_allow_deny_disabled_prefixes_and_pages() -> None:
     servers: dict[str, StdioServerConfig | RemoteServerConfig] = {
         "paged": server("paged.py", allow_tools=["tool[0-3]"], deny_tools=["tool1"], tool_prefix="p"),
