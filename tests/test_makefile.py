@@ -23,6 +23,9 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 def folder(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "tests" / "npm").mkdir(parents=True)  # make test also installs the npm test servers
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(ROOT / "tests" / "npm" / name, tmp_path / "tests" / "npm" / name)
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text("#!/bin/sh\n")
