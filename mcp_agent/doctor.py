@@ -20,6 +20,8 @@ class _Report:
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.failed = False
+        self.degraded: list[str] = []
+        """Why the gateway's health would say ``degraded`` (the reasons health gives)."""
 
     def line(self, mark: str, text: str) -> None:
         if mark == "FAIL":
@@ -36,6 +38,8 @@ async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float =
     _check_config(config, report)
     await _check_model(config, report, model_timeout)
     await _check_servers(config, report)
+    if report.degraded:
+        report.line("FAIL", f"serve would report health degraded: {'; '.join(report.degraded)}")
     report.line("FAIL" if report.failed else "ok", "some checks failed" if report.failed else "all checks passed")
     return not report.failed
 
@@ -72,9 +76,11 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
                 models = await list_models(config.llm, client)
     except TimeoutError:
         report.line("FAIL", f"model server did not answer in {timeout:g} s ({where})")
+        report.degraded.append("model server unreachable")
         return
     except MCPAgentError as exc:
         report.line("FAIL", f"model server: {exc}")
+        report.degraded.append("model server unreachable")
         return
     report.line("ok", f"model server reachable ({where}), {len(models)} models")
     if model_present(config.llm.model, models):
@@ -84,6 +90,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
     else:
         shown = ", ".join(models[:10]) + (" ..." if len(models) > 10 else "")
         report.line("FAIL", f"model {config.llm.model!r} is not offered by the server (it has: {shown})")
+        report.degraded.append(f"model {config.llm.model!r} is not on the model server")
         if endpoint.kind == "ollama":
             report.detail(f"pull it with `ollama pull {config.llm.model}`")
 
@@ -115,6 +122,8 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             for warning in status.glob_warnings:
                 report.line("FAIL", warning)
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
+        if down:
+            report.degraded.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
         for warning in require_warnings(config.approvals.require, hub, down=down):
             report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider

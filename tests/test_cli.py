@@ -289,12 +289,15 @@ def test_doctor_fails_on_missing_model_and_broken_server(tmp_path, model):
     assert done.returncode == 1
     assert "model 'other' is not offered" in done.stdout
     assert "server bad (stdio): failed" in done.stdout
+    # doctor follows health: what serve would report
+    assert "serve would report health degraded: model 'other' is not on the model server; tool server down: bad" in done.stdout
 
 
 def test_doctor_fails_when_no_model_server(tmp_path):
     done = run_cli("doctor", "--config", str(write_config(tmp_path, None)))
     assert done.returncode == 1
     assert "No model server is listening" in done.stdout
+    assert "serve would report health degraded: model server unreachable" in done.stdout
 
 
 # --------------------------------------------------------------------------------------------
