@@ -38,6 +38,7 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
+from .lifespan import open_service
 from .mcp_server import AgentMCPServer, create_mcp_server
 from .mcp_sessions import McpSessionLimits
 from .middleware import (
@@ -51,7 +52,7 @@ from .middleware.late_errors import LateErrorGuard
 from .rest import RestAPI, error_response
 from .resumable import EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
-from .service import AgentFactory, GatewayService, open_service
+from .service import AgentFactory, GatewayService
 
 logger = logging.getLogger(__name__)
 

@@ -32,10 +32,11 @@ from ..config import AgentConfig
 from ..exceptions import ConfigError
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
+from .lifespan import open_service
 from .mcp_server import create_mcp_server
 from .quiet_logs import quiet_client_errors
 from .security import check_bind
-from .service import AgentFactory, GatewayService, open_service
+from .service import AgentFactory, GatewayService
 
 logger = logging.getLogger(__name__)
 

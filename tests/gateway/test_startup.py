@@ -16,7 +16,8 @@ import httpx
 from mcp import Client
 
 from mcp_agent.config import parse_config
-from mcp_agent.gateway.service import GatewayService, probe_model_server
+from mcp_agent.gateway.lifespan import probe_model_server
+from mcp_agent.gateway.service import GatewayService
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
 
 from .conftest import eventually, free_port
