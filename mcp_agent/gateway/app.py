@@ -49,7 +49,8 @@ from .middleware import (
     HostOriginMiddleware,
 )
 from .middleware.late_errors import LateErrorGuard
-from .rest import RestAPI, error_response
+from .rest import RestAPI
+from .rest_answers import error_response
 from .resumable import EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
 from .service import AgentFactory, GatewayService
