@@ -71,11 +71,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         ) as process:
             try:
                 deadline = time.monotonic() + 60  # a does-not-hang bound
-                while time.monotonic() < deadline:
-                    with contextlib.suppress(httpx.HTTPError):
-                        if httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()["servers_up"] == 2:
-                            break
+                while not ready(port):
                     assert process.poll() is None, "the gateway exited"
+                    assert time.monotonic() < deadline, "the gateway did not come up with both tool servers"
                     time.sleep(0.2)
                 yield port
             finally:
@@ -83,14 +81,21 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
                 process.wait(timeout=30)
 
 
-def run(framework: Framework, code: str, tmp_path: Path) -> str:
-    """Run ``code`` with the framework's Python (outside this repository); return its stdout."""
+def ready(port: int) -> bool:
+    """Whether the gateway on ``port`` answers health with both tool servers up."""
+    with contextlib.suppress(httpx.HTTPError, ValueError):
+        return bool(httpx.get(f"http://127.0.0.1:{port}/api/v1/health").json()["servers_up"] == 2)
+    return False
+
+
+def execute(framework: Framework, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with the framework's Python, outside this repository."""
     assert framework.python.exists(), (
         f"{framework.python} is missing: `make test-frameworks` makes it from {framework.pins.name}"
     )
     environ = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"  # no key here to export traces with
-    done = subprocess.run(
+    return subprocess.run(
         [str(framework.python), "-c", code],
         capture_output=True,
         text=True,
@@ -98,6 +103,11 @@ def run(framework: Framework, code: str, tmp_path: Path) -> str:
         cwd=tmp_path,
         env=environ,
     )
+
+
+def run(framework: Framework, code: str, tmp_path: Path) -> str:
+    """``execute``, which must succeed; its stdout."""
+    done = execute(framework, code, tmp_path)
     assert done.returncode == 0, f"{framework.name} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     return done.stdout
 
@@ -119,6 +129,19 @@ def check_conversation(framework: Framework, stdout: str) -> None:
 def test_the_readme_snippet_runs(gateway: int, framework: Framework, transport: str, tmp_path: Path) -> None:
     stdout = run(framework, framework.code(gateway, transport, (QUESTION, FIRST)), tmp_path)
     check_conversation(framework, stdout)
+
+
+def test_the_openai_agents_sdk_needs_its_session_timeout_raised(gateway: int, tmp_path: Path) -> None:
+    """What the README says: with the SDK's default session timeout (5 s) the same 6 s run fails."""
+    framework = BY_NAME["openai-agents"]
+    default = ("        client_session_timeout_seconds=300,  # the default, 5 s, fails longer runs\n", "")
+    text = (
+        '(await tool.on_invoke_tool(context, arguments))["text"]',
+        "await tool.on_invoke_tool(context, arguments)",
+    )
+    done = execute(framework, framework.code(gateway, "http", (QUESTION, FIRST), default, text), tmp_path)
+    assert done.returncode != 0 and FIRST_ANSWER not in done.stdout, done.stdout
+    assert done.stdout.startswith("An error occurred while running the tool."), done.stdout
 
 
 # --------------------------------------------------------------------------------------------
