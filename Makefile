@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest bench lint clean
+.PHONY: run test test-bundled-latest test-frameworks bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,8 +56,26 @@ test-bundled-latest:
 		| grep -iE '^(mcp|httpx|anyio|pydantic|psutil|trafilatura|justext|lxml|lxml.html.clean)==' >&2 || true
 	$(VENV_LATEST)/bin/python -m pytest -q tests/test_bundled_servers.py tests/bundled
 
+# The slow tier: agent frameworks calling agent_query through their own MCP client layers
+# (tests/frameworks/). Each framework gets a virtual environment of its own (several need mcp 1.x,
+# which cannot live in .venv with our mcp 2.x), installed from its pins in tests/frameworks/NAME.txt
+# and made anew only when they change. `make test` leaves this tier out (the `frameworks` marker).
+FRAMEWORKS := openai-agents langchain-mcp-adapters pydantic-ai-1 pydantic-ai-2 smolagents
+FRAMEWORK_VENVS := .venv-frameworks
+FRAMEWORK_STAMPS := $(FRAMEWORKS:%=$(FRAMEWORK_VENVS)/%/.installed)
+
+$(FRAMEWORK_VENVS)/%/.installed: tests/frameworks/%.txt
+	rm -rf $(FRAMEWORK_VENVS)/$*
+	$(PYTHON) -m venv $(FRAMEWORK_VENVS)/$*
+	$(FRAMEWORK_VENVS)/$*/bin/python -m pip install --quiet --upgrade pip
+	$(FRAMEWORK_VENVS)/$*/bin/python -m pip install --quiet -r $<
+	@touch $@
+
+test-frameworks: $(TEST_STAMP) $(FRAMEWORK_STAMPS)
+	$(BIN)/python -m pytest -q -m frameworks tests/frameworks
+
 bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done
 
 clean:
-	rm -rf $(VENV) $(VENV_LATEST) .pytest_cache build *.egg-info $(NPM_DIR)/node_modules
+	rm -rf $(VENV) $(VENV_LATEST) $(FRAMEWORK_VENVS) .pytest_cache build *.egg-info $(NPM_DIR)/node_modules

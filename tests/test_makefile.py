@@ -1,8 +1,10 @@
-"""The Makefile's two set-up stamps, by ``make -n`` (what it would run) in a scratch folder.
+"""The Makefile's set-up stamps, by ``make -n`` (what it would run) in a scratch folder.
 
 ``make run`` installs only what serving needs, ``make test`` adds the test extras; ``make test``
-after ``make run`` adds them, ``make run`` after ``make test`` installs nothing. The real
-installs are tried from a clean clone by hand (they need the network); this checks the logic.
+after ``make run`` adds them, ``make run`` after ``make test`` installs nothing. ``make
+test-frameworks`` makes one virtual environment per agent framework from its pins, anew only when
+they change. The real installs are tried from a clean clone by hand (they need the network); this
+checks the logic.
 """
 
 from __future__ import annotations
@@ -26,12 +28,16 @@ def folder(tmp_path: Path) -> Path:
     (tmp_path / "tests" / "npm").mkdir(parents=True)  # make test also installs the npm test servers
     for name in ("package.json", "package-lock.json"):
         shutil.copy(ROOT / "tests" / "npm" / name, tmp_path / "tests" / "npm" / name)
+    (tmp_path / "tests" / "frameworks").mkdir()
+    for pins in (ROOT / "tests" / "frameworks").glob("*.txt"):
+        shutil.copy(pins, tmp_path / "tests" / "frameworks" / pins.name)
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text("#!/bin/sh\n")
     python.chmod(0o755)
     old = (tmp_path / "pyproject.toml").stat().st_mtime - 100
-    os.utime(tmp_path / "pyproject.toml", (old, old))
+    for path in (tmp_path / "pyproject.toml", *(tmp_path / "tests" / "frameworks").glob("*.txt")):
+        os.utime(path, (old, old))
     return tmp_path
 
 
@@ -78,3 +84,43 @@ def test_a_changed_pyproject_installs_again(folder: Path) -> None:
 def test_the_test_recipe_refreshes_both_stamps() -> None:
     recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("$(TEST_STAMP): ", 1)[1].split("\n\n", 1)[0]
     assert "touch $(RUN_STAMP) $(TEST_STAMP)" in recipe
+
+
+FRAMEWORKS = ["openai-agents", "langchain-mcp-adapters", "pydantic-ai-1", "pydantic-ai-2", "smolagents"]
+
+
+def framework_installs(folder: Path) -> list[str]:
+    return [line for line in would_run(folder, "test-frameworks") if " -r " in line]
+
+
+def test_the_pins_are_the_frameworks_of_the_makefile() -> None:
+    pins = sorted(path.stem for path in (ROOT / "tests" / "frameworks").glob("*.txt"))
+    assert pins == sorted(FRAMEWORKS)
+    assert f"FRAMEWORKS := {' '.join(FRAMEWORKS)}" in (ROOT / "Makefile").read_text(encoding="utf-8")
+
+
+def test_test_frameworks_installs_each_framework_from_its_pins(folder: Path) -> None:
+    stamp(folder, ".installed-run", ".installed-test")
+    assert framework_installs(folder) == [
+        f".venv-frameworks/{name}/bin/python -m pip install --quiet -r tests/frameworks/{name}.txt"
+        for name in FRAMEWORKS
+    ]
+    assert would_run(folder, "test") == []  # make test installs none of them
+
+
+def test_a_framework_is_made_anew_only_when_its_pins_change(folder: Path) -> None:
+    stamp(folder, ".installed-run", ".installed-test")
+    when = (folder / "pyproject.toml").stat().st_mtime + 10
+    for name in FRAMEWORKS:
+        installed = folder / ".venv-frameworks" / name / ".installed"
+        installed.parent.mkdir(parents=True)
+        installed.touch()
+        os.utime(installed, (when, when))
+    assert framework_installs(folder) == []
+    later = when + 10
+    os.utime(folder / "tests" / "frameworks" / "smolagents.txt", (later, later))
+    assert framework_installs(folder) == [
+        ".venv-frameworks/smolagents/bin/python -m pip install --quiet -r tests/frameworks/smolagents.txt"
+    ]
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("$(FRAMEWORK_VENVS)/%/.installed:", 1)[1]
+    assert recipe.split("\n\t", 2)[1].startswith("rm -rf $(FRAMEWORK_VENVS)/$*")  # anew: no stale packages

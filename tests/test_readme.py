@@ -3,6 +3,9 @@
 - Python blocks: every one compiles, and every one is run as written (the client example
   against a real gateway process, the library example in a real process), with the fake model
   server standing in for Ollama, once answering and once failing (the examples must say why).
+  The agent-framework snippets need their frameworks: the slow tier runs them
+  (``tests/frameworks``, ``make test-frameworks``); here the versions the README names for them
+  must be the pinned ones.
 - Shell blocks, line by line: ``make X`` must be a Makefile target; a command of ours
   (``mcp-agent``, ``mcp-gateway-agent``, ``python -m mcp_agent``, after any ``VAR=value``) is
   parsed by the CLI's own parser, so every subcommand and option it uses exists, and
@@ -33,6 +36,8 @@ import pytest
 from mcp_agent.cli import _parser
 from mcp_agent.config import parse_config
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
+from tests.frameworks.snippets import FRAMEWORKS, Framework
+from tests.frameworks.snippets import SECTION as FRAMEWORKS_SECTION
 from tests.gateway.conftest import free_port
 from tests.gateway.e2e import rule_reply
 
@@ -68,8 +73,16 @@ def test_every_python_block_compiles(index: int) -> None:
     compile(PYTHON[index], f"README.md, python block {index + 1}", "exec")
 
 
-def test_every_python_block_is_run_below() -> None:
-    assert sorted(PYTHON) == sorted([CLIENT, LIBRARY]), "a new Python block in README.md: run it here"
+def test_every_python_block_is_run_below_or_in_the_slow_tier() -> None:
+    frameworks = [framework.snippet for framework in FRAMEWORKS]
+    assert sorted(PYTHON) == sorted([CLIENT, LIBRARY, *frameworks]), "a new Python block in README.md: run it here"
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=[framework.name for framework in FRAMEWORKS])
+def test_the_framework_table_names_the_pinned_versions(framework: Framework) -> None:
+    assert f"({framework.version}" in FRAMEWORKS_SECTION, (
+        f"README.md's frameworks table should name {framework.package} {framework.version}, as pinned"
+    )
 
 
 def _failing_model(request: RecordedRequest) -> Reply:

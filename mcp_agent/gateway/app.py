@@ -51,7 +51,7 @@ from .middleware import (
 from .middleware.late_errors import LateErrorGuard
 from .rest import RestAPI
 from .rest_answers import error_response
-from .resumable import EventBudget, ResumableSessionManager, Streams, WatchDisconnect
+from .resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
 from .service import AgentFactory, GatewayService
 
@@ -148,6 +148,7 @@ class GatewayApp:
             max_request_body_size=body,
             max_sessions=gateway.max_mcp_sessions,
             session_idle_timeout=gateway.mcp_session_idle_seconds,
+            retry_interval=RESUME_RETRY_MS,
         )
         sse = SseServerTransport("/messages/", security_settings=security, max_request_body_size=body)
         sse_alias = SseServerTransport(

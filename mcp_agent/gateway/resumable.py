@@ -13,6 +13,9 @@ budget (``EventBudget``), oldest events evicted first, and each keeps at most
 came gives up on it, unless it resumes: ``WatchDisconnect`` marks the request's scope when its
 connection goes before the response is complete, and ``agent_query`` then cancels the run after
 ``RESUME_GRACE_SECONDS`` unless the client resumed the stream meanwhile (``Streams.resumed``).
+Every stream's first (priming) event tells the client to resume after ``RESUME_RETRY_MS``: an
+MCP 1.x client otherwise waits 1 s, the whole grace, and its run was cancelled just before it
+came back (langchain-mcp-adapters with an ``sse_read_timeout`` shorter than the run).
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ logger = logging.getLogger(__name__)
 GONE_KEY = "mcp_agent.gone"
 """Scope key: an ``anyio.Event`` set when the client left before its response was complete."""
 RESUME_GRACE_SECONDS = 1.0
+RESUME_RETRY_MS = 250
+"""The SSE ``retry`` of every priming event: how long a client waits before resuming, well
+inside ``RESUME_GRACE_SECONDS``."""
 PER_SESSION_EVENTS = 256
 DEFAULT_BUDGET_BYTES = 64 * 1024 * 1024
 EVENT_TTL_SECONDS = 600.0

@@ -9,6 +9,8 @@ from typing import Any
 import anyio
 import httpx
 
+from mcp_agent.gateway.resumable import RESUME_GRACE_SECONDS, RESUME_RETRY_MS
+
 from .conftest import Running, eventually, running_gateway
 
 INIT = {
@@ -103,17 +105,26 @@ async def test_a_modern_client_that_closes_its_request_cancels_its_run() -> None
 
 async def test_a_client_that_resumes_its_stream_in_time_keeps_its_run_and_gets_the_answer() -> None:
     """MCP 1.x clients (langchain-mcp-adapters) wait forever on a broken stream unless its events
-    carry ids they can resume from: events have ids, and a resumed stream brings the answer."""
+    carry ids they can resume from: events have ids, and a resumed stream brings the answer.
+
+    Such a client waits the priming event's ``retry`` before it resumes (1 s without one: the
+    whole grace, so its run was cancelled just before it came back); this one waits it too.
+    """
     call = {**CALL, "params": {"name": "agent_query", "arguments": {"query": "sleep 1.5"}}}
     async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
         headers = await open_session(http)
-        last_id = ""
+        last_id, retry = "", ""
         async with http.stream("POST", "/mcp", json=call, headers=headers) as response:
             async for line in response.aiter_lines():
+                if line.startswith("retry: "):
+                    retry = line[7:]
                 if line.startswith("id: "):
                     last_id = line[4:]
+                if line == "" and last_id:
                     break
         assert last_id  # the priming event has an id at once
+        assert retry == str(RESUME_RETRY_MS) and RESUME_RETRY_MS / 1000 <= RESUME_GRACE_SECONDS / 4
+        await anyio.sleep(RESUME_RETRY_MS / 1000)  # as the MCP 1.x client does
         events = ""
         async with http.stream("GET", "/mcp", headers={**headers, "last-event-id": last_id}) as resumed:
             assert resumed.status_code == 200
