@@ -131,7 +131,7 @@ async def level(url: str, transport: str, clients: int, calls: int, kind: str) -
                 start = time.perf_counter()
                 if kind == "agent_query":
                     result = await s.call_tool("agent_query", {"query": f"c{index}-{n}"})
-                    ok = result.content[0].text == f"echo: c{index}-{n}"  # type: ignore[union-attr]
+                    ok = result.structured_content["answer"] == f"echo: c{index}-{n}"  # type: ignore[index]
                 else:
                     result = await s.call_tool("echo__echo", {"text": f"c{index}-{n}"})
                     ok = result.content[0].text == f"c{index}-{n}"  # type: ignore[union-attr]
@@ -224,6 +224,9 @@ def main() -> None:
             indent=2,
         )
     )
+    failed = sum(kind["failures"] for level in results.values() for kinds in level.values() for kind in kinds.values())
+    if failed:  # figures of calls that went wrong measure nothing: say so loudly
+        sys.exit(f"bench_gateway: {failed} calls did not get the expected answer")
 
 
 if __name__ == "__main__":
