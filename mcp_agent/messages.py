@@ -2,7 +2,7 @@
 
 Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that a transcript can be
 stored, printed as JSON and read back. No I/O, no provider specifics: a provider turns these into
-its own wire format and back (``providers/_openai_request.py``, ``_openai_response.py`` and friends).
+its own wire format and back (``providers/openai/_request.py``, ``openai/_response.py`` and friends).
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from mcp_agent.exceptions import (
 )
 from mcp_agent.loop.agent import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.providers import _anthropic_wire as wire
 from mcp_agent.providers.anthropic import AnthropicProvider
+from mcp_agent.providers.anthropic import _wire as wire
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.retry import RetryPolicy

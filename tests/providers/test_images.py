@@ -13,7 +13,6 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.loop.agent import Agent, run
 from mcp_agent.loop.sessions import FileSessionStore
 from mcp_agent.messages import Image, Message, ToolCall, ToolResult
-from mcp_agent.providers import _anthropic_wire, _gemini_wire
 from mcp_agent.providers._images import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_MESSAGE,
@@ -23,11 +22,13 @@ from mcp_agent.providers._images import (
     fit_images,
     vision_model,
 )
-from mcp_agent.providers._openai_request import to_openai_messages
 from mcp_agent.providers.anthropic import AnthropicProvider
+from mcp_agent.providers.anthropic import _wire as _anthropic_wire
 from mcp_agent.providers.endpoints import Capabilities
 from mcp_agent.providers.factory import create_provider
 from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.gemini import _wire as _gemini_wire
+from mcp_agent.providers.openai._request import to_openai_messages
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes, gemini_shapes
 from tests.fakes import openai_shapes as shapes

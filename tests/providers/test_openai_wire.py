@@ -11,7 +11,10 @@ import pytest
 
 from mcp_agent.exceptions import ContextLengthError, ProviderResponseError
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.providers._openai_request import (
+from mcp_agent.providers._turns import estimate_usage, new_call_id
+from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.endpoints import Capabilities, capabilities_for
+from mcp_agent.providers.openai._request import (
     NOT_EXECUTED,
     build_chat_body,
     repair_transcript,
@@ -19,10 +22,7 @@ from mcp_agent.providers._openai_request import (
     to_openai_messages,
     to_openai_tools,
 )
-from mcp_agent.providers._openai_response import ChunkAccumulator, finish_turn, parse_usage
-from mcp_agent.providers._turns import estimate_usage, new_call_id
-from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import Capabilities, capabilities_for
+from mcp_agent.providers.openai._response import ChunkAccumulator, finish_turn, parse_usage
 from tests.fakes.openai_shapes import (
     Call,
     completion,

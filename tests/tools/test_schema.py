@@ -17,8 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_agent.tools import _schema_dialects
-from mcp_agent.tools import schema as schema_module
 from mcp_agent.tools.schema import (
     ArgumentCheck,
     ArgumentChecker,
@@ -27,6 +25,8 @@ from mcp_agent.tools.schema import (
     compile_tool_schema,
     format_errors,
 )
+from mcp_agent.tools.schema import _compile as schema_module
+from mcp_agent.tools.schema import _dialects as _schema_dialects
 
 CORPUS = sorted((Path(__file__).parent / "schemas").glob("*.json"))
 EMPTY = {"type": "object", "properties": {}}

@@ -18,9 +18,9 @@ from typing import Any
 
 import jsonschema
 
-from .._json import canonical_json
-from .._types import JSONObject, JSONSchema
-from ._schema_nodes import Notes, allow_null, at_path, infer_type, join_path
+from ..._json import canonical_json
+from ..._types import JSONObject, JSONSchema
+from ._nodes import Notes, allow_null, at_path, infer_type, join_path
 
 _STRICT_FATAL = ("not", "if", "then", "else", "patternProperties", "propertyNames", "minProperties",
                  "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties",

@@ -34,21 +34,21 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._json import (
+from ..._json import (
     DEFAULT_MAX_ARGUMENT_CHARS,
     KEPT_ARGUMENT_CHARS,
     arguments_too_long,
     json_chars,
     parse_arguments,
 )
-from .._types import JSONObject
-from ..messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
-from ._images import image_label
-from ._native_history import call_text, stray_text, take_results
-from ._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from ._turns import new_call_id
-from ._usage import reported_usage, sum_counts, token_count
-from .base import ModelRequest
+from ..._types import JSONObject
+from ...messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from .._images import image_label
+from .._native_history import call_text, stray_text, take_results
+from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
+from .._turns import new_call_id
+from .._usage import reported_usage, sum_counts, token_count
+from ..base import ModelRequest
 
 PARTS_META = "gemini_parts"
 """Key of ``Turn.meta``/``Message.meta`` holding the model parts as they came, for replay."""

@@ -3,7 +3,7 @@
 One ``complete`` call is one ``POST {base}/models/{model}:generateContent`` (or
 ``:streamGenerateContent?alt=sse`` when streaming; ``base`` is
 ``https://generativelanguage.googleapis.com/v1beta`` or a proxy's prefix). The wire mapping is
-pure and lives in ``_gemini_wire.py``; this module does I/O, streaming and errors:
+pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 
 - The API key goes in the ``x-goog-api-key`` header, never in the URL, so it cannot leak into
   error messages or logs (a ``key=`` left in the endpoint's query is moved to the header).
@@ -39,22 +39,22 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
-from .._json import DEFAULT_MAX_ARGUMENT_CHARS
-from ..config import LLMConfig
-from ..exceptions import ProviderHTTPError, ProviderResponseError
-from ..messages import Delta, Turn
-from . import _gemini_wire as wire
-from ._classify import classify_error, request_id_from
-from ._client import build_client
-from ._images import fit_images
-from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
-from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
-from ._sse import aiter_sse
-from ._transport_errors import map_transport_errors
-from ._turns import DeltaReporter, finish_turn
-from .base import DeltaCallback, ModelRequest
-from .endpoints import Endpoint, resolve_endpoint
-from .retry import RetryPolicy
+from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
+from ...config import LLMConfig
+from ...exceptions import ProviderHTTPError, ProviderResponseError
+from ...messages import Delta, Turn
+from .._classify import classify_error, request_id_from
+from .._client import build_client
+from .._images import fit_images
+from .._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
+from .._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
+from .._sse import aiter_sse
+from .._transport_errors import map_transport_errors
+from .._turns import DeltaReporter, finish_turn
+from ..base import DeltaCallback, ModelRequest
+from ..endpoints import Endpoint, resolve_endpoint
+from ..retry import RetryPolicy
+from . import _wire as wire
 
 __all__ = ["GeminiProvider"]
 

@@ -9,9 +9,9 @@ bare JSON. ``split_reasoning`` separates ``<think>`` blocks from the answer; ``e
 strips reasoning first (calls inside reasoning are ignored), finds every call block, keeps the
 calls that name an offered tool and leaves all other text as content. Bare JSON counts only when
 the whole message is call JSON. Nothing here does I/O or raises. This module holds the public API
-and decides which calls count; finding blocks is ``_textcall_scan``, reading one call is
-``_textcall_calls`` and reading values (with ``convert_value``, re-exported here) is
-``_textcall_values``.
+and decides which calls count; finding blocks is ``_scan``, reading one call is
+``_calls`` and reading values (with ``convert_value``, re-exported here) is
+``_values``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..messages import ToolCall, ToolSpec
-from ._textcall_calls import RawCall, whole_message
-from ._textcall_scan import Scanner
-from ._textcall_values import convert_value, convert_xml_params
+from ...messages import ToolCall, ToolSpec
+from ._calls import RawCall, whole_message
+from ._scan import Scanner
+from ._values import convert_value, convert_xml_params
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 One ``complete`` call is one ``POST {base}/messages`` (``base`` is ``https://api.anthropic.com/v1``
 or a proxy's prefix) with the headers ``x-api-key`` and ``anthropic-version``. The wire mapping
-is pure and lives in ``_anthropic_wire.py``; this module does I/O, streaming and errors:
+is pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 
 - Streaming reads the server-sent events through the shared tolerant parser (``_sse.py``),
   reports text, thinking and tool-input pieces through ``on_delta``, and requires
@@ -31,22 +31,22 @@ from typing import Any
 
 import httpx
 
-from .._json import DEFAULT_MAX_ARGUMENT_CHARS
-from ..config import LLMConfig
-from ..exceptions import ContextLengthError, ProviderResponseError
-from ..messages import Delta, Turn
-from . import _anthropic_wire as wire
-from ._classify import classify_error, request_id_from
-from ._client import build_client
-from ._images import fit_images
-from ._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
-from ._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
-from ._sse import aiter_sse
-from ._transport_errors import map_transport_errors
-from ._turns import DeltaReporter, finish_turn
-from .base import DeltaCallback, ModelRequest
-from .endpoints import Endpoint, resolve_endpoint
-from .retry import RetryPolicy
+from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
+from ...config import LLMConfig
+from ...exceptions import ContextLengthError, ProviderResponseError
+from ...messages import Delta, Turn
+from .._classify import classify_error, request_id_from
+from .._client import build_client
+from .._images import fit_images
+from .._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
+from .._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
+from .._sse import aiter_sse
+from .._transport_errors import map_transport_errors
+from .._turns import DeltaReporter, finish_turn
+from ..base import DeltaCallback, ModelRequest
+from ..endpoints import Endpoint, resolve_endpoint
+from ..retry import RetryPolicy
+from . import _wire as wire
 
 __all__ = ["AnthropicProvider"]
 

@@ -1,7 +1,7 @@
 """Normalisation: any MCP ``inputSchema`` becomes one clean Draft 2020-12 object schema.
 
 ``normalise`` makes a plain-JSON copy (string keys, finite numbers, nesting cut at 100 levels),
-inlines every ``$ref`` (``_schema_refs``), then walks every subschema: draft-03/04/07 and OpenAPI
+inlines every ``$ref`` (``_refs``), then walks every subschema: draft-03/04/07 and OpenAPI
 spellings are upgraded (``nullable``, boolean ``exclusiveMinimum``, array ``items``,
 ``dependencies``, property-level ``required``), type aliases such as ``"int"`` are read as JSON
 Schema types, and keyword values the meta-schema rejects are dropped. The root is made
@@ -17,8 +17,8 @@ import math
 import re
 from typing import Any
 
-from .._types import JSONObject, JSONSchema
-from ._schema_nodes import (
+from ..._types import JSONObject, JSONSchema
+from ._nodes import (
     SUBSCHEMA_LISTS,
     SUBSCHEMA_MAPS,
     Notes,
@@ -30,7 +30,7 @@ from ._schema_nodes import (
     join_path,
     map_children,
 )
-from ._schema_refs import inline_refs
+from ._refs import inline_refs
 
 EMPTY: JSONSchema = {"type": "object", "properties": {}}
 """The schema of a tool without parameters."""

@@ -1,7 +1,7 @@
 """Provider dialects: the wire forms one normalised tool schema is compiled to.
 
 ``compile_variants`` turns the normalised schema into ``openai`` (the default, non-strict form),
-``openai_strict`` (only when the strict rules keep the meaning; see ``_schema_strict``),
+``openai_strict`` (only when the strict rules keep the meaning; see ``_strict``),
 ``anthropic`` (the root's ``anyOf``/``oneOf``/``allOf`` lifted into its properties, as for
 OpenAI; otherwise full JSON Schema) and ``gemini`` (the OpenAPI-3.0 ``parameters`` subset). Each
 change a dialect makes is noted with the dialect's name first; the normalised schema itself is
@@ -15,9 +15,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from .._types import JSONObject, JSONSchema
-from ._schema_nodes import Notes, at_path, infer_type, is_whole, join_path, map_children
-from ._schema_strict import openai_strict
+from ..._types import JSONObject, JSONSchema
+from ._nodes import Notes, at_path, infer_type, is_whole, join_path, map_children
+from ._strict import openai_strict
 
 _GEMINI_KEYS = frozenset({"type", "format", "title", "description", "nullable", "enum", "items", "minItems",
                           "maxItems", "properties", "required", "minProperties", "maxProperties", "minLength",
@@ -33,7 +33,7 @@ def compile_variants(parameters: JSONSchema, notes: Notes) -> dict[str, JSONSche
     """Every dialect's wire form of ``parameters`` (``openai_strict`` only when it is safe).
 
     Args:
-        parameters: the normalised schema (``_schema_normalize.normalise``).
+        parameters: the normalised schema (``_normalize.normalise``).
         notes: where each dialect notes what it changed.
 
     Returns:

@@ -1,13 +1,13 @@
 """Tool schemas, public face: compile an MCP ``inputSchema`` once, check a model's arguments (pure).
 
 ``compile_tool_schema`` turns any ``inputSchema`` into a ``CompiledSchema``: one normalised
-Draft 2020-12 object schema with every ``$ref`` inlined (``_schema_normalize``,
-``_schema_refs``), its wire form for each provider dialect (``_schema_dialects``,
-``_schema_strict``) and a note of each change made. ``ArgumentChecker.check`` (shared per schema
+Draft 2020-12 object schema with every ``$ref`` inlined (``_normalize``,
+``_refs``), its wire form for each provider dialect (``_dialects``,
+``_strict``) and a note of each change made. ``ArgumentChecker.check`` (shared per schema
 through ``checker_for``) is the argument pipeline: it coerces by schema before it validates
 (``_coerce``), and never touches arguments that already validate; then ``jsonschema`` validates
 (Draft 2020-12, formats not checked: the server has the last word on those) and every violation
-is reported with its JSON-pointer path (``_schema_errors``); ``format_errors`` writes the
+is reported with its JSON-pointer path (``_errors``); ``format_errors`` writes the
 report the model reads. Neither compiling nor checking ever raises.
 """
 
@@ -21,13 +21,13 @@ from typing import Any
 
 import jsonschema
 
-from .._json import canonical_json
-from .._types import JSONObject, JSONSchema
+from ..._json import canonical_json
+from ..._types import JSONObject, JSONSchema
 from ._coerce import Coercer
-from ._schema_dialects import compile_variants
-from ._schema_errors import MAX_LISTED, describe, shorten
-from ._schema_nodes import Notes
-from ._schema_normalize import EMPTY, normalise
+from ._dialects import compile_variants
+from ._errors import MAX_LISTED, describe, shorten
+from ._nodes import Notes
+from ._normalize import EMPTY, normalise
 
 logger = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import jsonschema
 
-from .._json import canonical_json
-from .._types import JSONObject
-from ._schema_nodes import infer_type, json_type
+from ..._json import canonical_json
+from ..._types import JSONObject
+from ._nodes import infer_type, json_type
 
 MAX_LISTED = 20
 """Enum values listed in an expectation, and violations listed by ``format_errors``."""

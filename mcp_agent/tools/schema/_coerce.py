@@ -20,8 +20,8 @@ from typing import Any
 
 import jsonschema
 
-from .._types import JSONObject, JSONSchema
-from ._schema_nodes import enum_values, infer_type, is_number
+from ..._types import JSONObject, JSONSchema
+from ._nodes import enum_values, infer_type, is_number
 
 _INTEGER_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
 _NUMBER_TEXT = re.compile(r"\s*[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*")

@@ -17,8 +17,8 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from .._types import JSONObject, JSONSchema
-from ._schema_nodes import Notes, at_path, map_children
+from ..._types import JSONObject, JSONSchema
+from ._nodes import Notes, at_path, map_children
 
 _MAX_SCHEMA_DEPTH = 48  # schema nesting after inlining $refs
 _MAX_REF_CHAIN = 16  # $refs expanded inside one another

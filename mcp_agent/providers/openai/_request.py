@@ -13,7 +13,7 @@ prompt in the Hermes format (``<tools>`` JSON, calls as ``<tool_call>{"name", "a
 earlier calls are replayed as that text, and results go back as user messages of
 ``<tool_response>`` blocks (consecutive results merged), which any chat template can render.
 Calls found as text in a reply are replayed natively in the other styles. Answers are read by
-``_openai_response.py``.
+``_response.py``.
 
 Images from tools (``Message.images``, already chosen by ``_images.fit_images``): Chat Completions
 takes images in ``user`` messages only (a ``tool`` message with an ``image_url`` part is a 400:
@@ -30,11 +30,11 @@ import logging
 from collections.abc import Sequence
 from typing import Literal
 
-from .._types import JSONObject
-from ..messages import Image, Message, ToolCall, ToolSpec
-from ._images import data_url, image_label
-from .base import ModelRequest
-from .endpoints import Capabilities
+from ..._types import JSONObject
+from ...messages import Image, Message, ToolCall, ToolSpec
+from .._images import data_url, image_label
+from ..base import ModelRequest
+from ..endpoints import Capabilities
 
 __all__ = [
     "NOT_EXECUTED",

@@ -4,11 +4,11 @@
 (missing index, index always 0, a different id at an occupied index, ids on every chunk,
 ``name: ""`` continuations, object arguments, whole calls in one chunk, ``tool_calls: []``,
 foreign call types); reasoning from ``reasoning_content``, ``reasoning`` or ``thinking`` (first
-present) and from ``<think>`` blocks (``_think_stream.py`` while streaming); usage from ``usage``,
+present) and from ``<think>`` blocks (``textcalls/_think_stream.py`` while streaming); usage from ``usage``,
 ``x_groq.usage`` or llama.cpp ``timings``. ``finish_turn`` makes the ``Turn``: ids generated when
 missing or repeated, arguments parsed tolerantly, then the finishing step every provider shares
 (``_turns.finish_turn``: the text fallback when there are no native calls and the style allows
-it, usage estimated when the server sent none). Requests are built by ``_openai_request.py``.
+it, usage estimated when the server sent none). Requests are built by ``_request.py``.
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
-from .._types import JSONObject
-from ..exceptions import ProviderResponseError
-from ..messages import Delta, ToolCall, Turn, Usage
-from . import _turns
-from ._classify import classify_error
-from ._openai_request import ToolCallStyle
-from ._think_stream import ThinkFilter
-from ._turns import join_reasoning, new_call_id
-from ._usage import reported_usage, sum_counts, token_count
-from .base import ModelRequest
-from .textcalls import split_reasoning
+from ..._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
+from ..._types import JSONObject
+from ...exceptions import ProviderResponseError
+from ...messages import Delta, ToolCall, Turn, Usage
+from .. import _turns
+from .._classify import classify_error
+from .._turns import join_reasoning, new_call_id
+from .._usage import reported_usage, sum_counts, token_count
+from ..base import ModelRequest
+from ..textcalls import split_reasoning
+from ..textcalls._think_stream import ThinkFilter
+from ._request import ToolCallStyle
 
 __all__ = ["ChunkAccumulator", "finish_turn", "parse_usage"]
 

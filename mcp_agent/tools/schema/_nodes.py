@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._types import JSONObject
+from ..._types import JSONObject
 
 _MAX_CHANGES = 100  # notes kept per compile; the rest are counted
 

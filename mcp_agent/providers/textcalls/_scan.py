@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._json import parse_arguments
-from ..messages import ToolSpec
-from ._textcall_calls import (
+from ..._json import parse_arguments
+from ...messages import ToolSpec
+from ._calls import (
     RawCall,
     calls_from_value,
     deepseek_call,
@@ -28,7 +28,7 @@ from ._textcall_calls import (
     gemma_value,
     pythonic_calls,
 )
-from ._textcall_values import BROKEN, json_error, read_value, skip_ws
+from ._values import BROKEN, json_error, read_value, skip_ws
 
 __all__ = ["Block", "Hit", "Scanner"]
 

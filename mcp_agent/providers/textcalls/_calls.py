@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._json import parse_arguments
-from .._types import JSONObject
-from ._textcall_values import BROKEN, PY_LITERALS, literal, read_value, skip_ws
+from ..._json import parse_arguments
+from ..._types import JSONObject
+from ._values import BROKEN, PY_LITERALS, literal, read_value, skip_ws
 
 __all__ = [
     "RawCall",

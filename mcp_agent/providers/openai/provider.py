@@ -1,0 +1,382 @@
+"""The OpenAI-compatible provider: Chat Completions over one injected ``httpx.AsyncClient``.
+
+One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
+when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
+callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
+returns a ``Turn``; the body is built by the pure ``_request`` module and the answer read by
+the pure ``_response`` module.
+
+Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
+asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
+error event before any delta is retried like any error; once deltas were handed out, a break or
+an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
+A stream that ends without a finish reason or ``[DONE]`` counts as broken. An answer that is no
+API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
+page (``_foreign.py``). Every answer, streamed
+or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
+``llm.maxToolArgumentChars`` is not parsed.
+
+``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
+reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
+the server answers that the model does not support tools (Ollama: "does not support tools";
+vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
+describes the tools in the system prompt and sends no ``tools`` (see ``_request``). Groq's
+``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
+``native``.
+
+Images from tools go to the model when it reads them (``llm.vision``, resolved by
+``_images.accepts_images``), within ``_images.fit_images``'s bounds; otherwise it reads their
+placeholders. Every turn says which model answered (``Turn.model``: ``llm.model``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, replace
+
+import anyio
+import httpx
+
+from ...config import LLMConfig
+from ...exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
+from ...messages import Delta, Turn
+from .. import _turns
+from .._classify import classify_error, error_info, request_id_from
+from .._foreign import foreign_answer
+from .._images import accepts_images, fit_images
+from .._response_limit import capped_bytes, read_body
+from .._sse import SSEEvent, aiter_sse, parse_sse
+from .._transport_errors import map_transport_errors
+from .._turns import DeltaReporter
+from ..base import DeltaCallback, ModelRequest
+from ..endpoints import Endpoint, refused_message, resolve_endpoint
+from ..retry import RetryPolicy
+from ._request import ToolCallStyle, build_chat_body
+from ._response import ChunkAccumulator, finish_turn
+
+__all__ = ["TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
+
+logger = logging.getLogger(__name__)
+
+TEXT_TOOL_MODELS = ("gemma:", "gemma2", "gemma3", "phi3", "phi-3", "llama2", "codellama")
+"""Model-name prefixes (after any ``org/``) known to lack native tool calling on common servers
+(Ollama answers 400 "does not support tools"); ``toolCallStyle: auto`` uses text for them."""
+
+DRAIN_SECONDS = 1.0
+"""After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
+
+_NO_NATIVE_TOOLS = re.compile(
+    r"does not support tools|enable-auto-tool-choice|tools? (?:is|are) not supported"
+    r"|does not support (?:function|tool) call",
+    re.IGNORECASE,
+)
+
+
+def prefers_text_tools(model: str) -> bool:
+    """True when ``model`` is in ``TEXT_TOOL_MODELS``."""
+    name = model.lower().rsplit("/", 1)[-1]
+    return name.startswith(TEXT_TOOL_MODELS)
+
+
+def _report(turn: Turn, out: DeltaReporter) -> None:
+    if turn.reasoning:
+        out(Delta("reasoning", turn.reasoning))
+    if turn.content:
+        out(Delta("text", turn.content))
+    for index, call in enumerate(turn.tool_calls):
+        out(Delta("tool_call", index=index, name=call.name))
+
+
+async def _drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows ``[DONE]`` (the end of the chunked body) so the connection is reused."""
+    with anyio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in events:
+                pass
+        except httpx.TransportError:
+            pass
+
+
+class _EarlyEnd(Exception):
+    """The stream ended or broke before anything was handed out."""
+
+
+@dataclass
+class _CallState:
+    stream: bool
+
+
+class OpenAICompatProvider:
+    """A Provider for any OpenAI-compatible ``/chat/completions`` server.
+
+    Args:
+        llm: the ``llm`` section of agent.json.
+        client: the pooled HTTP client (its timeouts apply; the factory builds one from config).
+        endpoint: the resolved endpoint; by default resolved from ``llm``.
+        retry: the retry policy; by default ``llm.maxRetries`` with the standard backoff.
+    """
+
+    def __init__(
+        self,
+        llm: LLMConfig,
+        client: httpx.AsyncClient,
+        *,
+        endpoint: Endpoint | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.llm = llm
+        self.client = client
+        self.endpoint = endpoint or resolve_endpoint(llm)
+        self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
+        self._text_tools = prefers_text_tools(llm.model)
+        self.vision = accepts_images(llm, self.endpoint.provider)
+        self._refused = refused_message(self.endpoint, llm.model)
+        self._headers = {"Accept": "application/json, text/event-stream"}
+        if llm.api_key:
+            self._headers["Authorization"] = f"Bearer {llm.api_key}"
+        self._headers.update(llm.headers)
+
+    @property
+    def tool_call_style(self) -> ToolCallStyle:
+        """The style in force: ``llm.toolCallStyle``, with ``auto`` turned ``text`` where needed."""
+        if self.llm.tool_call_style == "auto" and self._text_tools:
+            return "text"
+        return self.llm.tool_call_style
+
+    async def complete(self, request: ModelRequest, on_delta: DeltaCallback | None = None) -> Turn:
+        """One model turn. See ``Provider.complete`` for the contract."""
+        out = DeltaReporter(on_delta)
+        style = self.tool_call_style
+        try:
+            return await self._complete(request, out, style)
+        except ProviderHTTPError as exc:
+            if not (request.tools and style == "auto" and _NO_NATIVE_TOOLS.search(exc.message)):
+                raise
+            logger.warning(
+                "model %s takes no native tools (%s); sending tools as text from now on",
+                self.llm.model,
+                exc.message,
+            )
+            self._text_tools = True
+            return await self._complete(request, out, "text")
+
+    async def _complete(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
+        caps = self.endpoint.capabilities
+        stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
+        state = _CallState(stream=stream)
+
+        async def attempt(_: int) -> Turn:
+            if state.stream:
+                try:
+                    return await self._streamed(request, out, style)
+                except _EarlyEnd as exc:
+                    logger.warning("the stream %s; asking again without streaming", exc)
+                    state.stream = False
+            return await self._plain(request, style)
+
+        turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        if not out.count:  # answered whole: report it once, as the streamed path would have
+            _report(turn, out)
+        return replace(turn, model=self.llm.model)
+
+    def _finish(
+        self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
+    ) -> Turn:
+        return finish_turn(
+            acc, request, style=style, request_id=request_id, max_argument_chars=self.llm.max_tool_argument_chars
+        )
+
+    def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
+        return build_chat_body(
+            replace(request, messages=fit_images(request.messages, enabled=self.vision)),
+            model=self.llm.model,
+            caps=self.endpoint.capabilities,
+            stream=stream,
+            text_tools=style == "text",
+            temperature=self.llm.temperature,
+            max_output_tokens=self.llm.max_output_tokens,
+        )
+
+    # ------------------------------------------------------------------------------ streamed
+
+    async def _streamed(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
+        body = self._body(request, stream=True, style=style)
+        acc = ChunkAccumulator()
+        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+            async with self.client.stream(
+                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+            ) as response:
+                request_id = request_id_from(response.headers)
+                if response.status_code >= 400:
+                    content = await read_body(response, self.llm.max_response_bytes)
+                    return self._error_answer(response, content, request, style)
+                if "event-stream" not in response.headers.get("content-type", ""):
+                    content = await read_body(response, self.llm.max_response_bytes)
+                    return self._whole_answer(response, content, request, style)
+                chunks = capped_bytes(response, self.llm.max_response_bytes)
+                async with aclosing(aiter_sse(chunks)) as events:
+                    try:
+                        recovered = await self._fold(events, acc, out, request, style, request_id)
+                    except httpx.TransportError as exc:
+                        if isinstance(exc, httpx.TimeoutException) and not out.count:
+                            raise  # a slow server, not a broken stream: retried as a timeout
+                        if not out.count and not acc.has_output:
+                            raise _EarlyEnd(f"broke off before any output ({exc})") from exc
+                        raise ProviderResponseError(
+                            f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
+                        ) from exc
+                    if recovered is not None:
+                        return recovered
+                    if acc.done:
+                        await _drain(events)
+        if not out.count and not acc.has_output:
+            raise _EarlyEnd("ended before any output" if not acc.finished else "had no output")
+        for delta in acc.flush():  # text held back while it looked like the start of a tag
+            out(delta)
+        if not acc.finished:
+            raise ProviderResponseError(
+                f"the stream ended without a finish reason or [DONE] after {acc.chunks} chunks",
+                request_id=request_id,
+            )
+        return self._finish(acc, request, style, request_id)
+
+    async def _fold(
+        self,
+        events: AsyncIterator[SSEEvent],
+        acc: ChunkAccumulator,
+        out: DeltaReporter,
+        request: ModelRequest,
+        style: ToolCallStyle,
+        request_id: str | None,
+    ) -> Turn | None:
+        """Feed the stream's events to ``acc`` until ``[DONE]`` or EOF; a Turn only when recovered."""
+        async for event in events:
+            data = event.data.strip()
+            if event.event == "ping" or not data:
+                continue
+            if event.is_done:
+                acc.done = True
+                return None
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
+                continue
+            if event.event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
+                chunk = {"error": chunk}
+            if not isinstance(chunk, dict):
+                continue
+            try:
+                deltas = acc.feed(chunk)
+            except ProviderError as exc:
+                recovered = None if out.count else self._recover(chunk, request, style)
+                if recovered is not None:
+                    return recovered
+                exc.request_id = exc.request_id or request_id
+                if out.count:  # text was handed out: asking again would repeat it
+                    exc.retryable, exc.terminal = False, False
+                raise
+            for delta in deltas:
+                out(delta)
+        return None
+
+    # ------------------------------------------------------------------------------ plain
+
+    async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
+        body = self._body(request, stream=False, style=style)
+        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+            async with self.client.stream(
+                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+            ) as response:
+                content = await read_body(response, self.llm.max_response_bytes)
+        if response.status_code >= 400:
+            return self._error_answer(response, content, request, style)
+        return self._whole_answer(response, content, request, style)
+
+    def _whole_answer(
+        self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
+    ) -> Turn:
+        """A complete answer body (``content``): JSON (or, from a server that streamed anyway, SSE text)."""
+        request_id = request_id_from(response.headers)
+        acc = ChunkAccumulator()
+        if "event-stream" in response.headers.get("content-type", ""):
+            for event in parse_sse(content.decode("utf-8", "replace")):
+                if event.is_done:
+                    acc.done = True
+                    break
+                try:
+                    chunk = event.json()
+                except ValueError:
+                    continue
+                if isinstance(chunk, Mapping):
+                    acc.feed(chunk)
+            return self._finish(acc, request, style, request_id)
+        try:
+            data = json.loads(content)
+        except ValueError:
+            foreign = self._foreign(response, content)
+            if foreign is not None:
+                raise foreign from None
+            raise ProviderResponseError(
+                f"the answer is not JSON: {content[:200].decode('utf-8', 'replace')!r}",
+                status=response.status_code,
+                request_id=request_id,
+                retryable=True,
+            ) from None
+        if not isinstance(data, Mapping):
+            raise ProviderResponseError(
+                "the answer is not a JSON object", request_id=request_id, retryable=True
+            )
+        if "choices" not in data and error_info(data) is not None:  # LM Studio: HTTP 200, error body
+            recovered = self._recover(data, request, style)
+            if recovered is not None:
+                return recovered
+            raise classify_error(None, data, response.headers, request_id=request_id)
+        try:
+            acc.feed_completion(data)
+        except ProviderError as exc:
+            exc.request_id = exc.request_id or request_id
+            raise
+        return self._finish(acc, request, style, request_id)
+
+    def _error_answer(
+        self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
+    ) -> Turn:
+        """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
+        foreign = self._foreign(response, content)
+        if foreign is not None:
+            raise foreign
+        if response.status_code == 400:
+            recovered = self._recover(content, request, style)
+            if recovered is not None:
+                return recovered
+        raise classify_error(response.status_code, content, response.headers)
+
+    def _foreign(self, response: httpx.Response, content: bytes) -> ProviderError | None:
+        """The error for an answer that is not from a Chat Completions API (an HTML page...)."""
+        error = foreign_answer(
+            response.status_code, response.headers, content, url=self.endpoint.chat_url, api="openai"
+        )
+        if error is not None:
+            error.request_id = request_id_from(response.headers)
+        return error
+
+    def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
+        """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""
+        info = error_info(body)
+        if info is None or info.code != "tool_use_failed" or not request.tools or style == "native":
+            return None
+        generation = info.raw.get("failed_generation")
+        if not isinstance(generation, str) or not generation.strip():
+            return None
+        turn = _turns.finish_turn(
+            Turn(content=generation), request, style=style, max_argument_chars=self.llm.max_tool_argument_chars
+        )
+        if not turn.tool_calls:
+            return None
+        logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))
+        return turn
