@@ -55,6 +55,7 @@ from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
 from ..retry import RetryPolicy
+from ..server_info import ServerInfo
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
 
@@ -139,6 +140,8 @@ class OpenAICompatProvider:
         if llm.api_key:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
         self._headers.update(llm.headers)
+        self.server_info = ServerInfo.unknown()
+        """What the server is (``server_info.py``): set once it has been identified."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
