@@ -15,7 +15,7 @@ import httpx
 from tests.fakes.model_server import Reply, running_model_server
 from tests.fakes.openai_shapes import completion
 from tests.real.build import PINS, PORTABLE_CMAKE_ARGS, Builder
-from tests.real.proxy import first_request_requires_a_tool, recording_proxy
+from tests.real.proxy import first_round_calls_a_tool, recording_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,7 +36,7 @@ def _chat(tools: bool = True, tool_result: bool = False) -> dict[str, object]:
 def test_the_proxy_relays_and_records_a_whole_answer_and_rewrites_the_first_round() -> None:
     with running_model_server() as server:
         server.enqueue(Reply.json(completion(content="one")), Reply.json(completion(content="two")))
-        with recording_proxy(server.url, first_request_requires_a_tool) as proxy:
+        with recording_proxy(server.url, first_round_calls_a_tool) as proxy:
             first = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(), timeout=10)
             second = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(tool_result=True), timeout=10)
     assert first.json()["choices"][0]["message"]["content"] == "one"

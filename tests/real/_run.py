@@ -6,14 +6,20 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from mcp_agent.events import ModelCallEnded, RecordingSink, ToolCallEnded
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.result import RunResult
+
+from .servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +67,39 @@ def cli(*args: str, config: Path, timeout: float = 180) -> subprocess.CompletedP
         env=env,
         check=False,
     )
+
+
+@contextmanager
+def serving(config: Path, startup: float = 60) -> Iterator[str]:
+    """``mcp-agent serve`` on a free port for the block; yields its base URL once health answers."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    log = config.with_name(f"serve-{port}.log")
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port)],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=out, start_new_session=True,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup
+        while True:
+            assert process.poll() is None, f"serve exited:\n{log.read_text(errors='replace')[-3000:]}"
+            try:
+                if httpx.get(f"{url}/api/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"serve did not answer health within {startup:g} s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
 
 
 def query_json(question: str, config: Path) -> tuple[int, dict[str, Any], str]:

@@ -243,7 +243,7 @@ class Builder:
         return {
             "pins": {pin.name: pin.requirement for pin in PINS},
             "cmake_args": PORTABLE_CMAKE_ARGS,
-            "llama_cpp_python": str(lcp.resolve() if lcp.exists() else lcp),
+            "llama_cpp_python": str(lcp.absolute()),
             "llama_server": binary,
             "model": str(models[0].resolve()),
             "build_seconds": seconds,

@@ -30,6 +30,10 @@ SAMPLES = Path(os.environ.get("MCP_AGENT_REAL_SAMPLES", REAL / "samples"))
 """Where recorded wire samples go; ``MCP_AGENT_REAL_SAMPLES=tests/fakes/real_samples`` refreshes the
 fast tier's fixtures."""
 
+SYSTEM_PROMPT = "You are a careful assistant with tools. Use a tool when the question needs one; answer plainly and briefly."
+"""Fixed here (not the project's default, which may change): at temperature 0 the same build and
+prompt give the same answers, so a change in a run is a change in what the project sent."""
+
 ENDINGS_OF_A_WORKING_LOOP = {"success", "max_rounds", "loop_detected"}
 """How a run that worked may end with a 135M model: it answers, or keeps calling tools."""
 
@@ -132,6 +136,7 @@ def agent_config(
 ) -> Path:
     """An agent.json for a real server: temperature 0, a short output cap, bounded waits."""
     config = {
+        "systemPrompt": SYSTEM_PROMPT,
         "llm": {
             "endpoint": endpoint,
             "model": model,

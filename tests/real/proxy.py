@@ -12,8 +12,8 @@ chunk (so a stream's timing and its empty bodies are what the server did), a who
 length. When the client goes away mid-answer the upstream request is closed too, as the server
 would have seen without the proxy.
 
-``rewrite`` may change a request body before it goes upstream (``first_request_requires_a_tool``
-stands in for ``llm.toolChoice`` until that setting exists); the exchange records both bodies.
+``rewrite`` may change a request body before it goes upstream (``first_round_calls_a_tool`` stands
+in for ``llm.toolChoice`` until that setting exists); the exchange records both bodies.
 """
 
 from __future__ import annotations
@@ -34,7 +34,15 @@ from anyio.from_thread import start_blocking_portal
 
 from tests.fakes.model_server import RecordedRequest, _read_request
 
-__all__ = ["Exchange", "RecordingProxy", "first_request_requires_a_tool", "recording_proxy"]
+__all__ = [
+    "Exchange",
+    "RecordingProxy",
+    "empty_stream",
+    "first_round_calls_a_tool",
+    "name_the_tool_when_plain",
+    "prefill_when_required",
+    "recording_proxy",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +70,8 @@ class Exchange:
     t_end: float = 0.0
     client_gone: bool = False
     error: str = ""
+    upstream_retries: int = 0
+    """Times the request went upstream again because a kept-alive connection had closed."""
 
     @property
     def request_json(self) -> Any:
@@ -105,12 +115,18 @@ class Exchange:
         return out
 
     def reported_usage(self) -> dict[str, Any] | None:
-        """The usage the server reported (whole answer or any stream chunk), else None."""
+        """The usage the server reported (whole answer or any stream chunk), else what llama-server's
+        ``timings`` count (``prompt_n`` + ``cache_n``, ``predicted_n``), else None."""
         payloads = [self.json()] if not self.streamed else self.sse_data()
         usage = None
         for payload in payloads:
             if isinstance(payload, dict) and isinstance(payload.get("usage"), dict):
                 usage = payload["usage"]
+        timings = self.timings()
+        if usage is None and timings is not None:
+            prompt = int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0))
+            completion = int(timings.get("predicted_n", 0))
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
         return usage
 
     def timings(self) -> dict[str, Any] | None:
@@ -215,59 +231,111 @@ class RecordingProxy:
         headers = {k: v for k, v in request.headers.items() if k not in _HOP}
         headers["accept-encoding"] = "identity"
         url = self.upstream + request.path + (f"?{request.query}" if request.query else "")
-        try:
-            async with self._client.stream(request.method, url, content=sent, headers=headers) as response:
-                exchange.t_headers = time.perf_counter()
-                exchange.status = response.status_code
-                exchange.headers = {k.lower(): v for k, v in response.headers.items()}
-                kept = {k: v for k, v in exchange.headers.items() if k not in _HOP}
-                head = f"HTTP/1.1 {response.status_code} {response.reason_phrase}\r\n"
-                if "content-length" in exchange.headers and "event-stream" not in exchange.headers.get(
-                    "content-type", ""
-                ):
-                    body = await response.aread()
-                    exchange.t_first_byte = time.perf_counter()
-                    exchange.body = body
-                    lines = [f"{k}: {v}" for k, v in kept.items()] + [f"content-length: {len(body)}"]
-                    await stream.send((head + "\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        for attempt in (1, 2):
+            try:
+                return await self._relay(stream, exchange, request.method, url, sent, headers)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                # a kept-alive upstream connection the server had closed (llama-cpp-python closes it
+                # after a stream that failed): asked again once on a new one, as a browser would
+                if attempt == 2 or exchange.status:
+                    exchange.error = repr(exc)
                     exchange.t_end = time.perf_counter()
-                    return True
-                lines = [f"{k}: {v}" for k, v in kept.items()] + ["transfer-encoding: chunked"]
-                await stream.send((head + "\r\n".join(lines) + "\r\n\r\n").encode())
-                parts = bytearray()
-                try:
-                    async for chunk in response.aiter_raw():
-                        if not chunk:
-                            continue
-                        if exchange.t_first_byte is None:
-                            exchange.t_first_byte = time.perf_counter()
-                        parts += chunk
-                        await stream.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    await stream.send(b"0\r\n\r\n")
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
-                    exchange.client_gone = True  # leaving the block closes the upstream request too
                     return False
-                finally:
-                    exchange.body = bytes(parts)
-                    exchange.t_end = time.perf_counter()
+                exchange.upstream_retries += 1
+            except httpx.HTTPError as exc:  # the server died or refused: the client sees a dropped connection
+                exchange.error = repr(exc)
+                exchange.t_end = time.perf_counter()
+                return False
+        return False
+
+    async def _relay(
+        self,
+        stream: anyio.abc.SocketStream,
+        exchange: Exchange,
+        method: str,
+        url: str,
+        sent: bytes,
+        headers: dict[str, str],
+    ) -> bool:
+        async with self._client.stream(method, url, content=sent, headers=headers) as response:
+            exchange.t_headers = time.perf_counter()
+            exchange.status = response.status_code
+            exchange.headers = {k.lower(): v for k, v in response.headers.items()}
+            kept = {k: v for k, v in exchange.headers.items() if k not in _HOP}
+            head = f"HTTP/1.1 {response.status_code} {response.reason_phrase}\r\n"
+            if "content-length" in exchange.headers and "event-stream" not in exchange.headers.get(
+                "content-type", ""
+            ):
+                body = await response.aread()
+                exchange.t_first_byte = time.perf_counter()
+                exchange.body = body
+                lines = [f"{k}: {v}" for k, v in kept.items()] + [f"content-length: {len(body)}"]
+                await stream.send((head + "\r\n".join(lines) + "\r\n\r\n").encode() + body)
+                exchange.t_end = time.perf_counter()
                 return True
-        except httpx.HTTPError as exc:  # the server died or refused: the client sees a dropped connection
-            exchange.error = repr(exc)
-            exchange.t_end = time.perf_counter()
-            return False
+            lines = [f"{k}: {v}" for k, v in kept.items()] + ["transfer-encoding: chunked"]
+            await stream.send((head + "\r\n".join(lines) + "\r\n\r\n").encode())
+            parts = bytearray()
+            try:
+                async for chunk in response.aiter_raw():
+                    if not chunk:
+                        continue
+                    if exchange.t_first_byte is None:
+                        exchange.t_first_byte = time.perf_counter()
+                    parts += chunk
+                    await stream.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                await stream.send(b"0\r\n\r\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
+                exchange.client_gone = True  # leaving the block closes the upstream request too
+                return False
+            finally:
+                exchange.body = bytes(parts)
+                exchange.t_end = time.perf_counter()
+            return True
 
 
-def first_request_requires_a_tool(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
-    """A ``rewrite``: ``tool_choice: "required"`` on the requests of a run's first round (those that
-    offer tools and carry no tool result yet; a retry of the first request is one of them).
+def _first_round(body: dict[str, Any]) -> bool:
+    """A request of a run's first round: it offers tools and carries no tool result yet."""
+    messages = body.get("messages") or []
+    return bool(body.get("tools")) and not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)
+
+
+PREFILL = {"role": "assistant", "content": "{"}
+"""An assistant message to continue: llama-server runs the prefill through the grammar, so with
+``tool_choice: "required"`` the answer is a call from its first token (without it, llama.cpp's
+grammar lets the model write text first, and a 135M model may write text until the cap)."""
+
+
+def first_round_calls_a_tool(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``rewrite`` for llama-server: the first round gets ``tool_choice: "required"`` and the
+    prefill ``{`` (a retry of the first request is of the first round too).
 
     It stands in for ``llm.toolChoice: "required"`` (applied to the first round) until that
-    setting exists; the tests that use the setting itself are marked xfail until then.
+    setting exists; ``test_tool_choice_setting`` checks the setting itself and is marked xfail until then.
     """
-    messages = body.get("messages") or []
-    if body.get("tools") and not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
-        return {**body, "tool_choice": "required"}
+    if _first_round(body):
+        return {**body, "tool_choice": "required", "messages": [*body["messages"], PREFILL]}
     return None
+
+
+def prefill_when_required(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``rewrite`` for llama-server: the prefill ``{`` on requests that say ``tool_choice: "required"``."""
+    if body.get("tool_choice") == "required":
+        return {**body, "messages": [*body["messages"], PREFILL]}
+    return None
+
+
+def name_the_tool_when_plain(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``rewrite``: a request with tools that is not streamed names the first tool in ``tool_choice``."""
+    if body.get("tools") and not body.get("stream") and body.get("tool_choice", "auto") == "auto":
+        name = body["tools"][0]["function"]["name"]
+        return {**body, "tool_choice": {"type": "function", "function": {"name": name}}}
+    return None
+
+
+def empty_stream(exchange: Exchange) -> bool:
+    """A streamed request with tools that came back 200 with no data (only ``: ping`` at most)."""
+    return bool(exchange.sent_json.get("stream") and exchange.sent_json.get("tools")) and not exchange.sse_data()
 
 
 @contextmanager

@@ -6,8 +6,8 @@ configurations of issue 10:
 
 - ``llama_cpp_python(build, chat_format="chatml-function-calling")``: tool support;
 - ``llama_cpp_python(build)``: the GGUF's own chat template (it silently drops ``tools``);
-- ``llama_server(build)``: upstream llama.cpp with ``--jinja`` (a grammar when ``tool_choice``
-  is ``"required"``).
+- ``llama_server(build)``: upstream llama.cpp with ``--jinja`` and ``chatml-tools.jinja`` (a
+  grammar when ``tool_choice`` is ``"required"``).
 
 Each runs with one slot and two threads: a local server as a user runs it on a small machine.
 """
@@ -175,9 +175,14 @@ def llama_cpp_python_argv(build: Build, port: int, *, chat_format: str | None, n
     return argv
 
 
+TOOLS_TEMPLATE = Path(__file__).with_name("chatml-tools.jinja")
+"""llama-server's chat template: ChatML like SmolLM2's own, but one that describes tools (llama.cpp
+derives the tool-call format from the template; with SmolLM2's own it ignores ``tools``)."""
+
+
 def llama_server_argv(build: Build, port: int, *, n_ctx: int = N_CTX) -> list[str]:
     return [
-        str(build.llama_server), "--model", str(build.model), "--jinja",
+        str(build.llama_server), "--model", str(build.model), "--jinja", "--chat-template-file", str(TOOLS_TEMPLATE),
         "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(n_ctx), "--parallel", "1",
         "--threads", str(THREADS), "--no-webui",
     ]  # fmt: skip

@@ -3,7 +3,9 @@ template: a server that cannot stream tool calls, that sends the legacy ``functi
 ``tool_calls``, that never reports usage when streaming, and (own template) that drops ``tools``.
 
 The function-calling runs are shared by several checks (``fc_runs``): two questions on one Agent,
-streamed, four rounds each. A 135M model calls tools only now and then, so the recording proxy
+streamed, four rounds each, with ``tool_choice: "auto"`` sent (``llm.capabilities.toolChoice``: on a
+port that says nothing the server's kind is unknown and ``tool_choice`` is not sent, and without it
+this server does not call tools at all). A 135M model calls tools only now and then, so the recording proxy
 names the tool in ``tool_choice`` on every request that is not streamed (llama-cpp-python then
 constrains the call with a grammar; it would refuse ``"required"``); streamed requests go as the
 agent sent them (``tool_choice`` unset means "auto", which that server cannot stream).
@@ -21,28 +23,14 @@ import pytest
 
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Message
-from tests.fakes.model_server import RecordedRequest
 
 from ._marks import IDENTIFY, PHANTOM_CALLS, REMEMBER_STREAMING, USAGE
 from ._run import Outcome, cli, offered, run_agent
 from .conftest import ENDINGS_OF_A_WORKING_LOOP, agent_config
-from .proxy import Exchange, RecordingProxy, recording_proxy
+from .proxy import Exchange, RecordingProxy, empty_stream, name_the_tool_when_plain, recording_proxy
 from .servers import Build, RealServer, llama_cpp_python
 
 ROUNDS = 4
-
-
-def name_the_tool_when_plain(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
-    """A ``rewrite``: a request with tools that is not streamed names the first tool in ``tool_choice``."""
-    if body.get("tools") and not body.get("stream") and "tool_choice" not in body:
-        name = body["tools"][0]["function"]["name"]
-        return {**body, "tool_choice": {"type": "function", "function": {"name": name}}}
-    return None
-
-
-def empty_stream(exchange: Exchange) -> bool:
-    """A streamed request with tools that came back 200 with no data (only ``: ping`` at most)."""
-    return bool(exchange.sent_json.get("stream") and exchange.sent_json.get("tools")) and not exchange.sse_data()
 
 
 @dataclass
@@ -58,14 +46,14 @@ async def fc_runs(fc_server: RealServer, tmp_path_factory: pytest.TempPathFactor
             tmp_path_factory.mktemp("fc"),
             proxy.base_url,
             fc_server.model_id,
-            llm={"stream": True},
+            llm={"stream": True, "capabilities": {"toolChoice": True}},
             limits={"maxRounds": ROUNDS, "loopThreshold": 0},
         )
         outcomes = await run_agent(config, "Echo the word pineapple.", "Echo the word banana.")
         yield FcRuns(outcomes, proxy.chats)
 
 
-def test_streamed_tools_come_back_empty_and_the_plain_request_works(
+async def test_streamed_tools_come_back_empty_and_the_plain_request_works(
     fc_runs: FcRuns, samples: Callable[[str, Exchange, str], Path]
 ) -> None:
     first, retry = fc_runs.chats[0], fc_runs.chats[1]
@@ -81,14 +69,14 @@ def test_streamed_tools_come_back_empty_and_the_plain_request_works(
     samples("lcp-fc-named-call-plain", retry, "chatml-function-calling, a named tool_choice: tool_calls + function_call")
 
 
-def test_the_server_sends_function_call_beside_tool_calls(fc_runs: FcRuns) -> None:
+async def test_the_server_sends_function_call_beside_tool_calls(fc_runs: FcRuns) -> None:
     """The wire fact behind item 1 (if a new pin stops doing it, the phantom check means less)."""
     messages = [e.json()["choices"][0]["message"] for e in fc_runs.chats if e.status == 200 and not e.streamed]
     assert any(m.get("tool_calls") and m.get("function_call") for m in messages), messages
 
 
 @PHANTOM_CALLS
-def test_no_phantom_calls_from_function_call(fc_runs: FcRuns) -> None:
+async def test_no_phantom_calls_from_function_call(fc_runs: FcRuns) -> None:
     """Each round runs exactly the server's ``tool_calls``: the legacy field adds none."""
     answered = [e for e in fc_runs.chats if e.status == 200 and not e.streamed]
     wanted = [len(e.json()["choices"][0]["message"].get("tool_calls") or []) for e in answered]
@@ -102,7 +90,7 @@ def test_no_phantom_calls_from_function_call(fc_runs: FcRuns) -> None:
 
 
 @REMEMBER_STREAMING
-def test_a_failed_tool_stream_is_not_asked_again(fc_runs: FcRuns) -> None:
+async def test_a_failed_tool_stream_is_not_asked_again(fc_runs: FcRuns) -> None:
     """Eight rounds on one provider: at most one wasted streamed request (the target is <= 1)."""
     wasted = [i for i, e in enumerate(fc_runs.chats) if empty_stream(e)]
     assert len(wasted) <= 1, f"{len(wasted)} empty tool streams in {len(fc_runs.chats)} requests"
@@ -120,7 +108,7 @@ async def fc_plain_stream(fc_server: RealServer, tmp_path_factory: pytest.TempPa
         yield FcRuns(outcomes, proxy.chats)
 
 
-def test_a_streamed_answer_carries_no_usage(fc_plain_stream: FcRuns, samples: Callable[[str, Exchange, str], Path]) -> None:
+async def test_a_streamed_answer_carries_no_usage(fc_plain_stream: FcRuns, samples: Callable[[str, Exchange, str], Path]) -> None:
     [chat] = fc_plain_stream.chats
     assert chat.streamed and chat.sse_data() and chat.reported_usage() is None
     assert fc_plain_stream.outcomes[0].result.usage.estimated
@@ -128,7 +116,7 @@ def test_a_streamed_answer_carries_no_usage(fc_plain_stream: FcRuns, samples: Ca
 
 
 @USAGE
-def test_estimated_usage_is_marked_in_the_result(fc_plain_stream: FcRuns) -> None:
+async def test_estimated_usage_is_marked_in_the_result(fc_plain_stream: FcRuns) -> None:
     assert fc_plain_stream.outcomes[0].structured["usage"].get("estimated") is True
 
 

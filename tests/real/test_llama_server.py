@@ -1,27 +1,29 @@
 """Upstream llama.cpp ``llama-server --jinja``: the whole path for real, call -> tool -> result -> answer.
 
 A 135M model calls tools only now and then; with ``tool_choice: "required"`` llama-server
-constrains its output with a grammar, so the first round always yields a well-formed call. The
-recording proxy puts ``"required"`` on the first round (``first_request_requires_a_tool``) until
-``llm.toolChoice`` exists; ``test_tool_choice_setting`` checks the setting itself.
+constrains its output with a grammar built from the chat template (``chatml-tools.jinja``). This
+llama.cpp lets the model write text before the call, so the recording proxy also appends the
+prefill ``{`` (an assistant message to continue, which the grammar reads as the start of a call):
+the first round then always yields a well-formed call, and the loop runs the rest for real. The
+proxy adds both to the first round (``first_round_calls_a_tool``) until ``llm.toolChoice`` exists;
+``test_tool_choice_setting`` checks the setting itself (with the prefill alone from the proxy).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from mcp_agent.config import load_config
-from mcp_agent.loop.agent import Agent
-from tests.gateway.conftest import eventually, running_gateway
-
-from ._marks import ENDINGS, IDENTIFY, OUTPUT_CAP, TOOL_CHOICE
-from ._run import assistant_calls, cap_of, cli, offered, query_json, run_agent, tool_messages
+from ._marks import ENDINGS, IDENTIFY, OUTPUT_CAP, TOOL_CHOICE, TRUNCATED
+from ._run import assistant_calls, cap_of, cli, offered, query_json, run_agent, serving, tool_messages
 from .conftest import ENDINGS_OF_A_WORKING_LOOP, agent_config, echo_server, system_server
-from .proxy import Exchange, RecordingProxy, first_request_requires_a_tool
+from .proxy import Exchange, RecordingProxy, first_round_calls_a_tool, prefill_when_required, recording_proxy
 from .servers import N_CTX, Build, RealServer, llama_server
 
 QUESTION = "Use the echo tool to echo the word pineapple."
@@ -39,7 +41,7 @@ async def test_call_tool_result_answer(
     samples: Callable[[str, Exchange, str], Path],
     stream: bool,
 ) -> None:
-    proxy = proxy_to(jinja_server, first_request_requires_a_tool)
+    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
     config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"stream": stream})
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
@@ -79,7 +81,7 @@ async def test_usage_and_timings_are_the_servers(
 ) -> None:
     """llama-server reports usage (when asked, streamed) and its own timings: the run's usage is
     the sum of what it reported, not an estimate; the run's times cover the server's."""
-    proxy = proxy_to(jinja_server, first_request_requires_a_tool)
+    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
     config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"stream": stream})
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
@@ -100,7 +102,7 @@ async def test_usage_and_timings_are_the_servers(
 @TOOL_CHOICE
 async def test_tool_choice_setting(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
     """``llm.toolChoice: "required"`` applies to the first round; later rounds may answer."""
-    proxy = proxy_to(jinja_server)
+    proxy = proxy_to(jinja_server, prefill_when_required)
     config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"toolChoice": "required"})
     [run] = await run_agent(config, QUESTION)
     first, second, *_ = proxy.chats
@@ -150,7 +152,7 @@ def test_doctor_knows_the_server_and_its_context_window(jinja_server: RealServer
 
 def test_query_json_from_the_command_line(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
     """``mcp-agent query --json`` as a user runs it: the structured result, and its exit code."""
-    proxy = proxy_to(jinja_server, first_request_requires_a_tool)
+    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
     config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers())
     code, data, stderr = query_json(QUESTION, config)
     assert data["termination_reason"] in ENDINGS_OF_A_WORKING_LOOP, (data, stderr)
@@ -171,40 +173,55 @@ def own_server(build: Build, logs: Path):  # type: ignore[no-untyped-def]
         yield server
 
 
-@pytest.mark.parametrize(
-    "stream", [True, pytest.param(False, marks=ENDINGS)], ids=["streamed", "plain"]
-)
+def kill_when_busy(server: RealServer, timeout: float = 60) -> None:
+    """SIGKILL ``server`` as soon as its slot is working on a request (llama-server ``/slots``)."""
+    deadline = time.monotonic() + timeout
+    with httpx.Client(timeout=2, trust_env=False) as client:
+        while time.monotonic() < deadline and server.alive():
+            try:
+                slots = client.get(f"{server.url}/slots").json()
+            except (httpx.HTTPError, ValueError):
+                slots = []
+            if any(isinstance(slot, dict) and slot.get("is_processing") for slot in slots):
+                server.kill()
+                return
+            time.sleep(0.01)
+
+
+@ENDINGS
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
 async def test_a_server_killed_mid_run_ends_llm_error(own_server: RealServer, tmp_path: Path, stream: bool) -> None:
     config = agent_config(
         tmp_path, own_server.base_url, own_server.model_id, llm={"stream": stream, "maxOutputTokens": 3000}, mcpServers={}
     )
-    killer = threading.Timer(2.0, own_server.kill)
+    killer = threading.Thread(target=kill_when_busy, args=(own_server,), daemon=True)
     killer.start()
-    try:
-        [run] = await run_agent(config, "Write a very long story about a lighthouse keeper and the sea.")
-    finally:
-        killer.cancel()
-    assert not own_server.alive()
+    [run] = await run_agent(config, "Write a very long story about a lighthouse keeper and the sea.")
+    killer.join(10)
+    assert not own_server.alive(), "the server was not killed while it worked"
     assert run.result.termination_reason.value == "llm_error", (run.result.termination_reason, run.result.detail)
 
 
 @ENDINGS
-async def test_health_stops_saying_reachable_after_the_server_died(own_server: RealServer, tmp_path: Path) -> None:
-    config = load_config(agent_config(tmp_path, own_server.base_url, own_server.model_id, mcpServers={}))
-    async with running_gateway(config, factory=Agent.from_config) as gateway, gateway.client() as http:
+def test_health_stops_saying_reachable_after_the_server_died(own_server: RealServer, tmp_path: Path) -> None:
+    """``mcp-agent serve`` as a user runs it: health follows the model server, not the start-up probe."""
+    config = agent_config(tmp_path, own_server.base_url, own_server.model_id, mcpServers={})
+    with serving(config) as url, httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
 
-        async def reachable() -> bool:
-            return (await http.get("/api/v1/health")).json()["model_server"].get("reachable") is True
+        def health_until(check: Callable[[dict[str, Any]], bool], seconds: float) -> dict[str, Any]:
+            deadline = time.monotonic() + seconds
+            body: dict[str, Any] = http.get("/api/v1/health").json()
+            while not check(body) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                body = http.get("/api/v1/health").json()
+            return body
 
-        await eventually(reachable, timeout=20)  # the start-up probe
+        body = health_until(lambda b: b.get("model_server", {}).get("reachable") is True, 30)  # the start-up probe
+        assert body["model_server"]["reachable"] is True, body
         own_server.kill()
-        await http.post("/api/v1/query", json={"query": "hello"}, timeout=60)
-
-        async def unreachable() -> bool:
-            body = (await http.get("/api/v1/health")).json()
-            return body["model_server"].get("reachable") is False and body["status"] == "degraded"
-
-        await eventually(unreachable, timeout=30)
+        http.post("/api/v1/query", json={"query": "hello"})
+        body = health_until(lambda b: b["model_server"].get("reachable") is False, 30)
+        assert body["model_server"].get("reachable") is False and body["status"] == "degraded", body
 
 
 @ENDINGS
@@ -224,3 +241,51 @@ async def test_a_read_timeout_names_the_limit_and_is_not_piled_on(
     result = run.result
     assert "requestTimeoutSeconds" in result.detail and "2" in result.detail, result.detail
     assert len(proxy.chats) == 1, [e.server_ms for e in proxy.chats]
+
+
+# ------------------------------------------------------------------------------ cut-off answers (item 5)
+
+
+@pytest.fixture(scope="module")
+async def cut_off(jinja_server: RealServer, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A run whose answer hits the configured cap (8 tokens)."""
+    with recording_proxy(jinja_server.url) as proxy:
+        config = agent_config(
+            tmp_path_factory.mktemp("cut"),
+            proxy.base_url,
+            jinja_server.model_id,
+            llm={"stream": False, "maxOutputTokens": 8},
+            mcpServers={},
+        )
+        [run] = await run_agent(config, "Write a long story about a lighthouse keeper.")
+        yield run, proxy.chats
+
+
+async def test_the_server_says_length_when_the_cap_cuts(cut_off) -> None:  # type: ignore[no-untyped-def]
+    _, chats = cut_off
+    assert chats[0].json()["choices"][0]["finish_reason"] == "length"
+
+
+@TRUNCATED
+async def test_a_cut_off_answer_is_flagged(cut_off) -> None:  # type: ignore[no-untyped-def]
+    run, _ = cut_off
+    assert run.structured.get("truncated") is True and "truncat" in run.result.detail.lower()
+
+
+# ------------------------------------------------------------------------------ early stops (item 8)
+
+
+async def test_an_early_stop_says_so(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
+    """``maxRounds: 1`` with a call in round 1: the run ends ``max_rounds``; with ``earlyStop`` one
+    more call without tools writes the answer, and the loop's own instruction is not that answer."""
+    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
+    config = agent_config(
+        tmp_path, proxy.base_url, jinja_server.model_id, limits={"maxRounds": 1, "earlyStop": True}
+    )
+    [run] = await run_agent(config, QUESTION)
+    result = run.result
+    first, synthesis = proxy.chats
+    assert first.sent_json.get("tools") and not synthesis.sent_json.get("tools")
+    assert result.termination_reason.value == "max_rounds" and result.early_stopped
+    assert "round" in result.detail.lower()
+    assert "[SYSTEM" not in result.answer
