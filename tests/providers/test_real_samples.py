@@ -100,10 +100,14 @@ def reported(sample: dict[str, Any]) -> dict[str, Any] | None:
         payloads = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")]
     else:
         payloads = [json.loads(text)]
-    usage = None
+    usage = timings = None
     for payload in payloads:
         if isinstance(payload, dict) and isinstance(payload.get("usage"), dict):
             usage = payload["usage"]
+        if isinstance(payload, dict) and isinstance(payload.get("timings"), dict):
+            timings = payload["timings"]
+    if usage is None and timings is not None:  # llama-server streams its counts in timings
+        usage = {"prompt_tokens": timings.get("prompt_n", 0) + timings.get("cache_n", 0)}
     return usage
 
 
@@ -138,7 +142,7 @@ def _a_call_and_its_usage(sample: dict[str, Any], turn: Turn) -> None:
 
 
 def _text_without_calls(sample: dict[str, Any], turn: Turn) -> None:
-    assert not turn.tool_calls and (turn.content or turn.tool_calls or turn.finish_reason)
+    assert not turn.tool_calls and turn.content
     _usage_as_reported(sample, turn)
 
 
