@@ -29,6 +29,7 @@ __all__ = [
     "ds_token",
     "find_name",
     "gemma_value",
+    "kimi_call",
     "pythonic_calls",
     "whole_message",
 ]
@@ -92,6 +93,8 @@ def _call_from_object(
         return None
     if strict and (set(item) - _CALL_KEYS or not {"arguments", "parameters"} & set(item)):
         return None
+    if strict and _is_schema(item.get("parameters", item.get("arguments"))):
+        return None  # a tool's definition ({"name", "parameters": schema}), not a call
     extra = set(item) - _CALL_KEYS
     if extra and not {"arguments", "parameters"} & set(item):
         if repaired:  # the repair lost the arguments key to odd keys
@@ -108,6 +111,15 @@ def _call_from_object(
         except ValueError:
             raw = args
     return name, arguments, error, raw
+
+
+def _is_schema(value: Any) -> bool:
+    """Whether value looks like an object's JSON Schema (``type: object`` and ``properties``)."""
+    return (
+        isinstance(value, Mapping)
+        and value.get("type") == "object"
+        and isinstance(value.get("properties"), Mapping)
+    )
 
 
 def find_name(region: str) -> str | None:
@@ -300,10 +312,12 @@ def deepseek_call(inner: str) -> RawCall | None:
     """The call between DeepSeek's call tokens, or None when it names no function.
 
     V3 writes ``function<sep>name``, a newline and fenced JSON; V3.1 writes ``name<sep>{json}``.
+    Kimi K2 uses the same ASCII call tokens around ``functions.name:0<|tool_call_argument_begin|>``;
+    such a body is read as Kimi's (``kimi_call``).
     """
     sep = _DS_SEP.search(inner)
     if sep is None:
-        return None
+        return kimi_call(inner)
     left, right = inner[: sep.start()].strip(), inner[sep.end() :]
     if left == "function" and not right.lstrip().startswith("{"):  # V3: type, name on one line
         name, _, right = right.lstrip().partition("\n")
@@ -315,3 +329,24 @@ def deepseek_call(inner: str) -> RawCall | None:
     raw = _unfence(right.strip())
     arguments, error = parse_arguments(raw)
     return RawCall(name, arguments, error, raw if error else None)
+
+
+# --------------------------------------------------------------------------- Kimi K2
+
+KIMI_ARGS = "<|tool_call_argument_begin|>"
+_KIMI_NAME = re.compile(r"(?:functions\.)?([A-Za-z_][\w.\-]{0,199}?)(?::\d{1,6})?")
+
+
+def kimi_call(inner: str) -> RawCall | None:
+    """The call between Kimi K2's ``<|tool_call_begin|>`` and ``<|tool_call_end|>``, or None.
+
+    Kimi writes ``functions.NAME:INDEX<|tool_call_argument_begin|>{json}``; the ``functions.``
+    prefix and the index are dropped from the name.
+    """
+    head, found, raw = inner.partition(KIMI_ARGS)
+    name = _KIMI_NAME.fullmatch(head.strip())
+    if not found or name is None:
+        return None
+    raw = raw.strip()
+    arguments, error = parse_arguments(raw)
+    return RawCall(name.group(1), arguments, error, raw if error else None)

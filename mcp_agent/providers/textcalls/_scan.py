@@ -1,11 +1,12 @@
 """Where tool-call blocks start and end in a model's text, one reader per format (pure).
 
 ``Scanner`` makes one left-to-right pass over one text. ``next_marker`` finds the next block
-start of any format (``llm-wire.md`` §5: ``<tool_call>``, ``<function=``, ``<|tool_call|>``,
-``functools[``, ``[TOOL_CALLS]``, ``[TOOL_REQUEST]``, ``<|python_tag|>``, ``<function_calls>``,
-``<start_function_call>``, DeepSeek tokens, a line of pythonic calls) and ``read`` hands it to
-that format's reader, which returns the block's calls and where it ends, or None when the marker
-starts no block. The work stays linear-ish in the length of the text: markers are found with
+start of any format (``llm-wire.md`` §5: ``<tool_call>`` (Hermes, Granite, Qwen XML, GLM),
+``<function=``, ``<|tool_call|>``, ``functools[``, ``[TOOL_CALLS]``, ``[TOOL_REQUEST]``,
+``<|python_tag|>``, ``<function_calls>``, ``<start_function_call>``, Kimi K2 and DeepSeek tokens,
+harmony ``<|start|>``/``<|channel|>`` headers, code fences, a line of pythonic calls) and
+``read`` hands it to that format's reader, which returns the block's calls and where it ends, or
+None when the marker starts no block. The work stays linear-ish in the length of the text: markers are found with
 ``str.find``, every search remembers its last answer, and each block is bounded by the next
 marker of its kind, so thousands of unclosed markers cost one scan per closing tag.
 """
@@ -28,6 +29,7 @@ from ._calls import (
     gemma_value,
     pythonic_calls,
 )
+from ._harmony import HARMONY_ENDS, is_call, read_header
 from ._values import BROKEN, json_error, read_value, skip_ws
 
 __all__ = ["Block", "Hit", "Scanner"]
@@ -54,6 +56,7 @@ _DS_CALLS_BEGIN = re.compile(ds_token("tool_calls_begin"))
 _DS_CALLS_END = re.compile(ds_token("tool_calls_end"))
 _DS_CALL_BEGIN = re.compile(ds_token("tool_call_begin"))
 _DS_CALL_END = re.compile(ds_token("tool_call_end"))
+_KIMI_SECTION_END = re.compile(r"<\|tool_calls?_section_end\|>")
 
 # Where each format's blocks start; the kind names the reader (``Scanner._<kind>``). Literals
 # are found with str.find; the two patterns begin with a literal character, so the regex engine
@@ -69,7 +72,11 @@ _MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
     ("python_tag", "<|python_tag|>"),
     ("olmo", "<function_calls>"),
     ("gemma", "<start_function_call>"),
+    ("kimi", re.compile(r"<\|tool_calls?_section_begin\|>")),
     ("deepseek", re.compile(f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}")),
+    ("harmony", "<|start|>"),
+    ("harmony", "<|channel|>"),
+    ("fence", "```"),
     ("pythonic", re.compile(r"\n[ \t]*\[(?=[A-Za-z_][\w.\-]*\()")),  # a line of pythonic calls
 )
 _FUNC_HEAD = re.compile(r"<function=([^>\n]{1,200})>")
@@ -78,6 +85,8 @@ _PARAM_LINE = re.compile(r"\n[ \t]*<parameter=([^>\n]{1,200})>")
 _MISTRAL_CALL = re.compile(r"([A-Za-z0-9_.\-]{1,200})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(\[ARGS\])?")
 _PY_END = re.compile(r"<\|eom_id\|>|<\|eot_id\|>|\n")
 _GEMMA_HEAD = re.compile(r"\s*call:([A-Za-z0-9_.\-]{1,200})\s*\{")
+_GLM_NAME = re.compile(r"([A-Za-z_][\w.\-:]{0,199})[ \t]*(?=\r?\n|<arg_key>|</tool_call>)")
+_FENCE_LABELS = frozenset({"", "json"})
 
 
 class Scanner:
@@ -87,12 +96,18 @@ class Scanner:
         text: the text to scan.
         resolve: the offered tool a written name means, or None; the Qwen XML reader uses it to
             know which ``<parameter=`` lines are structural.
+        complete: text is the whole message (not a head cut off a longer one), so a block that
+            reaches its end ends the message.
     """
 
-    def __init__(self, text: str, resolve: Callable[[str], ToolSpec | None]) -> None:
+    def __init__(
+        self, text: str, resolve: Callable[[str], ToolSpec | None], *, complete: bool = True
+    ) -> None:
         self.text = text
         self.resolve = resolve
+        self.complete = complete
         self._cache: dict[Any, tuple[int, int]] = {}
+        self._fences_fail_before = 0  # fences before this index belong to a run already refused
 
     # Each search remembers where it looked and what it found, so a text with many markers
     # and no closing tags costs one scan per closing tag, not one per marker.
@@ -174,7 +189,45 @@ class Scanner:
             if not raws:
                 return None
             return Block(_consume(text, end, "</tool_call>"), raws)
+        if text[i : i + 1] not in ("{", "[", "`"):
+            return self._glm(i)
         return self._json_block(i, limit, "</tool_call>")
+
+    def _glm(self, i: int) -> Block | None:
+        """GLM-4.5/4.7: ``<tool_call>NAME``, then ``<arg_key>K</arg_key><arg_value>V</arg_value>`` pairs.
+
+        Values are raw text, typed later by the tool's schema. A value left open ends where its
+        call does (the next ``<arg_key>``, ``</tool_call>`` or ``<tool_call>``).
+        """
+        text = self.text
+        head = _GLM_NAME.match(text, i)
+        if head is None:
+            return None
+        name = head.group(1)
+        params: dict[str, str] = {}
+        p = skip_ws(text, head.end())
+        while text.startswith("<arg_key>", p):
+            key_end = self.find("</arg_key>", p)
+            q = skip_ws(text, key_end + len("</arg_key>"))
+            if key_end - p > 300 or not text.startswith("<arg_value>", q):
+                stop = self.first(p, "</tool_call>", "<tool_call>")
+                raw = text[p:stop].strip()
+                error = (
+                    "an <arg_key> without its <arg_value>: write <arg_key>K</arg_key><arg_value>V</arg_value>"
+                )
+                return Block(_consume(text, stop, "</tool_call>"), [RawCall(name, {}, error, raw)])
+            key = text[p + len("<arg_key>") : key_end].strip()
+            start = q + len("<arg_value>")
+            close = self.find("</arg_value>", start)
+            if close < self.find("<tool_call>", start):
+                p = skip_ws(text, close + len("</arg_value>"))
+            else:  # left open: the value ends with its call
+                close = p = self.first(start, "<arg_key>", "</tool_call>", "<tool_call>")
+            params[key] = text[start:close]
+        closed = text.startswith("</tool_call>", p)
+        if not (params or closed):
+            return None  # `<tool_call>` and a word, in prose
+        return Block(p + len("</tool_call>") if closed else p, [RawCall(name, xml_params=params)])
 
     def _granite(self, hit: Hit) -> Block | None:
         limit = self.first(hit.end, "<|/tool_call|>", "<|tool_call|>")
@@ -325,12 +378,31 @@ class Scanner:
     def _deepseek(self, hit: Hit) -> Block | None:
         text = self.text
         i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
+        raws, i = self._token_calls(i)
+        if not raws:
+            return None
+        close = _DS_CALLS_END.match(text, skip_ws(text, i))
+        return Block(close.end() if close else i, raws)
+
+    def _kimi(self, hit: Hit) -> Block | None:
+        """Kimi K2: a section of ``<|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{json}<|tool_call_end|>``."""
+        raws, i = self._token_calls(hit.end, _KIMI_SECTION_END)
+        if not raws:
+            return None
+        close = _KIMI_SECTION_END.match(self.text, skip_ws(self.text, i))
+        return Block(close.end() if close else i, raws)
+
+    def _token_calls(self, i: int, *ends: re.Pattern[str]) -> tuple[list[RawCall], int]:
+        """The calls between ``<|tool_call_begin|>`` and ``<|tool_call_end|>`` tokens from i on
+        (DeepSeek's, fullwidth or ASCII, and Kimi's), and where they end."""
+        text = self.text
         raws: list[RawCall] = []
         while (cm := _DS_CALL_BEGIN.match(text, skip_ws(text, i))) is not None:
             end = min(
                 self.find(_DS_CALL_END, cm.end()),
                 self.find(_DS_CALL_BEGIN, cm.end()),
                 self.find(_DS_CALLS_END, cm.end()),
+                *(self.find(e, cm.end()) for e in ends),
             )
             raw = deepseek_call(text[cm.end() : end])
             if raw is None:
@@ -338,10 +410,82 @@ class Scanner:
             raws.append(raw)
             close = _DS_CALL_END.match(text, end)
             i = close.end() if close else end
-        if not raws:
+        return raws, i
+
+    def _harmony(self, hit: Hit) -> Block | None:
+        """A gpt-oss harmony message with a recipient: ``…to=functions.NAME…<|message|>{json}<|call|>``."""
+        text = self.text
+        got = read_header(text, hit.start)
+        if got is None or not is_call(got[0]):
             return None
-        close = _DS_CALLS_END.match(text, skip_ws(text, i))
-        return Block(close.end() if close else i, raws)
+        header, j = got
+        limit = self.first(j, *HARMONY_ENDS, "<|start|>", "<|channel|>")
+        name = header.recipient.removeprefix("functions.")
+        j = skip_ws(text, j)
+        if text[j : j + 1] in ("{", "["):
+            value, end, repaired = read_value(text, j, limit)
+            if isinstance(value, dict):
+                return Block(
+                    _past_any(text, end, HARMONY_ENDS),
+                    [RawCall(name, value, None, text[j:end] if repaired else None)],
+                )
+        raw = text[j:limit].strip()
+        arguments, error = parse_arguments(raw)
+        return Block(
+            _past_any(text, limit, HARMONY_ENDS), [RawCall(name, arguments, error, raw if error else None)]
+        )
+
+    # -- fenced JSON ----------------------------------------------------------------------
+
+    def _fence(self, hit: Hit) -> Block | None:
+        """Fenced call JSON (```` ```json ```` or ```` ``` ````) that ends the message.
+
+        Every fence from hit to the end of the text must hold nothing but call objects (a name,
+        ``arguments`` or ``parameters``, nothing else; ``_calls.calls_from_value`` strict), with
+        only whitespace between and after the fences. A fence followed by prose, or one that
+        holds anything else, is the model showing JSON, and stays content. A run of fences that
+        fails is remembered, so each fence is read once.
+        """
+        if hit.start < self._fences_fail_before:
+            return None
+        text = self.text
+        raws: list[RawCall] = []
+        i = hit.start
+        while (block := self._fenced_calls(i)) is not None:
+            raws.extend(block.calls)
+            i = skip_ws(text, block.end)
+            if i >= len(text):
+                return Block(block.end, raws) if self.complete else None
+        self._fences_fail_before = max(i, hit.start + 1)
+        return None
+
+    def _fenced_calls(self, i: int) -> Block | None:
+        """The calls of the fence at i when it holds only call JSON values, else None."""
+        text = self.text
+        if not text.startswith("```", i):
+            return None
+        nl = text.find("\n", i, i + 40)
+        if nl == -1 or text[i + 3 : nl].strip().lower() not in _FENCE_LABELS:
+            return None
+        j = skip_ws(text, nl + 1)
+        limit = self.find("```", j)
+        raws: list[RawCall] = []
+        while text[j : j + 1] in ("{", "["):
+            value, end, repaired = read_value(text, j, limit, need="name")
+            found = (
+                None
+                if value is BROKEN
+                else calls_from_value(value, text[j:end] if repaired else None, strict=True)
+            )
+            if found is None:
+                return None
+            raws.extend(found)
+            j = skip_ws(text, end)
+            if text[j : j + 1] in (",", ";"):
+                j = skip_ws(text, j + 1)
+        if not raws or j != limit or limit >= len(text):
+            return None
+        return Block(limit + 3, raws)
 
     def _pythonic(self, hit: Hit) -> Block | None:
         end = self.find("\n", hit.start + 1)
@@ -358,6 +502,15 @@ def _skip_fence(text: str, i: int) -> int:
         nl = text.find("\n", i, i + 40)
         if nl != -1:
             return skip_ws(text, nl + 1)
+    return i
+
+
+def _past_any(text: str, i: int, closers: tuple[str, ...]) -> int:
+    """Past whichever of ``closers`` follows i (whitespace skipped), if one does."""
+    j = skip_ws(text, i)
+    for closer in closers:
+        if text.startswith(closer, j):
+            return j + len(closer)
     return i
 
 
