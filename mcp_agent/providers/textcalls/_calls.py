@@ -312,12 +312,10 @@ def deepseek_call(inner: str) -> RawCall | None:
     """The call between DeepSeek's call tokens, or None when it names no function.
 
     V3 writes ``function<sep>name``, a newline and fenced JSON; V3.1 writes ``name<sep>{json}``.
-    Kimi K2 uses the same ASCII call tokens around ``functions.name:0<|tool_call_argument_begin|>``;
-    such a body is read as Kimi's (``kimi_call``).
     """
     sep = _DS_SEP.search(inner)
     if sep is None:
-        return kimi_call(inner)
+        return None
     left, right = inner[: sep.start()].strip(), inner[sep.end() :]
     if left == "function" and not right.lstrip().startswith("{"):  # V3: type, name on one line
         name, _, right = right.lstrip().partition("\n")
@@ -333,20 +331,27 @@ def deepseek_call(inner: str) -> RawCall | None:
 
 # --------------------------------------------------------------------------- Kimi K2
 
-KIMI_ARGS = "<|tool_call_argument_begin|>"
+_KIMI_ARGS = "<|tool_call_argument_begin|>"
 _KIMI_NAME = re.compile(r"(?:functions\.)?([A-Za-z_][\w.\-]{0,199}?)(?::\d{1,6})?")
 
 
-def kimi_call(inner: str) -> RawCall | None:
-    """The call between Kimi K2's ``<|tool_call_begin|>`` and ``<|tool_call_end|>``, or None.
+def kimi_call(inner: str) -> tuple[RawCall, int] | None:
+    """The call after Kimi K2's ``<|tool_call_begin|>``, and where it ends in inner; or None.
 
-    Kimi writes ``functions.NAME:INDEX<|tool_call_argument_begin|>{json}``; the ``functions.``
-    prefix and the index are dropped from the name.
+    Kimi writes ``functions.NAME:INDEX<|tool_call_argument_begin|>{json}`` (the ``functions.``
+    prefix and the index are dropped from the name) between ``<|tool_call_begin|>`` and
+    ``<|tool_call_end|>``, the same ASCII tokens as DeepSeek's look-alikes. The call ends with
+    its JSON object, so text after a call cut off before its end token is not taken for it.
     """
-    head, found, raw = inner.partition(KIMI_ARGS)
+    head, found, _ = inner.partition(_KIMI_ARGS)
     name = _KIMI_NAME.fullmatch(head.strip())
     if not found or name is None:
         return None
-    raw = raw.strip()
+    j = skip_ws(inner, len(head) + len(_KIMI_ARGS))
+    if inner[j : j + 1] == "{":
+        value, end, repaired = read_value(inner, j, len(inner))
+        if isinstance(value, dict):
+            return RawCall(name.group(1), value, None, inner[j:end] if repaired else None), end
+    raw = inner[j:].strip()
     arguments, error = parse_arguments(raw)
-    return RawCall(name.group(1), arguments, error, raw if error else None)
+    return RawCall(name.group(1), arguments, error, raw if error else None), len(inner)

@@ -65,7 +65,7 @@ class TextExtraction:
 
 # --------------------------------------------------------------------------- reasoning
 
-_THINK_TAG = re.compile(r"<(/?)(think|thinking)>")
+_THINK_TAG = re.compile(r"<(/?)(think|thinking)>|<\|message\|>")  # and harmony's <|message|>
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -87,8 +87,15 @@ def split_reasoning(text: str) -> tuple[str, str]:
         ``(reasoning, content)``, both stripped; several reasoning blocks are joined by a blank
         line.
     """
+    reasoning, content, _ = _split(text)
+    return reasoning, content
+
+
+def _split(text: str) -> tuple[str, str, bool]:
+    """``split_reasoning``, and whether the content may hold harmony messages."""
     if not isinstance(text, str):
-        return "", ""
+        return "", "", False
+    harmony = False
     reasoning: list[str] = []
     content: list[str] = []
     pos = 0
@@ -97,6 +104,9 @@ def split_reasoning(text: str) -> tuple[str, str]:
     start = 0
     index = -1
     for m in _THINK_TAG.finditer(text):
+        if m.group(2) is None:  # harmony's <|message|>, found in the same pass
+            harmony = harmony or open_tag is None
+            continue
         if text[m.start() - 1 : m.start()] == "`" or text[m.end() : m.end() + 1] == "`":
             continue  # a tag written as code (`<think>`) is prose about tags, not a tag
         index += 1
@@ -121,11 +131,11 @@ def split_reasoning(text: str) -> tuple[str, str]:
     else:
         content.append(text[pos:])
     answer = _join(content)
-    if "<|message|>" in answer:  # gpt-oss harmony messages
+    if harmony:
         more, pieces = split_harmony(answer)
         reasoning.extend(more)
         answer = _join(pieces)
-    return _join(reasoning), answer
+    return _join(reasoning), answer, harmony
 
 
 # --------------------------------------------------------------------------- calls
@@ -164,14 +174,17 @@ class _Names:
         return None
 
 
-def _scan(text: str, names: _Names, *, whole: bool = True) -> tuple[list[ToolCall], list[str], list[str]]:
+def _scan(
+    text: str, names: _Names, *, whole: bool = True, harmony: bool = True
+) -> tuple[list[ToolCall], list[str], list[str]]:
     """Every call block in text, left to right: ``(calls, rejected names, content pieces)``.
 
     A block whose calls all name offered tools leaves the content; any other block stays in it.
     A reader that raises is logged and its marker is left as text. When no block was found and
     ``whole`` says text is the whole message, it may still be call JSON or pythonic calls.
+    ``harmony`` says it may hold harmony call messages.
     """
-    scanner = Scanner(text, names.resolve, complete=whole)
+    scanner = Scanner(text, names.resolve, complete=whole, harmony=harmony)
     pieces: list[str] = []
     calls: list[ToolCall] = []
     rejected: list[str] = []
@@ -274,13 +287,13 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
         text = "" if text is None else str(text)
     reasoning, body = "", text.strip()
     try:
-        reasoning, body = split_reasoning(text)
+        reasoning, body, harmony = _split(text)
         if not tools or not body:
             return TextExtraction(content=body, reasoning=reasoning)
         # The leading newline lets a pythonic line at the very start match like any other line
         # (an anchor in the marker pattern would cost the regex its first-character filter).
         head, tail = body[:MAX_SCAN_CHARS], body[MAX_SCAN_CHARS:]
-        calls, rejected, pieces = _scan("\n" + head, _Names(tools), whole=not tail)
+        calls, rejected, pieces = _scan("\n" + head, _Names(tools), whole=not tail, harmony=harmony)
         if tail and pieces:  # the text beyond the scan goes on the last piece as it is
             pieces[-1] += tail
         content = _join(pieces) if calls else body

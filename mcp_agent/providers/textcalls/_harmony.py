@@ -31,6 +31,7 @@ _TOKEN = re.compile(r"<\|(start|channel|constrain|message|end|call|return)\|>")
 _HEAD = re.compile(
     r"(?:<\|start\|>([^<]{0,300}))?(?:<\|channel\|>([^<]{0,300}))?(?:<\|constrain\|>([^<]{0,100}))?<\|message\|>"
 )
+_CHANNELS = frozenset({"analysis", "commentary", "final"})
 _RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]{1,250})")
 
 
@@ -74,54 +75,63 @@ def split_harmony(text: str) -> tuple[list[str], list[str]]:
     Analysis messages are reasoning; a call message stays in the content as written, tokens and
     all, so the call scanner finds it (and a call to a tool nobody offered stays visible); the
     body of any other message, and text outside messages, is content. Header tokens are
-    dropped, and so is a header cut off before its ``<|message|>``.
+    dropped, and so is a header cut off before its ``<|message|>``. A header that names no
+    known channel, no ``assistant`` role and no recipient is prose that happens to hold the
+    tokens: it stays as written, and so does a token written as code (`` `<|channel|>` ``).
     """
     reasoning: list[str] = []
     content: list[str] = []
     state = "text"  # text | header | body
-    pos = 0  # start of the text not yet given out
+    pos = 0  # start of the text not yet given out (prose, or tokens that made no message)
     msg_start = body_start = 0
     parts: dict[str, str] = {}
     part, part_start = "", 0
 
-    def close(end: int, after: int) -> None:
-        header = _header(parts.get("start", ""), parts.get("channel", ""))
-        if is_call(header):
+    def close(end: int, after: int) -> int:
+        """Give out the message that ends at end (after its end token); where the text goes on."""
+        role = parts.get("start", "")
+        header = _header(role, parts.get("channel", ""))
+        if not _is_message(header, role):
+            return pos  # prose holding tokens: it stays in the text run
+        content.append(text[pos:msg_start])
+        if state == "header":
+            pass  # a header with no message: dropped
+        elif is_call(header):
             content.append(text[msg_start:after])
         elif header.channel == "analysis":
             reasoning.append(text[body_start:end])
         else:
             content.append(text[body_start:end])
+        return after
 
     for m in _TOKEN.finditer(text):
+        if text[m.start() - 1 : m.start()] == "`" or text[m.end() : m.end() + 1] == "`":
+            continue  # a token written as code
         token = m.group(1)
         if token in ("start", "channel", "constrain"):
             if state == "body":
-                close(m.start(), m.start())
-                state, pos = "text", m.start()
+                pos, state = close(m.start(), m.start()), "text"
             if state == "text":
-                content.append(text[pos : m.start()])
                 msg_start, parts, state = m.start(), {}, "header"
-            elif part:
+            else:
                 parts[part] = text[part_start : m.start()]
             part, part_start = token, m.end()
         elif token == "message":
             if state == "header":
                 parts[part] = text[part_start : m.start()]
-                body_start, state, part = m.end(), "body", ""
-            elif state == "text":  # a bare <|message|>: a message with no header
-                content.append(text[pos : m.start()])
-                msg_start, parts, body_start, state = m.start(), {}, m.end(), "body"
-        elif state == "body":
-            close(m.start(), m.end())
-            state, pos = "text", m.end()
-        elif state == "header":  # a header with no message: dropped
-            state, pos, part = "text", m.end(), ""
-        else:  # a stray end token
-            content.append(text[pos : m.start()])
-            pos = m.end()
-    if state == "body":
-        close(len(text), len(text))
-    elif state == "text":
-        content.append(text[pos:])
+                body_start, state = m.end(), "body"
+        elif state != "text":  # an end token
+            if state == "header":
+                parts[part] = text[part_start : m.start()]
+            pos, state = close(m.start(), m.end()), "text"
+    if state == "header":
+        parts[part] = text[part_start:]
+    if state != "text":
+        pos = close(len(text), len(text))
+    content.append(text[pos:])
     return reasoning, content
+
+
+def _is_message(header: Header, role: str) -> bool:
+    """Whether a header is a harmony message's: a known channel, the assistant role or a recipient."""
+    return header.channel in _CHANNELS or role.strip().startswith("assistant") or bool(header.recipient)

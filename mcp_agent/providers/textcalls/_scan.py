@@ -27,6 +27,7 @@ from ._calls import (
     ds_token,
     find_name,
     gemma_value,
+    kimi_call,
     pythonic_calls,
 )
 from ._harmony import HARMONY_ENDS, is_call, read_header
@@ -56,13 +57,18 @@ _DS_CALLS_BEGIN = re.compile(ds_token("tool_calls_begin"))
 _DS_CALLS_END = re.compile(ds_token("tool_calls_end"))
 _DS_CALL_BEGIN = re.compile(ds_token("tool_call_begin"))
 _DS_CALL_END = re.compile(ds_token("tool_call_end"))
+_KIMI_SECTION_BEGIN = re.compile(r"<\|tool_calls?_section_begin\|>")
 _KIMI_SECTION_END = re.compile(r"<\|tool_calls?_section_end\|>")
 
 # Where each format's blocks start; the kind names the reader (``Scanner._<kind>``). Literals
-# are found with str.find; the two patterns begin with a literal character, so the regex engine
+# are found with str.find; the patterns begin with a literal character, so the regex engine
 # skips ahead fast too. (One alternation of all of them would cost ten times more: the engine
-# would try every branch at every character.)
-_MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
+# would try every branch at every character.) Every marker costs a search of the whole text,
+# about a tenth of the time ordinary prose takes: markers that can only matter in some texts
+# are searched for only in those (_HARMONY_MARKERS, _FENCE_MARKER; see ``Scanner``), and Kimi's
+# section token shares DeepSeek's pattern (its tokens look alike).
+_Marker = tuple[str, str | re.Pattern[str]]
+_MARKERS: tuple[_Marker, ...] = (
     ("tool_call", "<tool_call>"),
     ("function", "<function="),
     ("granite", "<|tool_call|>"),
@@ -72,13 +78,16 @@ _MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
     ("python_tag", "<|python_tag|>"),
     ("olmo", "<function_calls>"),
     ("gemma", "<start_function_call>"),
-    ("kimi", re.compile(r"<\|tool_calls?_section_begin\|>")),
-    ("deepseek", re.compile(f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}")),
-    ("harmony", "<|start|>"),
-    ("harmony", "<|channel|>"),
-    ("fence", "```"),
+    (
+        "deepseek",  # and Kimi K2
+        re.compile(
+            f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}|{_KIMI_SECTION_BEGIN.pattern}"
+        ),
+    ),
     ("pythonic", re.compile(r"\n[ \t]*\[(?=[A-Za-z_][\w.\-]*\()")),  # a line of pythonic calls
 )
+_HARMONY_MARKERS: tuple[_Marker, ...] = (("harmony", "<|start|>"), ("harmony", "<|channel|>"))
+_FENCE_MARKER: _Marker = ("fence", "```")
 _FUNC_HEAD = re.compile(r"<function=([^>\n]{1,200})>")
 _PARAM_HEAD = re.compile(r"<parameter=([^>\n]{1,200})>")
 _PARAM_LINE = re.compile(r"\n[ \t]*<parameter=([^>\n]{1,200})>")
@@ -98,14 +107,24 @@ class Scanner:
             know which ``<parameter=`` lines are structural.
         complete: text is the whole message (not a head cut off a longer one), so a block that
             reaches its end ends the message.
+        harmony: text may hold gpt-oss harmony call messages (``split_reasoning`` saw a
+            ``<|message|>``); without it their headers are not searched for.
     """
 
     def __init__(
-        self, text: str, resolve: Callable[[str], ToolSpec | None], *, complete: bool = True
+        self,
+        text: str,
+        resolve: Callable[[str], ToolSpec | None],
+        *,
+        complete: bool = True,
+        harmony: bool = True,
     ) -> None:
         self.text = text
         self.resolve = resolve
         self.complete = complete
+        # fenced calls must end the message: without a fence at its end, no fence is searched for
+        fence = (_FENCE_MARKER,) if complete and text.rstrip().endswith("```") else ()
+        self._markers = _MARKERS + (_HARMONY_MARKERS if harmony else ()) + fence
         self._cache: dict[Any, tuple[int, int]] = {}
         self._fences_fail_before = 0  # fences before this index belong to a run already refused
 
@@ -132,7 +151,7 @@ class Scanner:
     def next_marker(self, pos: int) -> Hit | None:
         """The first marker of any format at or after pos."""
         best: tuple[int, str, str | re.Pattern[str]] | None = None
-        for kind, what in _MARKERS:
+        for kind, what in self._markers:
             at = self.find(what, pos)
             if at < len(self.text) and (best is None or at < best[0]):
                 best = (at, kind, what)
@@ -377,6 +396,8 @@ class Scanner:
 
     def _deepseek(self, hit: Hit) -> Block | None:
         text = self.text
+        if _KIMI_SECTION_BEGIN.match(text, hit.start):
+            return self._kimi(hit)
         i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
         raws, i = self._token_calls(i)
         if not raws:
@@ -404,11 +425,15 @@ class Scanner:
                 self.find(_DS_CALLS_END, cm.end()),
                 *(self.find(e, cm.end()) for e in ends),
             )
-            raw = deepseek_call(text[cm.end() : end])
+            inner = text[cm.end() : end]
+            raw = deepseek_call(inner)
+            if raw is None and (kimi := kimi_call(inner)) is not None:
+                raw, used = kimi
+                end = cm.end() + used
             if raw is None:
                 break  # the calls read so far stand; the unreadable one stays text
             raws.append(raw)
-            close = _DS_CALL_END.match(text, end)
+            close = _DS_CALL_END.match(text, skip_ws(text, end))
             i = close.end() if close else end
         return raws, i
 
