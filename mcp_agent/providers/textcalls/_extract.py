@@ -10,10 +10,10 @@ JSON / ``<|python_tag|>`` / ``<function=name>{json}``, LM Studio ``[TOOL_REQUEST
 ``extract_tool_calls`` strips reasoning first (calls inside reasoning are ignored), finds every
 call block, keeps the calls that name an offered tool and leaves all other text as content. Bare
 JSON counts only when the whole message is call JSON, fenced call JSON only when the fences end
-the message. Nothing here does I/O or raises. This module holds the public API
-and decides which calls count; finding blocks is ``_scan``, reading one call is
-``_calls`` and reading values (with ``convert_value``, re-exported here) is
-``_values``.
+the message. Nothing here does I/O or raises. This module holds the public API and decides
+which calls count; finding blocks is ``_scan`` (with ``_cursor`` and ``_tag_readers``), sorting
+harmony messages ``_harmony``, reading one call ``_calls`` and reading values (with
+``convert_value``, re-exported here) ``_values``.
 """
 
 from __future__ import annotations
