@@ -10,7 +10,17 @@ Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
 error event before any delta is retried like any error; once deltas were handed out, a break or
 an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
-A stream that ends without a finish reason or ``[DONE]`` counts as broken. An answer that is no
+A stream that ends without a finish reason or ``[DONE]`` counts as broken.
+
+When a request WITH tools needed that fallback because its stream ended with nothing (not
+because the connection broke) and the plain request answered, the server is taken not to stream
+tool calls (llama-cpp-python with ``tool_choice: auto``: an empty 200 stream,
+or only ``: ping`` comments until it closes the stream at ~21 s): requests with tools are sent
+without streaming from then on, for the provider's life (``learned.stream_tools``; a server
+identified as one that drops them, ``DROPS_STREAMED_TOOLS``, is not asked to stream tools at
+all). Keep-alive pings themselves never decide anything: a loading Ollama or a queueing proxy
+sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
+unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
 page (``_foreign.py``). Every answer, streamed
 or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
@@ -54,18 +64,23 @@ from .._transport_errors import map_transport_errors
 from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
+from ..learned import Learned
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
 
-__all__ = ["TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
+__all__ = ["DROPS_STREAMED_TOOLS", "TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 
 logger = logging.getLogger(__name__)
 
 TEXT_TOOL_MODELS = ("gemma:", "gemma2", "gemma3", "phi3", "phi-3", "llama2", "codellama")
 """Model-name prefixes (after any ``org/``) known to lack native tool calling on common servers
 (Ollama answers 400 "does not support tools"); ``toolCallStyle: auto`` uses text for them."""
+
+DROPS_STREAMED_TOOLS = frozenset({"llama-cpp-python"})
+"""Server kinds (``ServerInfo.kind``) that answer a streamed request with tools with nothing
+(llama-cpp-python: "Automatic streaming tool choice is not supported"): tools go unstreamed."""
 
 DRAIN_SECONDS = 1.0
 """After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
@@ -103,12 +118,17 @@ async def _drain(events: AsyncIterator[SSEEvent]) -> None:
 
 
 class _EarlyEnd(Exception):
-    """The stream ended or broke before anything was handed out."""
+    """The stream ended (``broke``: broke off) before anything was handed out."""
+
+    def __init__(self, message: str, *, broke: bool = False) -> None:
+        super().__init__(message)
+        self.broke = broke
 
 
 @dataclass
 class _CallState:
     stream: bool
+    fell_back: bool = False
 
 
 class OpenAICompatProvider:
@@ -142,6 +162,8 @@ class OpenAICompatProvider:
         self._headers.update(llm.headers)
         self.server_info = ServerInfo.unknown()
         """What the server is (``server_info.py``): set once it has been identified."""
+        self.learned = Learned()
+        """What this provider learned about the server by talking to it (``learned.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -167,10 +189,16 @@ class OpenAICompatProvider:
             self._text_tools = True
             return await self._complete(request, out, "text")
 
+    @property
+    def streams_tools(self) -> bool:
+        """Whether a request with tools is streamed (when ``llm.stream`` is on)."""
+        if not self.endpoint.capabilities.stream_tools or self.learned.stream_tools is False:
+            return False
+        return self.learned.stream_tools is True or self.server_info.kind not in DROPS_STREAMED_TOOLS
+
     async def _complete(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
-        caps = self.endpoint.capabilities
-        stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
-        state = _CallState(stream=stream)
+        tools_sent = bool(request.tools) and style != "text"
+        state = _CallState(stream=self.llm.stream and (not tools_sent or self.streams_tools))
 
         async def attempt(_: int) -> Turn:
             if state.stream:
@@ -178,8 +206,16 @@ class OpenAICompatProvider:
                     return await self._streamed(request, out, style)
                 except _EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
-                    state.stream = False
-            return await self._plain(request, style)
+                    state.stream, state.fell_back = False, not exc.broke
+            turn = await self._plain(request, style)
+            if state.fell_back and tools_sent and self.learned.stream_tools is None:
+                logger.warning(
+                    "%s answered a streamed request with tools with nothing, and the same request "
+                    "unstreamed: requests with tools are no longer streamed to it",
+                    self.endpoint.base_url,
+                )
+                self.learned.stream_tools = False
+            return turn
 
         turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
         if not out.count:  # answered whole: report it once, as the streamed path would have
@@ -228,7 +264,7 @@ class OpenAICompatProvider:
                         if isinstance(exc, httpx.TimeoutException) and not out.count:
                             raise  # a slow server, not a broken stream: retried as a timeout
                         if not out.count and not acc.has_output:
-                            raise _EarlyEnd(f"broke off before any output ({exc})") from exc
+                            raise _EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
                         raise ProviderResponseError(
                             f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
                         ) from exc
