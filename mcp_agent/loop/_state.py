@@ -111,6 +111,15 @@ class RunState:
             return self.timed_out()
         return None
 
+    def cut_off_by(self) -> str:
+        """What cut an in-flight call off: the caller's cancel, the run's deadline, or neither."""
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
+        if self.deadline is not None and anyio.current_time() >= self.deadline:
+            seconds = self.limits.timeout_seconds
+            return f"timed out: the run's limit of {seconds:g} s (limits.timeoutSeconds) passed"
+        return "interrupted"
+
     def timed_out(self) -> Ending:
         seconds = self.limits.timeout_seconds
         return Ending(

@@ -234,6 +234,8 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
         error = str(exc)
         raise
     finally:
+        if turn is None and error == "interrupted":  # cut off from outside: say by what
+            error = r.cut_off_by()
         r.emit(
             ModelCallEnded,
             round=r.rounds,

@@ -65,6 +65,7 @@ from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
 from ..learned import Learned
+from ..output_cap import output_cap
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
 from ._request import ToolCallStyle, build_chat_body
@@ -220,7 +221,16 @@ class OpenAICompatProvider:
         turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
-        return replace(turn, model=self.llm.model)
+        return replace(turn, model=self.llm.model, max_output_tokens=self.output_cap(request))
+
+    def output_cap(self, request: ModelRequest) -> int:
+        """The ``max_tokens`` sent with ``request``: its own cap, ``llm.maxOutputTokens``, else a
+        default from the context window when the server told it (``output_cap.py``)."""
+        return output_cap(
+            request.max_output_tokens or self.llm.max_output_tokens,
+            context_window=self.server_info.context_window,
+            local=self.endpoint.local,
+        )
 
     def _finish(
         self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
@@ -237,7 +247,7 @@ class OpenAICompatProvider:
             stream=stream,
             text_tools=style == "text",
             temperature=self.llm.temperature,
-            max_output_tokens=self.llm.max_output_tokens,
+            max_output_tokens=self.output_cap(request),
         )
 
     # ------------------------------------------------------------------------------ streamed
