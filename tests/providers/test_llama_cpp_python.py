@@ -6,6 +6,7 @@ Every answer here is a recording (``tests/fakes/recorded/llama-cpp-python``, fro
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -226,3 +227,23 @@ async def test_a_server_known_to_drop_streamed_tool_calls_is_never_asked_to_stre
     assert [r.json["stream"] for r in model_server.requests] == [False, True]
     provider.learned.stream_tools = True  # a saved lesson says otherwise: it wins over the kind
     assert provider.streams_tools
+
+
+# --------------------------------------------------------------------------------------------
+# 5. an answer cut off at the cap
+
+
+async def test_an_answer_cut_at_our_cap_is_continued_over_the_wire(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    """A-chat-plain.json: ``finish_reason: "length"`` at 40 of ``max_tokens`` 40."""
+    model_server.enqueue(sample("A-chat-plain"), final_answer())
+    provider = make(model_server, http_client, sleeps, stream=False, max_output_tokens=40)
+    result = await run("What time is it?", provider=provider, tools=port_tools(), max_output_tokens=40)
+    assert result.termination_reason is TerminationReason.SUCCESS and not result.truncated
+    first, again = (r.json for r in model_server.requests)
+    assert first["max_tokens"] == again["max_tokens"] == 40 and "tools" not in again
+    partial = json.loads(read_recording(SERVER, "A-chat-plain").body)["choices"][0]["message"]["content"]
+    assert again["messages"][-2] == {"role": "assistant", "content": partial}
+    assert again["messages"][-1]["role"] == "user" and "cut off" in again["messages"][-1]["content"]
+    assert result.answer == f"{partial} {partial}"  # the continuation (final_answer) is the same text
