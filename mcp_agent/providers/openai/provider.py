@@ -22,7 +22,10 @@ all). Keep-alive pings themselves never decide anything: a loading Ollama or a q
 sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
 unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
-page (``_foreign.py``). Every answer, streamed
+page (``_foreign.py``). A refused connection means "not running" (terminal, with how to
+start one) until the server has answered once, and "went away" after that (retried, then
+``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
+on this machine (``_transport_errors.py``). Every answer, streamed
 or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
@@ -45,7 +48,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
+from contextlib import AbstractContextManager, aclosing
 from dataclasses import dataclass, replace
 
 import anyio
@@ -60,7 +63,7 @@ from .._foreign import foreign_answer
 from .._images import accepts_images, fit_images
 from .._response_limit import capped_bytes, read_body
 from .._sse import SSEEvent, aiter_sse, parse_sse
-from .._transport_errors import map_transport_errors
+from .._transport_errors import map_transport_errors, timed_out_text
 from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
@@ -157,6 +160,7 @@ class OpenAICompatProvider:
         self._text_tools = prefers_text_tools(llm.model)
         self.vision = accepts_images(llm, self.endpoint.provider)
         self._refused = refused_message(self.endpoint, llm.model)
+        self._answered = False  # the server has answered once: a refusal now means it went away
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
@@ -250,15 +254,30 @@ class OpenAICompatProvider:
             max_output_tokens=self.output_cap(request),
         )
 
+    def _transport_errors(self) -> AbstractContextManager[None]:
+        """``map_transport_errors`` for this server: a refusal is "not running" until the server
+        has answered once, and "went away" after that (retried, then ``llm_error``: it crashed or
+        was stopped, which no configuration fixes); a read timeout on this machine is not retried."""
+        if not self._answered:
+            return map_transport_errors(
+                refused_message=self._refused, refused_final=self.endpoint.local, local=self.endpoint.local
+            )
+        went_away = (
+            f"the model server at {self.endpoint.base_url} went away: it answered before, and now the "
+            "connection is refused (it crashed or was stopped)"
+        )
+        return map_transport_errors(refused_message=went_away, refused_final=False, local=self.endpoint.local)
+
     # ------------------------------------------------------------------------------ streamed
 
     async def _streamed(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
-        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+        with self._transport_errors():
             async with self.client.stream(
                 "POST", self.endpoint.chat_url, json=body, headers=self._headers
             ) as response:
+                self._answered = True
                 request_id = request_id_from(response.headers)
                 if response.status_code >= 400:
                     content = await read_body(response, self.llm.max_response_bytes)
@@ -276,7 +295,8 @@ class OpenAICompatProvider:
                         if not out.count and not acc.has_output:
                             raise _EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
                         raise ProviderResponseError(
-                            f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
+                            f"the stream broke off after {acc.chunks} chunks: {timed_out_text(exc)}",
+                            request_id=request_id,
                         ) from exc
                     if recovered is not None:
                         return recovered
@@ -337,10 +357,11 @@ class OpenAICompatProvider:
 
     async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=False, style=style)
-        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+        with self._transport_errors():
             async with self.client.stream(
                 "POST", self.endpoint.chat_url, json=body, headers=self._headers
             ) as response:
+                self._answered = True
                 content = await read_body(response, self.llm.max_response_bytes)
         if response.status_code >= 400:
             return self._error_answer(response, content, request, style)
