@@ -137,6 +137,7 @@ class FakeModelServer:
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
+        self._only: dict[int, str] = {}  # id(reply) -> the path suffix it answers
         self.requests: list[RecordedRequest] = []
         self.handler: Callable[[RecordedRequest], Reply] | None = None
         self.port = 0
@@ -153,9 +154,14 @@ class FakeModelServer:
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def enqueue(self, *replies: Reply) -> None:
-        """Queue replies, served in order."""
-        self.replies.extend(replies)
+    def enqueue(self, *replies: Reply, only: str | None = None) -> None:
+        """Queue replies, served in order; with ``only``, to requests whose path ends so (others,
+        like a gateway's periodic model-server probe, go to the handler meanwhile)."""
+        with self._lock:
+            for reply in replies:
+                if only is not None:
+                    self._only[id(reply)] = only
+                self.replies.append(reply)
 
     @property
     def last(self) -> RecordedRequest:
@@ -191,8 +197,12 @@ class FakeModelServer:
 
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            if self.replies:
-                return self.replies.popleft()
+            for reply in self.replies:
+                only = self._only.get(id(reply))
+                if only is None or request.path.endswith(only):
+                    self.replies.remove(reply)
+                    self._only.pop(id(reply), None)
+                    return reply
         if self.handler is not None:
             return self.handler(request)
         return Reply.json({"error": {"message": "fake model server: no reply scripted"}}, status=500)
