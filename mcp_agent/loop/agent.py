@@ -53,7 +53,7 @@ from ..events import (
 )
 from ..exceptions import ConfigError, ContextLengthError, ProviderError
 from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn
-from ..providers.base import ModelRequest, Provider
+from ..providers.base import ModelRequest, Provider, ToolChoice
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
@@ -91,6 +91,7 @@ async def run(
     max_output_tokens: int | None = None,
     input_error: str | None = None,
     caller: str | None = None,
+    tool_choice: ToolChoice = "auto",
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -113,6 +114,7 @@ async def run(
             ``terminal_error`` with this detail. A query that is not a string or cannot be
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
+        tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
@@ -131,7 +133,7 @@ async def run(
         approvals=approvals,
         run_id=run_id or secrets.token_hex(8),
         session_id=session_id,
-        request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
+        request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
     )
@@ -226,7 +228,10 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
         r.emit(ModelDelta, round=r.rounds, kind=delta.kind, text=delta.text, name=delta.name)
 
     try:
-        turn = await r.provider.complete(ModelRequest(messages, tools, **r.request), on_delta)
+        options = r.request
+        if options.get("tool_choice") == "required" and r.rounds > 1:  # the first round only
+            options = {**options, "tool_choice": "auto"}
+        turn = await r.provider.complete(ModelRequest(messages, tools, **options), on_delta)
         r.usage += turn.usage
         r.model = turn.model or r.model
         return turn
@@ -463,6 +468,7 @@ class Agent:
             session_id=session_id,
             temperature=self.config.llm.temperature,
             max_output_tokens=self.config.llm.max_output_tokens,
+            tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
         )
@@ -486,6 +492,7 @@ async def _open_agent(
     # the one wiring point: concrete providers and tool servers are imported here only
     from .._paths import state_dir
     from ..providers.factory import open_provider
+    from ..providers.server_info import server_info_of, sized_for_server
     from ..tools.hub import open_tool_hub
 
     if not isinstance(config, AgentConfig):
@@ -501,4 +508,5 @@ async def _open_agent(
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
         for warning in require_warnings(config.approvals.require, hub, down=down):
             logger.warning("%s", warning)
+        config = sized_for_server(config, server_info_of(provider), hub.list_tools())
         yield cls(provider, hub, config, **options)
