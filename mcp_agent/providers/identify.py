@@ -11,6 +11,9 @@ server answers, then asks the identified kind for the model's context window:
 | vLLM | ``GET /version`` ``{"version"}`` | ``/v1/models`` ``max_model_len`` |
 | llama-cpp-python | ``GET /openapi.json`` title "llama.cpp Python API"; or a FastAPI 404 (``{"detail": "Not Found"}``, ``server: uvicorn``) and ``/v1/models`` with ``owned_by: "me"`` | not told (``n_ctx`` is not published) |
 
+``/v1/models`` is asked only when an answer points at a server that names itself there (a FastAPI
+404 behind uvicorn, ``Server: llama.cpp``) or the kind keeps its window there (vLLM, llama.cpp).
+
 Each ``read_*`` function is pure: one answer in, a ``Found`` (or the window) out, None when the
 answer is not that server's (LM Studio answers 200 with an error body to paths it does not know,
 so shapes are checked, never statuses alone). ``identify_server`` never raises: a server that
@@ -76,9 +79,12 @@ class Answer:
         return self.status is not None and 200 <= self.status < 300
 
     @property
-    def fastapi_404(self) -> bool:
-        """FastAPI's own 404 (llama-cpp-python, vLLM), behind uvicorn."""
-        return self.status == 404 and self.body == {"detail": "Not Found"} and "uvicorn" in self.server.lower()
+    def names_itself(self) -> bool:
+        """A server worth asking for its model list: FastAPI's own 404 behind uvicorn
+        (llama-cpp-python, vLLM), or llama-server's ``Server: llama.cpp`` on any answer."""
+        server = self.server.lower()
+        fastapi = self.status == 404 and self.body == {"detail": "Not Found"} and "uvicorn" in server
+        return fastapi or "llama.cpp" in server
 
 
 @dataclass(frozen=True)
@@ -340,7 +346,7 @@ async def _identify(llm: LLMConfig, endpoint: Endpoint, asker: _Asker) -> Server
         or read_openapi(first["openapi"])
         or read_vllm_version(first["vllm"])
     )
-    if found is None and any(answer.fastapi_404 for answer in first.values()):
+    if found is None and any(answer.names_itself for answer in first.values()):
         found = read_models_list(await asker.ask(endpoint.url("/models")), model)
     if found is None:
         return ServerInfo(kind=endpoint.kind, source="port", evidence=f"no known answer at {root}")
