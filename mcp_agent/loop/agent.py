@@ -237,6 +237,8 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
         return turn
     except ProviderError as exc:
         error = str(exc)
+        if exc.usage is not None:  # a stream that broke off still cost tokens
+            r.usage += exc.usage
         raise
     finally:
         r.emit(

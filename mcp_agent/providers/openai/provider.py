@@ -56,6 +56,7 @@ from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
+from ..tokens import UsageEstimator
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
 
@@ -142,6 +143,8 @@ class OpenAICompatProvider:
         self._headers.update(llm.headers)
         self.server_info = ServerInfo.unknown()
         """What the server is (``server_info.py``): set once it has been identified."""
+        self.usage_estimator = UsageEstimator(client, llm)
+        """Usage the server did not report, estimated as closely as it allows (``tokens.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -181,7 +184,13 @@ class OpenAICompatProvider:
                     state.stream = False
             return await self._plain(request, style)
 
-        turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        try:
+            turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        except ProviderResponseError as exc:
+            if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
+                exc.usage = await self.usage_estimator.estimate(request, Turn(content=out.text), self.server_info)
+            raise
+        turn = await self.usage_estimator.settle(request, turn, self.server_info)
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
         return replace(turn, model=self.llm.model)
