@@ -20,10 +20,14 @@ an estimate (``Usage.estimated``). Three ways, best first:
    vocabularies usually hold it; within 5 % of SmolLM2's tokenizer on prose, JSON and code (four
    characters a token was 48 % off on plain words and 30 % on JSON).
 
-The prompt is laid out as a generic ChatML template would (``prompt_pieces``): ``MESSAGE_TOKENS``
-around each message, the tools (unless the server was seen to drop them,
-``ServerInfo.tools_dropped``) as JSON lines in a block of their own, ``REPLY_TOKENS`` for the
-generation prompt.
+The prompt is laid out as the server's chat template would (``prompt_pieces``): ``MESSAGE_TOKENS``
+around each message, the tools as a block of their own, ``REPLY_TOKENS`` for the generation
+prompt. Two layouts: ``chatml``, generic, the tools as JSON lines (the Hermes/Qwen family); and
+llama-cpp-python's ``chatml-function-calling`` (its own template, read in ``llama_chat_format.py``):
+only each tool's name and parameters, under a fixed instruction, and no ``tool`` messages at all
+(that template renders none). A server that drops the tools (``ServerInfo.tools_dropped``, from
+``doctor``, or seen here: a reported prompt nearer the estimate without the tools than with them)
+gets no tools' block, and a warning once.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ __all__ = [
     "approx_tokens",
     "output_text",
     "prompt_pieces",
+    "template_for",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,6 +77,16 @@ TOOLS_CODA = (
     '"arguments": <args-json-object>}\n</tool_call>'
 )
 """How templates of the Hermes/Qwen family offer tools; others are near it in size."""
+FUNCTION_CALLING_CODA = (
+    "\n\nYou can respond to users messages with either a single message or one or more function calls."
+    "\n\nTo respond with a message begin the message with 'message:', use the following format:"
+    "\n\nmessage:\n<message>"
+    "\n\nTo respond with one or more function calls begin the message with 'functions.<function_name>:', "
+    "use the following format:"
+    '\n\nfunctions.<function_name>:\n{ "arg1": "value1", "arg2": "value2" }'
+    '\nfunctions.<function_name>:\n{ "arg1": "value1", "arg2": "value2" }'
+)
+"""llama-cpp-python's ``chatml-function-calling`` instruction after the functions."""
 
 _PIECE = re.compile(r"'(?:s|t|re|ve|m|ll|d)| ?[^\W\d_]+| ?\d| ?[^\s\w]+|\s+(?!\S)|\s+|_+")
 _SHORT_WORD = 8
@@ -123,9 +138,37 @@ def _message_text(message: Message) -> str:
     return message.content + calls
 
 
-def prompt_pieces(request: ModelRequest, *, tools: bool = True) -> list[Piece]:
-    """The prompt of ``request`` as a generic template lays it out: the tools' block (when
-    ``tools`` and there are any), each message with ``MESSAGE_TOKENS``, the generation prompt."""
+def _function_calling(request: ModelRequest, tools: bool) -> list[Piece]:
+    """llama-cpp-python's ``chatml-function-calling`` layout (see the module docstring)."""
+    offered = tools and bool(request.tools)
+    pieces: list[Piece] = []
+    if offered:
+        functions = "".join(
+            f"\nfunctions.{t.name}:\n{json.dumps(t.schema_for('openai'))}\n" for t in request.tools
+        )
+        pieces.append(Piece("\n\nYou have access to the following functions:\n" + functions + FUNCTION_CALLING_CODA))
+    for message in request.messages:
+        if message.role == "tool":
+            continue
+        text = ("message:\n" if offered and message.content and message.role == "assistant" else "") + message.content
+        calls = "".join(f"functions.{c.name}:\n{json.dumps(c.arguments)}" for c in message.tool_calls)
+        pieces.append(Piece(text + calls, MESSAGE_TOKENS + (MESSAGE_TOKENS - 3 if calls and message.content else 0)))
+    pieces.append(Piece("", REPLY_TOKENS))
+    return pieces
+
+
+def template_for(info: ServerInfo) -> str:
+    """The prompt layout of ``info``'s server: ``chatml-function-calling`` for llama-cpp-python
+    unless it was seen to drop tools (then it runs the model's own template), else ``chatml``."""
+    return "chatml-function-calling" if info.kind == "llama-cpp-python" and info.tools_dropped is not True else "chatml"
+
+
+def prompt_pieces(request: ModelRequest, *, tools: bool = True, template: str = "chatml") -> list[Piece]:
+    """The prompt of ``request`` as ``template`` lays it out (see the module docstring): the
+    tools' block (when ``tools`` and there are any), each message with ``MESSAGE_TOKENS``, the
+    generation prompt."""
+    if template == "chatml-function-calling":
+        return _function_calling(request, tools)
     pieces: list[Piece] = []
     if tools and request.tools:
         pieces.append(Piece(TOOLS_PREAMBLE + _tool_lines(request.tools) + TOOLS_CODA))
@@ -134,9 +177,10 @@ def prompt_pieces(request: ModelRequest, *, tools: bool = True) -> list[Piece]:
     return pieces
 
 
-def approx_prompt_tokens(request: ModelRequest, *, tools: bool = True) -> int:
+def approx_prompt_tokens(request: ModelRequest, *, tools: bool = True, template: str = "chatml") -> int:
     """``approx_tokens`` of the prompt of ``request`` (``prompt_pieces``)."""
-    return sum(piece.markers + approx_tokens(piece.text) for piece in prompt_pieces(request, tools=tools))
+    pieces = prompt_pieces(request, tools=tools, template=template)
+    return sum(piece.markers + approx_tokens(piece.text) for piece in pieces)
 
 
 def output_text(turn: Turn) -> str:
@@ -169,13 +213,15 @@ class TokenCounter:
         if self.broken or info.tokenize_url is None or info.kind not in ("llamacpp", "llama-cpp-python"):
             return None
         missing = list(dict.fromkeys(text for text in texts if text and text not in self._counts))
-        try:
-            async with anyio.create_task_group() as group:
-                for text in missing:
-                    group.start_soon(self._ask, info, text)
-        except Exception as exc:  # a tokenizer is a help, never a failure
+        failures: list[Exception] = []
+        async with anyio.create_task_group() as group:
+            for text in missing:
+                group.start_soon(self._ask, info, text, failures)
+        if failures:  # a tokenizer is a help, never a failure
             self.broken = True
-            logger.warning("the model server's tokenizer failed (%s); estimating token counts without it", exc)
+            logger.warning(
+                "the model server's tokenizer failed (%s); estimating token counts without it", failures[0]
+            )
             return None
         counts = [self._counts.get(text, 0) for text in texts]
         for text in missing:
@@ -184,22 +230,26 @@ class TokenCounter:
             self._counts.popitem(last=False)
         return counts
 
-    async def _ask(self, info: ServerInfo, text: str) -> None:
+    async def _ask(self, info: ServerInfo, text: str, failures: list[Exception]) -> None:
         assert info.tokenize_url is not None
         if info.kind == "llamacpp":
             body: dict[str, object] = {"content": text, "add_special": False, "parse_special": False}
         else:
             body = {"input": text, "model": self.model}
         self.requests += 1
-        response = await self.client.post(
-            info.tokenize_url, json=body, headers=self.headers, timeout=httpx.Timeout(TOKENIZE_SECONDS)
-        )
-        response.raise_for_status()
-        data = response.json()
-        count = data.get("count") if info.kind == "llama-cpp-python" else data.get("tokens")
-        count = len(count) if isinstance(count, list) else count
-        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"unexpected answer from {info.tokenize_url}: {str(data)[:120]}")
+        try:
+            response = await self.client.post(
+                info.tokenize_url, json=body, headers=self.headers, timeout=httpx.Timeout(TOKENIZE_SECONDS)
+            )
+            response.raise_for_status()
+            data = response.json()
+            count = data.get("count") if info.kind == "llama-cpp-python" else data.get("tokens")
+            count = len(count) if isinstance(count, list) else count
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ValueError(f"unexpected answer from {info.tokenize_url}: {str(data)[:120]}")
+        except Exception as exc:
+            failures.append(exc)
+            return
         self._counts[text] = count
 
 
@@ -212,30 +262,65 @@ class UsageEstimator:
 
     def __init__(self, client: httpx.AsyncClient, llm: LLMConfig) -> None:
         self.counter = TokenCounter(client, llm)
-        self.ratios: dict[bool, float] = {}
-        """Reported / approximated prompt tokens of the latest call with usage, by "had tools"."""
+        self.reported: dict[bool, tuple[ModelRequest, int]] = {}
+        """The latest call whose usage was reported and its prompt tokens, by "had tools" (the
+        ratio to its approximation is worked out only when an estimate needs it)."""
+        self.tools_dropped: bool | None = None
+        """Seen here: the server's prompts are as long as they would be without the tools."""
+
+    def _layout(self, info: ServerInfo) -> tuple[bool, str]:
+        """(count the tools, the template) for ``info``'s server, with what was seen here."""
+        dropped = info.tools_dropped if info.tools_dropped is not None else self.tools_dropped
+        return not dropped, template_for(replace(info, tools_dropped=dropped))
 
     def observe(self, request: ModelRequest, usage: Usage, info: ServerInfo) -> None:
         """Learn from a call whose usage the server reported."""
         if usage.estimated or usage.clamped or usage.prompt_tokens <= 0:
             return
-        approx = approx_prompt_tokens(request, tools=not info.tools_dropped)
-        if approx > 0:
-            self.ratios[bool(request.tools)] = min(max(usage.prompt_tokens / approx, 0.2), 5.0)
+        if request.tools and info.tools_dropped is None and self.tools_dropped is None:
+            self._check_tools(request, usage.prompt_tokens, info)
+        self.reported[bool(request.tools)] = (request, usage.prompt_tokens)
+
+    def ratio(self, request: ModelRequest, info: ServerInfo) -> float | None:
+        """Reported / approximated prompt tokens of the latest reported call of ``request``'s class."""
+        if (seen := self.reported.get(bool(request.tools))) is None:
+            return None
+        tools, template = self._layout(info)
+        approx = approx_prompt_tokens(seen[0], tools=tools, template=template)
+        return min(max(seen[1] / approx, 0.2), 5.0) if approx > 0 else None
+
+    def _check_tools(self, request: ModelRequest, reported: int, info: ServerInfo) -> None:
+        """Decide whether the server drops tools, when the tools are a large part of the prompt."""
+        template = template_for(info)
+        without = approx_prompt_tokens(request, tools=False, template=template)
+        offered = approx_prompt_tokens(request, tools=True, template=template)
+        if offered < 1.5 * without:
+            return  # too close to tell
+        self.tools_dropped = abs(reported - without) < abs(reported - offered)
+        if self.tools_dropped:
+            logger.warning(
+                "the model server seems to drop the tools it is offered (prompt_tokens %d, about the prompt "
+                "without them): its chat template has no tool support%s",
+                reported,
+                "; start llama-cpp-python with --chat_format chatml-function-calling"
+                if info.kind == "llama-cpp-python"
+                else "",
+            )
 
     async def estimate(self, request: ModelRequest, turn: Turn, info: ServerInfo) -> Usage:
         """The best estimate of the usage of ``turn``, marked ``estimated``."""
-        tools = not info.tools_dropped
-        pieces = prompt_pieces(request, tools=tools)
+        tools, template = self._layout(info)
+        pieces = prompt_pieces(request, tools=tools, template=template)
         written = output_text(turn)
-        counted = await self.counter.count(info, [*(piece.text for piece in pieces), written])
-        ratio = self.ratios.get(bool(request.tools))
+        ratio = self.ratio(request, info)
+        texts = [written] if ratio is not None else [*(piece.text for piece in pieces), written]
+        counted = await self.counter.count(info, texts)
         if ratio is not None:
-            prompt = round(approx_prompt_tokens(request, tools=tools) * ratio)
+            prompt = round(approx_prompt_tokens(request, tools=tools, template=template) * ratio)
         elif counted is not None:
             prompt = sum(piece.markers for piece in pieces) + sum(counted[:-1])
         else:
-            prompt = approx_prompt_tokens(request, tools=tools)
+            prompt = approx_prompt_tokens(request, tools=tools, template=template)
         completion = counted[-1] if counted is not None else approx_tokens(written)
         return Usage(prompt, completion, prompt + completion, estimated=True)
 

@@ -13,8 +13,13 @@ llama-cpp-python ``llama_cpp/server/app.py``) and, for llama-cpp-python, from th
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mcp_agent.messages import Message, ToolCall, ToolSpec
+from mcp_agent.providers.base import ModelRequest
 
 from .model_server import PROBE_PATHS, RecordedRequest, Reply
 
@@ -159,3 +164,72 @@ def llama_cpp_python_routes(*, openapi: bool = True, version: str = "0.3.36") ->
     routes["/v1/models"] = _json(json.loads((SAMPLES / "models-A.json").read_text()), **uvicorn)
     routes["/extras/tokenize/count"] = lambda request: _json({"count": _words(request, "input")}, **uvicorn)
     return routes
+
+
+# ---------------------------------------------------------------------------------- recorded runs
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One recorded request to llama-cpp-python and the prompt tokens it really took.
+
+    Attributes:
+        name: which run (``A tools``: server A, ``req-tools.json``).
+        server: ``A`` (``--chat_format chatml-function-calling``) or ``B`` (the GGUF's own
+            template, which drops tools); C is A with a smaller ``--n_ctx``.
+        request: the request as the loop would have made it.
+        prompt_tokens: the server's own count (its answer's ``usage``, or its context error's
+            "N in the messages").
+    """
+
+    name: str
+    server: str
+    request: ModelRequest
+    prompt_tokens: int
+
+
+def _request(body: dict[str, Any]) -> ModelRequest:
+    messages = []
+    for m in body["messages"]:
+        calls = tuple(
+            ToolCall(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+            for c in m.get("tool_calls") or ()
+        )
+        messages.append(
+            Message(m["role"], m.get("content") or "", calls, tool_call_id=m.get("tool_call_id"), name=m.get("name"))
+        )
+    tools = [
+        ToolSpec(t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"])
+        for t in body.get("tools") or ()
+    ]
+    return ModelRequest(tuple(messages), tuple(tools))
+
+
+def _logged_body(name: str) -> dict[str, Any]:
+    """The request body in a proxy log (``###`` header lines, then the JSON)."""
+    line = next(line for line in (SAMPLES / name).read_text().splitlines() if line.startswith('{"model"'))
+    return dict(json.loads(line))
+
+
+def recorded_runs() -> list[RecordedRun]:
+    """Every recorded llama-cpp-python run whose real prompt size is known."""
+
+    def body(name: str) -> dict[str, Any]:
+        return dict(json.loads((SAMPLES / name).read_text()))
+
+    def used(name: str) -> int:
+        return int(body(name)["usage"]["prompt_tokens"])
+
+    runaway = "A-runaway-3071-tokens-no-max_tokens.txt"
+    answer = next(line for line in (SAMPLES / runaway).read_text().splitlines() if line.startswith('{"id"'))
+    runaway_usage = json.loads(answer)["usage"]
+    overflow = json.loads((SAMPLES / "C-ctx-error.txt").read_text().split("\n\n", 1)[1])["error"]["message"]
+    in_messages = int(re.search(r"\((\d+) in the messages", overflow).group(1))  # type: ignore[union-attr]
+    return [
+        RecordedRun("A plain", "A", _request(body("req-plain.json")), used("A-chat-plain.json")),
+        RecordedRun("B plain", "B", _request(body("req-plain.json")), used("B-chat-plain.json")),
+        RecordedRun("A tools", "A", _request(body("req-tools.json")), used("A-chat-tools.json")),
+        RecordedRun("B tools", "B", _request(body("req-tools.json")), used("B-chat-tools.json")),
+        RecordedRun("A runaway", "A", _request(_logged_body(runaway)), int(runaway_usage["prompt_tokens"])),
+        RecordedRun("C ctx", "C", _request(body("req-ctx.json")), in_messages),
+    ]
