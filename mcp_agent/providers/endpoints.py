@@ -8,12 +8,15 @@ Pure functions over ``LLMConfig``, no I/O:
 - ``detect_provider``: ``api.anthropic.com`` → anthropic, ``generativelanguage.googleapis.com`` →
   gemini, anything else → openai (Chat Completions), unless ``llm.provider`` says otherwise.
 - ``detect_server_kind``: the OpenAI-compatible server, by host, then ``/api/v1`` (Lemonade), then
-  the default port: Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000, Lemonade 13305.
+  the default port: Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000, Lemonade 13305. Only
+  a first guess: ``identify.py`` asks the server what it is, and ``factory.open_provider`` gives
+  the provider the capabilities of the kind found.
 - ``capabilities_for``: what each kind accepts (``tool_choice``, ``parallel_tool_calls``,
   ``stream_options``, the max-tokens field, ...), overridable by ``llm.capabilities``.
 - ``start_hint``/``refused_message``: what to tell a user when nothing listens at the endpoint.
 
-Ports are a guess (anything can listen on 8000); ``llm.capabilities`` corrects a wrong one.
+Ports are a guess (anything can listen on 8000: llama-cpp-python does by default);
+identification replaces it, and ``llm.capabilities`` overrides either.
 """
 
 from __future__ import annotations
