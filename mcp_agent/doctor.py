@@ -149,7 +149,8 @@ async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: 
         report.line("ok", f"{name} cannot stream tool calls: asked without streaming when tools are offered")
     elif (problem := await check_stream_tools(provider)) is not None:
         report.line("warn", f"the server cannot stream tool calls ({problem})")
-        report.detail("set llm.capabilities.streamTools to false (asked without streaming when tools are offered)")
+        report.detail("remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)")
+        remember(state_dir() / CACHE_FILE, config.llm, stream_tools=False)
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:

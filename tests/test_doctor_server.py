@@ -77,6 +77,9 @@ async def test_a_server_that_cannot_stream_tools_is_warned_about() -> None:
         text = await doctor(server)
         assert "the server cannot stream tool calls (the stream was empty" in text
         assert "llm.capabilities.streamTools" in text
+        llm = parse_config({"llm": {"endpoint": server.base_url, "model": "smollm2"}}).llm
+        cached = load_cached(state_dir() / CACHE_FILE, cache_key(llm))
+        assert cached is not None and cached.stream_tools is False
 
 
 async def test_a_server_that_says_nothing_is_a_warning_not_a_failure(tmp_path: Path) -> None:

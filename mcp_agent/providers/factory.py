@@ -56,12 +56,16 @@ def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
 
 def apply_server_info(provider: OpenAICompatProvider, info: ServerInfo) -> None:
     """Tell ``provider`` what its server is: ``server_info``, and the identified kind's
-    capabilities (with ``llm.capabilities`` applied) when the kind differs from the guess."""
+    capabilities when the kind differs from the guess, less streaming with tools when the server
+    was seen not to (``llm.capabilities`` wins over both)."""
     provider.server_info = info
     endpoint = provider.endpoint
     if info.kind in SERVER_KINDS and info.kind != endpoint.kind:
         kind = cast(ServerKind, info.kind)
-        provider.endpoint = replace(endpoint, kind=kind, capabilities=capabilities_for(kind, provider.llm.capabilities))
+        endpoint = replace(endpoint, kind=kind, capabilities=capabilities_for(kind, provider.llm.capabilities))
+    if info.stream_tools is False and provider.llm.capabilities.stream_tools is None:
+        endpoint = replace(endpoint, capabilities=replace(endpoint.capabilities, stream_tools=False))
+    provider.endpoint = endpoint
 
 
 async def _identify(

@@ -63,6 +63,9 @@ class ServerInfo:
         context_source: where the context window was read (``"/props n_ctx"``), for ``doctor``.
         tools_dropped: True when the server was seen to drop offered tools (offered tools did
             not raise ``prompt_tokens``: a chat template without tool support); None: not checked.
+        stream_tools: False when the server was seen not to stream tool calls (an empty stream
+            when tools were offered): requests with tools are then not streamed, unless
+            ``llm.capabilities.streamTools`` says otherwise; None: not seen.
     """
 
     kind: str = "unknown"
@@ -73,6 +76,7 @@ class ServerInfo:
     evidence: str = ""
     context_source: str = ""
     tools_dropped: bool | None = None
+    stream_tools: bool | None = None
 
     @classmethod
     def unknown(cls) -> ServerInfo:
@@ -95,7 +99,7 @@ class ServerInfo:
             value = data.get(spec.name)
             if spec.name == "context_window":
                 ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-            elif spec.name == "tools_dropped":
+            elif spec.name in ("tools_dropped", "stream_tools"):
                 ok = isinstance(value, bool)
             else:
                 ok = isinstance(value, str)

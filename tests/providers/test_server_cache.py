@@ -118,6 +118,23 @@ async def test_the_provider_takes_the_identified_kinds_capabilities(
         assert provider.endpoint.capabilities.stream_tools is True  # llm.capabilities still wins
 
 
+async def test_a_server_seen_not_to_stream_tools_is_asked_unstreamed(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    model_server.routes.update(llamacpp_routes())
+    llm = LLMConfig(endpoint=model_server.base_url, model="smollm2")
+    async with open_provider(llm, state_dir=tmp_path) as provider:
+        assert isinstance(provider, OpenAICompatProvider) and provider.endpoint.capabilities.stream_tools
+    remember(tmp_path / CACHE_FILE, llm, stream_tools=False)
+    async with open_provider(llm, state_dir=tmp_path) as provider:
+        assert isinstance(provider, OpenAICompatProvider)
+        assert provider.endpoint.capabilities.stream_tools is False
+        assert provider.endpoint.capabilities.tool_choice  # the rest of llama.cpp's stay
+    forced = llm.model_copy(update={"capabilities": llm.capabilities.model_copy(update={"stream_tools": True})})
+    async with open_provider(forced, state_dir=tmp_path) as provider:
+        assert isinstance(provider, OpenAICompatProvider) and provider.endpoint.capabilities.stream_tools
+
+
 async def test_identification_can_be_left_out(model_server: FakeModelServer, tmp_path: Path) -> None:
     model_server.routes.update(llamacpp_routes())
     async with open_provider(LLMConfig(endpoint=model_server.base_url), identify=False) as provider:
