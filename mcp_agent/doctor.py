@@ -127,7 +127,8 @@ async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: 
         report.line("warn", f"server not identified ({info.evidence}); taken for {name} from its address")
     if info.context_window:
         sized = sized_for_server(config, info).limits.max_history_chars
-        report.line("ok", f"context window: {info.context_window} tokens ({info.context_source}); history kept to {sized} characters")
+        window = f"{info.context_window} tokens ({info.context_source})"
+        report.line("ok", f"context window: {window}; history kept to {sized} characters")
     elif info.source == "probe":
         report.line("warn", f"context window: {name} does not say; set limits.maxHistoryChars to fit it")
         report.detail("about 3.5 characters a token, less the answer's room: 10000 for a 4096-token window")
@@ -136,12 +137,13 @@ async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: 
         return
     apply_server_info(provider, info)
     kept = await check_tools_kept(provider)
+    counts = f"prompt_tokens {kept.without} without a tool, {kept.with_tool} with one"
     if kept.dropped:
-        report.line("warn", f"the server drops the tools it is offered (prompt_tokens {kept.without} without a tool, {kept.with_tool} with one): the model never sees them")
+        report.line("warn", f"the server drops the tools it is offered ({counts}): the model never sees them")
         report.detail(tools_hint(info.kind))
         remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=True)
     elif kept.dropped is False:
-        report.line("ok", f"tools reach the model (prompt_tokens {kept.without} without a tool, {kept.with_tool} with one)")
+        report.line("ok", f"tools reach the model ({counts})")
         remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=False)
     else:
         report.line("warn", f"could not check that tools reach the model: {kept.error}")

@@ -147,7 +147,9 @@ def read_ollama_ps(body: Any, model: str) -> int | None:
     """The window of ``model`` if Ollama has it loaded (``GET /api/ps`` ``context_length``)."""
     models = body.get("models") if isinstance(body, Mapping) else None
     for entry in models if isinstance(models, list) else []:
-        if isinstance(entry, Mapping) and (_same_model(entry.get("name"), model) or _same_model(entry.get("model"), model)):
+        if not isinstance(entry, Mapping):
+            continue
+        if _same_model(entry.get("name"), model) or _same_model(entry.get("model"), model):
             return _count(entry.get("context_length"))
     return None
 
@@ -232,11 +234,13 @@ def read_models_list(answer: Answer, model: str) -> Found | None:
     owner = entries[0].get("owned_by")
     if owner == "vllm":
         window = _count(mine[0].get("max_model_len"))
-        return Found("vllm", "GET /v1/models: owned_by vllm", None, window, "/v1/models max_model_len" if window else "")
+        source = "/v1/models max_model_len" if window else ""
+        return Found("vllm", "GET /v1/models: owned_by vllm", None, window, source)
     if owner == "llamacpp":
         meta = mine[0].get("meta")
         window = _count(meta.get("n_ctx")) if isinstance(meta, Mapping) else None
-        return Found("llamacpp", "GET /v1/models: owned_by llamacpp", None, window, "/v1/models meta.n_ctx" if window else "")
+        source = "/v1/models meta.n_ctx" if window else ""
+        return Found("llamacpp", "GET /v1/models: owned_by llamacpp", None, window, source)
     if owner == "me" and "permissions" in entries[0] and "uvicorn" in answer.server.lower():
         return Found("llama-cpp-python", "GET /v1/models: owned_by me (a GGUF path), server uvicorn")
     return None

@@ -121,13 +121,8 @@ class Piece:
 
 
 def _tool_lines(tools: Sequence[ToolSpec]) -> str:
-    return "\n".join(
-        json.dumps(
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema_for("openai")}},
-            ensure_ascii=False,
-        )
-        for t in tools
-    )
+    functions = ({"name": t.name, "description": t.description, "parameters": t.schema_for("openai")} for t in tools)
+    return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in functions)
 
 
 def _message_text(message: Message) -> str:
