@@ -81,3 +81,25 @@ async def test_the_first_request_on_the_wire_says_required(model_server: FakeMod
         result = await Agent(provider, echo_tools(), config).query("say hi")
     assert result.answer == "said hi"
     assert [request.json["tool_choice"] for request in model_server.requests] == ["required", "auto"]
+
+
+@pytest.mark.parametrize(
+    ("choice", "thinking", "sent"),
+    [("auto", None, None), ("required", None, {"type": "any"}), ("none", None, {"type": "none"}),
+     ("required", 2048, None)],  # Anthropic refuses forced tool use with extended thinking
+)
+def test_anthropic_tool_choice(choice: str, thinking: int | None, sent: object) -> None:
+    from mcp_agent.providers.anthropic._wire import build_request
+
+    request = ModelRequest((Message.user("hi"),), TOOLS, tool_choice=choice)  # type: ignore[arg-type]
+    body = build_request(request, model="claude-x", stream=False, thinking_budget=thinking)
+    assert body.get("tool_choice") == sent
+
+
+@pytest.mark.parametrize(("choice", "mode"), [("auto", None), ("required", "ANY"), ("none", "NONE")])
+def test_gemini_tool_choice(choice: str, mode: str | None) -> None:
+    from mcp_agent.providers.gemini._wire import build_request
+
+    request = ModelRequest((Message.user("hi"),), TOOLS, tool_choice=choice)  # type: ignore[arg-type]
+    body = build_request(request)
+    assert (body.get("toolConfig") or {}).get("functionCallingConfig", {}).get("mode") == mode
