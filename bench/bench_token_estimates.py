@@ -17,7 +17,10 @@ observation finds). Columns:
 - ``unchecked``: approx, before anyone found out that B drops tools.
 
 ``summary`` gives, per column, how many runs are within 15 %, the mean absolute error and the
-error of the sum.
+error of the sum. ``tokenizer_cost``: the conversation of ``A runaway`` estimated round by round
+(as a server that never reports usage makes the provider do), through the real ``TokenCounter``
+against the fake model server's ``/extras/tokenize/count`` (real HTTP on 127.0.0.1): tokenizer
+requests and milliseconds per round (each distinct piece is counted once).
 
 Run: ``.venv/bin/python bench/bench_token_estimates.py [--tokenizer smollm2-tokenizer.json]``
 """
@@ -34,9 +37,11 @@ import httpx
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Turn
 from mcp_agent.providers._turns import estimate_usage
+from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.server_info import ServerInfo
 from mcp_agent.providers.tokens import UsageEstimator
-from tests.fakes.server_shapes import RecordedRun, recorded_runs
+from tests.fakes.model_server import running_model_server
+from tests.fakes.server_shapes import RecordedRun, llama_cpp_python_routes, recorded_runs
 
 TOKENIZE_URL = "http://llama-cpp-python.invalid/extras/tokenize/count"
 
@@ -70,6 +75,30 @@ def _summary(rows: list[dict[str, Any]], column: str) -> dict[str, Any]:
     }
 
 
+async def _tokenizer_cost() -> list[dict[str, Any]]:
+    runaway = next(run for run in recorded_runs() if run.name == "A runaway").request
+    rounds: list[dict[str, Any]] = []
+    with running_model_server() as server:
+        server.routes.update(llama_cpp_python_routes())
+        info = ServerInfo(kind="llama-cpp-python", tokenize_url=f"{server.url}/extras/tokenize/count")
+        async with httpx.AsyncClient(trust_env=False) as client:
+            estimator = UsageEstimator(client, LLMConfig(model="m"))
+            ends = [i + 1 for i, m in enumerate(runaway.messages) if m.role in ("user", "tool")]
+            for end in dict.fromkeys(ends):
+                request = ModelRequest(runaway.messages[:end], runaway.tools)
+                asked = estimator.counter.requests
+                start = anyio.current_time()
+                await estimator.estimate(request, Turn(content="an answer of a few words"), info)
+                rounds.append(
+                    {
+                        "messages": end,
+                        "tokenizer_requests": estimator.counter.requests - asked,
+                        "ms": round((anyio.current_time() - start) * 1000, 2),
+                    }
+                )
+    return rounds
+
+
 async def main(tokenizer: str | None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     plain = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(404)))
@@ -89,7 +118,8 @@ async def main(tokenizer: str | None) -> dict[str, Any]:
     columns = ["old", "approx", *(["tokenizer"] if counting else []), "unchecked"]
     for row in rows:
         row["error_percent"] = {column: round(100 * (row[column] - row["real"]) / row["real"]) for column in columns}
-    return {"runs": rows, "summary": {column: _summary(rows, column) for column in columns}}
+    summary = {column: _summary(rows, column) for column in columns}
+    return {"runs": rows, "summary": summary, "tokenizer_cost": await _tokenizer_cost()}
 
 
 if __name__ == "__main__":
