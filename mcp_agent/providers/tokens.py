@@ -289,8 +289,8 @@ class UsageEstimator:
         template = template_for(info)
         without = approx_prompt_tokens(request, tools=False, template=template)
         offered = approx_prompt_tokens(request, tools=True, template=template)
-        if offered < 1.5 * without:
-            return  # too close to tell
+        if offered < 1.5 * without or reported < 0.5 * without:
+            return  # too close to tell, or a count below any prompt (a prompt cache's: Ollama's)
         self.tools_dropped = abs(reported - without) < abs(reported - offered)
         if self.tools_dropped:
             logger.warning(

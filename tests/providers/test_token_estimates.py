@@ -132,6 +132,9 @@ async def test_a_server_that_drops_tools_is_seen_and_said(
     other = UsageEstimator(http_client, LLMConfig(model="m"))
     other.observe(run_a.request, Usage(run_a.prompt_tokens, 7, run_a.prompt_tokens + 7), info)
     assert other.tools_dropped is False
+    cached = UsageEstimator(http_client, LLMConfig(model="m"))  # a prompt cache hit counts a few tokens
+    cached.observe(run_b.request, Usage(3, 60, 63), info)
+    assert cached.tools_dropped is None
 
 
 # ---------------------------------------------------------------------------------- through the provider
