@@ -93,12 +93,17 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
         r.emit(ModelDelta, round=r.rounds, kind=delta.kind, text=delta.text, name=delta.name)
 
     try:
-        turn = await r.provider.complete(ModelRequest(messages, tools, **r.request), on_delta)
+        options = r.request
+        if options.get("tool_choice") == "required" and (r.rounds > 1 or not tools):  # the first round only
+            options = {**options, "tool_choice": "auto"}
+        turn = await r.provider.complete(ModelRequest(messages, tools, **options), on_delta)
         r.usage += turn.usage
         r.model = turn.model or r.model
         return turn
     except ProviderError as exc:
         error = str(exc)
+        if exc.usage is not None:  # a stream that broke off still cost tokens
+            r.usage += exc.usage
         raise
     finally:
         if turn is None and error == "interrupted":  # cut off from outside: say by what

@@ -51,7 +51,7 @@ from ..events import (
 )
 from ..exceptions import ConfigError
 from ..messages import Message, ToolCall, ToolResult
-from ..providers.base import Provider
+from ..providers.base import Provider, ToolChoice
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
@@ -85,6 +85,7 @@ async def run(
     max_output_tokens: int | None = None,
     input_error: str | None = None,
     caller: str | None = None,
+    tool_choice: ToolChoice = "auto",
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -107,6 +108,7 @@ async def run(
             ``terminal_error`` with this detail. A query that is not a string or cannot be
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
+        tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
@@ -125,7 +127,7 @@ async def run(
         approvals=approvals,
         run_id=run_id or secrets.token_hex(8),
         session_id=session_id,
-        request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
+        request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
     )
@@ -409,6 +411,7 @@ class Agent:
             session_id=session_id,
             temperature=self.config.llm.temperature,
             max_output_tokens=self.config.llm.max_output_tokens,
+            tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
         )
@@ -432,6 +435,7 @@ async def _open_agent(
     # the one wiring point: concrete providers and tool servers are imported here only
     from .._paths import state_dir
     from ..providers.factory import open_provider
+    from ..providers.server_info import server_info_of, sized_for_server
     from ..tools.hub import open_tool_hub
 
     if not isinstance(config, AgentConfig):
@@ -447,4 +451,5 @@ async def _open_agent(
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
         for warning in require_warnings(config.approvals.require, hub, down=down):
             logger.warning("%s", warning)
+        config = sized_for_server(config, server_info_of(provider), hub.list_tools())
         yield cls(provider, hub, config, **options)

@@ -150,6 +150,7 @@ class RunResult:
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
                 "total_tokens": self.usage.total_tokens,
+                **({"estimated": True} if self.usage.estimated else {}),
                 **({"clamped": True} if self.usage.clamped else {}),
             },
             "elapsed_ms": round(self.elapsed_ms, 1),
@@ -194,6 +195,11 @@ RESULT_SCHEMA: JSONSchema = {
                 "prompt_tokens": {"type": "integer"},
                 "completion_tokens": {"type": "integer"},
                 "total_tokens": {"type": "integer"},
+                "estimated": {
+                    "type": "boolean",
+                    "description": "present (true) when the model server did not report some of the "
+                    "counts (a stream without usage, a stream that broke off) and they were estimated",
+                },
                 "clamped": {
                     "type": "boolean",
                     "description": "present (true) when the model server reported counts that could "

@@ -71,6 +71,7 @@ from ..learned import Learned
 from ..output_cap import output_cap
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
+from ..tokens import UsageEstimator
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
 
@@ -169,6 +170,8 @@ class OpenAICompatProvider:
         """What the server is (``server_info.py``): set once it has been identified."""
         self.learned = Learned()
         """What this provider learned about the server by talking to it (``learned.py``)."""
+        self.usage_estimator = UsageEstimator(client, llm)
+        """Usage the server did not report, estimated as closely as it allows (``tokens.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -222,7 +225,13 @@ class OpenAICompatProvider:
                 self.learned.stream_tools = False
             return turn
 
-        turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        try:
+            turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        except ProviderResponseError as exc:
+            if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
+                exc.usage = await self.usage_estimator.estimate(request, Turn(content=out.text), self.server_info)
+            raise
+        turn = await self.usage_estimator.settle(request, turn, self.server_info)
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
         return replace(turn, model=self.llm.model, max_output_tokens=self.output_cap(request))
