@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Literal, cast
 
@@ -37,7 +38,7 @@ from .endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpo
 from .fallback import FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
 from .openai_compat import OpenAICompatProvider
-from .server_cache import known_server
+from .server_cache import CACHE_FILE, known_server, remember
 from .server_info import ServerInfo
 
 __all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
@@ -75,6 +76,8 @@ async def _identify(
 
     async def one(llm: LLMConfig, provider: OpenAICompatProvider, client: httpx.AsyncClient) -> None:
         apply_server_info(provider, await known_server(llm, client, state_dir=state_dir))
+        if state_dir is not None:  # what the provider learns from now on outlives the process
+            provider.learned.keep = partial(remember, state_dir / CACHE_FILE, llm)
 
     async with anyio.create_task_group() as group:
         for llm, provider, client in pairs:

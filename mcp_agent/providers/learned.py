@@ -8,7 +8,10 @@ fields and set them again on a new provider before its first request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Learned"]
 
@@ -26,3 +29,13 @@ class Learned:
     """
 
     stream_tools: bool | None = None
+    keep: Callable[..., Any] = field(default=lambda **lesson: None, repr=False)
+    """Called with each lesson as it is learned (``stream_tools=False``), to keep it beyond the
+    process (the factory points it at the server-info cache)."""
+
+    def learn(self, **lesson: Any) -> None:
+        """Take ``lesson`` (field=value) now, and hand it to ``keep``."""
+        for name, value in lesson.items():
+            setattr(self, name, value)
+        with contextlib.suppress(Exception):  # keeping it is a bonus: the lesson holds here regardless
+            self.keep(**lesson)

@@ -174,3 +174,15 @@ async def test_the_agent_trims_history_to_the_servers_window(model_server: FakeM
     async with Agent.from_config(config, record_children=False) as agent:
         assert agent.config.limits.max_history_chars == 10528
         assert server_info_of(agent.provider).context_source == "/props default_generation_settings.n_ctx"
+
+
+async def test_a_lesson_the_provider_learns_outlives_the_process(model_server: FakeModelServer, tmp_path: Path) -> None:
+    """Learning that streamed tools fail cost one wasted request per process: now once per cache life."""
+    model_server.routes.update(llamacpp_routes(n_ctx=4096))
+    llm = LLMConfig(endpoint=model_server.base_url, model="smollm2")
+    async with open_provider(llm, state_dir=tmp_path) as provider:
+        assert isinstance(provider, OpenAICompatProvider) and provider.streams_tools
+        provider.learned.learn(stream_tools=False)  # as the provider does after an empty stream
+    async with open_provider(llm, state_dir=tmp_path) as again:  # a new process, say
+        assert isinstance(again, OpenAICompatProvider)
+        assert again.server_info.stream_tools is False and not again.streams_tools

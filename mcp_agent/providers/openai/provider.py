@@ -222,7 +222,7 @@ class OpenAICompatProvider:
                     "unstreamed: requests with tools are no longer streamed to it",
                     self.endpoint.base_url,
                 )
-                self.learned.stream_tools = False
+                self.learned.learn(stream_tools=False)
             return turn
 
         try:
