@@ -245,6 +245,8 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_structured(), indent=2))
     elif result.ok:
+        if result.detail:  # an early-stop answer, or one cut off at the length limit: say so
+            print(f"mcp-agent: {result.detail}", file=sys.stderr)
         print(result.answer)
     else:
         print(result.error_text(), file=sys.stderr)

@@ -103,6 +103,10 @@ class LLMConfig(_Model):
     tool_call_style: Literal["auto", "native", "text"] = "auto"
     """``native``: only structured tool calls; ``text``/``auto``: tool calls written as text in the
     answer are also accepted when a turn has no structured calls."""
+    tool_choice: Literal["auto", "required", "none"] = "auto"
+    """``required``: the first round must call a tool (later rounds are ``auto``); ``none``: the
+    model may not call tools. Sent only where the server takes ``tool_choice`` (capabilities);
+    llama-server with ``--jinja`` then constrains the answer to a well-formed call."""
     stream: bool = True
     temperature: float | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)

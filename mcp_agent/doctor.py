@@ -4,16 +4,25 @@ Each check prints one line with a mark (``ok``, ``warn``, ``FAIL``) and, on fail
 The run fails (exit 1) when the model server is unreachable, the model is missing, a tool
 server does not start, or a glob in ``approvals.require``, ``allowTools`` or ``denyTools``
 matches no tool; schema changes and config warnings are only reported.
+
+The model server is identified afresh (``identify.py``; the result refreshes the cache that
+``query`` and ``serve`` read): its kind, version, context window and where each was read. A
+local OpenAI-compatible server is then asked two tiny questions with and without a tool, and
+one streamed (``providers/checks.py``): a server that drops the tools it is offered, or cannot
+stream tool calls, is warned about, with the hint of its own kind.
 """
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
 from .config import AgentConfig, RemoteServerConfig
 from .exceptions import ConfigError, MCPAgentError
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class _Report:
@@ -69,7 +78,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
     from .providers.models import list_models, model_present
 
     endpoint = resolve_endpoint(config.llm)
-    where = f"{endpoint.provider} API, {endpoint.kind} server at {endpoint.base_url}"
+    where = f"{endpoint.provider} API at {endpoint.base_url}"
     try:
         async with build_client(config.llm) as client:
             with anyio.fail_after(timeout):
@@ -83,7 +92,8 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
         report.degraded.append("model server unreachable")
         return
     report.line("ok", f"model server reachable ({where}), {len(models)} models")
-    if model_present(config.llm.model, models):
+    present = model_present(config.llm.model, models)
+    if present:
         report.line("ok", f"model {config.llm.model!r} is available")
     elif not models:
         report.line("warn", f"the server listed no models; cannot confirm {config.llm.model!r}")
@@ -93,6 +103,56 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
         report.degraded.append(f"model {config.llm.model!r} is not on the model server")
         if endpoint.kind == "ollama":
             report.detail(f"pull it with `ollama pull {config.llm.model}`")
+    if endpoint.provider == "openai":
+        async with build_client(config.llm) as client:
+            await _check_server(config, client, report, check_tools=present or not models)
+
+
+async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool) -> None:
+    """What the server is, and (for a local one, when the model is there) what it does with tools."""
+    from ._paths import state_dir
+    from .providers.checks import check_stream_tools, check_tools_kept, tools_hint
+    from .providers.endpoints import SERVER_NAMES
+    from .providers.factory import apply_server_info, create_provider
+    from .providers.openai_compat import OpenAICompatProvider
+    from .providers.server_cache import CACHE_FILE, known_server, remember
+    from .providers.server_info import sized_for_server
+
+    info = await known_server(config.llm, client, state_dir=state_dir(), refresh=True)
+    name = SERVER_NAMES.get(info.kind, info.kind)
+    version = f" {info.version}" if info.version else ""
+    if info.source == "probe":
+        report.line("ok", f"server identified: {name}{version} ({info.evidence})")
+    else:
+        report.line("warn", f"server not identified ({info.evidence}); taken for {name} from its address")
+    if info.context_window:
+        sized = sized_for_server(config, info).limits.max_history_chars
+        window = f"{info.context_window} tokens ({info.context_source})"
+        report.line("ok", f"context window: {window}; history kept to {sized} characters")
+    elif info.source == "probe":
+        report.line("warn", f"context window: {name} does not say; set limits.maxHistoryChars to fit it")
+        report.detail("about 3.5 characters a token, less the answer's room: 10000 for a 4096-token window")
+    provider = create_provider(config.llm, client)
+    if not (check_tools and isinstance(provider, OpenAICompatProvider)) or info.source == "host":
+        return
+    apply_server_info(provider, info)
+    kept = await check_tools_kept(provider)
+    counts = f"prompt_tokens {kept.without} without a tool, {kept.with_tool} with one"
+    if kept.dropped:
+        report.line("warn", f"the server drops the tools it is offered ({counts}): the model never sees them")
+        report.detail(tools_hint(info.kind))
+        remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=True)
+    elif kept.dropped is False:
+        report.line("ok", f"tools reach the model ({counts})")
+        remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=False)
+    else:
+        report.line("warn", f"could not check that tools reach the model: {kept.error}")
+    if not provider.endpoint.capabilities.stream_tools:
+        report.line("ok", f"{name} cannot stream tool calls: asked without streaming when tools are offered")
+    elif (problem := await check_stream_tools(provider)) is not None:
+        report.line("warn", f"the server cannot stream tool calls ({problem})")
+        report.detail("remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)")
+        remember(state_dir() / CACHE_FILE, config.llm, stream_tools=False)
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:

@@ -23,7 +23,10 @@ raised at the edges (config loading, start-up) and between layers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .messages import Usage
 
 
 class MCPAgentError(Exception):
@@ -53,6 +56,10 @@ class ProviderError(MCPAgentError):
         request_id: the server's request id, for reports to the provider.
         terminal: True when retrying cannot help (auth, bad request, quota): the run ends at once.
         retryable: True when a retry may succeed (connection error, 429, 5xx).
+
+    Attributes:
+        usage: what the failed call cost, estimated, when the server had started to answer (a
+            stream that broke off); the loop counts it against ``limits.maxTokens``.
     """
 
     def __init__(
@@ -72,6 +79,7 @@ class ProviderError(MCPAgentError):
         self.terminal = terminal
         self.retryable = retryable
         self.retry_after = retry_after
+        self.usage: Usage | None = None
 
     def __str__(self) -> str:
         parts = [self.message]

@@ -235,6 +235,9 @@ class Turn:
     Whether the turn calls tools is decided by ``tool_calls`` alone, never by ``finish_reason``.
     ``model`` is the configured name of the model that answered (set by the provider that made
     the call; with ``llm.fallbacks`` it says which entry answered), or None when unknown.
+    ``max_output_tokens`` is the cap on the answer's length the request carried (set by the
+    provider; None when unknown): with ``finish_reason`` ``"length"`` it tells whether the answer
+    was cut off by that cap or by something else (a full context window).
     """
 
     content: str = ""
@@ -245,6 +248,7 @@ class Turn:
     request_id: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     model: str | None = None
+    max_output_tokens: int | None = None
 
     def to_message(self) -> Message:
         return Message(
@@ -265,6 +269,7 @@ class Turn:
             "request_id": self.request_id,
             "meta": dict(self.meta),
             "model": self.model,
+            "max_output_tokens": self.max_output_tokens,
         }
 
     @classmethod
@@ -278,6 +283,7 @@ class Turn:
             request_id=data.get("request_id"),
             meta=_meta(data.get("meta")),
             model=data.get("model"),
+            max_output_tokens=data.get("max_output_tokens"),
         )
 
 

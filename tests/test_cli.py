@@ -227,6 +227,18 @@ def test_query_answers_on_stdout_with_progress_on_stderr(tmp_path, model):
     assert second[-1]["role"] == "tool" and second[-1]["content"] == "hi there"
 
 
+def test_query_says_on_stderr_that_an_answer_was_cut_off(tmp_path, model):
+    model.enqueue(
+        Reply.sse(openai_stream(content="One, two,", finish="length", usage=(10, 2048))),
+        Reply.sse(openai_stream(content="three, four,", finish="length", usage=(20, 2048))),
+    )
+    done = run_cli("query", "count", "--config", str(write_config(tmp_path, model)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "One, two, three, four,\n"
+    assert "mcp-agent: the answer was cut off at the output cap (2048 tokens), and again" in done.stderr
+    assert model.requests[0].json["max_tokens"] == 2048
+
+
 def test_query_json_and_failure_exit_code(tmp_path, model):
     model.enqueue(Reply.json({"error": {"message": "invalid api key", "type": "auth"}}, status=401))
     done = run_cli("query", "hi", "--json", "--quiet", "--config", str(write_config(tmp_path, model)))

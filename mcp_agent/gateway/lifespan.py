@@ -1,6 +1,10 @@
-"""The service's lifetime: ``open_service`` starts the Agent in the background, probes the model
-server once, and at the end shuts the service down in order (refuse new queries, cancel the
-running ones and wait for their results, end the event streams, close the Agent).
+"""The service's lifetime: ``open_service`` starts the Agent in the background, watches the model
+server, and at the end shuts the service down in order (refuse new queries, cancel the running
+ones and wait for their results, end the event streams, close the Agent).
+
+The model server is probed at start-up, then every ``PROBE_INTERVAL`` seconds and at once after
+a model call fails (``watch_model_server``), so health stops saying it is reachable soon after it
+died, and says so again once it is back.
 """
 
 from __future__ import annotations
@@ -16,13 +20,51 @@ from .service import AgentFactory, GatewayService
 
 logger = logging.getLogger(__name__)
 
+PROBE_INTERVAL = 30.0
+"""Seconds between probes of the model server while nothing fails."""
 
-async def probe_model_server(service: GatewayService, timeout: float = 5.0) -> None:
-    """Ask the model server for its models once, and say clearly at start-up what is wrong.
+
+async def probe_model_server(service: GatewayService, timeout: float = 5.0, *, quiet: bool = False) -> None:
+    """Ask the model server for its models once, and say clearly what is wrong (``quiet``: log
+    only a change of state, as the periodic probes do).
 
     The gateway serves either way (``agent_query`` then answers with the same error); this only
-    makes the problem visible at once, in the log and in health.
+    makes the problem visible, in the log and in health (``service.model_server``).
     """
+    before = service.model_server.get("reachable")
+    found = await _probe(service, timeout)
+    service.model_server = found
+    if quiet and found.get("reachable") == before:
+        return
+    if found.get("reachable"):
+        logger.log(
+            logging.WARNING if found.get("error") else logging.INFO,
+            "model server at %s is up%s",
+            service.config.llm.endpoint,
+            f"; {found['error']}" if found.get("error") else "",
+        )
+    else:
+        logger.warning(
+            "model server: %s (agent_query will answer with this error until it is up)", found["error"]
+        )
+
+
+async def watch_model_server(
+    service: GatewayService, *, interval: float = PROBE_INTERVAL, timeout: float = 5.0
+) -> None:
+    """Probe the model server now, then every ``interval`` seconds and after each failed model
+    call (``service.model_failures``), until cancelled. A burst of failures costs one probe."""
+    quiet = False
+    while True:
+        service.model_failures.renew()
+        await probe_model_server(service, timeout, quiet=quiet)
+        quiet = True
+        with anyio.move_on_after(interval):
+            await service.model_failures.failed.wait()
+
+
+async def _probe(service: GatewayService, timeout: float) -> dict[str, object]:
+    """What one probe finds: ``{"reachable", "model_present", "error"}``."""
     from ..exceptions import MCPAgentError
     from ..providers.factory import build_client
     from ..providers.models import list_models, model_present
@@ -34,22 +76,14 @@ async def probe_model_server(service: GatewayService, timeout: float = 5.0) -> N
                 models = await list_models(llm, client)
     except TimeoutError:
         error = f"the model server at {llm.endpoint} did not answer within {timeout:g} s"
-        service.model_server = {"reachable": False, "model_present": None, "error": error}
-        logger.warning("model server: %s", error)
-        return
+        return {"reachable": False, "model_present": None, "error": error}
     except MCPAgentError as exc:
-        service.model_server = {"reachable": False, "model_present": None, "error": str(exc)}
-        logger.warning("model server: %s (agent_query will answer with this error until it is up)", exc)
-        return
+        return {"reachable": False, "model_present": None, "error": str(exc)}
     present = model_present(llm.model, models) if models else None
     missing: str | None = None
     if present is False:
         missing = f"model {llm.model!r} is not offered by the server (it has: {', '.join(models[:10])})"
-        logger.warning("model server: %s", missing)
-    else:
-        logger.info("model server at %s is up; model %r %s", llm.endpoint, llm.model,
-                    "is available" if present else "could not be confirmed")
-    service.model_server = {"reachable": True, "model_present": present, "error": missing}
+    return {"reachable": True, "model_present": present, "error": missing}
 
 
 def default_factory() -> AgentFactory:
@@ -111,7 +145,7 @@ async def open_service(
         service._tasks = spawned
         tg.start_soon(notify)
         if probe:
-            tg.start_soon(probe_model_server, service)
+            spawned.start_soon(watch_model_server, service)
         await tg.start(own_agent)
         try:
             yield service

@@ -29,7 +29,7 @@ import anyio.abc
 
 from .._types import JSONObject
 from ..config import AgentConfig
-from ..events import EventSink
+from ..events import Event, EventSink, ModelCallEnded
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 from ._runner import AgentLike, ResourceCatalog, as_dict
@@ -67,6 +67,22 @@ class UnknownSession(Exception):
             "omit session_id to start a new conversation"
         )
         self.session_id = session_id
+
+
+class ModelFailures:
+    """An EventSink that sets ``failed`` when a model call fails: the model-server watcher
+    (``lifespan.watch_model_server``) waits on it to probe again at once, then calls ``renew``."""
+
+    def __init__(self) -> None:
+        self.failed = anyio.Event()
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, ModelCallEnded) and not event.ok:
+            self.failed.set()
+
+    def renew(self) -> None:
+        if self.failed.is_set():
+            self.failed = anyio.Event()
 
 
 class Admission:
@@ -120,7 +136,9 @@ class GatewayService:
         self._catalog_changed = anyio.Event()
         self._catalog_listeners: list[Callable[[str], Awaitable[None]]] = []
         self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
-        """What the start-up probe of the model server found (health shows it)."""
+        """What the latest probe of the model server found (health shows it; ``lifespan`` probes at
+        start-up, every 30 s and after a failed model call)."""
+        self.model_failures = ModelFailures()
         self._tasks: anyio.abc.TaskGroup | None = None
 
     def spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -357,7 +375,7 @@ class GatewayService:
                 request.query,
                 session_id=request.session_id,
                 limits=limits,
-                events=FanOut([self.bus, self.metrics, events]),
+                events=FanOut([self.bus, self.metrics, self.model_failures, events]),
                 cancel=admission.cancel,
                 caller=admission.caller.name,
             )

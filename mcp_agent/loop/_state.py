@@ -44,6 +44,7 @@ class Ending:
     answer: str = ""
     early_stopped: bool = False
     why: str = ""
+    truncated: bool = False
 
 
 class RunState:
@@ -96,6 +97,9 @@ class RunState:
         """The model that gave the latest answer (``Turn.model``)."""
         self.rounds = 0
         self.open_plan: Plan | None = None
+        self.partial = ""
+        """An answer cut off at the output cap while its continuation runs (kept if the run is cut
+        off meanwhile)."""
 
     # the checks at the commit points
 
@@ -106,16 +110,25 @@ class RunState:
 
     def interrupted(self) -> Ending | None:
         if self.cancel is not None and self.cancel.is_set():
-            return Ending(R.CANCELLED, f"cancelled by the caller (round {self.rounds})", why="cancelled")
+            detail = f"cancelled by the caller (round {self.rounds})"
+            return Ending(R.CANCELLED, detail, self.partial, why="cancelled", truncated=bool(self.partial))
         if self.deadline is not None and anyio.current_time() >= self.deadline:
             return self.timed_out()
         return None
 
+    def cut_off_by(self) -> str:
+        """What cut an in-flight call off: the caller's cancel, the run's deadline, or neither."""
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
+        if self.deadline is not None and anyio.current_time() >= self.deadline:
+            seconds = self.limits.timeout_seconds
+            return f"timed out: the run's limit of {seconds:g} s (limits.timeoutSeconds) passed"
+        return "interrupted"
+
     def timed_out(self) -> Ending:
         seconds = self.limits.timeout_seconds
-        return Ending(
-            R.TIMEOUT, f"timed out after {seconds:g} s (round {self.rounds})", why="the run timed out"
-        )
+        detail = f"timed out after {seconds:g} s (round {self.rounds})"
+        return Ending(R.TIMEOUT, detail, self.partial, why="the run timed out", truncated=bool(self.partial))
 
     def out_of_rounds(self) -> Ending | None:
         if rounds_exhausted(self.rounds, self.limits.max_rounds):
@@ -177,14 +190,16 @@ class RunState:
             named.append(call)
         return tuple(named)
 
-    def answer(self, turn: Turn) -> Ending:
+    def answer(self, turn: Turn, *, truncated: str = "") -> Ending:
+        """The run's answer; ``truncated`` says how it was cut off (it is flagged, and the detail)."""
         if not turn.content.strip():
             detail = (
                 f"empty response from the model (finish_reason={turn.finish_reason}, round {self.rounds})"
             )
             return Ending(R.EMPTY_RESPONSE, detail)
+        self.partial = ""
         self.add(turn.to_message())
-        return Ending(R.SUCCESS, answer=turn.content.strip())
+        return Ending(R.SUCCESS, truncated, turn.content.strip(), truncated=bool(truncated))
 
     def commit(self, turn: Turn, plan: Plan) -> None:
         """Append the assistant message, its calls as prepared (coerced arguments, unique ids)."""
@@ -206,6 +221,7 @@ class RunState:
             answer=ending.answer,
             termination_reason=ending.reason,
             early_stopped=ending.early_stopped,
+            truncated=ending.truncated,
             detail=ending.detail,
             rounds=self.rounds,
             tool_calls=tuple(self.dispatcher.records),

@@ -20,10 +20,12 @@ A ``cancel`` event ends the run ``cancelled``, the run's deadline ends it ``time
 off in-flight model and tool calls at once.
 
 Choices made: a second context-length error (after the hard trim) ends the run
-``terminal_error``, since trimming again cannot help; a failed or empty early-stop synthesis
-keeps the reason that triggered it, with ``early_stopped`` False and the failure in ``detail``;
-a turn that answers in text ends ``success`` even when it used up the token budget (the budget
-guards further spending, and none follows).
+``terminal_error``, since trimming again cannot help; a failed or empty early-stop synthesis, or
+one that writes the instruction back, keeps the reason that triggered it, with ``early_stopped``
+False and the failure in ``detail``; an early-stop answer's ``detail`` names the stop; a turn
+that answers in text ends ``success`` even when it used up the token budget (the budget guards
+further spending, and none follows); an answer cut off at our output cap is continued once
+(``_model.finish_answer``) and, if still cut off, ends ``success`` flagged ``truncated``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
@@ -44,33 +45,26 @@ from .._types import JSONObject
 from ..config import AgentConfig, Limits, load_config
 from ..events import (
     EventSink,
-    ModelCallEnded,
-    ModelCallStarted,
-    ModelDelta,
     RoundEnded,
     RoundStarted,
     RunStarted,
 )
-from ..exceptions import ConfigError, ContextLengthError, ProviderError
-from ..messages import Delta, Message, ToolCall, ToolResult, ToolSpec, Turn
-from ..providers.base import ModelRequest, Provider
+from ..exceptions import ConfigError
+from ..messages import Message, ToolCall, ToolResult
+from ..providers.base import Provider, ToolChoice
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
+from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
-from .history import hard_trim, history_chars, trim_history
+from .history import trim_history
 from .result import RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
 
 logger = logging.getLogger(__name__)
 
 R = TerminationReason
-
-EARLY_STOP_PROMPT = (
-    "[SYSTEM: The run was stopped ({detail}). Based on the work done so far, give your best "
-    "final answer to the user now. Do NOT call any tools.]"
-)
 
 
 async def run(
@@ -91,6 +85,7 @@ async def run(
     max_output_tokens: int | None = None,
     input_error: str | None = None,
     caller: str | None = None,
+    tool_choice: ToolChoice = "auto",
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -113,6 +108,7 @@ async def run(
             ``terminal_error`` with this detail. A query that is not a string or cannot be
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
+        tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
@@ -131,7 +127,7 @@ async def run(
         approvals=approvals,
         run_id=run_id or secrets.token_hex(8),
         session_id=session_id,
-        request=dict(temperature=temperature, max_output_tokens=max_output_tokens),
+        request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
     )
@@ -165,13 +161,13 @@ async def _rounds(r: RunState) -> Ending:
         try:
             # 2. the model call, on the trimmed history, offering the tools not withdrawn
             r.offered = r.dispatcher.offered()
-            turn = await _call_model(r, r.offered)
+            turn = await call_model(r, r.offered)
             if isinstance(turn, Ending):
                 return turn
             # 3. the calls (native, or parsed from text by the provider); none: the answer
             calls = r.name_calls(turn.tool_calls)
-            if not calls:
-                return r.answer(turn)
+            if not calls:  # the answer (continued once if our output cap cut it off)
+                return await finish_answer(r, turn)
             # 4. cancellation, deadline and token budget again: a late turn starts nothing
             if stop := r.interrupted() or r.out_of_tokens():
                 r.commit(turn, r.dispatcher.unprepared(calls, r.rounds))
@@ -189,76 +185,28 @@ async def _rounds(r: RunState) -> Ending:
             r.emit(RoundEnded, round=r.rounds, tool_calls=len(calls))
 
 
-async def _call_model(r: RunState, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | Ending:
-    """One model call on the trimmed history; a context-length error trims hard and retries once."""
-    messages = r.history()
-    for attempt in (1, 2):
-        try:
-            return await _model_call(r, [*messages, *extra], tools)
-        except ContextLengthError as exc:
-            trimmed = hard_trim(messages)
-            if attempt == 2 or history_chars(trimmed) >= history_chars(messages):
-                return Ending(
-                    R.TERMINAL_ERROR,
-                    f"the conversation does not fit the model's context "
-                    f"even after trimming (round {r.rounds}): {exc}",
-                )
-            logger.warning("context length exceeded; retrying with the history trimmed to half: %s", exc)
-            messages, r.history_cap = trimmed, history_chars(trimmed)
-        except ProviderError as exc:
-            reason = R.TERMINAL_ERROR if exc.terminal else R.LLM_ERROR
-            return Ending(reason, f"model call failed (round {r.rounds}): {exc}")
-    raise AssertionError("unreachable")
-
-
-async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
-    """``provider.complete`` between ModelCallStarted and ModelCallEnded; usage is summed."""
-    r.emit(ModelCallStarted, round=r.rounds, messages=len(messages), tools=len(tools))
-    start = time.perf_counter()
-    first_delta: float | None = None
-    turn: Turn | None = None
-    error = "interrupted"
-
-    def on_delta(delta: Delta) -> None:
-        nonlocal first_delta
-        if first_delta is None:
-            first_delta = time.perf_counter()
-        r.emit(ModelDelta, round=r.rounds, kind=delta.kind, text=delta.text, name=delta.name)
-
-    try:
-        turn = await r.provider.complete(ModelRequest(messages, tools, **r.request), on_delta)
-        r.usage += turn.usage
-        r.model = turn.model or r.model
-        return turn
-    except ProviderError as exc:
-        error = str(exc)
-        raise
-    finally:
-        r.emit(
-            ModelCallEnded,
-            round=r.rounds,
-            ok=turn is not None,
-            error="" if turn is not None else error,
-            usage=turn.usage.to_dict() if turn is not None else {},
-            ms=(time.perf_counter() - start) * 1000,
-            ttft_ms=None if first_delta is None else (first_delta - start) * 1000,
-            tool_calls=[call.name for call in turn.tool_calls] if turn is not None else [],
-            finish_reason=turn.finish_reason if turn is not None else None,
-            model=turn.model if turn is not None else None,
-        )
-
-
 async def _early_stop(r: RunState, trigger: Ending) -> Ending:
-    """DESIGN guard 9: one more model call, without tools, for a best-effort answer."""
+    """DESIGN guard 9: one more model call, without tools, for a best-effort answer.
+
+    A reply that writes the instruction back (a small model parroted "[SYSTEM: The run was
+    stopped ...]") is no answer: the run keeps the reason that triggered the stop.
+    """
     r.close_turn(trigger.why)  # every call answered first: the request must be a valid transcript
     ask = Message.user(EARLY_STOP_PROMPT.format(detail=trigger.detail))
-    turn = await _call_model(r, (), extra=[ask])
+    turn = await call_model(r, (), extra=[ask])
     if isinstance(turn, Ending):
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis failed: {turn.detail}")
     if not turn.content.strip():
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
+    if echoes_instruction(turn.content, trigger.detail):
+        logger.warning("the early-stop answer repeats the loop's instruction; dropped: %.200r", turn.content)
+        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis repeated its instruction")
     r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
-    return replace(trigger, answer=turn.content.strip(), early_stopped=True)
+    detail = f"stopped early ({trigger.detail}); the answer was written from the work so far, without more tools"
+    truncated = turn.finish_reason == "length"
+    if truncated:
+        detail += "; it was cut off at the length limit"
+    return replace(trigger, answer=turn.content.strip(), early_stopped=True, detail=detail, truncated=truncated)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,6 +411,7 @@ class Agent:
             session_id=session_id,
             temperature=self.config.llm.temperature,
             max_output_tokens=self.config.llm.max_output_tokens,
+            tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
         )
@@ -486,6 +435,7 @@ async def _open_agent(
     # the one wiring point: concrete providers and tool servers are imported here only
     from .._paths import state_dir
     from ..providers.factory import open_provider
+    from ..providers.server_info import server_info_of, sized_for_server
     from ..tools.hub import open_tool_hub
 
     if not isinstance(config, AgentConfig):
@@ -501,4 +451,5 @@ async def _open_agent(
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
         for warning in require_warnings(config.approvals.require, hub, down=down):
             logger.warning("%s", warning)
+        config = sized_for_server(config, server_info_of(provider), hub.list_tools())
         yield cls(provider, hub, config, **options)

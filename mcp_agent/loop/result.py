@@ -72,7 +72,10 @@ class RunResult:
         answer: the model's final answer ("" when the run ended without one).
         termination_reason: why the run ended.
         early_stopped: the answer was synthesised after a budget or loop stop.
-        detail: for endings other than success, what happened ("reached max rounds (10)").
+        truncated: the answer was cut off at the length limit (``finish_reason: "length"``) and is
+            incomplete, even after the one continuation the loop asks for; ``detail`` says how.
+        detail: what happened, for endings other than success ("reached max rounds (10)"), for
+            an early-stop answer (which stop) and for a truncated answer; "" for a whole answer.
         rounds: model calls made for the loop (the early-stop synthesis is not counted).
         tool_calls: every call the model asked for, in order, with its outcome.
         usage: tokens summed over every model call of the run.
@@ -88,6 +91,7 @@ class RunResult:
     answer: str
     termination_reason: TerminationReason
     early_stopped: bool = False
+    truncated: bool = False
     detail: str = ""
     rounds: int = 0
     tool_calls: tuple[ToolCallRecord, ...] = ()
@@ -127,16 +131,18 @@ class RunResult:
     def to_structured(self) -> JSONObject:
         """The ``structuredContent`` of ``agent_query`` (and ``query --json``).
 
-        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" on success),
-        ``retryable``, and ``model`` (the model that answered last: with ``llm.fallbacks``, which
-        one did); for a failed run ``answer`` says why (``shown_answer``), so a caller reading only
-        the structured result, or only its answer, still learns what went wrong.
+        Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" for a whole answer),
+        ``truncated`` (the answer was cut off at the length limit), ``retryable``, and ``model``
+        (the model that answered last: with ``llm.fallbacks``, which one did); for a failed run
+        ``answer`` says why (``shown_answer``), so a caller reading only the structured result, or
+        only its answer, still learns what went wrong.
         """
         return {
             "answer": self.shown_answer(),
             "retryable": self.retryable,
             "termination_reason": self.termination_reason.value,
             "early_stopped": self.early_stopped,
+            "truncated": self.truncated,
             "detail": self.detail,
             "rounds": self.rounds,
             "tool_calls": [record.to_dict() for record in self.tool_calls],
@@ -144,6 +150,7 @@ class RunResult:
                 "prompt_tokens": self.usage.prompt_tokens,
                 "completion_tokens": self.usage.completion_tokens,
                 "total_tokens": self.usage.total_tokens,
+                **({"estimated": True} if self.usage.estimated else {}),
                 **({"clamped": True} if self.usage.clamped else {}),
             },
             "elapsed_ms": round(self.elapsed_ms, 1),
@@ -159,7 +166,15 @@ RESULT_SCHEMA: JSONSchema = {
         "retryable": {"type": "boolean", "description": "whether asking again may end better"},
         "termination_reason": {"type": "string", "enum": [reason.value for reason in TerminationReason]},
         "early_stopped": {"type": "boolean"},
-        "detail": {"type": "string", "description": "why the run ended, for endings other than success"},
+        "truncated": {
+            "type": "boolean",
+            "description": "the answer was cut off at the length limit and is incomplete (detail says how)",
+        },
+        "detail": {
+            "type": "string",
+            "description": "why the run ended, which stop an early-stop answer followed, or how the answer "
+            "was cut off; empty for a whole answer",
+        },
         "rounds": {"type": "integer"},
         "tool_calls": {
             "type": "array",
@@ -180,6 +195,11 @@ RESULT_SCHEMA: JSONSchema = {
                 "prompt_tokens": {"type": "integer"},
                 "completion_tokens": {"type": "integer"},
                 "total_tokens": {"type": "integer"},
+                "estimated": {
+                    "type": "boolean",
+                    "description": "present (true) when the model server did not report some of the "
+                    "counts (a stream without usage, a stream that broke off) and they were estimated",
+                },
                 "clamped": {
                     "type": "boolean",
                     "description": "present (true) when the model server reported counts that could "
@@ -200,6 +220,7 @@ RESULT_SCHEMA: JSONSchema = {
         "retryable",
         "termination_reason",
         "early_stopped",
+        "truncated",
         "detail",
         "rounds",
         "tool_calls",

@@ -8,10 +8,14 @@ OpenAI and Anthropic SDKs (``llm-wire.md`` §9):
   out. ``x-should-retry: true|false`` overrides the status.
 - **Terminal** (retrying cannot help, the run ends at once): other 4xx (400, 401, 403, 404, 413,
   422), OpenAI ``insufficient_quota``, Anthropic ``enforced_spend_limit_reached``, Gemini quotas
-  whose id contains ``PerDay``, and OpenAI's tokens-per-minute "Request too large" 429.
+  whose id contains ``PerDay``, OpenAI's tokens-per-minute "Request too large" 429, and a request
+  the server's own validation rejected, whatever the status: llama-cpp-python answers pydantic's
+  "N validation error(s): {... 'loc': ('body', ...)}" as a 500 ``internal_server_error``; the
+  same request would fail the same way (chosen by the body: a bare 500 stays retryable).
 - **Context length** (``ContextLengthError``, neither: the caller trims history and tries once
   more): the messages of every server in §9.2, whatever the status, so LM Studio's HTTP 200 with an
-  error body counts too.
+  error body counts too; and llama-cpp-python's overflow in disguise, a 500 "could not broadcast
+  input array from shape (N,) into shape (0,)" (a prompt just under ``n_ctx``: no room is left).
 
 The server's retry hint is read here too and put on the error (``retry_after``):
 ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else a Gemini
@@ -111,9 +115,14 @@ _CONTEXT_PATTERNS = re.compile(
             r"context[_ ]length[_ ]exceeded",
             r"context window (?:is )?exceeded",
             r"model_context_window_exceeded",
+            r"could not broadcast input array from shape \([\d, ]*\) into shape \(0,?\)",  # llama-cpp-python
         ]
     ),
     re.IGNORECASE,
+)
+_REQUEST_INVALID = re.compile(
+    r"^\s*\d+ validation errors?:\s*\{.*'loc': \('body'",  # pydantic, as llama-cpp-python sends it
+    re.DOTALL,
 )
 _TPM_TOO_LARGE = re.compile(r"request too large for .*(?:tokens per min|\bTPM\b)", re.IGNORECASE | re.DOTALL)
 
@@ -363,7 +372,7 @@ def classify_error(
     if is_context_length(info, message if info is None else ""):
         return ContextLengthError(message, status=effective, request_id=request_id, retry_after=retry_after)
 
-    if _is_quota_stop(effective, info):
+    if _is_quota_stop(effective, info) or _REQUEST_INVALID.search(message):
         retryable = False
     elif effective is not None:
         retryable = _retryable_status(effective)

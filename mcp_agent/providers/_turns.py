@@ -60,15 +60,18 @@ class DeltaReporter:
 
     Attributes:
         count: how many deltas were handed out (asking again is safe only while it is 0).
+        text: the text and reasoning handed out (what a stream that broke off had cost).
     """
 
     def __init__(self, callback: DeltaCallback | None) -> None:
         self._callback = callback
         self._warned = False
         self.count = 0
+        self.text = ""
 
     def __call__(self, delta: Delta) -> None:
         self.count += 1
+        self.text += delta.text
         if self._callback is None:
             return
         try:

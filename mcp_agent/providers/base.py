@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..messages import Delta, Message, ToolSpec, Turn
+
+ToolChoice = Literal["auto", "required", "none"]
+"""Whether the model may (``auto``), must (``required``) or may not (``none``) call a tool."""
 
 DeltaCallback = Callable[[Delta], None]
 """Called with each piece of a streaming turn. Must return at once and must not raise."""
@@ -26,12 +29,15 @@ class ModelRequest:
         tools: the tools offered this turn (empty: the model must answer in text).
         max_output_tokens: a cap on the answer's length, or None for the server's default.
         temperature: sampling temperature, or None for the server's default.
+        tool_choice: whether the model may, must or may not call one of ``tools`` (sent where
+            the server takes it; ``llm.toolChoice`` asks ``required`` of the first round only).
     """
 
     messages: Sequence[Message]
     tools: Sequence[ToolSpec] = ()
     max_output_tokens: int | None = None
     temperature: float | None = None
+    tool_choice: ToolChoice = "auto"
 
 
 class Provider(Protocol):

@@ -8,12 +8,15 @@ Pure functions over ``LLMConfig``, no I/O:
 - ``detect_provider``: ``api.anthropic.com`` → anthropic, ``generativelanguage.googleapis.com`` →
   gemini, anything else → openai (Chat Completions), unless ``llm.provider`` says otherwise.
 - ``detect_server_kind``: the OpenAI-compatible server, by host, then ``/api/v1`` (Lemonade), then
-  the default port: Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000, Lemonade 13305.
+  the default port: Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000, Lemonade 13305. Only
+  a first guess: ``identify.py`` asks the server what it is, and ``factory.open_provider`` gives
+  the provider the capabilities of the kind found.
 - ``capabilities_for``: what each kind accepts (``tool_choice``, ``parallel_tool_calls``,
   ``stream_options``, the max-tokens field, ...), overridable by ``llm.capabilities``.
 - ``start_hint``/``refused_message``: what to tell a user when nothing listens at the endpoint.
 
-Ports are a guess (anything can listen on 8000); ``llm.capabilities`` corrects a wrong one.
+Ports are a guess (anything can listen on 8000: llama-cpp-python does by default);
+identification replaces it, and ``llm.capabilities`` overrides either.
 """
 
 from __future__ import annotations
@@ -43,13 +46,26 @@ __all__ = [
 
 ProviderName = Literal["openai", "anthropic", "gemini"]
 ServerKind = Literal[
-    "ollama", "lmstudio", "llamacpp", "vllm", "lemonade", "openai", "groq", "anthropic", "gemini", "unknown"
+    "ollama",
+    "lmstudio",
+    "llamacpp",
+    "llama-cpp-python",
+    "vllm",
+    "lemonade",
+    "openai",
+    "groq",
+    "anthropic",
+    "gemini",
+    "unknown",
 ]
+SERVER_KINDS: frozenset[str] = frozenset(ServerKind.__args__)  # type: ignore[attr-defined]
+"""Every ``ServerKind``, to check a kind read from elsewhere (the server-info cache)."""
 
 SERVER_NAMES: dict[str, str] = {
     "ollama": "Ollama",
     "lmstudio": "LM Studio",
     "llamacpp": "llama.cpp (llama-server)",
+    "llama-cpp-python": "llama-cpp-python (llama_cpp.server)",
     "vllm": "vLLM",
     "lemonade": "Lemonade Server",
     "openai": "OpenAI",
@@ -80,8 +96,11 @@ class Capabilities:
     """What one OpenAI-compatible server accepts and how it wants history.
 
     Attributes:
-        tool_choice: send ``tool_choice: "auto"`` with tools (Ollama ignores it; vLLM without
-            ``--enable-auto-tool-choice`` rejects it, and "auto" is the default anyway).
+        tool_choice: send ``tool_choice`` with tools (``llm.toolChoice``; Ollama ignores it; vLLM
+            without ``--enable-auto-tool-choice`` rejects "auto"; llama-cpp-python's
+            ``chatml-function-calling`` renders tools only when it is sent).
+        tool_choice_required: the server takes ``tool_choice: "required"`` (llama-cpp-python
+            accepts only "auto", "none" or a named tool: "required" is sent as "auto").
         parallel_tool_calls: send ``parallel_tool_calls: true`` (llama.cpp is off by default).
         stream_usage: send ``stream_options.include_usage`` when streaming.
         stream_tools: stream when tools are offered (else one plain request).
@@ -95,6 +114,7 @@ class Capabilities:
     """
 
     tool_choice: bool = False
+    tool_choice_required: bool = True
     parallel_tool_calls: bool = False
     stream_usage: bool = True
     stream_tools: bool = True
@@ -103,6 +123,14 @@ class Capabilities:
     null_content_with_calls: bool = False
     tool_result_name: bool = True
     description_cap: int = 0
+
+    def tool_choice_value(self, wanted: str) -> str | None:
+        """The ``tool_choice`` to send for ``llm.toolChoice`` = ``wanted``; None: send none."""
+        if not self.tool_choice:
+            return None
+        if wanted == "required" and not self.tool_choice_required:
+            return "auto"
+        return wanted
 
     def with_overrides(self, overrides: CapabilityOverrides) -> Capabilities:
         """These capabilities with every field ``llm.capabilities`` sets replaced."""
@@ -115,6 +143,7 @@ _CAPABILITIES: dict[ServerKind, Capabilities] = {
     "ollama": _LOCAL,
     "lmstudio": replace(_LOCAL, tool_choice=True),
     "llamacpp": replace(_LOCAL, tool_choice=True, parallel_tool_calls=True),
+    "llama-cpp-python": replace(_LOCAL, tool_choice=True, tool_choice_required=False, stream_tools=False),
     "vllm": replace(_LOCAL, null_content_with_calls=True),
     "lemonade": replace(_LOCAL, stream_usage=False),
     "openai": Capabilities(
@@ -287,6 +316,8 @@ def start_hint(kind: ServerKind, model: str = "") -> str:
         "lmstudio": f"start it with `lms server start` (or the Developer tab of LM Studio) and load the model "
         f"with `lms load {model_text}`",
         "llamacpp": "start it with `llama-server -m <model.gguf> --jinja --port 8080`",
+        "llama-cpp-python": "start it with `python -m llama_cpp.server --model <model.gguf> "
+        "--chat_format chatml-function-calling`",
         "vllm": f"start it with `vllm serve {model_text} --enable-auto-tool-choice --tool-call-parser hermes`",
         "lemonade": f"start it with `lemonade-server serve` and get the model with `lemonade-server pull {model_text}`",
         "openai": "check the network connection and any proxy settings",

@@ -9,25 +9,40 @@ send local model calls to the proxy). Which provider speaks is decided by ``endp
 With ``llm.fallbacks`` it is a ``FallbackProvider`` over the primary and each entry (filled in
 from the primary by ``fallback_configs``), every one with its own client: their timeouts, proxy
 rules and connection pools are their own.
+
+Before it is handed out, each OpenAI-compatible provider learns what its server is
+(``server_cache.known_server``: the cache in the state folder while fresh, else the server is
+asked, ``identify.py``): ``provider.server_info`` is set, and its capabilities follow the kind
+identified (``llm.capabilities`` still wins). Identification takes a few milliseconds against a
+local server and never fails: a server that does not answer keeps the guess from its port.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Literal, cast
 
+import anyio
 import httpx
 
+from .._paths import state_dir as default_state_dir
 from ..config import LLMConfig
 from ._client import build_client
 from .anthropic import AnthropicProvider
 from .base import Provider
-from .endpoints import resolve_endpoint
+from .endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .fallback import FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
 from .openai_compat import OpenAICompatProvider
+from .server_cache import CACHE_FILE, known_server, remember
+from .server_info import ServerInfo
 
-__all__ = ["build_client", "create_provider", "open_provider"]
+__all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
+
 
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
@@ -40,18 +55,56 @@ def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
     return OpenAICompatProvider(llm, client, endpoint=endpoint)
 
 
+def apply_server_info(provider: OpenAICompatProvider, info: ServerInfo) -> None:
+    """Tell ``provider`` what its server is: ``server_info``, and the identified kind's
+    capabilities when the kind differs from the guess, less streaming with tools when the server
+    was seen not to (``llm.capabilities`` wins over both)."""
+    provider.server_info = info
+    endpoint = provider.endpoint
+    if info.kind in SERVER_KINDS and info.kind != endpoint.kind:
+        kind = cast(ServerKind, info.kind)
+        endpoint = replace(endpoint, kind=kind, capabilities=capabilities_for(kind, provider.llm.capabilities))
+    if info.stream_tools is False and provider.llm.capabilities.stream_tools is None:
+        endpoint = replace(endpoint, capabilities=replace(endpoint.capabilities, stream_tools=False))
+    provider.endpoint = endpoint
+
+
+async def _identify(
+    pairs: Sequence[tuple[LLMConfig, Provider, httpx.AsyncClient]], state_dir: Path | None
+) -> None:
+    """Identify the server of every OpenAI-compatible provider, all at once."""
+
+    async def one(llm: LLMConfig, provider: OpenAICompatProvider, client: httpx.AsyncClient) -> None:
+        apply_server_info(provider, await known_server(llm, client, state_dir=state_dir))
+        if state_dir is not None:  # what the provider learns from now on outlives the process
+            provider.learned.keep = partial(remember, state_dir / CACHE_FILE, llm)
+
+    async with anyio.create_task_group() as group:
+        for llm, provider, client in pairs:
+            if isinstance(provider, OpenAICompatProvider):
+                group.start_soon(one, llm, provider, client)
+
+
 @asynccontextmanager
-async def open_provider(llm: LLMConfig) -> AsyncIterator[Provider]:
+async def open_provider(
+    llm: LLMConfig, *, identify: bool = True, state_dir: Path | Literal["default"] | None = "default"
+) -> AsyncIterator[Provider]:
     """A provider for ``llm`` with its own HTTP client, closed when the block ends (with
-    ``llm.fallbacks``: a ``FallbackProvider``, one client per model)."""
-    if not llm.fallbacks:
-        async with build_client(llm) as client:
-            yield create_provider(llm, client)
-        return
-    configs = [llm.model_copy(update={"fallbacks": []}), *fallback_configs(llm)]
+    ``llm.fallbacks``: a ``FallbackProvider``, one client per model).
+
+    Args:
+        llm: the ``llm`` section.
+        identify: learn what each OpenAI-compatible server is before handing the provider out.
+        state_dir: where identifications are cached; by default the state folder, None: nowhere.
+    """
+    cache = default_state_dir() if state_dir == "default" else state_dir
+    configs = [llm.model_copy(update={"fallbacks": []}), *fallback_configs(llm)] if llm.fallbacks else [llm]
     async with AsyncExitStack() as stack:
-        providers = []
+        pairs = []
         for config in configs:
             client = await stack.enter_async_context(build_client(config))
-            providers.append(create_provider(config, client))
-        yield FallbackProvider.of(configs, providers)
+            pairs.append((config, create_provider(config, client), client))
+        if identify:
+            await _identify(pairs, cache)
+        providers = [provider for _, provider, _ in pairs]
+        yield providers[0] if not llm.fallbacks else FallbackProvider.of(configs, providers)

@@ -52,6 +52,7 @@ from ..messages import Delta, Turn
 from ._transport_errors import BAD_URL
 from .base import DeltaCallback, ModelRequest, Provider
 from .endpoints import resolve_endpoint
+from .server_info import ServerInfo, server_info_of
 
 __all__ = ["DEFAULT_COOLDOWN", "SERVER_KEYS", "Candidate", "FallbackProvider", "fallback_configs", "falls_back"]
 
@@ -151,6 +152,11 @@ class FallbackProvider:
             for llm, provider in zip(configs, providers, strict=True)
         ]
         return cls(candidates, cooldown_seconds=cooldown_seconds)
+
+    @property
+    def server_info(self) -> ServerInfo:
+        """What the primary model's server is (``server_info.server_info_of``)."""
+        return server_info_of(self.candidates[0].provider)
 
     def order(self) -> list[Candidate]:
         """The candidates in the order the next call tries them: resting ones last."""

@@ -88,7 +88,7 @@ def sized(model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> I
 
 def _ask_with(model: FakeModelServer, running: Gateway, *replies: Reply) -> dict[str, object]:
     """One query whose first model calls get ``replies`` (the rule model answers the rest)."""
-    model.enqueue(*replies)
+    model.enqueue(*replies, only="/chat/completions")  # not the gateways' model-server probes
     with running.client() as client:
         answer = client.post("/api/v1/query", json={"query": "replay"})
     assert answer.status_code == 200, answer.text

@@ -13,6 +13,14 @@ Gemini endpoints (shape builders live in ``openai_shapes.py`` and friends).
 
 Replies are served in order, whatever the path; ``server.handler`` (a function of the
 ``RecordedRequest``) answers when the queue is empty. With neither, the answer is a 500.
+
+The paths a client asks to learn what the server is (``PROBE_PATHS``: llama.cpp's ``/props``,
+Ollama's ``/api/version``, tokenizer endpoints...) are never served from the queue: ``routes``
+answers them by path (a ``Reply``, or a function of the request), else a plain 404, as a server
+that is none of those would. They are recorded in ``server.probes``, not ``server.requests``, so
+a test of the API sees only the API's requests.
+
+    server.routes["/props"] = Reply.json({"default_generation_settings": {"n_ctx": 4096}})
 """
 
 from __future__ import annotations
@@ -30,7 +38,15 @@ import anyio
 import anyio.abc
 from anyio.from_thread import start_blocking_portal
 
-__all__ = ["Delay", "FakeModelServer", "RecordedRequest", "Reply", "running_model_server", "sse_event"]
+__all__ = [
+    "PROBE_PATHS",
+    "Delay",
+    "FakeModelServer",
+    "RecordedRequest",
+    "Reply",
+    "running_model_server",
+    "sse_event",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +61,24 @@ _REASONS = {
     503: "Service Unavailable",
     529: "Overloaded",
 }
+
+
+PROBE_PATHS = frozenset(
+    {
+        "/props",
+        "/api/version",
+        "/api/ps",
+        "/api/show",
+        "/api/v0/models",
+        "/version",
+        "/openapi.json",
+        "/tokenize",
+        "/apply-template",
+        "/extras/tokenize",
+        "/extras/tokenize/count",
+    }
+)
+"""Paths that identify a server or count tokens: answered by ``routes`` or 404, never the queue."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +171,13 @@ class FakeModelServer:
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
+        self._only: dict[int, str] = {}  # id(reply) -> the path suffix it answers
         self.requests: list[RecordedRequest] = []
         self.handler: Callable[[RecordedRequest], Reply] | None = None
+        self.routes: dict[str, Reply | Callable[[RecordedRequest], Reply]] = {}
+        """Answers by path, before the queue (identification probes, tokenizers, /v1/models...)."""
+        self.probes: list[RecordedRequest] = []
+        """The requests answered from ``routes`` or as ``PROBE_PATHS`` (not in ``requests``)."""
         self.port = 0
         self.disconnects = 0
         """Connections the client closed while a reply was still being sent."""
@@ -153,9 +192,14 @@ class FakeModelServer:
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def enqueue(self, *replies: Reply) -> None:
-        """Queue replies, served in order."""
-        self.replies.extend(replies)
+    def enqueue(self, *replies: Reply, only: str | None = None) -> None:
+        """Queue replies, served in order; with ``only``, to requests whose path ends so (others,
+        like a gateway's periodic model-server probe, go to the handler meanwhile)."""
+        with self._lock:
+            for reply in replies:
+                if only is not None:
+                    self._only[id(reply)] = only
+                self.replies.append(reply)
 
     @property
     def last(self) -> RecordedRequest:
@@ -180,19 +224,37 @@ class FakeModelServer:
                     request = await _read_request(stream, buffer)
                     if request is None:
                         return
-                    with self._lock:
-                        self.requests.append(request)
-                    if not await self._answer(stream, self._next(request), buffer):
+                    reply = self._route(request)
+                    if reply is None:
+                        with self._lock:
+                            self.requests.append(request)
+                        reply = self._next(request)
+                    if not await self._answer(stream, reply, buffer):
                         return
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, ConnectionError):
             self.disconnects += 1
         except Exception:  # a bug in a test's handler must not kill the listener
             logger.exception("fake model server: error while answering")
 
+    def _route(self, request: RecordedRequest) -> Reply | None:
+        """The answer from ``routes`` (or a 404 for a probe path); None: not routed."""
+        route = self.routes.get(request.path)
+        if route is None and request.path not in PROBE_PATHS:
+            return None
+        with self._lock:
+            self.probes.append(request)
+        if route is None:
+            return Reply(status=404, body=b"404 page not found")
+        return route(request) if callable(route) else route
+
     def _next(self, request: RecordedRequest) -> Reply:
         with self._lock:
-            if self.replies:
-                return self.replies.popleft()
+            for reply in self.replies:
+                only = self._only.get(id(reply))
+                if only is None or request.path.endswith(only):
+                    self.replies.remove(reply)
+                    self._only.pop(id(reply), None)
+                    return reply
         if self.handler is not None:
             return self.handler(request)
         return Reply.json({"error": {"message": "fake model server: no reply scripted"}}, status=500)

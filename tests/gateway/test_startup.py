@@ -16,7 +16,8 @@ import httpx
 from mcp import Client
 
 from mcp_agent.config import parse_config
-from mcp_agent.gateway.lifespan import probe_model_server
+from mcp_agent.events import ModelCallEnded
+from mcp_agent.gateway.lifespan import probe_model_server, watch_model_server
 from mcp_agent.gateway.service import GatewayService
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
 
@@ -111,6 +112,46 @@ async def test_probe_reports_a_server_that_does_not_answer() -> None:
         await probe_model_server(service, timeout=0.5)
     assert service.model_server["reachable"] is False
     assert "did not answer within 0.5 s" in service.model_server["error"]
+
+
+def _models(request: RecordedRequest) -> Reply:
+    return Reply.json({"object": "list", "data": [{"id": "qwen3:8b"}]})
+
+
+async def test_health_notices_a_model_server_that_died_after_a_failed_model_call() -> None:
+    """Probed at start-up, then at once after a model call fails (the interval is an hour here)."""
+    async with anyio.create_task_group() as tg:
+        with running_model_server() as server:
+            server.handler = _models
+            service = GatewayService(
+                parse_config({"llm": {"endpoint": server.base_url, "model": "qwen3:8b"}})
+            )
+            tg.start_soon(lambda: watch_model_server(service, interval=3600))
+            service.state = "ready"  # (serving; no agent is needed for what health says of the model)
+            await eventually(lambda: service.model_server["reachable"] is True)
+            assert service.health() == ("ok", [])
+        # the server is gone; a run's failed model call is what tells the watcher
+        assert service.model_server["reachable"] is True
+        service.model_failures.emit(ModelCallEnded(run_id="r", round=1, ok=False, error="refused"))
+        await eventually(lambda: service.model_server["reachable"] is False)
+        assert "No model server is listening" in str(service.model_server["error"])
+        assert service.health() == ("degraded", ["model server unreachable"])
+        tg.cancel_scope.cancel()
+
+
+async def test_health_reprobes_the_model_server_periodically() -> None:
+    async with anyio.create_task_group() as tg:
+        with running_model_server() as server:
+            server.handler = _models
+            service = GatewayService(
+                parse_config({"llm": {"endpoint": server.base_url, "model": "qwen3:8b"}})
+            )
+            tg.start_soon(lambda: watch_model_server(service, interval=0.05))
+            await eventually(lambda: service.model_server["reachable"] is True)
+            probes = len(server.requests)
+            await eventually(lambda: len(server.requests) > probes)  # probed again, unasked
+        await eventually(lambda: service.model_server["reachable"] is False)
+        tg.cancel_scope.cancel()
 
 
 async def test_accepted_connections_have_tcp_nodelay() -> None:

@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from mcp_agent.config import Limits
-from mcp_agent.events import ModelCallEnded, RecordingSink, RunEnded, ToolCallEnded
+from mcp_agent.events import ModelCallEnded, RecordingSink, RunEnded, ToolCallEnded, describe
 from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason as R
 from mcp_agent.messages import Turn
@@ -118,9 +118,23 @@ async def _set_soon(event: anyio.Event) -> None:
 async def test_timeout_during_a_model_call() -> None:
     provider = ScriptedProvider([text_turn("too late")], delay=60)
     with anyio.fail_after(10):
-        result, _ = await go(provider, limits=Limits(timeout_seconds=0.1))
+        result, sink = await go(provider, limits=Limits(timeout_seconds=0.1))
     assert result.termination_reason is R.TIMEOUT
     assert result.detail == "timed out after 0.1 s (round 1)"
+    [cut] = sink.of(ModelCallEnded)  # the progress line says what happened: not "interrupted"
+    assert cut.error == "timed out: the run's limit of 0.1 s (limits.timeoutSeconds) passed"
+    assert describe(cut) == f"round 1: model call failed: {cut.error}"
+
+
+async def test_a_model_call_cut_off_by_the_caller_says_cancelled() -> None:
+    cancel = anyio.Event()
+    provider = ScriptedProvider([text_turn("too late")], delay=60)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_set_soon, cancel)
+            result, sink = await go(provider, cancel=cancel)
+    assert result.termination_reason is R.CANCELLED
+    assert [e.error for e in sink.of(ModelCallEnded)] == ["cancelled"]
 
 
 async def test_timeout_during_tool_calls_cancels_them() -> None:

@@ -416,6 +416,14 @@ async def test_early_stop_synthesises_an_answer(reason: R) -> None:
     assert_valid_transcript(request.messages)  # every call answered before the synthesis
     assert result.transcript[-1] == Message.assistant("best effort")
     assert result.rounds == len(inner.requests)  # the synthesis is not a round
+    # the detail says the run was stopped early, and by what
+    assert result.detail.startswith("stopped early (") and not result.truncated
+    assert {
+        "max_rounds": "max rounds",
+        "token_budget": "token budget",
+        "tool_budget": "tool-call budget",
+        "loop_detected": "loop detected",
+    }[reason.value] in result.detail
 
 
 async def test_early_stop_off_by_default() -> None:
@@ -435,6 +443,38 @@ async def test_failed_early_stop_keeps_the_trigger(answer: object, words: str) -
     assert result.termination_reason is R.MAX_ROUNDS and not result.early_stopped
     assert words in result.detail and result.answer == ""
     assert result.transcript[-1].role == "tool"
+
+
+PARROTED = (  # what SmolLM2-135M answered to the early-stop instruction (A-earlystop-stream-no-usage.txt)
+    "You are correct. My answer is: \n#[System: The run was stopped (loop detected: "
+    "system__top_processes called 3 times with identical arguments)]"
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        PARROTED,
+        "[SYSTEM: The run was stopped (reached max rounds (1)). Based on the work done so far, give "
+        "your best final answer to the user now. Do NOT call any tools.]",
+        "Based on the work done so far, give your best final answer to the user now.",
+        "Stopped: reached max rounds (1), sorry.",
+    ],
+    ids=["parroted", "verbatim", "a-sentence-of-it", "its-detail"],
+)
+async def test_an_early_stop_answer_that_repeats_the_instruction_is_dropped(answer: str) -> None:
+    provider = _ThenAnswer(LoopingProvider("echo", {"text": "s"}), answer)
+    result, _ = await go(provider, limits=Limits(max_rounds=1, early_stop=True))
+    assert result.termination_reason is R.MAX_ROUNDS and not result.early_stopped and result.answer == ""
+    assert result.detail == "reached max rounds (1); early-stop synthesis repeated its instruction"
+    assert all("SYSTEM" not in m.content.upper() for m in result.transcript if m.role == "assistant")
+
+
+async def test_an_early_stop_answer_naming_the_stop_in_its_own_words_is_kept() -> None:
+    answer = "The run was stopped before I could check more; echo said s."
+    provider = _ThenAnswer(LoopingProvider("echo", {"text": "s"}), answer)
+    result, _ = await go(provider, limits=Limits(max_rounds=1, early_stop=True))
+    assert result.early_stopped and result.answer == answer
 
 
 async def test_no_early_stop_for_model_errors() -> None:

@@ -474,6 +474,7 @@ async def test_plain_text_turn_headers_and_body(server: FakeModelServer, plain: 
         turn = await plain.complete(_request(_spec()))
     assert turn.content == "Port 8000 is free." and turn.tool_calls == ()
     assert turn.finish_reason == "stop" and turn.usage == Usage(12, 4, 16) and turn.request_id == "req_abc"
+    assert turn.max_output_tokens == 4096  # the cap the request carried (the loop reads it)
     sent = server.last
     assert sent.method == "POST" and sent.path == "/v1/messages"
     assert sent.headers["x-api-key"] == KEY and sent.headers["anthropic-version"] == "2023-06-01"

@@ -442,8 +442,10 @@ async def test_plain_text_turn_url_header_and_body(server: FakeModelServer, plai
         turn = await plain.complete(_request(_spec()))
     assert turn.content == "Port 8000 is free." and turn.finish_reason == "stop"
     assert turn.usage == Usage(11, 5, 16) and turn.request_id == "resp_fake"
+    assert turn.max_output_tokens == 8192  # always a cap (thinking tokens count against it)
     sent = server.last
     assert sent.path == "/v1beta/models/gemini-test:generateContent" and sent.query == ""
+    assert sent.json["generationConfig"]["maxOutputTokens"] == 8192
     _no_key_anywhere(server)
     body = sent.json
     assert body["systemInstruction"] == {"parts": [{"text": "be brief"}]}

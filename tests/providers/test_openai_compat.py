@@ -20,6 +20,8 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
+from mcp_agent.loop.agent import run
+from mcp_agent.loop.result import TerminationReason
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers._sse import aiter_sse
 from mcp_agent.providers.base import ModelRequest
@@ -27,6 +29,7 @@ from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.factory import build_client, create_provider, open_provider
 from mcp_agent.providers.openai_compat import OpenAICompatProvider, prefers_text_tools
 from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import Delay, FakeModelServer, Reply, sse_event
 from tests.fakes.openai_shapes import Call
@@ -557,12 +560,34 @@ async def test_stream_tools_off_sends_one_plain_request(
     assert [r.json["stream"] for r in model_server.requests] == [False, True]
 
 
-async def test_read_timeout_is_retryable(model_server: FakeModelServer, sleeps: SleepRecorder) -> None:
-    model_server.enqueue(Reply.json(shapes.completion(content="late"), delay=2.0))
+@pytest.mark.parametrize("local", [True, False], ids=["this-machine", "remote"])
+async def test_a_read_timeout_names_the_limit_and_is_retried_only_off_this_machine(
+    local: bool, model_server: FakeModelServer, sleeps: SleepRecorder
+) -> None:
+    """A one-slot local server still working on the request must not get it again (and again)."""
+    model_server.enqueue(*[Reply.json(shapes.completion(content="late"), delay=2.0)] * 3)
     async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
+        provider = make(model_server, client, sleeps, max_retries=2, stream=False)
+        provider.endpoint = dataclasses.replace(provider.endpoint, local=local)
         with pytest.raises(ProviderResponseError) as info:
-            await make(model_server, client, sleeps, max_retries=0).complete(REQUEST)
-    assert info.value.retryable and "in time" in info.value.message
+            await provider.complete(REQUEST)
+    message = info.value.message
+    assert "did not answer in time: nothing for 0.2 s (llm.requestTimeoutSeconds)" in message
+    assert not info.value.terminal  # the run ends llm_error, not terminal_error
+    if local:
+        assert not info.value.retryable and len(sleeps.delays) == 0 and "not retried" in message
+    else:
+        assert info.value.retryable and len(sleeps.delays) == 2
+
+
+async def test_a_read_timeout_mid_stream_names_the_limit(
+    model_server: FakeModelServer, sleeps: SleepRecorder
+) -> None:
+    chunks = shapes.openai_stream(content="slow answer")
+    model_server.enqueue(Reply.sse([*chunks[:3], Delay(2.0), *chunks[3:]]))
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
+        with pytest.raises(ProviderResponseError, match=r"broke off after \d+ chunks: nothing for 0.2 s"):
+            await make(model_server, client, sleeps).complete(REQUEST)
 
 
 async def test_connection_refused_says_how_to_start_a_server(
@@ -766,3 +791,52 @@ async def test_cancelled_while_waiting_to_retry(
         with anyio.move_on_after(0.3) as scope:
             await provider.complete(REQUEST)
     assert scope.cancelled_caught and len(model_server.requests) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# a server that dies in the middle of a run
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_a_server_killed_mid_run_ends_llm_error(
+    stream: bool, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    """Refused after it answered: it went away (llm_error), not "no server is listening"
+    (terminal_error, a configuration problem)."""
+    server, alive = FakeModelServer(), anyio.CancelScope()
+    tools = MemoryToolSource()
+
+    async def check(city: str) -> str:
+        alive.cancel()  # the model server dies while the tool runs
+        return "sunny"
+
+    tools.add("weather__get", check, parameters=dict(WEATHER.parameters))
+    whole = Reply.json(shapes.completion(calls=ONE))
+    server.enqueue(Reply.sse(shapes.openai_stream(calls=ONE)) if stream else whole)
+    async with anyio.create_task_group() as tg:
+
+        async def serve(*, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+            with alive:
+                await server.serve(task_status=task_status)
+
+        await tg.start(serve)
+        provider = make(server, http_client, sleeps, stream=stream)
+        with anyio.fail_after(20):
+            result = await run("weather?", provider=provider, tools=tools)
+    assert result.termination_reason is TerminationReason.LLM_ERROR, result.detail
+    assert "went away" in result.detail and "No model server" not in result.detail
+    assert result.rounds == 2 and len(sleeps.delays) == 2  # retried: it may come back
+    assert [c.name for c in result.tool_calls] == ["weather__get"]
+
+
+async def test_a_server_never_reached_is_still_a_terminal_error(
+    http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    await listener.aclose()
+    config = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
+    provider = OpenAICompatProvider(config, http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    result = await run("weather?", provider=provider, tools=MemoryToolSource())
+    assert result.termination_reason is TerminationReason.TERMINAL_ERROR
+    assert "No model server is listening" in result.detail and sleeps.delays == []

@@ -614,6 +614,20 @@ def test_legacy_function_call() -> None:
     assert summary(whole(body)) == [("time__now", {})]
 
 
+@pytest.mark.parametrize("legacy_first", [False, True], ids=["calls-first", "legacy-first"])
+def test_legacy_function_call_beside_tool_calls_is_not_a_call(legacy_first: bool) -> None:
+    """llama-cpp-python sends ``function_call`` beside ``tool_calls``, with another name."""
+    calls = chunk(tc(0, "call_1", "weather__get", '{"city": "Paris"}'))
+    legacy = chunk(function_call={"name": "time__now:", "arguments": '{"city": "Paris"}'})
+    turn, deltas = fold([legacy, calls] if legacy_first else [calls, legacy])
+    assert summary(turn) == [("weather__get", {"city": "Paris"})]
+    names = {d.name for d in deltas if d.kind == "tool_call" and d.name}
+    assert names == ({"time__now:", "weather__get"} if legacy_first else {"weather__get"})
+    body = completion(calls=[Call("weather__get", {"city": "Paris"})])
+    body["choices"][0]["message"]["function_call"] = {"name": "time__now:", "arguments": "{}"}
+    assert summary(whole(body)) == [("weather__get", {"city": "Paris"})]
+
+
 def test_other_choices_are_ignored() -> None:
     turn, _ = fold(
         [

@@ -216,6 +216,17 @@ def test_error_info_none_for_non_errors(body: Any) -> None:
         ),
         (400, {"error": "the input length exceeds the context length"}),  # Ollama, truncate: false
         (400, "This model's maximum context length is 128000 tokens."),  # not JSON at all
+        (  # llama-cpp-python, a prompt just under n_ctx: an overflow in disguise
+            500,
+            {
+                "error": {
+                    "message": "could not broadcast input array from shape (49152,) into shape (0,)",
+                    "type": "internal_server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+        ),
     ],
 )
 def test_context_length_errors(status: int | None, body: Any) -> None:
@@ -386,6 +397,26 @@ def _err(message: str = "m", **extra: Any) -> dict[str, Any]:
         ),
         (None, {"error": {"message": "who knows"}}, {}, ProviderResponseError, True),
         (200, {"error": "unknown failure"}, {}, ProviderResponseError, True),
+        # llama-cpp-python: its request validation answers 500 internal_server_error
+        (
+            500,
+            _err(
+                "1 validation error:\n  {'type': 'float_parsing', 'loc': ('body', 'temperature'), "
+                "'msg': 'Input should be a valid number', 'input': 'abc'}\n",
+                type="internal_server_error",
+            ),
+            {},
+            ProviderHTTPError,
+            False,
+        ),
+        (
+            500,
+            _err("1 validation error in a tool of ours", type="internal_server_error"),
+            {},
+            ProviderHTTPError,
+            True,
+        ),
+        (500, "Internal Server Error", {}, ProviderHTTPError, True),
     ],
 )
 def test_classification(

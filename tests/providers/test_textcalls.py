@@ -130,6 +130,28 @@ def parser_warnings() -> Iterator[list[logging.LogRecord]]:
             id="tags-as-code",
         ),
         pytest.param("", "", "", id="empty"),
+        pytest.param(
+            "<|channel|>analysis<|message|>Simple sum.<|end|><|start|>assistant<|channel|>final<|message|>4.<|return|>",
+            "Simple sum.",
+            "4.",
+            id="harmony",
+        ),
+        pytest.param("<|channel|>analysis<|message|>cut off", "cut off", "", id="harmony-unclosed-analysis"),
+        pytest.param(
+            "<|channel|>analysis<|message|>a<|end|><|start|>assistant", "a", "", id="harmony-header-cut-off"
+        ),
+        pytest.param(
+            "gpt-oss marks them with <|channel|> and <|message|> tokens.",
+            "",
+            "gpt-oss marks them with <|channel|> and <|message|> tokens.",
+            id="harmony-tokens-in-prose",
+        ),
+        pytest.param(
+            "Write `<|channel|>final<|message|>` first.",
+            "",
+            "Write `<|channel|>final<|message|>` first.",
+            id="harmony-tokens-as-code",
+        ),
     ],
 )
 def test_split_reasoning(text: str, reasoning: str, content: str) -> None:
@@ -207,6 +229,10 @@ HERMES_TWO = """<tool_call>
 </tool_call>"""
 
 DS = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+KIMI = "<|tool_calls_section_begin|><|tool_call_begin|>"
+KIMI_END = "<|tool_call_end|><|tool_calls_section_end|>"
+HARMONY_CALL = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+CALL_JSON = '{"name": "get_weather", "arguments": {"city": "Tokyo"}}'
 
 FORMATS = [
     # Qwen3-Coder XML (§5.1)
@@ -465,6 +491,136 @@ FORMATS = [
         "",
         id="functiongemma",
     ),
+    # fenced call JSON that ends the message (small models, xLAM; §5.7, §5.8)
+    pytest.param(
+        f"I'll check the weather.\n```json\n{CALL_JSON}\n```",
+        [(W, TOKYO)],
+        "I'll check the weather.",
+        id="fenced-after-prose",
+    ),
+    pytest.param(
+        '```json\n{"name": "get_weather", "parameters": {"city": "Tokyo", "days": 2}}\n```',
+        [(W, {"city": "Tokyo", "days": 2})],
+        "",
+        id="fenced-parameters",
+    ),
+    pytest.param(
+        'Both cities:\n```JSON\n[{"name": "get_weather", "arguments": {"city": "Tokyo"}}, {"name": "get_weather", "arguments": {"city": "Paris"}}]\n```\n',
+        [(W, TOKYO), (W, PARIS)],
+        "Both cities:",
+        id="fenced-list-after-prose",
+    ),
+    pytest.param(
+        f'Checking.\n```json\n{CALL_JSON}\n```\n\n```json\n{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}\n```',
+        [(W, TOKYO), (W, PARIS)],
+        "Checking.",
+        id="fenced-two-fences",
+    ),
+    pytest.param(
+        f'```\n{CALL_JSON}\n{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}\n```',
+        [(W, TOKYO), (W, PARIS)],
+        "",
+        id="fenced-two-objects-one-fence",
+    ),
+    # GLM-4.5 / 4.6 / 4.7 (vLLM glm45, glm47 parsers)
+    pytest.param(
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Tokyo</arg_value>\n"
+        "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>",
+        [(W, {"city": "Tokyo", "days": 3})],
+        "",
+        id="glm45",
+    ),
+    pytest.param(
+        "Let me check both.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Tokyo</arg_value>\n</tool_call>"
+        "\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+        [(W, TOKYO), (W, PARIS)],
+        "Let me check both.",
+        id="glm45-two-after-prose",
+    ),
+    pytest.param(
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Tokyo</arg_value></tool_call>",
+        [(W, TOKYO)],
+        "",
+        id="glm47-one-line",
+    ),
+    pytest.param("<tool_call>get-time\n</tool_call>", [("get-time", {})], "", id="glm45-no-arguments"),
+    pytest.param(
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Tokyo</arg_value>\n",
+        [(W, TOKYO)],
+        "",
+        id="glm45-no-close-at-end",
+    ),
+    pytest.param(
+        "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Tokyo\n</tool_call>",
+        [(W, {"city": "Tokyo\n"})],
+        "",
+        id="glm45-value-left-open",
+    ),
+    # Kimi K2 (vLLM kimi_k2 parser)
+    pytest.param(
+        KIMI + 'functions.get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}' + KIMI_END,
+        [(W, TOKYO)],
+        "",
+        id="kimi-k2",
+    ),
+    pytest.param(
+        "Let me check.\n<|tool_calls_section_begin|>\n<|tool_call_begin|>\nfunctions.get_weather:0<|tool_call_argument_begin|>\n"
+        '{"city": "Tokyo"}\n<|tool_call_end|>\n<|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>'
+        '{"city": "Paris"}<|tool_call_end|>\n<|tool_calls_section_end|>',
+        [(W, TOKYO), (W, PARIS)],
+        "Let me check.",
+        id="kimi-k2-two-with-newlines",
+    ),
+    pytest.param(
+        '<|tool_call_section_begin|><|tool_call_begin|>get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}'
+        "<|tool_call_end|><|tool_call_section_end|>",
+        [(W, TOKYO)],
+        "",
+        id="kimi-k2-singular-section-no-prefix",
+    ),
+    pytest.param(
+        '<|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}<|tool_call_end|>',
+        [(W, TOKYO)],
+        "",
+        id="kimi-k2-no-section",
+    ),
+    pytest.param(
+        KIMI + 'functions.get_weather:0<|tool_call_argument_begin|>{"city": "Tokyo"}',
+        [(W, TOKYO)],
+        "",
+        id="kimi-k2-cut-off",
+    ),
+    # gpt-oss harmony (analysis and final channels: HARMONY below)
+    pytest.param(HARMONY_CALL + '{"city":"Tokyo"}<|call|>', [(W, TOKYO)], "", id="harmony"),
+    pytest.param(
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":"Tokyo"}<|call|>',
+        [(W, TOKYO)],
+        "",
+        id="harmony-no-start",
+    ),
+    pytest.param(
+        '<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"city": "Tokyo"}<|call|>',
+        [(W, TOKYO)],
+        "",
+        id="harmony-recipient-in-role",
+    ),
+    pytest.param(
+        "<|channel|>commentary<|message|>Checking both cities.<|end|>"
+        + HARMONY_CALL
+        + '{"city":"Tokyo"}<|call|>'
+        + HARMONY_CALL
+        + '{"city":"Paris"}<|call|>',
+        [(W, TOKYO), (W, PARIS)],
+        "Checking both cities.",
+        id="harmony-preamble-two-calls",
+    ),
+    pytest.param(
+        '<|channel|>commentary to=functions.get_weather<|message|>{"city": "Tokyo"}',
+        [(W, TOKYO)],
+        "",
+        id="harmony-cut-off",
+    ),
+    pytest.param(HARMONY_CALL + "{}<|end|>", [(W, {})], "", id="harmony-no-arguments-end-token"),
 ]
 
 
@@ -486,6 +642,114 @@ def test_every_format_after_reasoning(
     result = extract_tool_calls("<think>\nThe user wants weather.\n</think>\n\n" + text, TOOLS)
     assert calls_of(result) == calls
     assert result.reasoning == "The user wants weather."
+
+
+HARMONY = [
+    pytest.param(
+        "<|channel|>analysis<|message|>Need the weather.<|end|>" + HARMONY_CALL + '{"city":"Tokyo"}<|call|>',
+        "Need the weather.",
+        [(W, TOKYO)],
+        "",
+        id="analysis-then-call",
+    ),
+    pytest.param(
+        '<|channel|>analysis<|message|>User asks: "What is 2 + 2?"<|end|>'
+        "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.<|return|>",
+        'User asks: "What is 2 + 2?"',
+        [],
+        "2 + 2 = 4.",
+        id="analysis-then-final",
+    ),
+    pytest.param(
+        "<|channel|>analysis<|message|>Plan.<|end|><|start|>assistant<|channel|>commentary<|message|>**Plan**: "
+        "check Tokyo.<|end|>" + HARMONY_CALL + '{"city": "Tokyo"}<|call|>',
+        "Plan.",
+        [(W, TOKYO)],
+        "**Plan**: check Tokyo.",
+        id="analysis-preamble-call",
+    ),
+    pytest.param(
+        '<|channel|>analysis to=functions.get_weather <|constrain|>json<|message|>{"city": "Tokyo"}<|call|>',
+        "",
+        [(W, TOKYO)],
+        "",
+        id="function-call-on-the-analysis-channel",
+    ),
+    pytest.param(
+        "<|channel|>analysis to=python code<|message|>print(2 + 2)<|call|>",
+        "print(2 + 2)",
+        [],
+        "",
+        id="built-in-tool-on-the-analysis-channel-is-reasoning",
+    ),
+    pytest.param(
+        "<|channel|>analysis<|message|>Thinking, cut off by max_tokens",
+        "Thinking, cut off by max_tokens",
+        [],
+        "",
+        id="analysis-cut-off",
+    ),
+    pytest.param(
+        "<|start|>assistant<|channel|>final<|message|>Done.<|return|>", "", [], "Done.", id="final-only"
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "reasoning", "calls", "content"), HARMONY)
+def test_harmony_channels(text: str, reasoning: str, calls: list[Any], content: str) -> None:
+    with parser_warnings() as warnings:
+        result = extract_tool_calls(text, TOOLS)
+    assert (result.reasoning, calls_of(result), result.content) == (reasoning, calls, content)
+    assert (result.rejected, warnings) == ((), [])
+
+
+@pytest.mark.parametrize("text", [p.values[0] for p in HARMONY] + [HARMONY_CALL + "{}<|call|>"])
+def test_harmony_split_is_idempotent(text: str) -> None:
+    # the providers split reasoning off, then the text fallback splits the content again
+    _, content = split_reasoning(text)
+    assert split_reasoning(content) == ("", content)
+    assert extract_tool_calls(content, TOOLS).reasoning == ""
+
+
+def test_harmony_tool_result_written_by_the_model_is_no_call() -> None:
+    text = '<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>{"sunny": true}<|end|>'
+    result = extract_tool_calls(text, TOOLS)
+    assert (result.calls, result.rejected, result.content) == ((), (), '{"sunny": true}')
+
+
+def test_glm_values_are_typed_by_schema_and_strings_kept_whole() -> None:
+    text = (
+        "<tool_call>write_file\n"
+        + "".join(
+            f"<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>\n"
+            for k, v in [
+                ("path", "007"),
+                ("content", "\n  <b>x</b> </tool_call> y\n"),
+                ("port", "3000"),
+                ("overwrite", "true"),
+                ("tags", '["a", "b"]'),
+                ("options", '{"depth": 2}'),
+                ("mode", "null"),
+            ]
+        )
+        + "</tool_call>\nDone."
+    )
+    result = extract_tool_calls(text, TOOLS)
+    assert calls_of(result) == [
+        (
+            "files__write_file",
+            {
+                "path": "007",
+                "content": "\n  <b>x</b> </tool_call> y\n",
+                "port": 3000,
+                "overwrite": True,
+                "tags": ["a", "b"],
+                "options": {"depth": 2},
+                "mode": None,
+            },
+        )
+    ]
+    assert result.content == "Done."
 
 
 def test_ids_are_generated_and_unique() -> None:
@@ -632,6 +896,40 @@ NOT_CALLS = [
     pytest.param("See <function=get_weather> in the docs.", id="function-tag-in-prose"),
     pytest.param("[link text](https://example.com) and [note(this)]", id="brackets"),
     pytest.param("print(get_weather)", id="python-code"),
+    pytest.param(
+        'Here is the record:\n```json\n{"name": "Tokyo", "population": 37400000}\n```',
+        id="fenced-data-at-the-end",
+    ),
+    pytest.param(
+        '```json\n{"name": "get_weather", "arguments": {"city": "Tokyo"}, "result": "sunny"}\n```',
+        id="fenced-call-shape-with-more-keys",
+    ),
+    pytest.param(
+        'The tool is defined as:\n```json\n{"name": "get_weather", "parameters": {"type": "object", '
+        '"properties": {"city": {"type": "string"}}}}\n```',
+        id="fenced-tool-definition",
+    ),
+    pytest.param(
+        '{"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}',
+        id="bare-tool-definition",
+    ),
+    pytest.param(f"Like this:\n```python\n{CALL_JSON}\n```", id="fenced-as-python"),
+    pytest.param(
+        f'```json\n{CALL_JSON}\n```\n```json\n{{"status": "ok"}}\n```', id="fenced-call-then-fenced-data"
+    ),
+    pytest.param(f"```json\n{CALL_JSON}", id="fence-never-closed"),
+    pytest.param("```json\n[1, 2, 3]\n```", id="fenced-list-of-numbers"),
+    pytest.param(f'```json\n[{CALL_JSON}, {{"note": "x"}}]\n```', id="fenced-list-with-a-non-call"),
+    pytest.param("GLM writes <tool_call>name and then argument tags.", id="glm-marker-in-prose"),
+    pytest.param("<tool_call>get_weather\nsome text</tool_call>", id="glm-name-without-arguments-or-close"),
+    pytest.param(
+        "Kimi opens calls with <|tool_calls_section_begin|> and closes them with <|tool_calls_section_end|>.",
+        id="kimi-tokens-in-prose",
+    ),
+    pytest.param(
+        "Harmony headers look like <|channel|>commentary to=functions.x <|constrain|>json.",
+        id="harmony-header-in-prose",
+    ),
     pytest.param("", id="empty"),
 ]
 
@@ -653,6 +951,10 @@ def test_not_a_call(text: str) -> None:
         '{"name": "delete_everything", "arguments": {}}',
         '[delete_everything(path="/")]',
         DS + 'delete_everything<｜tool▁sep｜>{"path": "/"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+        '```json\n{"name": "delete_everything", "arguments": {"path": "/"}}\n```',
+        "<tool_call>delete_everything\n<arg_key>path</arg_key>\n<arg_value>/</arg_value>\n</tool_call>",
+        KIMI + 'functions.delete_everything:0<|tool_call_argument_begin|>{"path": "/"}' + KIMI_END,
+        '<|channel|>commentary to=functions.delete_everything <|constrain|>json<|message|>{"path": "/"}<|call|>',
     ],
 )
 def test_unknown_tool_stays_in_content(text: str) -> None:
@@ -749,6 +1051,15 @@ def test_exact_name_wins_over_a_short_name() -> None:
         pytest.param(
             "<start_function_call>call:get_weather{city<end_function_call>", id="functiongemma-broken"
         ),
+        pytest.param(
+            "<tool_call>get_weather\n<arg_key>city</arg_key>\nTokyo\n</tool_call>", id="glm-key-without-value"
+        ),
+        pytest.param(
+            KIMI + "functions.get_weather:0<|tool_call_argument_begin|>city=Tokyo" + KIMI_END,
+            id="kimi-args-not-json",
+        ),
+        pytest.param(HARMONY_CALL + "city: Tokyo<|call|>", id="harmony-args-not-json"),
+        pytest.param(HARMONY_CALL + "[1, 2]<|call|>", id="harmony-args-a-list"),
     ],
 )
 def test_broken_arguments_give_a_call_with_an_error(text: str) -> None:
@@ -785,8 +1096,14 @@ def test_pythonic_hyphenated_names_in_values_stay_as_written() -> None:
     ]
 
 
-def test_repaired_arguments_keep_the_raw_text() -> None:
-    text = "<tool_call>{name: 'get_weather', arguments: {city: 'Tokyo',}}</tool_call>"
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<tool_call>{name: 'get_weather', arguments: {city: 'Tokyo',}}</tool_call>",
+        HARMONY_CALL + '{"city": "Tokyo"<|call|>',
+    ],
+)
+def test_repaired_arguments_keep_the_raw_text(text: str) -> None:
     (call,) = extract_tool_calls(text, TOOLS).calls
     assert (call.name, call.arguments, call.error) == (W, TOKYO, None)
     assert call.raw_arguments is not None
@@ -844,6 +1161,16 @@ ADVERSARIAL = {
     "bare-brackets": "[ARGS]" * 3000,
     "functools-garbage": "functools[weather__get_weather, x " * 600,
     "gemma-mismatched": "<start_function_call>call:get_weather{a:[}<end_function_call>" * 200,
+    "fences-of-calls-then-prose": f"```json\n{CALL_JSON}\n```\n" * 300 + "and some prose",
+    "fence-opens": "```json\n{" * 2000,
+    "fences-bare": "```\n[" * 2000,
+    "glm-keys": "<tool_call>get_weather\n" + "<arg_key>city</arg_key><arg_value>" * 800,
+    "glm-calls": "<tool_call>get_weather\n<arg_key>" * 800,
+    "kimi": KIMI * 800,
+    "kimi-args": (KIMI + "functions.get_weather:0<|tool_call_argument_begin|>{") * 500,
+    "harmony-headers": "<|start|>assistant<|channel|>commentary to=functions.get_weather<|message|>{" * 400,
+    "harmony-tokens": "<|channel|><|message|><|start|><|constrain|>" * 600,
+    "harmony-analysis": "<|channel|>analysis<|message|>x<|end|>" * 800,
 }
 
 
@@ -873,6 +1200,9 @@ LONG_ADVERSARIAL = {
     "lmstudio": '[TOOL_REQUEST]{"name": "get_weather", ' * 120_000,
     "hermes-open-strings": '<tool_call>{"a": "' * 300_000,
     "think": "<think>" * 200_000,
+    "fence-opens": "```json\n{" * 200_000,
+    "harmony-calls": '<|channel|>commentary to=functions.get_weather<|message|>{"a": "' * 30_000,
+    "glm-values": "<tool_call>get_weather\n<arg_key>a</arg_key><arg_value>" * 30_000,
 }
 
 
@@ -912,6 +1242,11 @@ FRAGMENTS = [
     '{"name": ', '"arguments": ', '"parameters": ', "{", "}", "[", "]", "(", ")", "=", ",", ";", '"', "'",
     "get_weather", "weather__get_weather", "delete_everything", "rm", "brave_search", "get-time", "city",
     "port", "content", "null", "true", "None", "3000", "Tokyo", " ",
+    "```JSON\n", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>", "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>", "functions.get_weather:0", "<|tool_call_argument_begin|>", "<|tool_call_end|>",
+    "<|tool_calls_section_end|>", "<|start|>", "assistant", "<|channel|>", "analysis", "commentary", "final",
+    " to=functions.get_weather", " to=functions.rm", "<|constrain|>", "json", "<|message|>", "<|call|>",
+    "<|end|>", "<|return|>", "`",
 ]
 # fmt: on
 
@@ -961,8 +1296,30 @@ WHOLE_MESSAGE_ONLY = {
     "llama-json-parameters", "llama-json-arguments", "llama-json-sequence", "pythonic-bare-call",
     "pythonic-multiline", "fenced-json", "xlam-fenced-array", "bare-array",
 }
+ENDS_MESSAGE_ONLY = {  # fenced call JSON: prose may come before, never after
+    "fenced-after-prose", "fenced-parameters", "fenced-list-after-prose", "fenced-two-fences",
+    "fenced-two-objects-one-fence",
+}
 # fmt: on
-EMBEDDABLE = [p for p in FORMATS if p.id not in WHOLE_MESSAGE_ONLY and p.values[2] == ""]
+EMBEDDABLE = [p for p in FORMATS if p.id not in WHOLE_MESSAGE_ONLY | ENDS_MESSAGE_ONLY and p.values[2] == ""]
+FENCED = [p for p in FORMATS if p.id in ENDS_MESSAGE_ONLY | {"fenced-json", "xlam-fenced-array"}]
+
+
+@settings(max_examples=200, deadline=None)
+@given(PROSE, st.sampled_from(FENCED))
+def test_fenced_calls_after_prose_are_found_and_the_prose_kept(before: str, sample: Any) -> None:
+    text, calls, content = sample.values
+    result = extract_tool_calls(f"{before}\n{text}", TOOLS)
+    assert calls_of(result) == calls
+    assert result.content == f"{before}\n{content}".strip()
+
+
+@settings(max_examples=100, deadline=None)
+@given(PROSE.filter(lambda p: p.strip() != ""), st.sampled_from(FENCED))
+def test_fenced_calls_followed_by_prose_stay_content(after: str, sample: Any) -> None:
+    text = f"{sample.values[0]}\n{after}"
+    result = extract_tool_calls(text, TOOLS)
+    assert (result.calls, result.content) == ((), text.strip())
 
 
 @settings(max_examples=300, deadline=None)

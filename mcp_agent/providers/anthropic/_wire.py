@@ -192,6 +192,8 @@ def build_request(
         body["system"] = system
     if request.tools:
         body["tools"] = to_anthropic_tools(request.tools)
+        if request.tool_choice == "none" or (request.tool_choice == "required" and not thinking_budget):
+            body["tool_choice"] = {"type": "none" if request.tool_choice == "none" else "any"}
     if thinking_budget:
         body["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
         if max_tokens <= thinking_budget:

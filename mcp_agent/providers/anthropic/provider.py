@@ -173,7 +173,7 @@ class AnthropicProvider(ClientOwner):
                 "the conversation filled the model's context window (model_context_window_exceeded)",
                 request_id=turn.request_id,
             )
-        return replace(turn, model=self.model)
+        return replace(turn, model=self.model, max_output_tokens=body["max_tokens"])
 
     async def _whole(self, body: dict[str, Any]) -> Turn:
         with map_transport_errors(refused_message=self._refused):

@@ -239,6 +239,9 @@ def build_request(
     tools = to_gemini_tools(request.tools, json_schema=json_schema)
     if tools:
         body["tools"] = tools
+        if request.tool_choice != "auto":
+            mode = "ANY" if request.tool_choice == "required" else "NONE"
+            body["toolConfig"] = {"functionCallingConfig": {"mode": mode}}
     config: JSONObject = {}
     if request.temperature is not None:
         config["temperature"] = request.temperature

@@ -20,6 +20,8 @@ pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 - An answer that is not the API's at all (a web page: the endpoint is another web server) fails
   at once, naming what came and from where, never quoting it (``_foreign.py``).
 - Images from tools follow the function responses as ``inlineData`` when ``vision`` is on.
+- ``maxOutputTokens`` is always sent: the request's cap, else ``llm.maxOutputTokens``, else
+  ``GEMINI_OUTPUT_TOKENS`` (8192; thinking tokens count against it).
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
@@ -53,6 +55,7 @@ from .._transport_errors import map_transport_errors
 from .._turns import DeltaReporter, finish_turn
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, resolve_endpoint
+from ..output_cap import GEMINI_OUTPUT_TOKENS
 from ..retry import RetryPolicy
 from . import _wire as wire
 
@@ -74,7 +77,8 @@ class GeminiProvider(ClientOwner):
         api_key: sent as ``x-goog-api-key``.
         client: the HTTP client to use; when None one is made and closed by ``aclose``.
         stream: use ``streamGenerateContent?alt=sse``.
-        max_output_tokens: ``maxOutputTokens`` when a request sets none.
+        max_output_tokens: ``maxOutputTokens`` when a request sets none; None means
+            ``GEMINI_OUTPUT_TOKENS`` (8192: a cap is always sent, ``output_cap.py``).
         temperature: the temperature when a request sets none.
         retry: the retry policy (``llm.maxRetries``).
         headers: extra headers for every request.
@@ -124,7 +128,7 @@ class GeminiProvider(ClientOwner):
         self._base = f"{base_url.rstrip('/')}/models/{quote(model, safe='-._~')}"
         self.model = model
         self.stream = stream
-        self.max_output_tokens = max_output_tokens
+        self.max_output_tokens = max_output_tokens or GEMINI_OUTPUT_TOKENS
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
         self.schema_mode: SchemaMode = schema_mode
@@ -204,7 +208,8 @@ class GeminiProvider(ClientOwner):
         turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )
-        return replace(turn, model=self.model)
+        cap = request.max_output_tokens or self.max_output_tokens
+        return replace(turn, model=self.model, max_output_tokens=cap)
 
     def _schema_rejected(self, exc: ProviderHTTPError, request: ModelRequest) -> bool:
         return (

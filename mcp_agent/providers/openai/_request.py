@@ -232,8 +232,8 @@ def build_chat_body(
     body: JSONObject = {"model": model, "messages": messages}
     if request.tools and not text_tools:
         body["tools"] = to_openai_tools(request.tools, caps)
-        if caps.tool_choice:
-            body["tool_choice"] = "auto"
+        if (choice := caps.tool_choice_value(request.tool_choice)) is not None:
+            body["tool_choice"] = choice
         if caps.parallel_tool_calls:
             body["parallel_tool_calls"] = True
     temp = request.temperature if request.temperature is not None else temperature

@@ -3,8 +3,10 @@
 ``ChunkAccumulator`` folds chunks by tool-call slot with every quirk of ``llm-wire.md`` §4.5
 (missing index, index always 0, a different id at an occupied index, ids on every chunk,
 ``name: ""`` continuations, object arguments, whole calls in one chunk, ``tool_calls: []``,
-foreign call types); reasoning from ``reasoning_content``, ``reasoning`` or ``thinking`` (first
-present) and from ``<think>`` blocks (``textcalls/_think_stream.py`` while streaming); usage from ``usage``,
+foreign call types; the legacy ``function_call`` is a call only when there are no ``tool_calls``:
+llama-cpp-python sends both, with different names); reasoning from ``reasoning_content``,
+``reasoning`` or ``thinking`` (first present) and from ``<think>`` blocks
+(``textcalls/_think_stream.py`` while streaming); usage from ``usage``,
 ``x_groq.usage`` or llama.cpp ``timings``. ``finish_turn`` makes the ``Turn``: ids generated when
 missing or repeated, arguments parsed tolerantly, then the finishing step every provider shares
 (``_turns.finish_turn``: the text fallback when there are no native calls and the style allows
@@ -177,6 +179,8 @@ class ChunkAccumulator:
         self.content_parts: list[str] = []
         self.reasoning_parts: list[str] = []
         self.slots: list[_Slot] = []
+        self.legacy: _Slot | None = None
+        """The legacy ``function_call``: a call only when the answer has no ``tool_calls``."""
         self._by_index: dict[int, _Slot] = {}
         self._think = ThinkFilter()
         self.finish_reason: str | None = None
@@ -192,7 +196,14 @@ class ChunkAccumulator:
 
     @property
     def has_output(self) -> bool:
-        return bool(self.content_parts or self.reasoning_parts or self.slots)
+        return bool(self.content_parts or self.reasoning_parts or self.slots or self.legacy)
+
+    @property
+    def call_slots(self) -> list[_Slot]:
+        """The calls of the answer: ``tool_calls``, else the legacy ``function_call``."""
+        if self.slots or self.legacy is None:
+            return self.slots
+        return [self.legacy]
 
     @property
     def final_usage(self) -> Usage | None:
@@ -255,7 +266,8 @@ class ChunkAccumulator:
             if isinstance(tc, dict):
                 _update(self._open(None), _call_fields(tc))
         if isinstance(message.get("function_call"), dict):
-            _update(self._open(None), _call_fields({"function": message["function_call"]}))
+            self.legacy = self.legacy or _Slot(0)
+            _update(self.legacy, _call_fields({"function": message["function_call"]}))
         reason = choice.get("finish_reason")
         self.finish_reason = reason if isinstance(reason, str) and reason else self.finish_reason
         self.done = True
@@ -278,7 +290,7 @@ class ChunkAccumulator:
                     self._call(tc, position, out)
         legacy = delta.get("function_call")
         if isinstance(legacy, dict):
-            self._call({"index": 0, "function": legacy}, 0, out)
+            self._legacy_call(legacy, out)
 
     def _call(self, tc: Mapping[str, Any], position: int, out: list[Delta]) -> None:
         fields = _call_fields(tc)
@@ -287,6 +299,14 @@ class ChunkAccumulator:
         fragment = _update(slot, fields)
         if fragment or (slot.name and not had_name):
             out.append(Delta("tool_call", fragment, index=slot.position, name=slot.name or None))
+
+    def _legacy_call(self, function: Mapping[str, Any], out: list[Delta]) -> None:
+        """A legacy ``function_call`` delta: kept aside, reported only while no tool call came."""
+        slot = self.legacy = self.legacy or _Slot(0)
+        had_name = bool(slot.name)
+        fragment = _update(slot, _call_fields({"function": function}))
+        if not self.slots and (fragment or (slot.name and not had_name)):
+            out.append(Delta("tool_call", fragment, index=0, name=slot.name or None))
 
     def _open(self, index: int | None) -> _Slot:
         slot = _Slot(len(self.slots))
@@ -387,7 +407,7 @@ def finish_turn(
     parsed = Turn(
         content=content,
         reasoning=join_reasoning("".join(acc.reasoning_parts).strip(), think),
-        tool_calls=tuple(_build_calls(acc.slots, max_argument_chars)),
+        tool_calls=tuple(_build_calls(acc.call_slots, max_argument_chars)),
         finish_reason=acc.finish_reason,
         usage=acc.final_usage or Usage(),
         request_id=request_id or acc.completion_id,

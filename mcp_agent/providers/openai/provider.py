@@ -10,9 +10,22 @@ Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
 error event before any delta is retried like any error; once deltas were handed out, a break or
 an error is a ``ProviderResponseError`` that is not retried here (the caller has shown the text).
-A stream that ends without a finish reason or ``[DONE]`` counts as broken. An answer that is no
+A stream that ends without a finish reason or ``[DONE]`` counts as broken.
+
+When a request WITH tools needed that fallback because its stream ended with nothing (not
+because the connection broke) and the plain request answered, the server is taken not to stream
+tool calls (llama-cpp-python with ``tool_choice: auto``: an empty 200 stream,
+or only ``: ping`` comments until it closes the stream at ~21 s): requests with tools are sent
+without streaming from then on, for the provider's life (``learned.stream_tools``; a server
+identified as one that drops them, ``DROPS_STREAMED_TOOLS``, is not asked to stream tools at
+all). Keep-alive pings themselves never decide anything: a loading Ollama or a queueing proxy
+sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
+unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
-page (``_foreign.py``). Every answer, streamed
+page (``_foreign.py``). A refused connection means "not running" (terminal, with how to
+start one) until the server has answered once, and "went away" after that (retried, then
+``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
+on this machine (``_transport_errors.py``). Every answer, streamed
 or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
@@ -35,7 +48,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Mapping
-from contextlib import aclosing
+from contextlib import AbstractContextManager, aclosing
 from dataclasses import dataclass, replace
 
 import anyio
@@ -50,22 +63,29 @@ from .._foreign import foreign_answer
 from .._images import accepts_images, fit_images
 from .._response_limit import capped_bytes, read_body
 from .._sse import SSEEvent, aiter_sse, parse_sse
-from .._transport_errors import map_transport_errors
+from .._transport_errors import map_transport_errors, timed_out_text
 from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
+from ..learned import Learned
+from ..output_cap import output_cap
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
+from ..tokens import UsageEstimator
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
 
-__all__ = ["TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
+__all__ = ["DROPS_STREAMED_TOOLS", "TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 
 logger = logging.getLogger(__name__)
 
 TEXT_TOOL_MODELS = ("gemma:", "gemma2", "gemma3", "phi3", "phi-3", "llama2", "codellama")
 """Model-name prefixes (after any ``org/``) known to lack native tool calling on common servers
 (Ollama answers 400 "does not support tools"); ``toolCallStyle: auto`` uses text for them."""
+
+DROPS_STREAMED_TOOLS = frozenset({"llama-cpp-python"})
+"""Server kinds (``ServerInfo.kind``) that answer a streamed request with tools with nothing
+(llama-cpp-python: "Automatic streaming tool choice is not supported"): tools go unstreamed."""
 
 DRAIN_SECONDS = 1.0
 """After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
@@ -103,12 +123,17 @@ async def _drain(events: AsyncIterator[SSEEvent]) -> None:
 
 
 class _EarlyEnd(Exception):
-    """The stream ended or broke before anything was handed out."""
+    """The stream ended (``broke``: broke off) before anything was handed out."""
+
+    def __init__(self, message: str, *, broke: bool = False) -> None:
+        super().__init__(message)
+        self.broke = broke
 
 
 @dataclass
 class _CallState:
     stream: bool
+    fell_back: bool = False
 
 
 class OpenAICompatProvider:
@@ -136,12 +161,17 @@ class OpenAICompatProvider:
         self._text_tools = prefers_text_tools(llm.model)
         self.vision = accepts_images(llm, self.endpoint.provider)
         self._refused = refused_message(self.endpoint, llm.model)
+        self._answered = False  # the server has answered once: a refusal now means it went away
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
         self._headers.update(llm.headers)
         self.server_info = ServerInfo.unknown()
         """What the server is (``server_info.py``): set once it has been identified."""
+        self.learned = Learned()
+        """What this provider learned about the server by talking to it (``learned.py``)."""
+        self.usage_estimator = UsageEstimator(client, llm)
+        """Usage the server did not report, estimated as closely as it allows (``tokens.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -167,10 +197,16 @@ class OpenAICompatProvider:
             self._text_tools = True
             return await self._complete(request, out, "text")
 
+    @property
+    def streams_tools(self) -> bool:
+        """Whether a request with tools is streamed (when ``llm.stream`` is on)."""
+        if not self.endpoint.capabilities.stream_tools or self.learned.stream_tools is False:
+            return False
+        return self.learned.stream_tools is True or self.server_info.kind not in DROPS_STREAMED_TOOLS
+
     async def _complete(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
-        caps = self.endpoint.capabilities
-        stream = self.llm.stream and (caps.stream_tools or not request.tools or style == "text")
-        state = _CallState(stream=stream)
+        tools_sent = bool(request.tools) and style != "text"
+        state = _CallState(stream=self.llm.stream and (not tools_sent or self.streams_tools))
 
         async def attempt(_: int) -> Turn:
             if state.stream:
@@ -178,13 +214,36 @@ class OpenAICompatProvider:
                     return await self._streamed(request, out, style)
                 except _EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
-                    state.stream = False
-            return await self._plain(request, style)
+                    state.stream, state.fell_back = False, not exc.broke
+            turn = await self._plain(request, style)
+            if state.fell_back and tools_sent and self.learned.stream_tools is None:
+                logger.warning(
+                    "%s answered a streamed request with tools with nothing, and the same request "
+                    "unstreamed: requests with tools are no longer streamed to it",
+                    self.endpoint.base_url,
+                )
+                self.learned.learn(stream_tools=False)
+            return turn
 
-        turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        try:
+            turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+        except ProviderResponseError as exc:
+            if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
+                exc.usage = await self.usage_estimator.estimate(request, Turn(content=out.text), self.server_info)
+            raise
+        turn = await self.usage_estimator.settle(request, turn, self.server_info)
         if not out.count:  # answered whole: report it once, as the streamed path would have
             _report(turn, out)
-        return replace(turn, model=self.llm.model)
+        return replace(turn, model=self.llm.model, max_output_tokens=self.output_cap(request))
+
+    def output_cap(self, request: ModelRequest) -> int:
+        """The ``max_tokens`` sent with ``request``: its own cap, ``llm.maxOutputTokens``, else a
+        default from the context window when the server told it (``output_cap.py``)."""
+        return output_cap(
+            request.max_output_tokens or self.llm.max_output_tokens,
+            context_window=self.server_info.context_window,
+            local=self.endpoint.local,
+        )
 
     def _finish(
         self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
@@ -201,18 +260,33 @@ class OpenAICompatProvider:
             stream=stream,
             text_tools=style == "text",
             temperature=self.llm.temperature,
-            max_output_tokens=self.llm.max_output_tokens,
+            max_output_tokens=self.output_cap(request),
         )
+
+    def _transport_errors(self) -> AbstractContextManager[None]:
+        """``map_transport_errors`` for this server: a refusal is "not running" until the server
+        has answered once, and "went away" after that (retried, then ``llm_error``: it crashed or
+        was stopped, which no configuration fixes); a read timeout on this machine is not retried."""
+        if not self._answered:
+            return map_transport_errors(
+                refused_message=self._refused, refused_final=self.endpoint.local, local=self.endpoint.local
+            )
+        went_away = (
+            f"the model server at {self.endpoint.base_url} went away: it answered before, and now the "
+            "connection is refused (it crashed or was stopped)"
+        )
+        return map_transport_errors(refused_message=went_away, refused_final=False, local=self.endpoint.local)
 
     # ------------------------------------------------------------------------------ streamed
 
     async def _streamed(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
-        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+        with self._transport_errors():
             async with self.client.stream(
                 "POST", self.endpoint.chat_url, json=body, headers=self._headers
             ) as response:
+                self._answered = True
                 request_id = request_id_from(response.headers)
                 if response.status_code >= 400:
                     content = await read_body(response, self.llm.max_response_bytes)
@@ -228,9 +302,10 @@ class OpenAICompatProvider:
                         if isinstance(exc, httpx.TimeoutException) and not out.count:
                             raise  # a slow server, not a broken stream: retried as a timeout
                         if not out.count and not acc.has_output:
-                            raise _EarlyEnd(f"broke off before any output ({exc})") from exc
+                            raise _EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
                         raise ProviderResponseError(
-                            f"the stream broke off after {acc.chunks} chunks: {exc}", request_id=request_id
+                            f"the stream broke off after {acc.chunks} chunks: {timed_out_text(exc)}",
+                            request_id=request_id,
                         ) from exc
                     if recovered is not None:
                         return recovered
@@ -291,10 +366,11 @@ class OpenAICompatProvider:
 
     async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=False, style=style)
-        with map_transport_errors(refused_message=self._refused, refused_final=self.endpoint.local):
+        with self._transport_errors():
             async with self.client.stream(
                 "POST", self.endpoint.chat_url, json=body, headers=self._headers
             ) as response:
+                self._answered = True
                 content = await read_body(response, self.llm.max_response_bytes)
         if response.status_code >= 400:
             return self._error_answer(response, content, request, style)

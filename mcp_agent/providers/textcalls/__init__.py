@@ -1,5 +1,6 @@
 """Tool calls written as text, and reasoning split off (pure): the public API of the parser
-(``_extract``), its helpers (``_values``, ``_calls``, ``_scan``) and the ``<think>`` stream filter."""
+(``_extract``), its helpers (``_values``, ``_calls``, ``_scan`` with ``_cursor`` and
+``_tag_readers``, ``_harmony``) and the ``<think>`` stream filter."""
 
 from __future__ import annotations
 

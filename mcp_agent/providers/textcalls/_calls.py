@@ -29,6 +29,7 @@ __all__ = [
     "ds_token",
     "find_name",
     "gemma_value",
+    "kimi_call",
     "pythonic_calls",
     "whole_message",
 ]
@@ -92,6 +93,8 @@ def _call_from_object(
         return None
     if strict and (set(item) - _CALL_KEYS or not {"arguments", "parameters"} & set(item)):
         return None
+    if strict and _is_schema(item.get("parameters", item.get("arguments"))):
+        return None  # a tool's definition ({"name", "parameters": schema}), not a call
     extra = set(item) - _CALL_KEYS
     if extra and not {"arguments", "parameters"} & set(item):
         if repaired:  # the repair lost the arguments key to odd keys
@@ -108,6 +111,15 @@ def _call_from_object(
         except ValueError:
             raw = args
     return name, arguments, error, raw
+
+
+def _is_schema(value: Any) -> bool:
+    """Whether value looks like an object's JSON Schema (``type: object`` and ``properties``)."""
+    return (
+        isinstance(value, Mapping)
+        and value.get("type") == "object"
+        and isinstance(value.get("properties"), Mapping)
+    )
 
 
 def find_name(region: str) -> str | None:
@@ -315,3 +327,31 @@ def deepseek_call(inner: str) -> RawCall | None:
     raw = _unfence(right.strip())
     arguments, error = parse_arguments(raw)
     return RawCall(name, arguments, error, raw if error else None)
+
+
+# --------------------------------------------------------------------------- Kimi K2
+
+_KIMI_ARGS = "<|tool_call_argument_begin|>"
+_KIMI_NAME = re.compile(r"(?:functions\.)?([A-Za-z_][\w.\-]{0,199}?)(?::\d{1,6})?")
+
+
+def kimi_call(inner: str) -> tuple[RawCall, int] | None:
+    """The call after Kimi K2's ``<|tool_call_begin|>``, and where it ends in inner; or None.
+
+    Kimi writes ``functions.NAME:INDEX<|tool_call_argument_begin|>{json}`` (the ``functions.``
+    prefix and the index are dropped from the name) between ``<|tool_call_begin|>`` and
+    ``<|tool_call_end|>``, the same ASCII tokens as DeepSeek's look-alikes. The call ends with
+    its JSON object, so text after a call cut off before its end token is not taken for it.
+    """
+    head, found, _ = inner.partition(_KIMI_ARGS)
+    name = _KIMI_NAME.fullmatch(head.strip())
+    if not found or name is None:
+        return None
+    j = skip_ws(inner, len(head) + len(_KIMI_ARGS))
+    if inner[j : j + 1] == "{":
+        value, end, repaired = read_value(inner, j, len(inner))
+        if isinstance(value, dict):
+            return RawCall(name.group(1), value, None, inner[j:end] if repaired else None), end
+    raw = inner[j:].strip()
+    arguments, error = parse_arguments(raw)
+    return RawCall(name.group(1), arguments, error, raw if error else None), len(inner)

@@ -2,16 +2,18 @@
 
 Servers without a tool-call parser (or with the wrong template) hand back the model's calls as
 text inside ``content``, in one of a dozen family formats (``llm-wire.md`` §5): Qwen3-Coder XML,
-Hermes ``<tool_call>{json}``, Granite, Phi-4-mini, Mistral ``[TOOL_CALLS]``, DeepSeek special
-tokens, Llama JSON / ``<|python_tag|>`` / ``<function=name>{json}``, LM Studio
-``[TOOL_REQUEST]``, pythonic ``[f(a=1)]``, Olmo ``<function_calls>``, FunctionGemma and fenced or
-bare JSON. ``split_reasoning`` separates ``<think>`` blocks from the answer; ``extract_tool_calls``
-strips reasoning first (calls inside reasoning are ignored), finds every call block, keeps the
-calls that name an offered tool and leaves all other text as content. Bare JSON counts only when
-the whole message is call JSON. Nothing here does I/O or raises. This module holds the public API
-and decides which calls count; finding blocks is ``_scan``, reading one call is
-``_calls`` and reading values (with ``convert_value``, re-exported here) is
-``_values``.
+Hermes ``<tool_call>{json}``, GLM-4.5 ``<tool_call>name<arg_key>…``, Granite, Phi-4-mini,
+Mistral ``[TOOL_CALLS]``, DeepSeek and Kimi K2 special tokens, gpt-oss harmony messages, Llama
+JSON / ``<|python_tag|>`` / ``<function=name>{json}``, LM Studio ``[TOOL_REQUEST]``, pythonic
+``[f(a=1)]``, Olmo ``<function_calls>``, FunctionGemma and fenced or bare JSON.
+``split_reasoning`` separates ``<think>`` blocks (and harmony's analysis channel) from the answer;
+``extract_tool_calls`` strips reasoning first (calls inside reasoning are ignored), finds every
+call block, keeps the calls that name an offered tool and leaves all other text as content. Bare
+JSON counts only when the whole message is call JSON, fenced call JSON only when the fences end
+the message. Nothing here does I/O or raises. This module holds the public API and decides
+which calls count; finding blocks is ``_scan`` (with ``_cursor`` and ``_tag_readers``), sorting
+harmony messages ``_harmony``, reading one call ``_calls`` and reading values (with
+``convert_value``, re-exported here) ``_values``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from ...messages import ToolCall, ToolSpec
 from ._calls import RawCall, whole_message
+from ._harmony import split_harmony
 from ._scan import Scanner
 from ._values import convert_value, convert_xml_params
 
@@ -62,7 +65,7 @@ class TextExtraction:
 
 # --------------------------------------------------------------------------- reasoning
 
-_THINK_TAG = re.compile(r"<(/?)(think|thinking)>")
+_THINK_TAG = re.compile(r"<(/?)(think|thinking)>|<\|message\|>")  # and harmony's <|message|>
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -76,14 +79,23 @@ def split_reasoning(text: str) -> tuple[str, str]:
     DeepSeek-R1's missing opening tag (text before the first ``</think>`` is reasoning when no
     ``<think>`` opens it) and an unclosed ``<think>`` (everything after it is reasoning, as when
     ``max_tokens`` ran out). Stray closing tags are dropped; a tag written as code
-    (`` `<think>` ``, prose about tags) is left alone.
+    (`` `<think>` ``, prose about tags) is left alone. gpt-oss harmony messages are sorted too:
+    the analysis channel is reasoning, header tokens go, a tool-call message stays as written
+    (for ``extract_tool_calls``) and the rest is content.
 
     Returns:
         ``(reasoning, content)``, both stripped; several reasoning blocks are joined by a blank
         line.
     """
+    reasoning, content, _ = _split(text)
+    return reasoning, content
+
+
+def _split(text: str) -> tuple[str, str, bool]:
+    """``split_reasoning``, and whether the content may hold harmony messages."""
     if not isinstance(text, str):
-        return "", ""
+        return "", "", False
+    harmony = False
     reasoning: list[str] = []
     content: list[str] = []
     pos = 0
@@ -92,6 +104,9 @@ def split_reasoning(text: str) -> tuple[str, str]:
     start = 0
     index = -1
     for m in _THINK_TAG.finditer(text):
+        if m.group(2) is None:  # harmony's <|message|>, found in the same pass
+            harmony = harmony or open_tag is None
+            continue
         if text[m.start() - 1 : m.start()] == "`" or text[m.end() : m.end() + 1] == "`":
             continue  # a tag written as code (`<think>`) is prose about tags, not a tag
         index += 1
@@ -115,7 +130,12 @@ def split_reasoning(text: str) -> tuple[str, str]:
         reasoning.append(text[start:])
     else:
         content.append(text[pos:])
-    return _join(reasoning), _join(content)
+    answer = _join(content)
+    if harmony:
+        more, pieces = split_harmony(answer)
+        reasoning.extend(more)
+        answer = _join(pieces)
+    return _join(reasoning), answer, harmony
 
 
 # --------------------------------------------------------------------------- calls
@@ -154,14 +174,17 @@ class _Names:
         return None
 
 
-def _scan(text: str, names: _Names, *, whole: bool = True) -> tuple[list[ToolCall], list[str], list[str]]:
+def _scan(
+    text: str, names: _Names, *, whole: bool = True, harmony: bool = True
+) -> tuple[list[ToolCall], list[str], list[str]]:
     """Every call block in text, left to right: ``(calls, rejected names, content pieces)``.
 
     A block whose calls all name offered tools leaves the content; any other block stays in it.
     A reader that raises is logged and its marker is left as text. When no block was found and
     ``whole`` says text is the whole message, it may still be call JSON or pythonic calls.
+    ``harmony`` says it may hold harmony call messages.
     """
-    scanner = Scanner(text, names.resolve)
+    scanner = Scanner(text, names.resolve, complete=whole, harmony=harmony)
     pieces: list[str] = []
     calls: list[ToolCall] = []
     rejected: list[str] = []
@@ -236,9 +259,12 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
     """Find tool calls written as text in a model's content.
 
     Reasoning is split off first (calls inside it are ignored). Then every call block of the
-    formats in ``llm-wire.md`` §5 is found, left to right, whatever the mix of formats. Bare or
-    fenced JSON, and a pythonic call without brackets, count only when they are the whole
-    message (after reasoning), so prose that shows a JSON example is left alone.
+    formats in ``llm-wire.md`` §5 is found, left to right, whatever the mix of formats. Bare
+    JSON, and a pythonic call without brackets, count only when they are the whole message
+    (after reasoning); fenced JSON (```` ```json ```` or ```` ``` ````) only when the fences end
+    the message (prose may come before them) and hold nothing but call objects (``name`` and
+    ``arguments`` or ``parameters``, no other keys, not a tool's schema). So prose that shows a
+    JSON example, or a fence of data, is left alone.
 
     Names: a call is accepted when its name is an offered tool's exposed name; failing that, when
     exactly one offered tool matches it case-insensitively, or by its name without the server
@@ -261,13 +287,13 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
         text = "" if text is None else str(text)
     reasoning, body = "", text.strip()
     try:
-        reasoning, body = split_reasoning(text)
+        reasoning, body, harmony = _split(text)
         if not tools or not body:
             return TextExtraction(content=body, reasoning=reasoning)
         # The leading newline lets a pythonic line at the very start match like any other line
         # (an anchor in the marker pattern would cost the regex its first-character filter).
         head, tail = body[:MAX_SCAN_CHARS], body[MAX_SCAN_CHARS:]
-        calls, rejected, pieces = _scan("\n" + head, _Names(tools), whole=not tail)
+        calls, rejected, pieces = _scan("\n" + head, _Names(tools), whole=not tail, harmony=harmony)
         if tail and pieces:  # the text beyond the scan goes on the last piece as it is
             pieces[-1] += tail
         content = _join(pieces) if calls else body

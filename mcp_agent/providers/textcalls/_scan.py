@@ -1,65 +1,41 @@
-"""Where tool-call blocks start and end in a model's text, one reader per format (pure).
+"""Where tool-call blocks start in a model's text, and the readers of the JSON-bearing formats (pure).
 
 ``Scanner`` makes one left-to-right pass over one text. ``next_marker`` finds the next block
-start of any format (``llm-wire.md`` §5: ``<tool_call>``, ``<function=``, ``<|tool_call|>``,
-``functools[``, ``[TOOL_CALLS]``, ``[TOOL_REQUEST]``, ``<|python_tag|>``, ``<function_calls>``,
-``<start_function_call>``, DeepSeek tokens, a line of pythonic calls) and ``read`` hands it to
-that format's reader, which returns the block's calls and where it ends, or None when the marker
-starts no block. The work stays linear-ish in the length of the text: markers are found with
-``str.find``, every search remembers its last answer, and each block is bounded by the next
-marker of its kind, so thousands of unclosed markers cost one scan per closing tag.
+start of any format (``llm-wire.md`` §5: ``<tool_call>`` (Hermes, Granite, Qwen XML, GLM),
+``<function=``, ``<|tool_call|>``, ``functools[``, ``[TOOL_CALLS]``, ``[TOOL_REQUEST]``,
+``<|python_tag|>``, ``<function_calls>``, ``<start_function_call>``, Kimi K2 and DeepSeek tokens,
+harmony ``<|start|>``/``<|channel|>`` headers, code fences, a line of pythonic calls) and
+``read`` hands it to that format's reader, which returns the block's calls and where it ends, or
+None when the marker starts no block. The JSON-bearing formats are read here (Hermes, Granite,
+Phi, LM Studio, Mistral, ``<|python_tag|>``, fenced JSON), the tag and token formats by
+``_tag_readers.TagReaders``. The work stays linear-ish in the length of the text: markers are
+found with ``str.find``, every search remembers its last answer, and each block is bounded by
+the next marker of its kind, so thousands of unclosed markers cost one scan per closing tag.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from ..._json import parse_arguments
 from ...messages import ToolSpec
-from ._calls import (
-    RawCall,
-    calls_from_value,
-    deepseek_call,
-    ds_token,
-    find_name,
-    gemma_value,
-    pythonic_calls,
-)
+from ._calls import RawCall, calls_from_value, ds_token, find_name, pythonic_calls
+from ._cursor import Block, Hit, consume, skip_fence
+from ._tag_readers import KIMI_SECTION_BEGIN, TagReaders
 from ._values import BROKEN, json_error, read_value, skip_ws
 
 __all__ = ["Block", "Hit", "Scanner"]
 
-
-@dataclass(frozen=True)
-class Hit:
-    """A format's marker found in the text."""
-
-    kind: str
-    start: int
-    end: int
-
-
-@dataclass
-class Block:
-    """The calls of one block, and where the block ends."""
-
-    end: int
-    calls: list[RawCall]
-
-
-_DS_CALLS_BEGIN = re.compile(ds_token("tool_calls_begin"))
-_DS_CALLS_END = re.compile(ds_token("tool_calls_end"))
-_DS_CALL_BEGIN = re.compile(ds_token("tool_call_begin"))
-_DS_CALL_END = re.compile(ds_token("tool_call_end"))
-
 # Where each format's blocks start; the kind names the reader (``Scanner._<kind>``). Literals
-# are found with str.find; the two patterns begin with a literal character, so the regex engine
+# are found with str.find; the patterns begin with a literal character, so the regex engine
 # skips ahead fast too. (One alternation of all of them would cost ten times more: the engine
-# would try every branch at every character.)
-_MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
+# would try every branch at every character.) Every marker costs a search of the whole text,
+# about a tenth of the time ordinary prose takes: markers that can only matter in some texts
+# are searched for only in those (_HARMONY_MARKERS, _FENCE_MARKER; see ``Scanner``), and Kimi's
+# section token shares DeepSeek's pattern (its tokens look alike).
+_Marker = tuple[str, str | re.Pattern[str]]
+_MARKERS: tuple[_Marker, ...] = (
     ("tool_call", "<tool_call>"),
     ("function", "<function="),
     ("granite", "<|tool_call|>"),
@@ -69,55 +45,52 @@ _MARKERS: tuple[tuple[str, str | re.Pattern[str]], ...] = (
     ("python_tag", "<|python_tag|>"),
     ("olmo", "<function_calls>"),
     ("gemma", "<start_function_call>"),
-    ("deepseek", re.compile(f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}")),
+    (
+        "deepseek",  # and Kimi K2
+        re.compile(
+            f"{ds_token('tool_calls_begin')}|{ds_token('tool_call_begin')}|{KIMI_SECTION_BEGIN.pattern}"
+        ),
+    ),
     ("pythonic", re.compile(r"\n[ \t]*\[(?=[A-Za-z_][\w.\-]*\()")),  # a line of pythonic calls
 )
-_FUNC_HEAD = re.compile(r"<function=([^>\n]{1,200})>")
-_PARAM_HEAD = re.compile(r"<parameter=([^>\n]{1,200})>")
-_PARAM_LINE = re.compile(r"\n[ \t]*<parameter=([^>\n]{1,200})>")
+_HARMONY_MARKERS: tuple[_Marker, ...] = (("harmony", "<|start|>"), ("harmony", "<|channel|>"))
+_FENCE_MARKER: _Marker = ("fence", "```")
 _MISTRAL_CALL = re.compile(r"([A-Za-z0-9_.\-]{1,200})(?:\[CALL_ID\][A-Za-z0-9_\-]{0,64})?(\[ARGS\])?")
 _PY_END = re.compile(r"<\|eom_id\|>|<\|eot_id\|>|\n")
-_GEMMA_HEAD = re.compile(r"\s*call:([A-Za-z0-9_.\-]{1,200})\s*\{")
+_FENCE_LABELS = frozenset({"", "json"})
 
 
-class Scanner:
+class Scanner(TagReaders):
     """One pass over one text: finds call blocks left to right.
 
     Args:
         text: the text to scan.
         resolve: the offered tool a written name means, or None; the Qwen XML reader uses it to
             know which ``<parameter=`` lines are structural.
+        complete: text is the whole message (not a head cut off a longer one), so a block that
+            reaches its end ends the message.
+        harmony: text may hold gpt-oss harmony call messages (``split_reasoning`` saw a
+            ``<|message|>``); without it their headers are not searched for.
     """
 
-    def __init__(self, text: str, resolve: Callable[[str], ToolSpec | None]) -> None:
-        self.text = text
-        self.resolve = resolve
-        self._cache: dict[Any, tuple[int, int]] = {}
-
-    # Each search remembers where it looked and what it found, so a text with many markers
-    # and no closing tags costs one scan per closing tag, not one per marker.
-    def find(self, what: str | re.Pattern[str], start: int) -> int:
-        """The first occurrence of ``what`` at or after start, or len(text)."""
-        hit = self._cache.get(what)
-        if hit is not None and hit[0] <= start and (start <= hit[1]):
-            return hit[1]
-        if isinstance(what, str):
-            i = self.text.find(what, start)
-            found = i if i != -1 else len(self.text)
-        else:
-            m = what.search(self.text, start)
-            found = m.start() if m else len(self.text)
-        self._cache[what] = (start, found)
-        return found
-
-    def first(self, start: int, *whats: str | re.Pattern[str]) -> int:
-        """The first occurrence of any of ``whats`` at or after start, or len(text)."""
-        return min(self.find(w, start) for w in whats)
+    def __init__(
+        self,
+        text: str,
+        resolve: Callable[[str], ToolSpec | None],
+        *,
+        complete: bool = True,
+        harmony: bool = True,
+    ) -> None:
+        super().__init__(text, resolve, complete=complete)
+        # fenced calls must end the message: without a fence at its end, no fence is searched for
+        fence = (_FENCE_MARKER,) if complete and text.rstrip().endswith("```") else ()
+        self._markers = _MARKERS + (_HARMONY_MARKERS if harmony else ()) + fence
+        self._fences_fail_before = 0  # fences before this index belong to a run already refused
 
     def next_marker(self, pos: int) -> Hit | None:
         """The first marker of any format at or after pos."""
         best: tuple[int, str, str | re.Pattern[str]] | None = None
-        for kind, what in _MARKERS:
+        for kind, what in self._markers:
             at = self.find(what, pos)
             if at < len(self.text) and (best is None or at < best[0]):
                 best = (at, kind, what)
@@ -140,7 +113,7 @@ class Scanner:
         """A JSON call object or list at i (after an optional fence); the block may end at limit."""
         text = self.text
         i = skip_ws(text, i)
-        fenced = _skip_fence(text, i)
+        fenced = skip_fence(text, i)
         if fenced != i:
             i, closers = fenced, ("```", *closers)
         if text[i : i + 1] not in ("{", "["):
@@ -151,11 +124,11 @@ class Scanner:
             if name is None:
                 return None
             raw = text[i:limit].strip()
-            return Block(_consume(text, limit, *closers), [RawCall(name, {}, json_error(raw), raw)])
+            return Block(consume(text, limit, *closers), [RawCall(name, {}, json_error(raw), raw)])
         raws = calls_from_value(value, text[i:end] if repaired else None, strict=False)
         if raws is None:
             return None
-        return Block(_consume(text, end, *closers), raws)
+        return Block(consume(text, end, *closers), raws)
 
     def _tool_call(self, hit: Hit) -> Block | None:
         text = self.text
@@ -173,7 +146,9 @@ class Scanner:
                 i = skip_ws(text, end)
             if not raws:
                 return None
-            return Block(_consume(text, end, "</tool_call>"), raws)
+            return Block(consume(text, end, "</tool_call>"), raws)
+        if text[i : i + 1] not in ("{", "[", "`"):
+            return self._glm(i)
         return self._json_block(i, limit, "</tool_call>")
 
     def _granite(self, hit: Hit) -> Block | None:
@@ -220,7 +195,7 @@ class Scanner:
         if text[i : i + 1] != "{":  # a built-in tool: brave_search.call(query="...")
             line_end = self.first(i, _PY_END, "<|python_tag|>")
             raws = pythonic_calls(text[i:line_end])
-            return Block(_consume(text, line_end, "<|eom_id|>", "<|eot_id|>"), raws) if raws else None
+            return Block(consume(text, line_end, "<|eom_id|>", "<|eot_id|>"), raws) if raws else None
         limit = self.first(i, "<|python_tag|>", "<|eom_id|>", "<|eot_id|>")
         raws = []
         end = i
@@ -235,149 +210,56 @@ class Scanner:
                 i = skip_ws(text, i + 1)
         if not raws:
             return None
-        return Block(_consume(text, end, "<|eom_id|>", "<|eot_id|>"), raws)
+        return Block(consume(text, end, "<|eom_id|>", "<|eot_id|>"), raws)
 
-    # -- XML and tag formats ------------------------------------------------------------
+    # -- fenced JSON ----------------------------------------------------------------------
 
-    def _function(self, hit: Hit) -> Block | None:
-        got = self._xml_function(hit.start, wrapped=False)
-        return Block(got[1], [got[0]]) if got else None
+    def _fence(self, hit: Hit) -> Block | None:
+        """Fenced call JSON (```` ```json ```` or ```` ``` ````) that ends the message.
 
-    def _xml_function(self, i: int, *, wrapped: bool) -> tuple[RawCall, int] | None:
-        """``<function=NAME>`` with Qwen XML parameters or a JSON body (Llama), at i."""
-        text = self.text
-        head = _FUNC_HEAD.match(text, i)
-        if head is None:
+        Every fence from hit to the end of the text must hold nothing but call objects (a name,
+        ``arguments`` or ``parameters``, nothing else; ``_calls.calls_from_value`` strict), with
+        only whitespace between and after the fences. A fence followed by prose, or one that
+        holds anything else, is the model showing JSON, and stays content. A run of fences that
+        fails is remembered, so each fence is read once.
+        """
+        if hit.start < self._fences_fail_before:
             return None
-        name = head.group(1).strip().strip("\"'")
-        j = skip_ws(text, head.end())
-        if text[j : j + 1] == "{":  # Llama: <function=name>{"city": "Tokyo"}</function>
-            limit = self.first(j, "</function>", "<function=")
-            value, end, repaired = read_value(text, j, limit)
-            if isinstance(value, dict):
-                raw_json = text[j:end] if repaired else None
-                return RawCall(name, value, None, raw_json), _consume(text, end, "</function>")
-            raw = text[j:limit].strip() if value is BROKEN else text[j:end]
-            arguments, error = parse_arguments(raw)
-            return RawCall(name, arguments, error, raw), _consume(text, max(end, limit), "</function>")
-        spec = self.resolve(name)
-        props = spec.parameters.get("properties") if spec is not None else None
-        known = set(props) if isinstance(props, dict) and props else None  # None: any name
-        region = self.first(head.end(), "\n<function=", "<tool_call>")
-        params: dict[str, str] = {}
-        p = head.end()
-        while True:
-            q = skip_ws(text, p)
-            ph = _PARAM_HEAD.match(text, q)
-            if ph is None or q >= region:
-                break
-            value_end, p = self._param_end(ph.end(), region, known)
-            params[ph.group(1).strip().strip("\"'")] = _strip_newline(text[ph.end() : value_end])
-        q = skip_ws(text, p)
-        closed = text.startswith("</function>", q)
-        if not (params or closed or wrapped):
-            return None  # a bare `<function=x>` in prose
-        end = q + len("</function>") if closed else p
-        return RawCall(name, xml_params=params), end
-
-    def _param_end(self, start: int, region: int, known: set[str] | None) -> tuple[int, int]:
-        """Where a parameter's value ends, and where scanning goes on after it."""
-        close = self.find("</parameter>", start)
-        nxt = region
-        for pm in _PARAM_LINE.finditer(self.text, start, min(close, region)):
-            if known is None or pm.group(1).strip().strip("\"'") in known:
-                nxt = pm.start()
-                break
-        if close < nxt:
-            return close, close + len("</parameter>")
-        end = min(nxt, self.find("</function>", start))
-        return end, end
-
-    def _olmo(self, hit: Hit) -> Block | None:
-        end = self.first(hit.end, "</function_calls>", "<function_calls>")
+        text = self.text
         raws: list[RawCall] = []
-        for line in self.text[hit.end : end].splitlines():
-            if line.strip():
-                got = pythonic_calls(line)
-                if not got:
-                    return None
-                raws.extend(got)
-        return Block(_consume(self.text, end, "</function_calls>"), raws) if raws else None
+        i = hit.start
+        while (block := self._fenced_calls(i)) is not None:
+            raws.extend(block.calls)
+            i = skip_ws(text, block.end)
+            if i >= len(text):
+                return Block(block.end, raws) if self.complete else None
+        self._fences_fail_before = max(i, hit.start + 1)
+        return None
 
-    def _gemma(self, hit: Hit) -> Block | None:
+    def _fenced_calls(self, i: int) -> Block | None:
+        """The calls of the fence at i when it holds only call JSON values, else None."""
         text = self.text
-        end = self.first(hit.end, "<end_function_call>", "<start_function_call>")
-        head = _GEMMA_HEAD.match(text, hit.end, end)
-        if head is None:
+        if not text.startswith("```", i):
             return None
-        try:
-            value, _ = gemma_value(text[head.end() - 1 : end], 0)
-        except (ValueError, IndexError, RecursionError):
-            value = None
-        if not isinstance(value, dict):
-            raw = text[head.end() - 1 : end]
-            return Block(
-                _consume(text, end, "<end_function_call>"),
-                [RawCall(head.group(1), {}, "arguments are not readable", raw)],
-            )
-        return Block(_consume(text, end, "<end_function_call>"), [RawCall(head.group(1), value)])
-
-    def _deepseek(self, hit: Hit) -> Block | None:
-        text = self.text
-        i = hit.end if _DS_CALLS_BEGIN.match(text, hit.start) else hit.start
-        raws: list[RawCall] = []
-        while (cm := _DS_CALL_BEGIN.match(text, skip_ws(text, i))) is not None:
-            end = min(
-                self.find(_DS_CALL_END, cm.end()),
-                self.find(_DS_CALL_BEGIN, cm.end()),
-                self.find(_DS_CALLS_END, cm.end()),
-            )
-            raw = deepseek_call(text[cm.end() : end])
-            if raw is None:
-                break  # the calls read so far stand; the unreadable one stays text
-            raws.append(raw)
-            close = _DS_CALL_END.match(text, end)
-            i = close.end() if close else end
-        if not raws:
-            return None
-        close = _DS_CALLS_END.match(text, skip_ws(text, i))
-        return Block(close.end() if close else i, raws)
-
-    def _pythonic(self, hit: Hit) -> Block | None:
-        end = self.find("\n", hit.start + 1)
-        line = self.text[hit.start : end].strip()
-        if not line.endswith("]"):
-            return None
-        raws = pythonic_calls(line)
-        return Block(end, raws) if raws else None
-
-
-def _skip_fence(text: str, i: int) -> int:
-    """Past an opening code fence (```json\\n) at i, if there is one."""
-    if text.startswith("```", i):
         nl = text.find("\n", i, i + 40)
-        if nl != -1:
-            return skip_ws(text, nl + 1)
-    return i
-
-
-def _consume(text: str, i: int, *closers: str) -> int:
-    """Past each of ``closers`` that follows i in turn (each optional; whitespace skipped)."""
-    for closer in closers:
-        j = skip_ws(text, i)
-        if text.startswith(closer, j):
-            i = j + len(closer)
-    return i
-
-
-def _strip_newline(value: str) -> str:
-    """Value without one leading and one trailing newline (Qwen XML puts them around values)."""
-    if value.startswith("\r\n"):
-        value = value[2:]
-    elif value.startswith("\n"):
-        value = value[1:]
-    if value.endswith("\r\n"):
-        value = value[:-2]
-    elif value.endswith("\n"):
-        value = value[:-1]
-    return value
+        if nl == -1 or text[i + 3 : nl].strip().lower() not in _FENCE_LABELS:
+            return None
+        j = skip_ws(text, nl + 1)
+        limit = self.find("```", j)
+        raws: list[RawCall] = []
+        while text[j : j + 1] in ("{", "["):
+            value, end, repaired = read_value(text, j, limit, need="name")
+            found = (
+                None
+                if value is BROKEN
+                else calls_from_value(value, text[j:end] if repaired else None, strict=True)
+            )
+            if found is None:
+                return None
+            raws.extend(found)
+            j = skip_ws(text, end)
+            if text[j : j + 1] in (",", ";"):
+                j = skip_ws(text, j + 1)
+        if not raws or j != limit or limit >= len(text):
+            return None
+        return Block(limit + 3, raws)
