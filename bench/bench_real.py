@@ -9,8 +9,10 @@ model); without it, it says so and exits 0. Temperature 0; the figures are:
   requests that are not streamed, so every round calls a tool (a 135M model seldom does alone).
 - ``overhead``: runs of the whole path (call -> tool -> result -> answer) against llama-server
   --jinja: total time minus the model server's own time, as a share of the total (target <= 2 %).
-  The server's time is measured at the proxy (request in to last byte out); llama-server's own
-  ``timings`` (prompt + generation) are shown beside it. Tool calls count as the gateway's time.
+  The server's time is measured at the proxy (chat requests only, request in to last byte out);
+  llama-server's own ``timings`` (prompt + generation, which leave out its HTTP and template work)
+  are shown beside it. Tool calls count as the gateway's time. ``loop_own_ms`` is the run's time
+  outside its model calls and tool calls as the loop itself measures them.
 - ``estimate``: prompt tokens the agent reports when the server reports none (streamed runs
   against llama-cpp-python) against the server's own count of the same requests (sent again,
   not streamed, ``max_tokens: 1``) (target: within 15 %).
@@ -79,7 +81,8 @@ async def overhead(server: RealServer, folder: Path) -> dict[str, Any]:
             [run] = await run_agent(config, "Use the echo tool to echo the word pineapple.")
             chats = proxy.chats
         total = run.result.elapsed_ms
-        at_proxy = sum(e.server_ms for e in proxy.exchanges)
+        at_proxy = sum(e.server_ms for e in chats)  # the chat requests only: not the start-up probes
+        model_ms = sum(event.ms for event in run.model_calls)
         timings = [e.timings() or {} for e in chats]
         own = sum(float(t.get("prompt_ms", 0)) + float(t.get("predicted_ms", 0)) for t in timings)
         tools = sum(event.ms for event in run.tool_calls)
@@ -93,6 +96,7 @@ async def overhead(server: RealServer, folder: Path) -> dict[str, Any]:
                 "overhead_pct": round(100 * (total - at_proxy) / total, 2),
                 "overhead_vs_timings_pct": round(100 * (total - own) / total, 2),
                 "overhead_without_tools_pct": round(100 * (total - at_proxy - tools) / total, 2),
+                "loop_own_ms": round(total - model_ms - tools, 1),
             }
         )
     worst = max(row["overhead_pct"] for row in rows)

@@ -116,3 +116,18 @@ def test_make_test_leaves_the_real_tier_out() -> None:
     recipe = makefile.split("\ntest-real:", 1)[1].split("\n\n", 1)[0]
     assert "tests/real/build.py" in recipe and "-m real tests/real" in recipe
     assert "make test-real" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_an_anonymous_proxy_hides_the_server_but_relays_its_chats() -> None:
+    """``anonymous``: every path but the chat route is a bare 404, and no ``server`` header comes
+    back, so the agent cannot tell which server answers."""
+    with running_model_server() as server:
+        server.enqueue(Reply.json(completion(content="one"), headers={"server": "llama.cpp"}))
+        with recording_proxy(server.url, anonymous=True) as proxy:
+            props = httpx.get(f"{proxy.url}/props", timeout=10)
+            models = httpx.get(f"{proxy.base_url}/models", timeout=10)
+            chat = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(), timeout=10)
+    assert props.status_code == models.status_code == 404 and props.text == "not found"
+    assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == "one"
+    assert "server" not in chat.headers
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] and not server.probes

@@ -5,7 +5,7 @@ recording proxy: the body the agent sent to a real llama-cpp-python or llama-ser
 answer byte for byte (``MCP_AGENT_REAL_SAMPLES=tests/fakes/real_samples make test-real`` records
 them anew). Here each answer is served again by the fake model server to a provider asked the
 same request, and what the provider makes of it is checked: the calls, the text, the usage,
-the errors. Checks of behaviour that issue 10's fixes will bring are strict xfails naming the item.
+the errors.
 """
 
 from __future__ import annotations
@@ -146,14 +146,12 @@ def _text_without_calls(sample: dict[str, Any], turn: Turn) -> None:
     _usage_as_reported(sample, turn)
 
 
-ISSUE_10_ITEM_1 = pytest.mark.xfail(strict=True, reason="issue 10 item 1: read function_call only when there are no tool_calls")
-
 CHECKS: dict[str, Check] = {
     "llama-server-required-call-stream": Check(_a_call_and_its_usage),
     "llama-server-required-call-plain": Check(_a_call_and_its_usage),
     "llama-server-after-tool-stream": Check(_usage_as_reported),
     "llama-server-after-tool-plain": Check(_usage_as_reported),
-    "lcp-fc-named-call-plain": Check(_a_call_and_its_usage, (ISSUE_10_ITEM_1,)),
+    "lcp-fc-named-call-plain": Check(_a_call_and_its_usage),
     "lcp-fc-plain-stream-no-usage": Check(_text_without_calls),
     "lcp-template-tools-stream": Check(_text_without_calls),
 }
@@ -188,7 +186,6 @@ async def test_an_empty_tool_stream_is_asked_again_without_streaming(
     assert turn.tool_calls and {c.name for c in turn.tool_calls} <= offered(empty)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 item 3: remember that streaming with tools fails")
 async def test_after_an_empty_tool_stream_the_next_call_does_not_stream(
     model_server: FakeModelServer, http_client: httpx.AsyncClient
 ) -> None:

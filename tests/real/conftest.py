@@ -86,7 +86,7 @@ def jinja_server(build: Build, logs: Path) -> Iterator[RealServer]:
 
 @pytest.fixture
 def proxy_to() -> Iterator[Callable[..., RecordingProxy]]:
-    """``proxy_to(server, rewrite=None)``: a recording proxy in front of ``server``, for this test."""
+    """``proxy_to(server, rewrite=None, anonymous=False)``: a recording proxy in front of ``server``, for this test."""
     with _Proxies() as proxies:
         yield proxies.start
 
@@ -95,8 +95,8 @@ class _Proxies:
     def __init__(self) -> None:
         self._open: list[Any] = []
 
-    def start(self, server: RealServer, rewrite: Rewrite | None = None) -> RecordingProxy:
-        context = recording_proxy(server.url, rewrite)
+    def start(self, server: RealServer, rewrite: Rewrite | None = None, *, anonymous: bool = False) -> RecordingProxy:
+        context = recording_proxy(server.url, rewrite, anonymous=anonymous)
         proxy = context.__enter__()
         self._open.append(context)
         return proxy

@@ -12,8 +12,9 @@ chunk (so a stream's timing and its empty bodies are what the server did), a who
 length. When the client goes away mid-answer the upstream request is closed too, as the server
 would have seen without the proxy.
 
-``rewrite`` may change a request body before it goes upstream (``first_round_calls_a_tool`` stands
-in for ``llm.toolChoice`` until that setting exists); the exchange records both bodies.
+``rewrite`` may change a request body before it goes upstream (``first_round_calls_a_tool`` makes
+the first round's call certain for a 135M model); the exchange records both bodies. ``anonymous``
+hides which server answers.
 """
 
 from __future__ import annotations
@@ -159,9 +160,13 @@ class Exchange:
 class RecordingProxy:
     """The proxy; run it with ``recording_proxy`` (or ``serve`` in a task group of your own)."""
 
-    def __init__(self, upstream: str, rewrite: Rewrite | None = None) -> None:
+    def __init__(self, upstream: str, rewrite: Rewrite | None = None, *, anonymous: bool = False) -> None:
         self.upstream = upstream.rstrip("/")
         self.rewrite = rewrite
+        self.anonymous = anonymous
+        """Hide what the server is: every path but ``/chat/completions`` answers a bare 404 and no
+        ``server`` header goes back, so the agent meets a server it cannot identify and must learn
+        from what its chat requests get."""
         self.exchanges: list[Exchange] = []
         self.port = 0
         self.on_request: Callable[[Exchange], None] | None = None
@@ -228,6 +233,11 @@ class RecordingProxy:
             self.exchanges.append(exchange)
         if self.on_request is not None:
             self.on_request(exchange)
+        if self.anonymous and not request.path.endswith("/chat/completions"):
+            exchange.status, exchange.body = 404, b"not found"
+            exchange.t_end = time.perf_counter()
+            await stream.send(b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\nnot found")
+            return True
         headers = {k: v for k, v in request.headers.items() if k not in _HOP}
         headers["accept-encoding"] = "identity"
         url = self.upstream + request.path + (f"?{request.query}" if request.query else "")
@@ -261,7 +271,8 @@ class RecordingProxy:
             exchange.t_headers = time.perf_counter()
             exchange.status = response.status_code
             exchange.headers = {k.lower(): v for k, v in response.headers.items()}
-            kept = {k: v for k, v in exchange.headers.items() if k not in _HOP}
+            hidden = _HOP | {"server"} if self.anonymous else _HOP
+            kept = {k: v for k, v in exchange.headers.items() if k not in hidden}
             head = f"HTTP/1.1 {response.status_code} {response.reason_phrase}\r\n"
             if "content-length" in exchange.headers and "event-stream" not in exchange.headers.get(
                 "content-type", ""
@@ -339,9 +350,9 @@ def empty_stream(exchange: Exchange) -> bool:
 
 
 @contextmanager
-def recording_proxy(upstream: str, rewrite: Rewrite | None = None) -> Iterator[RecordingProxy]:
+def recording_proxy(upstream: str, rewrite: Rewrite | None = None, *, anonymous: bool = False) -> Iterator[RecordingProxy]:
     """Run a ``RecordingProxy`` to ``upstream`` in a background thread for the block."""
-    proxy = RecordingProxy(upstream, rewrite)
+    proxy = RecordingProxy(upstream, rewrite, anonymous=anonymous)
     with start_blocking_portal() as portal:
         future, _ = portal.start_task(proxy.serve)
         try:

@@ -3,9 +3,11 @@ template: a server that cannot stream tool calls, that sends the legacy ``functi
 ``tool_calls``, that never reports usage when streaming, and (own template) that drops ``tools``.
 
 The function-calling runs are shared by several checks (``fc_runs``): two questions on one Agent,
-streamed, four rounds each, with ``tool_choice: "auto"`` sent (``llm.capabilities.toolChoice``: on a
-port that says nothing the server's kind is unknown and ``tool_choice`` is not sent, and without it
-this server does not call tools at all). A 135M model calls tools only now and then, so the recording proxy
+streamed, four rounds each, through a proxy that hides which server answers (``anonymous``), so the
+agent must learn from its first empty stream that tool calls cannot be streamed; with
+``tool_choice: "auto"`` sent (``llm.capabilities.toolChoice``: a server of unknown kind is not sent
+``tool_choice``, and without it this server does not call tools at all). Where the server can be
+identified (``fc_known``), the agent knows it from the start and wastes no request. A 135M model calls tools only now and then, so the recording proxy
 names the tool in ``tool_choice`` on every request that is not streamed (llama-cpp-python then
 constrains the call with a grammar; it would refuse ``"required"``); streamed requests go as the
 agent sent them (``tool_choice`` unset means "auto", which that server cannot stream).
@@ -24,7 +26,6 @@ import pytest
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Message
 
-from ._marks import IDENTIFY, PHANTOM_CALLS, REMEMBER_STREAMING, USAGE
 from ._run import Outcome, cli, offered, run_agent
 from .conftest import ENDINGS_OF_A_WORKING_LOOP, agent_config
 from .proxy import Exchange, RecordingProxy, empty_stream, name_the_tool_when_plain, recording_proxy
@@ -41,7 +42,7 @@ class FcRuns:
 
 @pytest.fixture(scope="module")
 async def fc_runs(fc_server: RealServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FcRuns]:
-    with recording_proxy(fc_server.url, name_the_tool_when_plain) as proxy:
+    with recording_proxy(fc_server.url, name_the_tool_when_plain, anonymous=True) as proxy:
         config = agent_config(
             tmp_path_factory.mktemp("fc"),
             proxy.base_url,
@@ -75,7 +76,6 @@ async def test_the_server_sends_function_call_beside_tool_calls(fc_runs: FcRuns)
     assert any(m.get("tool_calls") and m.get("function_call") for m in messages), messages
 
 
-@PHANTOM_CALLS
 async def test_no_phantom_calls_from_function_call(fc_runs: FcRuns) -> None:
     """Each round runs exactly the server's ``tool_calls``: the legacy field adds none."""
     answered = [e for e in fc_runs.chats if e.status == 200 and not e.streamed]
@@ -89,11 +89,35 @@ async def test_no_phantom_calls_from_function_call(fc_runs: FcRuns) -> None:
     assert not [c for o in fc_runs.outcomes for c in o.tool_calls if c.verdict == "unknown_tool"]
 
 
-@REMEMBER_STREAMING
 async def test_a_failed_tool_stream_is_not_asked_again(fc_runs: FcRuns) -> None:
     """Eight rounds on one provider: at most one wasted streamed request (the target is <= 1)."""
     wasted = [i for i, e in enumerate(fc_runs.chats) if empty_stream(e)]
     assert len(wasted) <= 1, f"{len(wasted)} empty tool streams in {len(fc_runs.chats)} requests"
+
+
+@pytest.fixture(scope="module")
+async def fc_known(fc_server: RealServer, tmp_path_factory: pytest.TempPathFactory) -> FcRuns:
+    """One streamed question, two rounds, to the server as it is (it identifies as llama-cpp-python)."""
+    with recording_proxy(fc_server.url, name_the_tool_when_plain) as proxy:
+        config = agent_config(
+            tmp_path_factory.mktemp("fc-known"),
+            proxy.base_url,
+            fc_server.model_id,
+            llm={"stream": True},
+            limits={"maxRounds": 2, "loopThreshold": 0},
+        )
+        outcomes = await run_agent(config, "Echo the word cherry.")
+        return FcRuns(outcomes, proxy.chats)
+
+
+async def test_an_identified_server_is_never_sent_a_tool_stream(fc_known: FcRuns) -> None:
+    """llama-cpp-python is known from what it answers: requests with tools go plain from the first,
+    with ``tool_choice`` (it needs it to call tools), and the tools are called."""
+    assert fc_known.chats and all(e.sent_json.get("stream") is not True for e in fc_known.chats if offered(e.sent_json))
+    assert not [e for e in fc_known.chats if empty_stream(e)]
+    [outcome] = fc_known.outcomes
+    assert outcome.result.termination_reason.value == "max_rounds", outcome.result.detail
+    assert [c for c in outcome.tool_calls if c.verdict == "run" and c.ok]
 
 
 # ------------------------------------------------------------------------------ usage (item 6)
@@ -115,7 +139,6 @@ async def test_a_streamed_answer_carries_no_usage(fc_plain_stream: FcRuns, sampl
     samples("lcp-fc-plain-stream-no-usage", chat, "a streamed answer: no usage chunk, no timings")
 
 
-@USAGE
 async def test_estimated_usage_is_marked_in_the_result(fc_plain_stream: FcRuns) -> None:
     assert fc_plain_stream.outcomes[0].structured["usage"].get("estimated") is True
 
@@ -130,7 +153,6 @@ async def real_prompt_tokens(server: RealServer, body: dict[str, Any]) -> int:
     return int(response.json()["usage"]["prompt_tokens"])
 
 
-@USAGE
 async def test_the_estimate_is_within_15_percent(fc_plain_stream: FcRuns, fc_server: RealServer) -> None:
     [chat] = fc_plain_stream.chats
     real = await real_prompt_tokens(fc_server, chat.sent_json)
@@ -148,7 +170,6 @@ def test_doctor_passes(fc_server: RealServer, tmp_path: Path) -> None:
     assert "model server reachable" in done.stdout and "is available" in done.stdout
 
 
-@IDENTIFY
 def test_doctor_knows_llama_cpp_python_and_that_it_cannot_stream_tools(fc_server: RealServer, tmp_path: Path) -> None:
     config = agent_config(tmp_path, fc_server.base_url, fc_server.model_id)
     done = cli("doctor", config=config)
@@ -166,7 +187,7 @@ async def test_own_template_drops_tools_and_the_run_still_works(
     tmp_path: Path,
     samples: Callable[[str, Exchange, str], Path],
 ) -> None:
-    proxy = proxy_to(template_server)
+    proxy = proxy_to(template_server, anonymous=True)  # unknown: it is sent a tool stream, as elsewhere
     config = agent_config(tmp_path, proxy.base_url, template_server.model_id, llm={"stream": True})
     [run] = await run_agent(config, "Echo the word pineapple.")
     first = proxy.chats[0]
@@ -178,7 +199,6 @@ async def test_own_template_drops_tools_and_the_run_still_works(
     samples("lcp-template-tools-stream", first, "the GGUF's own template: tools dropped without a word")
 
 
-@IDENTIFY
 def test_doctor_warns_that_the_template_drops_tools(template_server: RealServer, tmp_path: Path) -> None:
     config = agent_config(tmp_path, template_server.base_url, template_server.model_id)
     done = cli("doctor", config=config)
