@@ -35,8 +35,8 @@ from tests.real._run import run_agent
 from tests.real.conftest import agent_config, echo_server, system_server
 from tests.real.proxy import (
     empty_stream,
-    first_round_calls_a_tool,
     name_the_tool_when_plain,
+    prefill_when_required,
     recording_proxy,
 )
 from tests.real.servers import REAL, RealServer, llama_cpp_python, llama_server, load_build
@@ -70,13 +70,13 @@ async def wasted_requests(server: RealServer, folder: Path) -> dict[str, Any]:
 async def overhead(server: RealServer, folder: Path) -> dict[str, Any]:
     rows = []
     for i in range(RUNS):
-        with recording_proxy(server.url, first_round_calls_a_tool) as proxy:
+        with recording_proxy(server.url, prefill_when_required) as proxy:
             config = agent_config(
                 folder / f"overhead{i}",
                 proxy.base_url,
                 server.model_id,
                 servers={"echo": echo_server(), "system": system_server()},
-                llm={"stream": True},
+                llm={"stream": True, "toolChoice": "required"},
             )
             [run] = await run_agent(config, "Use the echo tool to echo the word pineapple.")
             chats = proxy.chats

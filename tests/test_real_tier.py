@@ -15,7 +15,7 @@ import httpx
 from tests.fakes.model_server import Reply, running_model_server
 from tests.fakes.openai_shapes import completion
 from tests.real.build import PINS, PORTABLE_CMAKE_ARGS, Builder
-from tests.real.proxy import first_round_calls_a_tool, recording_proxy
+from tests.real.proxy import PREFILL, prefill_when_required, recording_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,18 +33,19 @@ def _chat(tools: bool = True, tool_result: bool = False) -> dict[str, object]:
     return body
 
 
-def test_the_proxy_relays_and_records_a_whole_answer_and_rewrites_the_first_round() -> None:
+def test_the_proxy_relays_and_records_a_whole_answer_and_rewrites_a_required_call() -> None:
     with running_model_server() as server:
         server.enqueue(Reply.json(completion(content="one")), Reply.json(completion(content="two")))
-        with recording_proxy(server.url, first_round_calls_a_tool) as proxy:
-            first = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(), timeout=10)
+        with recording_proxy(server.url, prefill_when_required) as proxy:
+            required = {**_chat(), "tool_choice": "required"}
+            first = httpx.post(f"{proxy.base_url}/chat/completions", json=required, timeout=10)
             second = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(tool_result=True), timeout=10)
     assert first.json()["choices"][0]["message"]["content"] == "one"
     assert second.json()["choices"][0]["message"]["content"] == "two"
     one, two = proxy.chats
-    assert "tool_choice" not in one.request_json and one.sent_json["tool_choice"] == "required"
-    assert server.requests[0].json["tool_choice"] == "required"  # what the server got
-    assert "tool_choice" not in two.sent_json  # a tool result: not the first round any more
+    assert one.request_json["messages"][-1]["role"] == "user" and one.sent_json["messages"][-1] == PREFILL
+    assert server.requests[0].json["messages"][-1] == PREFILL  # what the server got
+    assert two.sent_json == two.request_json  # no tool_choice "required": left as it was
     assert one.status == 200 and one.json()["choices"][0]["message"]["content"] == "one"
     assert one.t_start <= one.t_end and one.server_ms >= 0
 

@@ -12,8 +12,8 @@ chunk (so a stream's timing and its empty bodies are what the server did), a who
 length. When the client goes away mid-answer the upstream request is closed too, as the server
 would have seen without the proxy.
 
-``rewrite`` may change a request body before it goes upstream (``first_round_calls_a_tool`` makes
-the first round's call certain for a 135M model); the exchange records both bodies. ``anonymous``
+``rewrite`` may change a request body before it goes upstream (``prefill_when_required`` makes a
+required call certain for a 135M model); the exchange records both bodies. ``anonymous``
 hides which server answers.
 """
 
@@ -36,10 +36,10 @@ from anyio.from_thread import start_blocking_portal
 from tests.fakes.model_server import RecordedRequest, _read_request
 
 __all__ = [
+    "PREFILL",
     "Exchange",
     "RecordingProxy",
     "empty_stream",
-    "first_round_calls_a_tool",
     "name_the_tool_when_plain",
     "prefill_when_required",
     "recording_proxy",
@@ -305,28 +305,10 @@ class RecordingProxy:
             return True
 
 
-def _first_round(body: dict[str, Any]) -> bool:
-    """A request of a run's first round: it offers tools and carries no tool result yet."""
-    messages = body.get("messages") or []
-    return bool(body.get("tools")) and not any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)
-
-
 PREFILL = {"role": "assistant", "content": "{"}
 """An assistant message to continue: llama-server runs the prefill through the grammar, so with
 ``tool_choice: "required"`` the answer is a call from its first token (without it, llama.cpp's
 grammar lets the model write text first, and a 135M model may write text until the cap)."""
-
-
-def first_round_calls_a_tool(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
-    """A ``rewrite`` for llama-server: the first round gets ``tool_choice: "required"`` and the
-    prefill ``{`` (a retry of the first request is of the first round too).
-
-    It stands in for ``llm.toolChoice: "required"`` (applied to the first round) until that
-    setting exists; ``test_tool_choice_setting`` checks the setting itself and is marked xfail until then.
-    """
-    if _first_round(body):
-        return {**body, "tool_choice": "required", "messages": [*body["messages"], PREFILL]}
-    return None
 
 
 def prefill_when_required(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:

@@ -5,8 +5,8 @@ constrains its output with a grammar built from the chat template (``chatml-tool
 llama.cpp lets the model write text before the call, so the recording proxy also appends the
 prefill ``{`` (an assistant message to continue, which the grammar reads as the start of a call):
 the first round then always yields a well-formed call, and the loop runs the rest for real. The
-proxy adds both to the first round (``first_round_calls_a_tool``) until ``llm.toolChoice`` exists;
-``test_tool_choice_setting`` checks the setting itself (with the prefill alone from the proxy).
+agent sends ``tool_choice: "required"`` on the first round itself (``llm.toolChoice``, as a user
+would set it); the proxy adds only the prefill (``prefill_when_required``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from ._run import assistant_calls, cap_of, cli, offered, query_json, run_agent, serving, tool_messages
 from .conftest import ENDINGS_OF_A_WORKING_LOOP, agent_config, echo_server, system_server
-from .proxy import Exchange, RecordingProxy, first_round_calls_a_tool, prefill_when_required, recording_proxy
+from .proxy import Exchange, RecordingProxy, prefill_when_required, recording_proxy
 from .servers import N_CTX, Build, RealServer, llama_server
 
 QUESTION = "Use the echo tool to echo the word pineapple."
@@ -40,8 +40,10 @@ async def test_call_tool_result_answer(
     samples: Callable[[str, Exchange, str], Path],
     stream: bool,
 ) -> None:
-    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
-    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"stream": stream})
+    proxy = proxy_to(jinja_server, prefill_when_required)
+    config = agent_config(
+        tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"stream": stream, "toolChoice": "required"}
+    )
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
     assert len(chats) >= 2, [e.status for e in chats]
@@ -80,8 +82,8 @@ async def test_usage_and_timings_are_the_servers(
 ) -> None:
     """llama-server reports usage (when asked, streamed) and its own timings: the run's usage is
     the sum of what it reported, not an estimate; the run's times cover the server's."""
-    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
-    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"stream": stream})
+    proxy = proxy_to(jinja_server, prefill_when_required)
+    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"stream": stream, "toolChoice": "required"})
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
     reported = [e.reported_usage() for e in chats]
@@ -148,8 +150,8 @@ def test_doctor_knows_the_server_and_its_context_window(jinja_server: RealServer
 
 def test_query_json_from_the_command_line(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
     """``mcp-agent query --json`` as a user runs it: the structured result, and its exit code."""
-    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
-    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers())
+    proxy = proxy_to(jinja_server, prefill_when_required)
+    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"toolChoice": "required"})
     code, data, stderr = query_json(QUESTION, config)
     assert data["termination_reason"] in ENDINGS_OF_A_WORKING_LOOP, (data, stderr)
     assert code == (0 if data["termination_reason"] == "success" or data["early_stopped"] else 1)
@@ -270,9 +272,9 @@ async def test_a_cut_off_answer_is_flagged(cut_off) -> None:  # type: ignore[no-
 async def test_an_early_stop_says_so(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
     """``maxRounds: 1`` with a call in round 1: the run ends ``max_rounds``; with ``earlyStop`` one
     more call without tools writes the answer, and the loop's own instruction is not that answer."""
-    proxy = proxy_to(jinja_server, first_round_calls_a_tool)
+    proxy = proxy_to(jinja_server, prefill_when_required)
     config = agent_config(
-        tmp_path, proxy.base_url, jinja_server.model_id, limits={"maxRounds": 1, "earlyStop": True}
+        tmp_path, proxy.base_url, jinja_server.model_id, llm={"toolChoice": "required"}, limits={"maxRounds": 1, "earlyStop": True}
     )
     [run] = await run_agent(config, QUESTION)
     result = run.result
