@@ -57,8 +57,8 @@ ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 def test_the_two_commands_are_make_targets():
     section = README.split("## Two commands", 1)[1].split("##", 1)[0]
-    commands = re.findall(r"^(make \w+)", section, flags=re.M)
-    assert commands == ["make run", "make test"]
+    commands = re.findall(r"^(make [\w-]+)", section, flags=re.M)
+    assert commands == ["make run", "make test"]  # exactly two: the slow tiers are under Development
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^run:", makefile, flags=re.M) and re.search(r"^test:", makefile, flags=re.M)
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")

@@ -31,7 +31,7 @@ from mcp_agent.providers.openai_compat import OpenAICompatProvider, prefers_text
 from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes
-from tests.fakes.model_server import Delay, FakeModelServer, Reply, sse_event
+from tests.fakes.model_server import Delay, FakeModelServer, RecordedRequest, Reply, sse_event
 from tests.fakes.openai_shapes import Call
 from tests.providers.conftest import SleepRecorder
 
@@ -827,6 +827,33 @@ async def test_a_server_killed_mid_run_ends_llm_error(
     assert "went away" in result.detail and "No model server" not in result.detail
     assert result.rounds == 2 and len(sleeps.delays) == 2  # retried: it may come back
     assert [c.name for c in result.tool_calls] == ["weather__get"]
+
+
+async def test_a_server_killed_during_its_first_answer_ends_llm_error(
+    http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    """Killed while it worked on the run's first request (llama-server, not streamed): the
+    connection was made and broke without an answer, and the retry is refused. Something was
+    listening, so the server went away (llm_error), not "no server is listening"."""
+    server, alive = FakeModelServer(), anyio.CancelScope()
+
+    def die(request: RecordedRequest) -> Reply:
+        alive.cancel()
+        return Reply(drop=True)
+
+    server.handler = die
+    async with anyio.create_task_group() as tg:
+
+        async def serve(*, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+            with alive:
+                await server.serve(task_status=task_status)
+
+        await tg.start(serve)
+        provider = make(server, http_client, sleeps, stream=False)
+        with anyio.fail_after(20):
+            result = await run("a long story", provider=provider, tools=MemoryToolSource())
+    assert result.termination_reason is TerminationReason.LLM_ERROR, result.detail
+    assert "went away" in result.detail and "No model server" not in result.detail
 
 
 async def test_a_server_never_reached_is_still_a_terminal_error(

@@ -47,8 +47,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractContextManager, aclosing
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
 
 import anyio
@@ -263,19 +263,30 @@ class OpenAICompatProvider:
             max_output_tokens=self.output_cap(request),
         )
 
-    def _transport_errors(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def _transport_errors(self) -> Iterator[None]:
         """``map_transport_errors`` for this server: a refusal is "not running" until the server
         has answered once, and "went away" after that (retried, then ``llm_error``: it crashed or
-        was stopped, which no configuration fixes); a read timeout on this machine is not retried."""
+        was stopped, which no configuration fixes); a read timeout on this machine is not retried.
+        A connection that broke after it was made (the server disconnected without an answer)
+        counts as an answer: something was listening, so a refusal on the retry means it went away."""
         if not self._answered:
-            return map_transport_errors(
+            mapping = map_transport_errors(
                 refused_message=self._refused, refused_final=self.endpoint.local, local=self.endpoint.local
             )
-        went_away = (
-            f"the model server at {self.endpoint.base_url} went away: it answered before, and now the "
-            "connection is refused (it crashed or was stopped)"
-        )
-        return map_transport_errors(refused_message=went_away, refused_final=False, local=self.endpoint.local)
+        else:
+            went_away = (
+                f"the model server at {self.endpoint.base_url} went away: it answered before, and now the "
+                "connection is refused (it crashed or was stopped)"
+            )
+            mapping = map_transport_errors(refused_message=went_away, refused_final=False, local=self.endpoint.local)
+        with mapping:
+            try:
+                yield
+            except httpx.TransportError as exc:
+                if not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol):
+                    self._answered = True
+                raise
 
     # ------------------------------------------------------------------------------ streamed
 

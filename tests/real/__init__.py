@@ -1,0 +1,1 @@
+"""The real-server tier (``make test-real``): see conftest.py."""
