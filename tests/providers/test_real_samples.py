@@ -205,3 +205,21 @@ async def test_a_prompt_over_the_context_is_a_context_length_error(
     with pytest.raises(ProviderError) as caught:
         await provider_for(model_server, http_client, sample).complete(request_of(sample))
     assert isinstance(caught.value, ContextLengthError)
+
+
+async def test_the_window_a_context_error_states_is_learned_and_kept(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
+    """llama-cpp-python publishes its n_ctx nowhere but in this error: the provider takes it (the
+    output cap fits it from the next request) and hands it to what keeps lessons (the cache)."""
+    sample = load("lcp-fc-context-exceeded-400")
+    model_server.enqueue(reply_of(sample))
+    provider = provider_for(model_server, http_client, sample)
+    kept: list[dict[str, Any]] = []
+    provider.learned.keep = lambda **lesson: kept.append(lesson)
+    assert provider.server_info.context_window is None
+    with pytest.raises(ContextLengthError):
+        await provider.complete(request_of(sample))
+    assert provider.server_info.context_window == 512
+    assert kept == [{"context_window": 512, "context_source": "a context-length error"}]
+    assert provider.output_cap(request_of(sample)) < 512

@@ -44,6 +44,7 @@ placeholders. Every turn says which model answered (``Turn.model``: ``llm.model`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -55,7 +56,7 @@ import anyio
 import httpx
 
 from ...config import LLMConfig
-from ...exceptions import ProviderError, ProviderHTTPError, ProviderResponseError
+from ...exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from ...messages import Delta, Turn
 from .. import _turns
 from .._classify import classify_error, error_info, request_id_from
@@ -67,6 +68,7 @@ from .._transport_errors import map_transport_errors, timed_out_text
 from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
 from ..endpoints import Endpoint, refused_message, resolve_endpoint
+from ..identify import window_from_error
 from ..learned import Learned
 from ..output_cap import output_cap
 from ..retry import RetryPolicy
@@ -444,7 +446,22 @@ class OpenAICompatProvider:
             recovered = self._recover(content, request, style)
             if recovered is not None:
                 return recovered
-        raise classify_error(response.status_code, content, response.headers)
+        error = classify_error(response.status_code, content, response.headers)
+        if isinstance(error, ContextLengthError):
+            self._window_from(content)
+        raise error
+
+    def _window_from(self, content: bytes) -> None:
+        """Take the context window a context-length error states (llama-cpp-python publishes it
+        nowhere else): the output cap fits it from the next request on, and it is kept with the
+        server's identification, so the next process sizes history to it from the start."""
+        window = window_from_error(content.decode("utf-8", "replace"))
+        if window is None or window == self.server_info.context_window:
+            return
+        source = "a context-length error"
+        self.server_info = replace(self.server_info, context_window=window, context_source=source)
+        with contextlib.suppress(Exception):  # keeping it is a bonus, as for every lesson
+            self.learned.keep(context_window=window, context_source=source)
 
     def _foreign(self, response: httpx.Response, content: bytes) -> ProviderError | None:
         """The error for an answer that is not from a Chat Completions API (an HTML page...)."""
