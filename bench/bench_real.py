@@ -5,7 +5,8 @@ model); without it, it says so and exits 0. Temperature 0; the figures are:
 
 - ``wasted_stream_requests``: a 4-round streamed run against llama-cpp-python
   (chatml-function-calling), which cannot stream tool calls: streamed requests with tools that
-  came back empty (target <= 1). The recording proxy names the tool in ``tool_choice`` on the
+  came back empty (target <= 1), once identified (the agent knows the server) and once behind a
+  proxy that hides what it is (the agent learns from the first empty stream). The recording proxy names the tool in ``tool_choice`` on the
   requests that are not streamed, so every round calls a tool (a 135M model seldom does alone).
 - ``overhead``: runs of the whole path (call -> tool -> result -> answer) against llama-server
   --jinja: total time minus the model server's own time, as a share of the total (target <= 2 %).
@@ -21,6 +22,7 @@ model); without it, it says so and exits 0. Temperature 0; the figures are:
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -44,13 +46,15 @@ from tests.real.servers import REAL, RealServer, llama_cpp_python, llama_server,
 RUNS = 3
 
 
-async def wasted_requests(server: RealServer, folder: Path) -> dict[str, Any]:
-    with recording_proxy(server.url, name_the_tool_when_plain) as proxy:
+async def wasted_requests(server: RealServer, folder: Path, *, anonymous: bool) -> dict[str, Any]:
+    """``anonymous``: the proxy hides which server it is (the agent must learn from an empty
+    stream); else the agent identifies llama-cpp-python and knows from the start."""
+    with recording_proxy(server.url, name_the_tool_when_plain, anonymous=anonymous) as proxy:
         config = agent_config(
-            folder / "wasted",
+            folder / f"wasted-{anonymous}",
             proxy.base_url,
             server.model_id,
-            llm={"stream": True},
+            llm={"stream": True, "capabilities": {"toolChoice": True}},
             limits={"maxRounds": 4, "loopThreshold": 0},
         )
         [run] = await run_agent(config, "Echo the word pineapple.")
@@ -154,8 +158,12 @@ async def main() -> dict[str, Any]:
     out: dict[str, Any] = {"pins": build.pins, "build_seconds": build.build_seconds}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        os.environ["MCP_AGENT_STATE_DIR"] = str(folder / "state")  # no lesson from an earlier run
         with llama_cpp_python(build, logs, chat_format="chatml-function-calling") as fc:
-            out["wasted_stream_requests"] = await wasted_requests(fc, folder)
+            out["wasted_stream_requests"] = {
+                "identified": await wasted_requests(fc, folder, anonymous=False),
+                "unidentified": await wasted_requests(fc, folder, anonymous=True),
+            }
             with llama_cpp_python(build, logs) as template:
                 out["estimate"] = await estimate({"fc": fc, "template": template}, folder)
         with llama_server(build, logs) as jinja:
