@@ -11,7 +11,8 @@ exits 0 well within 10 s. A second signal forces the exit.
 
 stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
 while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
-logs go to stderr.
+logs go to stderr. What it writes there has the known secrets masked (``_masked_stdio.py``), as
+the HTTP responses have (``middleware/secrets.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from mcp.server.stdio import stdio_server
 
 from ..config import AgentConfig
 from ..exceptions import ConfigError
+from ._masked_stdio import MaskedWriteStream
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
@@ -229,6 +231,6 @@ async def serve_stdio(
                     tg.start_soon(shut_down)
 
             tg.start_soon(_signals_or, stop, handle_signals, on_stop)
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
             tg.cancel_scope.cancel()
     logger.info("stdio gateway stopped")
