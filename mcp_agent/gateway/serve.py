@@ -11,8 +11,7 @@ exits 0 well within 10 s. A second signal forces the exit.
 
 stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
 while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
-logs go to stderr. What it writes there has the known secrets masked (``_masked_stdio.py``), as
-the HTTP responses have (``middleware/secrets.py``).
+logs go to stderr.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from mcp.server.stdio import stdio_server
 
 from ..config import AgentConfig
 from ..exceptions import ConfigError
-from ._masked_stdio import MaskedWriteStream
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
@@ -211,7 +209,12 @@ async def serve_stdio(
     stop: anyio.Event | None = None,
     handle_signals: bool = True,
 ) -> None:
-    """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``."""
+    """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``.
+
+    What goes out on stdout has the known secrets masked, as the HTTP responses have
+    (``middleware/secrets.py``).
+    """
+    from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
