@@ -13,6 +13,10 @@ The CLI's own stderr and stdout are wrapped too (``wrap_streams``): what is prin
 question, an error, the answer) has the known secrets masked, and with JSON logs each line
 printed on stderr becomes a JSON object of its own (logger ``mcp_agent.cli``), so that every
 line of stderr parses. Uncaught exceptions and Python warnings go through the log as well.
+
+``log_fields(session_id=..., caller=...)`` adds fields to every record logged inside it (in that
+task and the tasks it starts); ``RunLogFields``, an event sink, adds the ``run_id`` once the run
+has one. The gateway wraps each run in them, so a run's records carry its ids.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ._redact import mask_secrets, redact_text
 
@@ -128,6 +134,42 @@ class JsonFormatter(logging.Formatter):
         return line
 
 
+_FIELDS: ContextVar[dict[str, Any]] = ContextVar("mcp_agent_log_fields", default={})  # noqa: B039 - never mutated
+"""The fields ``log_fields`` adds to the records of this context."""
+
+
+@contextmanager
+def log_fields(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` (those not None) to every record logged in this context until the end."""
+    token = _FIELDS.set({**_FIELDS.get(), **{key: value for key, value in fields.items() if value is not None}})
+    try:
+        yield
+    finally:
+        _FIELDS.reset(token)
+
+
+class RunLogFields:
+    """An EventSink that adds the run's id to the log fields when the run starts.
+
+    Use it inside ``log_fields``: the run emits its events in the caller's task, so the id holds
+    for the rest of the run (and the tasks it starts), and the end of ``log_fields`` drops it.
+    """
+
+    def emit(self, event: Any) -> None:
+        if getattr(event, "type", None) == "run_started":
+            _FIELDS.set({**_FIELDS.get(), "run_id": event.run_id})
+
+
+class ContextFields(logging.Filter):
+    """Puts the ``log_fields`` of the logging context on each record (an ``extra=`` wins)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _FIELDS.get().items():
+            if not hasattr(record, key):
+                setattr(record, key, value)
+        return True
+
+
 def setup_logging(verbose: int, log_format: str = "text", stream: TextIO | None = None) -> logging.Handler:
     """One handler on the root logger, writing ``log_format`` to ``stream`` (stderr).
 
@@ -137,6 +179,7 @@ def setup_logging(verbose: int, log_format: str = "text", stream: TextIO | None 
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(ContextFields())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

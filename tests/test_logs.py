@@ -102,3 +102,36 @@ def test_masked_stream_turns_printed_lines_into_json_objects() -> None:
     entries = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [e["message"] for e in entries] == ["round 1/10: calling x with ***", "second line", "Allow? [y/N] "]
     assert {e["logger"] for e in entries} == {"mcp_agent.cli"} and {e["level"] for e in entries} == {"INFO"}
+
+
+async def test_log_fields_and_the_run_id_reach_every_record_of_the_run() -> None:
+    import anyio
+
+    from mcp_agent._logs import ContextFields, RunLogFields, log_fields
+    from mcp_agent.events import RunStarted
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(ContextFields())
+    logger = logging.getLogger("mcp_agent.test.fields")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with log_fields(session_id="s1", caller="alice", nothing=None):
+            RunLogFields().emit(RunStarted(run_id="r1", query="q"))
+            logger.warning("in the run")
+
+            async def tool_call() -> None:
+                logger.warning("in a task", extra={"caller": "given"})
+
+            async with anyio.create_task_group() as tg:  # a tool call's task
+                tg.start_soon(tool_call)
+        logger.warning("after the run")
+    finally:
+        logger.removeHandler(handler)
+    inside, task, after = (json.loads(line) for line in out.getvalue().splitlines())
+    assert (inside["run_id"], inside["session_id"], inside["caller"]) == ("r1", "s1", "alice")
+    assert "nothing" not in inside
+    assert (task["run_id"], task["caller"]) == ("r1", "given")  # an extra= wins
+    assert not {"run_id", "session_id", "caller"} & set(after)

@@ -224,8 +224,9 @@ async def test_serve_shows_no_secret_anywhere(
     assert "cannot start with" in channels["GET /api/v1/health"] + channels["stderr"]
     assert "tool_call_ended" in channels["/api/v1/events"]
     if log_format == "json":
-        lines = [line for line in channels["stderr"].splitlines() if line.strip()]
-        assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+        entries = [json.loads(line) for line in channels["stderr"].splitlines() if line.strip()]
+        assert entries and all(isinstance(entry, dict) for entry in entries)
+        assert any("run_id" in entry and "session_id" in entry for entry in entries)  # a run's records
 
 
 # ------------------------------------------------------------------------------ serve over stdio
