@@ -14,7 +14,8 @@ Two kinds of masking:
   and stderr, the gateway's HTTP responses and event streams (``gateway/middleware/secrets.py``),
   the stdio transport (``gateway/serve.py``), and the messages of provider and tool-server errors.
   Values shorter than ``MIN_SECRET_CHARS`` are not remembered: masking a short word everywhere
-  would garble every output, and a key that short protects nothing.
+  would garble every output, and a key that short protects nothing. Nor are the stand-in keys
+  local servers' docs suggest (``ollama``, ``lm-studio``: ``PLACEHOLDERS``).
 - **Shapes** (heuristic, for text that may hold secrets nobody told us about). ``redact_url``
   hides a URL's user and password and the values of query parameters whose names say they are
   secret (``key``, ``api_key``, ``token``, ``sig``...). ``redact_text`` masks the known values,
@@ -91,6 +92,11 @@ def redact_text(text: str) -> str:
 
 MIN_SECRET_CHARS = 6
 """Shorter values are not remembered as secrets (see the module docstring)."""
+PLACEHOLDERS = frozenset(
+    {"ollama", "lm-studio", "lmstudio", "not-needed", "no-key", "sk-no-key-required", "not-used", "placeholder"}
+)
+"""Stand-ins that local servers' docs tell people to put where a key goes (Ollama, LM Studio,
+llama.cpp): no secret, and masking "ollama" would garble every hint that names Ollama."""
 _SCHEMES = ("bearer ", "basic ", "token ")
 """An ``Authorization`` value's scheme: the credential after it is a secret of its own."""
 _ENV_SECRET = re.compile(
@@ -117,7 +123,7 @@ class KnownSecrets:
         return len(self._values)
 
     def add(self, values: Iterable[str]) -> None:
-        """Remember ``values`` (and, for ``Bearer X``, ``X``); short and empty ones are skipped."""
+        """Remember ``values`` (and, for ``Bearer X``, ``X``); short ones and ``PLACEHOLDERS`` are skipped."""
         new = set()
         for value in values:
             if not isinstance(value, str):
@@ -128,7 +134,9 @@ class KnownSecrets:
                 new.add(value.split(None, 1)[1].strip())
         with self._lock:
             before = len(self._values)
-            self._values |= {value for value in new if len(value) >= MIN_SECRET_CHARS}
+            self._values |= {
+                value for value in new if len(value) >= MIN_SECRET_CHARS and value.lower() not in PLACEHOLDERS
+            }
             if len(self._values) != before:
                 self._compile()
 

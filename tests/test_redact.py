@@ -97,6 +97,13 @@ def test_known_values_are_masked_in_every_form_they_travel_in() -> None:
     assert secrets.mask_bytes(b'{"a": "tok-1234567890"}') == b'{"a": "***"}'
 
 
+def test_stand_in_keys_of_local_servers_are_no_secrets() -> None:
+    secrets = KnownSecrets()
+    secrets.add(["ollama", "LM-Studio", "sk-no-key-required"])
+    text = "start one with `ollama serve` (or LM-Studio); sk-no-key-required"
+    assert secrets.mask(text) == text and len(secrets) == 0
+
+
 def test_known_values_overlapping_mask_the_longest() -> None:
     secrets = KnownSecrets()
     secrets.add(["abcdef", "abcdefghij"])
