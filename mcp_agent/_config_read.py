@@ -1,7 +1,9 @@
 """Reading agent.json, the pure parts: ``${VAR}`` expansion and error messages that name paths.
 
 ``expand_env`` expands ``${VAR}``, ``${VAR:-default}`` and ``$$`` in one string (a lone ``$`` is
-left alone); ``expand_all`` does it in every string value of parsed JSON, never in keys.
+left alone); ``expand_all`` does it in every string value of parsed JSON, never in keys. Both
+can list what they took from the environment (``found``), so that secrets among those values
+are masked in every output (``_redact.secrets_in_config``).
 ``describe_errors`` turns pydantic's errors into one line per problem, naming the JSON path and,
 for an unknown key, the nearest known one. ``describe_json_error`` says what is wrong with text
 that is not JSON, in the words of someone editing agent.json by hand: a trailing comma, a
@@ -26,8 +28,16 @@ Tagged = Mapping[str, Mapping[str, type[BaseModel]]]
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def expand_env(value: str, environ: Mapping[str, str], path: str) -> str:
+Substitution = tuple[str, str, str]
+"""One ``${VAR}`` taken from the environment: the JSON path, the variable's name, its value."""
+
+
+def expand_env(
+    value: str, environ: Mapping[str, str], path: str, found: list[Substitution] | None = None
+) -> str:
     """Expand ``${VAR}``, ``${VAR:-default}`` and ``$$`` in one string value.
+
+    Each value taken from ``environ`` is appended to ``found`` (when given).
 
     Raises:
         ConfigError: a variable without a default is not set (the message names ``path``).
@@ -38,6 +48,8 @@ def expand_env(value: str, environ: Mapping[str, str], path: str) -> str:
             return "$"
         name, default = match.group(1), match.group(2)
         if name in environ:
+            if found is not None:
+                found.append((path, name, environ[name]))
             return environ[name]
         if default is not None:
             return default
@@ -50,14 +62,16 @@ def expand_env(value: str, environ: Mapping[str, str], path: str) -> str:
     return _VAR.sub(replace, value)
 
 
-def expand_all(value: Any, environ: Mapping[str, str], path: str) -> Any:
+def expand_all(
+    value: Any, environ: Mapping[str, str], path: str, found: list[Substitution] | None = None
+) -> Any:
     """``expand_env`` over every string value of parsed JSON (keys are left as they are)."""
     if isinstance(value, str):
-        return expand_env(value, environ, path)
+        return expand_env(value, environ, path, found)
     if isinstance(value, dict):
-        return {k: expand_all(v, environ, f"{path}.{k}" if path else k) for k, v in value.items()}
+        return {k: expand_all(v, environ, f"{path}.{k}" if path else k, found) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand_all(v, environ, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [expand_all(v, environ, f"{path}[{i}]", found) for i, v in enumerate(value)]
     return value
 
 

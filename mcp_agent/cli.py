@@ -9,6 +9,15 @@ Exit codes: 0 success; 1 the run (or a check) ended without success; 2 bad usage
 The config file is ``--config F`` when given, else the file named by ``$MCP_AGENT_CONFIG``
 (for launchers that own the arguments, such as the MCP Inspector), else ``agent.json`` in the
 current folder.
+
+Start-up is cheap on purpose: this module imports only the standard library at the top, so
+``--help`` and ``--version`` answer before pydantic, httpx or the MCP SDK are loaded; the
+arguments are parsed first and each command imports what it uses (``tools`` needs the tool hub
+and the config, never the gateway; ``serve`` alone loads uvicorn and Starlette).
+
+Logs go to stderr as text, or as one JSON object per line with ``--log-format json`` (or
+``$MCP_AGENT_LOG_FORMAT``); the secrets the config holds are masked in every log line and in
+everything the CLI prints (``_logs.py``, ``_redact.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +27,16 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
-
-import anyio
-from pydantic import ValidationError
 
 from . import __version__
-from .config import AgentConfig, GatewayConfig, load_config
-from .exceptions import ConfigError
+from ._logs import LOG_FORMATS
+
+TYPE_CHECKING = False  # not typing's: --help must not pay for importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any, TextIO
+
+    from .config import AgentConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_VARIABLE = "MCP_AGENT_CONFIG"
@@ -39,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-agent", description="An MCP gateway agent.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
     parser.add_argument("--version", action="version", version=f"mcp-agent {__version__}")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="logs on stderr as human text or one JSON object per line "
+        "(default: $MCP_AGENT_LOG_FORMAT when set, else text)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help: str) -> argparse.ArgumentParser:
@@ -76,15 +92,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: int) -> None:
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-
-
 def config_path(given: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
     """The config file to read and where its name came from: ``--config``, else
     ``$MCP_AGENT_CONFIG`` (when set and not empty), else ``agent.json``."""
@@ -101,6 +108,11 @@ def with_bind_overrides(config: AgentConfig, host: str | None, port: int | None)
     Raises:
         ConfigError: the host is not a host name or address, or the port is not 0..65535.
     """
+    from pydantic import ValidationError
+
+    from .config import GatewayConfig
+    from .exceptions import ConfigError
+
     overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
     if not overrides:
         return config
@@ -116,14 +128,42 @@ def with_bind_overrides(config: AgentConfig, host: str | None, port: int | None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
-    args = _parser().parse_args(argv)
-    _setup_logging(args.verbose)
-    if args.command == "query" and not args.question.strip():
-        print(
-            'mcp-agent: query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"',
-            file=sys.stderr,
-        )
+    from ._logs import log_format, log_uncaught, setup_logging, unwrap_streams, wrap_streams
+
+    args = _parser().parse_args(argv)  # --help and --version end here, having loaded nothing heavy
+    try:
+        args.log_format = log_format(args.log_format, os.environ)
+    except ValueError as exc:
+        print(f"mcp-agent: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    handler = setup_logging(args.verbose, args.log_format)
+    if args.log_format == "json":
+        sys.excepthook = log_uncaught
+    # under serve --stdio, stdout is the protocol's alone (the SDK takes it over)
+    wrap_streams(stdout=not (args.command == "serve" and args.stdio), json_stderr=args.log_format == "json")
+    try:
+        return _command(args, handler)
+    finally:
+        unwrap_streams()
+
+
+def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
+    from ._logs import say
+
+    def fail(message: str) -> int:
+        if args.log_format == "json":
+            say(handler, message, level=logging.ERROR)
+        else:
+            print(f"mcp-agent: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    if args.command == "query" and not args.question.strip():
+        return fail('query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"')
+    import anyio
+
+    from .config import load_config
+    from .exceptions import ConfigError
+
     path, origin = config_path(args.config)
     try:
         config = load_config(path)
@@ -131,14 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = with_bind_overrides(config, args.host, args.port)
     except ConfigError as exc:
         named = f" (named by ${CONFIG_VARIABLE})" if origin == CONFIG_VARIABLE else ""
-        print(f"mcp-agent: {exc}{named}", file=sys.stderr)
-        return EXIT_USAGE
-    handler = {"serve": _serve, "query": _query, "tools": _tools, "doctor": _doctor}[args.command]
+        return fail(f"{exc}{named}")
+    command = {"serve": _serve, "query": _query, "tools": _tools, "doctor": _doctor}[args.command]
     try:
-        return int(anyio.run(handler, config, args))
+        return int(anyio.run(command, config, args))
     except ConfigError as exc:
-        print(f"mcp-agent: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(str(exc))
     except KeyboardInterrupt:
         print("mcp-agent: interrupted", file=sys.stderr)
         return 130
@@ -215,8 +253,11 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
 
 
 async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
+    import anyio
+
     from ._approver import TerminalApprover, TerminalReader, on_a_terminal
     from ._globs import unmatched_globs
+    from .exceptions import ConfigError
     from .loop.agent import Agent
     from .loop.sessions import FileSessionStore
     from .progress import ProgressPrinter

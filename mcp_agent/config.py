@@ -44,7 +44,16 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from ._config_read import Tagged, describe_errors, describe_json_error, expand_all, format_loc, keys_of
+from ._config_read import (
+    Substitution,
+    Tagged,
+    describe_errors,
+    describe_json_error,
+    expand_all,
+    format_loc,
+    keys_of,
+)
+from ._redact import remember_secrets, secrets_in_config, secrets_in_environ
 from .exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -531,6 +540,9 @@ def parse_config(
 ) -> AgentConfig:
     """Build an AgentConfig from parsed JSON.
 
+    The secret values it holds (and those of secret-named variables in ``environ``) are
+    remembered, so that no log, event, response or error message shows them (``_redact``).
+
     Raises:
         ConfigError: the data is not a valid config; the message names every bad path.
     """
@@ -543,7 +555,10 @@ def parse_config(
         hint = f' (did you mean "{close[0]}"?)' if close else ""
         warnings.append(f"unknown top-level key {key!r} ignored{hint}")
     data = {k: v for k, v in data.items() if k in known}
-    data = expand_all(data, os.environ if environ is None else environ, "")
+    environ = os.environ if environ is None else environ
+    substituted: list[Substitution] = []
+    data = expand_all(data, environ, "", substituted)
+    remember_secrets(secrets_in_config(data, substituted) | secrets_in_environ(environ))
     try:
         config = AgentConfig.model_validate(data)
     except ValidationError as exc:

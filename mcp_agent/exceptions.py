@@ -18,6 +18,9 @@ The hierarchy::
 Inside the agent loop failures are data, not exceptions: a tool error becomes a tool result the
 model reads, and a provider error ends the run with a termination reason. These exceptions are
 raised at the edges (config loading, start-up) and between layers.
+
+A message never shows a secret the process knows (an API key echoed in a server's error body, a
+token in a tool server's stderr): the messages are masked as they are made (``_redact``).
 """
 
 from __future__ import annotations
@@ -25,12 +28,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._redact import mask_secrets
+
 if TYPE_CHECKING:
     from .messages import Usage
 
 
 class MCPAgentError(Exception):
     """The base class of every error mcp_agent raises on purpose."""
+
+    def __str__(self) -> str:
+        return mask_secrets(super().__str__())
 
 
 class ConfigError(MCPAgentError):
@@ -72,6 +80,7 @@ class ProviderError(MCPAgentError):
         retryable: bool = False,
         retry_after: float | None = None,
     ) -> None:
+        message = mask_secrets(message)
         super().__init__(message)
         self.message = message
         self.status = status
@@ -124,11 +133,12 @@ class ToolServerError(MCPAgentError):
         exit_code: int | None = None,
         stderr_tail: Sequence[str] = (),
     ) -> None:
+        message = mask_secrets(message)
         super().__init__(message)
         self.message = message
         self.server = server
         self.exit_code = exit_code
-        self.stderr_tail = tuple(stderr_tail)
+        self.stderr_tail = tuple(mask_secrets(line) for line in stderr_tail)
 
     def __str__(self) -> str:
         text = f"{self.server}: {self.message}"

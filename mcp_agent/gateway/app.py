@@ -7,8 +7,9 @@ Routes (DESIGN.md "HTTP routes"):
 - ``/api/v1/...`` and ``GET /metrics``: ``rest.py``;
 - ``GET /``: the dashboard (a static page; its API calls carry the token).
 
-Middleware, outermost first: drain (shutdown), Host/Origin (421/403), CORS (allowed origins
-only), callers (401 without a known token, 403 without the route's scope), body cap (413).
+Middleware, outermost first: drain (shutdown), secrets (the known secret values masked in every
+response), Host/Origin (421/403), CORS (allowed origins only), callers (401 without a known
+token, 403 without the route's scope), body cap (413).
 The Host/Origin rule is the one rule of every route: the SDK's own DNS-rebinding check is off
 (it would be a second, different rule). The SDK binds each MCP session to the caller that
 opened it. The lifespan owns the Agent (through the GatewayService) and the Streamable HTTP
@@ -49,6 +50,7 @@ from .middleware import (
     HostOriginMiddleware,
 )
 from .middleware.late_errors import LateErrorGuard
+from .middleware.secrets import SecretsMiddleware
 from .rest import RestAPI
 from .rest_answers import error_response
 from .resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
@@ -196,6 +198,7 @@ class GatewayApp:
         inner = CallerAuthMiddleware(inner, self.service.callers)
         inner = CORSMiddleware(inner)
         inner = HostOriginMiddleware(inner, rules)
+        inner = SecretsMiddleware(inner)
         self.drain = DrainMiddleware(inner)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

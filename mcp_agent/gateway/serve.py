@@ -209,7 +209,12 @@ async def serve_stdio(
     stop: anyio.Event | None = None,
     handle_signals: bool = True,
 ) -> None:
-    """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``."""
+    """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``.
+
+    What goes out on stdout has the known secrets masked, as the HTTP responses have
+    (``middleware/secrets.py``).
+    """
+    from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
@@ -229,6 +234,6 @@ async def serve_stdio(
                     tg.start_soon(shut_down)
 
             tg.start_soon(_signals_or, stop, handle_signals, on_stop)
-            await server.run(read, write, server.create_initialization_options())
+            await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
             tg.cancel_scope.cancel()
     logger.info("stdio gateway stopped")

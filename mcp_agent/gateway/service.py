@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
+from .._logs import RunLogFields, log_fields
 from .._types import JSONObject
 from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
@@ -371,14 +372,15 @@ class GatewayService:
             agent = admission.agent
             # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)
             limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
-            return await agent.query(
-                request.query,
-                session_id=request.session_id,
-                limits=limits,
-                events=FanOut([self.bus, self.metrics, self.model_failures, events]),
-                cancel=admission.cancel,
-                caller=admission.caller.name,
-            )
+            with log_fields(session_id=request.session_id, caller=admission.caller.name):  # on its log records
+                return await agent.query(
+                    request.query,
+                    session_id=request.session_id,
+                    limits=limits,
+                    events=FanOut([RunLogFields(), self.bus, self.metrics, self.model_failures, events]),
+                    cancel=admission.cancel,
+                    caller=admission.caller.name,
+                )
         finally:
             admission.release()
 

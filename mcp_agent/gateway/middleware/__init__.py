@@ -1,7 +1,7 @@
 """Pure-ASGI middleware of the gateway, one class per module.
 
 Outermost first, as ``app.py`` stacks them: ``DrainMiddleware`` (tracks requests, ends them at
-shutdown), ``HostOriginMiddleware`` (421/403), ``CORSMiddleware`` (only allowed origins),
+shutdown), ``SecretsMiddleware`` (known secret values masked in every response), ``HostOriginMiddleware`` (421/403), ``CORSMiddleware`` (only allowed origins),
 ``CallerAuthMiddleware`` (401, 403), ``BodyLimitMiddleware`` (413).
 """
 
