@@ -285,12 +285,12 @@ class RunPages:
 
         ``taken``: the names of the other tools on offer; the paging tool avoids them.
         """
+        name = free_name(taken)  # chosen every round, before any result is paged with its name
+        if name != self.name:
+            logger.warning("a tool named %r is on offer: paged results are read with %r", PAGE_TOOL, name)
+            self.name = name
         if not (self.mentioned or self.store.entries(self.scope)):
             return None
-        name = free_name(taken)
-        if name != self.name:
-            logger.warning("a tool named %r is on offer: paged results are read with %r", self.name, name)
-            self.name = name
         return ToolSpec(
             name=name,
             description=(
