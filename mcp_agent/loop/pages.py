@@ -35,6 +35,7 @@ import re
 import secrets
 import sys
 import unicodedata
+from array import array
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -102,16 +103,16 @@ class PagedText:
         scope: the run or session that may read it.
         tool: the tool that produced it.
         text: the text kept (all of it, unless a byte cap cut its tail).
-        starts: where each page starts in ``text``.
+        starts: where each page starts in ``text`` (8 bytes a page).
         total_chars: the length of the whole result, as the tool returned it.
-        size: the memory ``text`` takes, in bytes.
+        size: the memory ``text`` and ``starts`` take, in bytes.
     """
 
     handle: str
     scope: str
     tool: str
     text: str
-    starts: tuple[int, ...]
+    starts: array[int]
     total_chars: int
     size: int
 
@@ -152,12 +153,15 @@ class PageStore:
         """Keep ``text`` for ``scope`` and return its entry; older entries go to make room."""
         total = len(text)
         caps = [cap for cap in (max_scope_bytes, self.max_bytes) if cap]
-        if caps and sys.getsizeof(text) > min(caps):  # keep what fits (a char's width is uniform)
-            overhead = sys.getsizeof(text[:0])
-            width = max(1, (sys.getsizeof(text) - overhead) // max(1, total))
-            text = text[: max(0, (min(caps) - overhead - 64) // width)]
+        if caps and sys.getsizeof(text) + 16 * (total // page_chars + 1) > min(caps):  # keep what fits
+            overhead = sys.getsizeof(text[:0]) + sys.getsizeof(array("q")) + 8
+            width = max(1, (sys.getsizeof(text) - sys.getsizeof(text[:0])) // max(1, total))  # uniform
+            # pages are at least half a page long: at most 16 bytes of page offsets per page_chars
+            text = text[: max(0, int((min(caps) - overhead) / (width + 16 / page_chars)))]
         handle = self._new_handle()
-        entry = PagedText(handle, scope, tool, text, page_starts(text, page_chars), total, sys.getsizeof(text))
+        starts = array("q", page_starts(text, page_chars))
+        size = sys.getsizeof(text) + sys.getsizeof(starts)
+        entry = PagedText(handle, scope, tool, text, starts, total, size)
         self._make_room(scope, entry.size, max_scope_bytes)
         self._entries[handle] = entry
         self.bytes += entry.size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import sys
 
 import pytest
 
@@ -132,10 +133,17 @@ def test_a_result_bigger_than_the_cap_is_kept_up_to_the_cap() -> None:
     pages = RunPages(store, "run:x", page_chars=100, max_scope_bytes=1_000)
     paged = pages.page("big", "y" * 5_000)
     entry = store.get(paged.handle, "run:x")
-    assert entry is not None and entry.size <= 1_000 and 800 < len(entry.text) < 1_000
+    assert entry is not None and entry.size <= 1_000 and 600 < len(entry.text) < 1_000
     assert paged.total_chars == 5_000 and "were not kept (limits.maxPagedBytes)" in paged.text
     last = pages.read({"handle": paged.handle, "page": paged.pages}).text
     assert last.endswith("characters were not kept]")
+
+
+def test_page_offsets_count_in_the_size() -> None:
+    store = PageStore(max_bytes=0)
+    entry = store.put("s", "t", "ab" * 5_000, 1)  # 10 000 pages of one character
+    assert entry.pages == 10_000 and entry.size >= sys.getsizeof(entry.text) + 8 * entry.pages
+    assert store.bytes == entry.size
 
 
 def test_release_frees_a_runs_results() -> None:
