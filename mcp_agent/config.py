@@ -181,7 +181,16 @@ class Limits(_Model):
     tool_timeout_seconds: float = Field(default=60, ge=0)
     """Deadline of one tool call, unless its server sets ``callTimeoutSeconds``."""
     max_result_chars: int = Field(default=16_000, ge=0)
-    """A tool result longer than this is cut, with a note."""
+    """A tool result longer than this is paged: the model gets the first page of this many
+    characters, a handle and ``read_result`` for the rest (``pageResults``); else it is cut, with a note."""
+    page_results: bool = True
+    """Page long results (``loop/pages.py``); false cuts them, with a note, as before."""
+    max_paged_bytes: int = Field(default=8_000_000, ge=0)
+    """The most memory the paged results of one run (or one session) hold; its least recently
+    read results go first, and a bigger result is kept up to this size."""
+    max_paged_bytes_total: int = Field(default=64_000_000, ge=0)
+    """The most memory paged results hold in all, per Agent (process); least recently used go
+    first. Read from the config when the Agent starts; a query's limits do not change it."""
     max_history_chars: int = Field(default=80_000, ge=0)
     """History is trimmed to this size before each model call."""
     max_parallel_tools: int = Field(default=4, ge=0)
@@ -210,7 +219,9 @@ class Limits(_Model):
             if name not in given:
                 continue
             mine, theirs = getattr(self, name), getattr(other, name)
-            if name == "early_stop" or (theirs and (not mine or theirs < mine)):
+            if name == "page_results":  # off (cutting) holds the least memory: either side may choose it
+                values[name] = mine and theirs
+            elif name == "early_stop" or (theirs and (not mine or theirs < mine)):
                 values[name] = theirs
         return self.model_copy(update=values) if values else self
 

@@ -120,6 +120,9 @@ class ToolCallEnded(_Event):
     ``verdict`` says what the guards decided: ``run``, ``shared`` (an identical call in the same
     turn ran), ``unknown_tool``, ``invalid_arguments``, ``denied``, ``disabled``, ``skipped``
     (a budget, a loop stop or cancellation). ``ok`` is the outcome of what ran.
+
+    A long result is either ``truncated`` (cut, with a note: ``limits.pageResults`` off) or
+    paged: ``pages`` > 0 pages of a ``total_chars`` result, readable by ``handle``.
     """
 
     type: ClassVar[str] = "tool_call_ended"
@@ -131,6 +134,9 @@ class ToolCallEnded(_Event):
     ms: float = 0.0
     truncated: bool = False
     error: str = ""
+    pages: int = 0
+    total_chars: int = 0
+    handle: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

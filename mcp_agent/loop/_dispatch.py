@@ -12,8 +12,10 @@ the run and owns the per-run guards (failure ledger, call book, executed-call co
 2. The run checks the loop guard and the tool-call budget on the prepared ``Plan``.
 3. ``execute``: approvals are asked concurrently (all pending at once); then at most
    ``maxParallelTools`` calls run in a task group, each under ``toolTimeoutSeconds`` (passed to
-   the tool source) plus a loop-side safety bound. Results are cut to ``maxResultChars``; then,
-   in call order, the ledger marks failures and adds the hint.
+   the tool source) plus a loop-side safety bound. A result longer than ``maxResultChars`` is
+   paged when the run has ``RunPages`` (``loop/pages.py``: the first page, a handle, and the
+   ``read_result`` tool offered from then on, answered here without the tool source or the
+   gate), else cut with a note; then, in call order, the ledger marks failures and adds the hint.
 4. ``finish``: one tool message per call, in call order, whatever happened; a call that never
    ran is answered ``not executed: <why>``. Every call gets a ToolCallStarted/ToolCallEnded pair.
    The images a tool returned ride along on its message (``Message.images``); which of them
@@ -55,6 +57,7 @@ from .guards import (
     is_failure,
     is_loop,
 )
+from .pages import RunPages
 from .result import ToolCallRecord
 
 logger = logging.getLogger(__name__)
@@ -116,6 +119,9 @@ class Slot:
     repeat_of: int | None = None
     ms: float = 0.0
     truncated: bool = False
+    pages: int = 0
+    total_chars: int = 0
+    handle: str = ""
     images: tuple[Image, ...] = ()
 
     def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
@@ -162,8 +168,10 @@ class Dispatcher:
         *,
         gate: Gate | None = None,
         approvals: ApprovalQueue | None = None,
+        pages: RunPages | None = None,
     ) -> None:
         self.tools = tools
+        self.pages = pages
         self.limits = limits
         self.emit = emit
         self.gate = gate
@@ -174,9 +182,18 @@ class Dispatcher:
         self.records: list[ToolCallRecord] = []
 
     def offered(self) -> list[ToolSpec]:
-        """The tools to offer this round: the source's, minus those withdrawn by the ledger."""
+        """The tools to offer this round: the source's, minus those withdrawn by the ledger, plus
+        ``read_result`` while a paged result can be read."""
         withdrawn = self.ledger.disabled
-        return [spec for spec in self.tools.list_tools() if spec.name not in withdrawn]
+        specs = [spec for spec in self.tools.list_tools() if spec.name not in withdrawn]
+        if self.pages is not None:
+            reader = self.pages.spec({spec.name for spec in specs})
+            if reader is not None and reader.name not in withdrawn:
+                specs.append(reader)
+        return specs
+
+    def _reads_pages(self, name: str) -> bool:
+        return self.pages is not None and self.pages.is_tool(name)
 
     # ----------------------------------------------------------------------------------------
     # 1. prepare
@@ -207,7 +224,8 @@ class Dispatcher:
             slot.repeat_of = sighting.previous_round
             if plan.loop is None and is_loop(sighting.count, self.limits.loop_threshold):
                 plan.loop = (slot.call.name, sighting.count)
-            await self._gate(round, slot, tainted)
+            if not self._reads_pages(slot.call.name):  # rereading what a tool already returned
+                await self._gate(round, slot, tainted)
         return plan
 
     def _check(self, call: ToolCall, specs: dict[str, ToolSpec]) -> Slot:
@@ -273,7 +291,8 @@ class Dispatcher:
             elif slot.verdict == "shared" and slot.primary is not None:
                 first = plan.slots[slot.primary]
                 slot.answer(first.text, "shared", is_error=first.is_error, ok=first.ok)
-                slot.truncated = first.truncated
+                slot.truncated, slot.pages, slot.total_chars = first.truncated, first.pages, first.total_chars
+                slot.handle = first.handle
                 self._rejected(plan.round, slot)
 
     async def _run_one(self, round: int, slot: Slot, limiter: anyio.CapacityLimiter) -> None:
@@ -296,7 +315,7 @@ class Dispatcher:
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
             slot.images = tuple(content_images(result.content))
-            text, slot.truncated = cut_text(result.text, self.limits.max_result_chars)
+            text = self._shorten(slot, result.text)
             if slot.repeat_of is not None:
                 text = f"{text}\n\n[NOTE: identical to a call in round {slot.repeat_of}]"
             slot.answer(
@@ -305,6 +324,18 @@ class Dispatcher:
         finally:
             if slot.started:
                 self._ended(round, slot)
+
+    def _shorten(self, slot: Slot, text: str) -> str:
+        """A result the model can take: paged, or cut with a note, when longer than a page."""
+        limit = self.limits.max_result_chars
+        if not limit or len(text) <= limit or self._reads_pages(slot.call.name):
+            return text
+        if self.pages is None or not self.limits.page_results:
+            text, slot.truncated = cut_text(text, limit)
+            return text
+        paged = self.pages.page(slot.call.name, text)
+        slot.pages, slot.total_chars, slot.handle = paged.pages, paged.total_chars, paged.handle
+        return paged.text
 
     async def _ask(self, slot: Slot) -> Decision:
         if self.approvals is None:
@@ -337,6 +368,8 @@ class Dispatcher:
             )
 
     async def _call(self, call: ToolCall, timeout: float | None) -> ToolResult:
+        if self.pages is not None and self.pages.is_tool(call.name):
+            return self.pages.read(call.arguments)
         bound = safety_bound(timeout) if timeout else None
         try:
             with anyio.move_on_after(bound):
@@ -364,7 +397,9 @@ class Dispatcher:
                 self._rejected(plan.round, slot)
         for slot in plan.slots:
             error = "" if slot.ok else first_line(slot.text)
-            self.records.append(ToolCallRecord(slot.call.name, slot.ok, slot.ms, error, slot.verdict))
+            self.records.append(
+                ToolCallRecord(slot.call.name, slot.ok, slot.ms, error, slot.verdict, slot.pages, slot.total_chars)
+            )
         return [
             Message.tool(slot.call, slot.text, is_error=slot.is_error, images=slot.images) for slot in plan.slots
         ]
@@ -393,4 +428,7 @@ class Dispatcher:
             ms=slot.ms,
             truncated=slot.truncated,
             error="" if slot.ok else (first_line(slot.text) if slot.done else "interrupted"),
+            pages=slot.pages,
+            total_chars=slot.total_chars,
+            handle=slot.handle,
         )

@@ -28,6 +28,7 @@ from ._dispatch import Dispatcher, Emitter, Plan
 from .approvals import ApprovalQueue, Gate
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history
+from .pages import PageStore, RunPages
 from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class RunState:
         request: dict[str, Any],
         input_error: str | None = None,
         caller: str | None = None,
+        pages: PageStore | None = None,
     ) -> None:
         self.input_error = input_error or query_problem(query)
         """Why the input is unusable (the run then ends ``terminal_error`` before any model call)."""
@@ -82,7 +84,8 @@ class RunState:
         self.request = request
         self.run_id, self.session_id = run_id, session_id
         self.emit = Emitter(sinks, run_id, session_id, caller)
-        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals)
+        self.pages = _run_pages(pages, limits, run_id, session_id, history)
+        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals, pages=self.pages)
         self.offered: list[ToolSpec] = self.dispatcher.offered()
         self.messages: list[Message] = list(history)
         if system_prompt and not (self.messages and self.messages[0].role == "system"):
@@ -244,6 +247,8 @@ class RunState:
         self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000)
 
     def _ended(self, reason: TerminationReason, detail: str, early_stopped: bool, elapsed_ms: float) -> None:
+        if self.pages is not None:
+            self.pages.close()
         logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
         self.emit(
             RunEnded,
@@ -256,6 +261,22 @@ class RunState:
             usage=self.usage.to_dict(),
             elapsed_ms=elapsed_ms,
         )
+
+
+def _run_pages(
+    store: PageStore | None, limits: Limits, run_id: str, session_id: str | None, history: Sequence[Message]
+) -> RunPages | None:
+    """The run's view of paged results (None when results are cut instead)."""
+    if not limits.page_results or not limits.max_result_chars:
+        return None
+    return RunPages.for_run(
+        store if store is not None else PageStore(limits.max_paged_bytes_total),
+        run_id=run_id,
+        session_id=session_id,
+        page_chars=limits.max_result_chars,
+        max_scope_bytes=limits.max_paged_bytes,
+        history=history,
+    )
 
 
 @asynccontextmanager

@@ -59,6 +59,7 @@ from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import trim_history
+from .pages import PageStore
 from .result import RunResult, TerminationReason
 from .sessions import MemorySessionStore, SessionStore
 
@@ -86,6 +87,7 @@ async def run(
     input_error: str | None = None,
     caller: str | None = None,
     tool_choice: ToolChoice = "auto",
+    pages: PageStore | None = None,
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -109,6 +111,8 @@ async def run(
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
         tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
+        pages: where long results are kept for ``read_result`` (``loop/pages.py``): the Agent's
+            store, so a session's next run can read them; None keeps them for this run only.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
@@ -130,6 +134,7 @@ async def run(
         request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
+        pages=pages,
     )
     r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = r.invalid_input()
@@ -255,6 +260,7 @@ class Agent:
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
+        self._pages = PageStore(self.config.limits.max_paged_bytes_total)
 
     @classmethod
     def from_config(
@@ -414,6 +420,7 @@ class Agent:
             tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
+            pages=self._pages,
         )
 
 

@@ -56,11 +56,17 @@ class ToolCallRecord:
     ms: float
     error: str = ""
     verdict: str = "run"
+    pages: int = 0
+    """The result was paged into this many pages (0: it was not)."""
+    total_chars: int = 0
+    """The whole length of a paged result."""
 
     def to_dict(self) -> JSONObject:
         data: JSONObject = {"name": self.name, "ok": self.ok, "ms": round(self.ms, 1)}
         if self.error:
             data["error"] = self.error
+        if self.pages:
+            data["paged"] = {"pages": self.pages, "total_chars": self.total_chars}
         return data
 
 
@@ -185,6 +191,12 @@ RESULT_SCHEMA: JSONSchema = {
                     "ok": {"type": "boolean"},
                     "ms": {"type": "number"},
                     "error": {"type": "string"},
+                    "paged": {
+                        "type": "object",
+                        "description": "the result was long and paged (read_result), not cut",
+                        "properties": {"pages": {"type": "integer"}, "total_chars": {"type": "integer"}},
+                        "required": ["pages", "total_chars"],
+                    },
                 },
                 "required": ["name", "ok", "ms"],
             },

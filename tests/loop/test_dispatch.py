@@ -320,13 +320,13 @@ async def test_a_source_that_raises_becomes_an_error_result() -> None:
 # results are cut (guard 7)
 
 
-async def test_long_results_are_cut_with_a_note() -> None:
+async def test_long_results_are_cut_with_a_note_when_paging_is_off() -> None:
     tools = echo_tools()
     text = "é" * 30 + "😀" * 30
     result, sink = await go(
         ScriptedProvider([tool_turn(call("echo", "c1", text=text)), text_turn("ok")]),
         tools,
-        limits=Limits(max_result_chars=45),
+        limits=Limits(max_result_chars=45, page_results=False),
     )
     cut = tool_texts(result)[0]
     assert cut.startswith("é" * 30 + "😀" * 15 + "\n[... truncated: 15 of 60 characters cut]")

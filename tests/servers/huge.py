@@ -7,6 +7,8 @@
 - ``big_id_last``: like ``big``, but the response is written with ``id`` as its last key, as the
   TypeScript SDK writes it (``{"result": ..., "jsonrpc": "2.0", "id": 3}``).
 - ``noise``: writes one line of ``chars`` bytes that is no JSON-RPC message at all, then answers.
+- ``lines``: ``count`` numbered lines of 13 characters, two of them non-ASCII (``line 0007 é😀``):
+  ``lines_text(count)``, for tests that page a result and compare the pages exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ server = RawServer(
         {"name": "rows", "description": "Much structured content.", "inputSchema": _BYTES},
         {"name": "big_id_last", "description": "A long text, id last.", "inputSchema": _CHARS},
         {"name": "noise", "description": "A long junk line, then an answer.", "inputSchema": _CHARS},
+        {
+            "name": "lines",
+            "description": "Numbered lines.",
+            "inputSchema": {"type": "object", "properties": {"count": {"type": "integer"}}},
+        },
     ],
 )
 
@@ -61,6 +68,15 @@ def big_id_last(args: dict, call: Call) -> None:
 def noise(args: dict, call: Call) -> dict:
     server.write_line(b"#" * int(args.get("chars", 1_000_000)))
     return text("after noise")
+
+
+def lines_text(count: int) -> str:
+    return "".join(f"line {i:04d} é😀\n" for i in range(count))
+
+
+@server.tool("lines")
+def lines(args: dict, call: Call) -> dict:
+    return text(lines_text(int(args.get("count", 100))))
 
 
 if __name__ == "__main__":
