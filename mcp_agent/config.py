@@ -149,6 +149,18 @@ class LLMConfig(_Model):
     def _empty_key_is_none(cls, value: str | None) -> str | None:
         return value or None
 
+    @field_validator("tool_budget", mode="before")
+    @classmethod
+    def _one_budget(cls, value: Any) -> Any:
+        count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        share = isinstance(value, float) and 0 < value < 1
+        if not (count or share or value == "auto"):
+            raise ValueError(
+                f"expected a count of tools (0 = never route), a share of the context window "
+                f'between 0 and 1, or "auto"; got {value!r}'
+            )
+        return value
+
 
 class FallbackConfig(LLMConfig):
     """One entry of ``llm.fallbacks``: the keys of ``llm`` it sets (``providers/fallback.py``
