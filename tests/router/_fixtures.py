@@ -51,8 +51,10 @@ class Case:
         return [Message.system("You are a helpful assistant."), *before, Message.user(self.question)]
 
 
-def labelled() -> list[Case]:
-    data = json.loads((HERE / "labelled.json").read_text(encoding="utf-8"))
+def labelled(name: str = "labelled.json") -> list[Case]:
+    """The labelled set the ranker was tuned on (``labelled.json``), or ``heldout.json``: 30
+    questions written after the tuning, never tuned on."""
+    data = json.loads((HERE / name).read_text(encoding="utf-8"))
     return [Case(item["question"], tuple(item["tools"]), tuple(item.get("history", ()))) for item in data]
 
 

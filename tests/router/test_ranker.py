@@ -112,14 +112,14 @@ def test_the_latest_user_message_weighs_most() -> None:
     assert ranked.index("ports__check_port") < ranked.index("git__git_log")  # the earlier question still counts
 
 
-def test_tool_results_of_this_run_count_lightly() -> None:
+def test_tool_results_count_only_when_weighted() -> None:
     call = ToolCall("c1", "fs__list_directory", {"path": "."})
     messages = [
         Message.user("Tidy up this folder"),
         Message.assistant("", tool_calls=(call,)),
         Message.tool(call, "[FILE] notes.txt\n[FILE] commit-log.txt"),
     ]
-    query = query_terms(messages)
+    query = query_terms(messages, tool_results=0.1)
     assert query[stem("tidy")] == 1.0
-    assert 0 < query[stem("notes")] <= 0.3
-    assert stem("notes") not in query_terms(messages, tool_results=0)
+    assert query[stem("notes")] == 0.1
+    assert stem("notes") not in query_terms(messages)
