@@ -465,7 +465,7 @@ class RoutedTools:
         ``messages`` plus the pinned, ``used`` and found ones and ``find_tools``."""
         finder = [spec for spec in offered if spec.name == self.find_name and spec.server == "router"]
         tools = [spec for spec in offered if spec not in finder]
-        if not finder or not self.budget.over(tools):
+        if not self.budget.over(tools):  # (routing stays on when the ledger withdrew find_tools)
             return list(tools)
         keep = set(used) | self.found
         chosen = {spec.name for spec in tools if spec.name in keep or self.router.is_pinned(spec.name)}

@@ -94,6 +94,14 @@ def test_a_withdrawn_tool_is_not_offered_even_when_used() -> None:
     assert "s0__git_commit" not in names(routed.select(offered, [Message.user("git commit")], used={"s0__git_commit"}))
 
 
+def test_routing_holds_when_find_tools_was_withdrawn() -> None:
+    source = many_tools(20)
+    routed = ToolRouter(5).for_run(source, Budget(count=5))
+    offered = [t for t in routed.list_tools() if t.name != FIND_TOOLS]  # the ledger took it away
+    chosen = names(routed.select(offered, [Message.user("weather forecast")]))
+    assert len(chosen) == 4 and FIND_TOOLS not in chosen and "s0__weather_forecast" in chosen
+
+
 def test_a_share_budget_fills_the_room_in_rank_order() -> None:
     tools = reference_tools()
     source = MemoryToolSource()
