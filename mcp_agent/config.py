@@ -137,6 +137,16 @@ class LLMConfig(_Model):
     (hosted: OpenAI gpt-4o/4.1/5, o-series, Claude 3 and later, Gemini; local names that say so:
     llava, qwen2.5-vl, ``-vl``, vision, gemma3, minicpm-v, pixtral...). Off, the model reads a
     placeholder such as ``[image: image/png, 4.0 kB]``."""
+    tool_budget: Annotated[int, Field(strict=True, ge=0)] | Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = (
+        "auto"
+    )
+    """How many tools one round may offer before the tool router picks them (``tools/router.py``):
+    a count (``find_tools`` included; 0 = never route), a share of the model's context window
+    (0.25: the offered definitions take at most a quarter of it), or ``auto``: 9 tools when the
+    model server is local (llama.cpp, Ollama, LM Studio, Lemonade) or the window is at most
+    16,384 tokens, every tool otherwise."""
+    pinned_tools: list[str] = Field(default_factory=list)
+    """Globs on exposed names (``time__*``) of tools offered in every round while routing."""
     fallbacks: list[FallbackConfig] = Field(default_factory=list)
     """Models tried in order when this one fails with a connection error, a 5xx or a rate limit
     (after its retries). Each entry takes any ``llm`` key but ``fallbacks``; a key it leaves out
@@ -147,6 +157,18 @@ class LLMConfig(_Model):
     @classmethod
     def _empty_key_is_none(cls, value: str | None) -> str | None:
         return value or None
+
+    @field_validator("tool_budget", mode="before")
+    @classmethod
+    def _one_budget(cls, value: Any) -> Any:
+        count = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        share = isinstance(value, float) and 0 < value < 1
+        if not (count or share or value == "auto"):
+            raise ValueError(
+                f"expected a count of tools (0 = never route), a share of the context window "
+                f'between 0 and 1, or "auto"; got {value!r}'
+            )
+        return value
 
 
 class FallbackConfig(LLMConfig):

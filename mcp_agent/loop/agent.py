@@ -50,9 +50,11 @@ from ..events import (
     RunStarted,
 )
 from ..exceptions import ConfigError
-from ..messages import Message, ToolCall, ToolResult
+from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..providers.base import Provider, ToolChoice
+from ..providers.server_info import server_info_of
 from ..tools.base import ToolSource
+from ..tools.router import RoutedTools, ToolRouter
 from ._dispatch import Dispatcher, Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
@@ -166,7 +168,7 @@ async def _rounds(r: RunState) -> Ending:
         try:
             # 2. the model call, on the trimmed history, offering the tools not withdrawn
             r.offered = r.dispatcher.offered()
-            turn = await call_model(r, r.offered)
+            turn = await call_model(r, _routed(r))
             if isinstance(turn, Ending):
                 return turn
             # 3. the calls (native, or parsed from text by the provider); none: the answer
@@ -188,6 +190,18 @@ async def _rounds(r: RunState) -> Ending:
             r.close_turn("")
         finally:
             r.emit(RoundEnded, round=r.rounds, tool_calls=len(calls))
+
+
+def _routed(r: RunState) -> list[ToolSpec]:
+    """The tools this round offers the model: all offered ones, unless a ``RoutedTools`` picks.
+
+    The rest stay callable: a call to a real tool that was not offered this round still runs.
+    """
+    tools = r.dispatcher.tools
+    if not isinstance(tools, RoutedTools):
+        return r.offered
+    used = {record.name for record in r.dispatcher.records if record.verdict == "run"}
+    return tools.select(r.offered, r.messages, used)
 
 
 async def _early_stop(r: RunState, trigger: Ending) -> Ending:
@@ -261,6 +275,7 @@ class Agent:
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
         self._pages = PageStore(self.config.limits.max_paged_bytes_total)
+        self._router = ToolRouter(self.config.llm.tool_budget, self.config.llm.pinned_tools)
 
     @classmethod
     def from_config(
@@ -406,7 +421,7 @@ class Agent:
         return await run(
             text,
             provider=self.provider,
-            tools=self._tools,
+            tools=self._routed_tools(),
             limits=limits,
             system_prompt=self._system_prompt,
             history=history,
@@ -422,6 +437,14 @@ class Agent:
             caller=caller,
             pages=self._pages,
         )
+
+
+    def _routed_tools(self) -> ToolSource:
+        """The tools for one run: routed (``llm.toolBudget``) when the budget applies to this model
+        server as known now (its kind and context window can be learned after start-up)."""
+        info = server_info_of(self.provider)
+        budget = self._router.budget_for(kind=info.kind, context_window=info.context_window)
+        return self._tools if budget is None else self._router.for_run(self._tools, budget)
 
 
 def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
