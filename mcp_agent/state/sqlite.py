@@ -199,6 +199,8 @@ def _transcript(text: str) -> tuple[Message, ...]:
     return tuple(Message.from_dict(m) for m in json.loads(text))
 
 
+_IDLE = "NOT EXISTS (SELECT 1 FROM session_locks l WHERE l.session_id = s.id AND l.expires > ?)"
+"""A session no run holds now (? is now)."""
 _LIVE = "(s.used >= ? OR EXISTS (SELECT 1 FROM session_locks l WHERE l.session_id = s.id AND l.expires > ?))"
 """A session not expired: used within the TTL, or held now (the first ? is the cutoff)."""
 
@@ -313,11 +315,15 @@ class SqliteSessionStore:
         )
         return session
 
+    def expire(self, db: sqlite3.Connection, now: float) -> None:
+        """Sessions idle beyond the TTL go (not one a run holds), in the caller's transaction."""
+        if self.ttl_seconds:
+            db.execute(f"DELETE FROM sessions AS s WHERE s.used < ? AND {_IDLE}", (self._cutoff(now), now))
+
     def _evict(self, db: sqlite3.Connection, now: float, owner: str | None) -> None:
         """Expired idle sessions go; then the caps make room for one more (idle ones only)."""
-        idle = "NOT EXISTS (SELECT 1 FROM session_locks l WHERE l.session_id = s.id AND l.expires > ?)"
-        if self.ttl_seconds:
-            db.execute(f"DELETE FROM sessions AS s WHERE s.used < ? AND {idle}", (self._cutoff(now), now))
+        idle = _IDLE
+        self.expire(db, now)
         if self.max_per_owner:
             mine = _one(db.execute("SELECT count(*) FROM sessions WHERE owner IS ?", (owner,)))[0]
             excess = mine - (self.max_per_owner - 1)
@@ -626,6 +632,7 @@ class SqliteState:
         def beat(db: sqlite3.Connection) -> None:
             self._register(db)
             self._runs.prune(db)
+            self._sessions.expire(db, time.time())
 
         await self._database.run(beat, write=True)
         await self._database.run(lambda db: db.execute("PRAGMA incremental_vacuum").fetchall())
