@@ -73,7 +73,7 @@ POLL_SECONDS = 0.25
 """The longest wait between two looks at a lock or an approval another process holds."""
 PARSED_SESSIONS = 128
 """Transcripts kept parsed (the most recently read), so a conversation's next turn skips the JSON."""
-CHECKPOINT_EVERY = 500
+CHECKPOINT_EVERY = 100
 """Writes between two checkpoints of the WAL (besides the one on every ``beat``)."""
 PRUNE_EVERY = 100
 """Retention is applied after this many ``RunStore.end`` calls (and on every ``beat``)."""
