@@ -473,7 +473,7 @@ class State(Protocol):
     never recovered. ``aclose`` releases what the backend holds (idempotent) and ends this
     replica's lease at once: whatever it left in flight is then another replica's to recover
     (the contract suite closes a replica to stand for one that died). A closed state must not
-    be used; its operations raise ``StateError``.
+    be used (a shared backend's operations then raise ``StateError``).
     """
 
     @property
