@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from .exceptions import ProviderError as ProviderError
     from .exceptions import ProviderHTTPError as ProviderHTTPError
     from .exceptions import ProviderResponseError as ProviderResponseError
+    from .exceptions import SessionTooLarge as SessionTooLarge
+    from .exceptions import StateError as StateError
     from .exceptions import ToolCallError as ToolCallError
     from .exceptions import ToolServerError as ToolServerError
     from .exceptions import ToolServerExited as ToolServerExited
@@ -55,6 +57,10 @@ if TYPE_CHECKING:
     from .providers.base import ModelRequest as ModelRequest
     from .providers.base import Provider as Provider
     from .providers.factory import open_provider as open_provider
+    from .state import RunRecord as RunRecord
+    from .state import State as State
+    from .state import StateLimits as StateLimits
+    from .state import open_state as open_state
     from .tools.base import ToolSource as ToolSource
     from .tools.hub import ToolHub as ToolHub
     from .tools.hub import open_tool_hub as open_tool_hub
@@ -82,8 +88,13 @@ _EXPORTS: dict[str, str] = {
     "ProviderError": ".exceptions",
     "ProviderHTTPError": ".exceptions",
     "ProviderResponseError": ".exceptions",
+    "RunRecord": ".state",
     "RunResult": ".loop.result",
     "SessionStore": ".loop.sessions",
+    "SessionTooLarge": ".exceptions",
+    "State": ".state",
+    "StateError": ".exceptions",
+    "StateLimits": ".state",
     "TerminationReason": ".loop.result",
     "ToolCall": ".messages",
     "ToolCallError": ".exceptions",
@@ -99,6 +110,7 @@ _EXPORTS: dict[str, str] = {
     "Verdict": ".loop.approvals",
     "load_config": ".config",
     "open_provider": ".providers.factory",
+    "open_state": ".state",
     "open_tool_hub": ".tools.hub",
     "parse_config": ".config",
     "run": ".loop.agent",
@@ -126,8 +138,13 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "ProviderResponseError",
+    "RunRecord",
     "RunResult",
     "SessionStore",
+    "SessionTooLarge",
+    "State",
+    "StateError",
+    "StateLimits",
     "TerminationReason",
     "ToolCall",
     "ToolCallError",
@@ -143,6 +160,7 @@ __all__ = [
     "Verdict",
     "load_config",
     "open_provider",
+    "open_state",
     "open_tool_hub",
     "parse_config",
     "run",

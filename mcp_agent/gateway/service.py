@@ -14,6 +14,9 @@ answers health at once, ``starting`` until the tool servers are up) and yields a
   each carries its caller, so listeners see only what they may;
 - at shutdown every running query is told to stop (its ``cancel`` event), so each caller gets a
   ``cancelled`` result while its transport still stands, and the queue is turned away.
+
+Conversations, approvals and run records live in the Agent's ``State`` (``state_store``, which
+``lifespan.open_service`` opens or is given, recovers and keeps alive).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
+from ..state.base import State
 from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
@@ -44,8 +48,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-AgentFactory = Callable[[AgentConfig], AbstractAsyncContextManager[AgentLike]]
-"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``)."""
+AgentFactory = Callable[..., AbstractAsyncContextManager[AgentLike]]
+"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), called
+with the config, and with ``state=`` (the gateway's ``State``) when it takes that keyword."""
 
 __all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession"]
 
@@ -124,6 +129,8 @@ class GatewayService:
         self.bus = EventBus()
         self.metrics = Metrics()
         self.agent: AgentLike | None = None
+        self.state_store: State | None = None
+        """Conversations, approvals and run records (``open_service`` opens or takes it)."""
         self.state = "starting"
         self.error: str | None = None
         self.ready = anyio.Event()
@@ -340,7 +347,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- queries
 
-    def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
+    async def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
         """The request bound to a conversation of the caller's.
 
         Without ``session_id`` a new conversation is opened for the caller under an unguessable id
@@ -350,11 +357,12 @@ class GatewayService:
 
         Raises:
             UnknownSession: the id is not a live conversation of this caller's.
+            StateError: the state store failed.
         """
         sessions, caller = admission.agent.sessions, admission.caller
         if request.session_id is None:
-            return dataclasses.replace(request, session_id=sessions.create(owner=caller.name).id)
-        session = sessions.get(request.session_id)
+            return dataclasses.replace(request, session_id=(await sessions.create(owner=caller.name)).id)
+        session = await sessions.get(request.session_id)
         if session is None or not caller.sees(getattr(session, "owner", None)):
             raise UnknownSession(request.session_id)
         return request

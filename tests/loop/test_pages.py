@@ -389,8 +389,8 @@ async def test_a_handle_from_an_earlier_process_says_expired() -> None:
         Message.assistant("earlier answer"),
     ]
     agent = _session_agent(*reads(2, handle="r0badc0de"), text_turn("ok"))
-    session = agent.sessions.open("s1")
-    agent.sessions.save(session, history)
+    async with agent.sessions.hold("s1") as session:
+        await agent.sessions.save(session, history)
     result = await agent.query("again", session_id="s1")
     text = [m.content for m in result.transcript if m.role == "tool"][-1]
     assert text.startswith("error: paged result r0badc0de has expired")

@@ -229,8 +229,9 @@ async def _run_with_history(config: Path, history: list[Message], question: str)
     from mcp_agent.events import RecordingSink
 
     async with Agent.from_config(config) as agent:
-        session = agent.sessions.create()
-        agent.sessions.save(session, history)
+        session = await agent.sessions.create()
+        async with agent.sessions.hold(session.id) as held:
+            await agent.sessions.save(held, history)
         sink = RecordingSink()
         result = await agent.query(question, session_id=session.id, events=sink)
     return Outcome(result, sink)
