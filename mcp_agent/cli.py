@@ -89,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     tools = add("tools", "list every tool and every server's state")
     tools.add_argument("--json", action="store_true", help="print JSON")
+    tools.add_argument("--fresh", action="store_true", help="start every server, also those whose tool list is cached")
 
     add("doctor", "check the config, the model server and every tool server")
     return parser
@@ -195,7 +196,10 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
 
     dialect = resolve_endpoint(config.llm).provider
     timeout = config.limits.tool_timeout_seconds
-    async with open_tool_hub(config.servers(), default_timeout=timeout, state_dir=state_dir()) as hub:
+    # a server whose list is cached is not started: its list is shown "from cache"
+    async with open_tool_hub(
+        config.servers(), default_timeout=timeout, state_dir=state_dir(), start="wait" if args.fresh else "on_call"
+    ) as hub:
         report = tools_report(hub, dialect)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -225,6 +229,7 @@ def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
                 "error": status.error,
                 "tool_count": status.tool_count,
                 "startup_ms": None if status.startup_ms is None else round(status.startup_ms, 1),
+                "from_cache": status.from_cache,
             }
             for status in hub.status()
         ],
@@ -236,7 +241,10 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
     print(f"{len(report['tools'])} tools from {len(servers)} servers", file=out)
     for server in servers:
         took = f" in {server['startup_ms']:.0f} ms" if server["startup_ms"] is not None else ""
-        line = f"  {server['name']}: {server['status']}, {server['tool_count']} tools{took}"
+        if server.get("from_cache"):
+            line = f"  {server['name']}: {server['tool_count']} tools from cache (not started; --fresh starts it)"
+        else:
+            line = f"  {server['name']}: {server['status']}, {server['tool_count']} tools{took}"
         if server["error"]:
             line += f"\n      {server['error']}"
         print(line, file=out)

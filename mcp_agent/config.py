@@ -269,6 +269,11 @@ class _ServerBase(_Model):
     its call with an error naming the size and this key; the connection stays up. At 4 MiB the
     event loop pauses under 70 ms for the worst shape of message (bench_big_results.py); raise it
     for a server that returns big images."""
+    lazy: bool = False
+    """Start the server only on its first call when its tool list is cached (see README, "Fast
+    start"); without a cached list it starts at once to learn it. Stopped after ``idleSeconds``."""
+    idle_seconds: float = Field(default=600, ge=0)
+    """A lazy server is stopped after this many seconds without calls (0 = never)."""
 
 
 class StdioServerConfig(_ServerBase):

@@ -49,7 +49,9 @@ async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float =
     await _check_servers(config, report)
     if report.degraded:
         report.line("FAIL", f"serve would report health degraded: {'; '.join(report.degraded)}")
-    report.line("FAIL" if report.failed else "ok", "some checks failed" if report.failed else "all checks passed")
+    report.line(
+        "FAIL" if report.failed else "ok", "some checks failed" if report.failed else "all checks passed"
+    )
     return not report.failed
 
 
@@ -108,7 +110,9 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
             await _check_server(config, client, report, check_tools=present or not models)
 
 
-async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool) -> None:
+async def _check_server(
+    config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool
+) -> None:
     """What the server is, and (for a local one, when the model is there) what it does with tools."""
     from ._paths import state_dir
     from .providers.checks import check_stream_tools, check_tools_kept, tools_hint
@@ -151,7 +155,9 @@ async def _check_server(config: AgentConfig, client: httpx.AsyncClient, report: 
         report.line("ok", f"{name} cannot stream tool calls: asked without streaming when tools are offered")
     elif (problem := await check_stream_tools(provider)) is not None:
         report.line("warn", f"the server cannot stream tool calls ({problem})")
-        report.detail("remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)")
+        report.detail(
+            "remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)"
+        )
         remember(state_dir() / CACHE_FILE, config.llm, stream_tools=False)
 
 
@@ -166,7 +172,9 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
         report.line("warn", "no tool servers configured (mcpServers or serversDir)")
         return
     timeout = config.limits.tool_timeout_seconds
-    async with open_tool_hub(servers, default_timeout=timeout, state_dir=state_dir()) as hub:
+    # every server is really started (a cached list does not count as up), and each says how
+    # its cached list compared
+    async with open_tool_hub(servers, default_timeout=timeout, state_dir=state_dir(), start="wait") as hub:
         tools = hub.list_tools()
         for status in hub.status():
             server = servers.get(status.name)
@@ -174,7 +182,10 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             if status.status == "up":
                 took = f" in {status.startup_ms:.0f} ms" if status.startup_ms is not None else ""
                 junk = f", {status.junk_lines} junk lines on stdout" if status.junk_lines else ""
-                report.line("ok", f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{junk}")
+                cache = f" ({status.cache_note})" if status.cache_note else ""
+                report.line(
+                    "ok", f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{junk}{cache}"
+                )
             elif status.status == "disabled":
                 report.line("ok", f"server {status.name}: disabled in config")
             else:
@@ -183,13 +194,16 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
                 report.line("FAIL", warning)
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
         if down:
-            report.degraded.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
+            report.degraded.append(
+                f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}"
+            )
         for warning in require_warnings(config.approvals.require, hub, down=down):
             report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider
         changed = [spec for spec in tools if spec.changes_for(dialect)]
         report.line(
-            "ok", f"{len(tools)} tools offered; for the {dialect} API the schema compiler changed {len(changed)}"
+            "ok",
+            f"{len(tools)} tools offered; for the {dialect} API the schema compiler changed {len(changed)}",
         )
         for spec in changed:
             for change in spec.changes_for(dialect):

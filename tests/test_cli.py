@@ -213,6 +213,21 @@ def test_tools_text_output(tmp_path):
     assert "echo__add(a, b)" in done.stdout
 
 
+def test_tools_and_doctor_say_which_lists_came_from_the_cache(tmp_path, model):
+    path = write_config(tmp_path, model)
+    first = json.loads(run_cli("tools", "--json", "--config", str(path)).stdout)
+    assert first["servers"][0]["from_cache"] is False and first["servers"][0]["status"] == "up"
+    again = run_cli("tools", "--config", str(path))
+    assert again.returncode == 0, again.stderr
+    assert "echo: 2 tools from cache (not started" in again.stdout
+    assert "echo__add(a, b)" in again.stdout
+    fresh = json.loads(run_cli("tools", "--json", "--fresh", "--config", str(path)).stdout)
+    assert fresh["servers"][0]["from_cache"] is False and fresh["servers"][0]["status"] == "up"
+    model.handler = _models
+    doctor = run_cli("doctor", "--config", str(path))
+    assert "server echo (stdio): up" in doctor.stdout and "(the cached list was up to date)" in doctor.stdout
+
+
 def test_query_answers_on_stdout_with_progress_on_stderr(tmp_path, model):
     model.enqueue(
         Reply.sse(openai_stream(calls=[Call("echo__echo", {"text": "hi there"})], usage=(10, 5))),

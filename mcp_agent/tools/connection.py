@@ -65,12 +65,20 @@ from ._orphans import ChildRecords
 from ._repair import ResponseRepairer, describe_validation_error
 from ._server_tools import ServerTool, call_result, filter_warnings, server_tool
 from ._stdio import StdioChild, open_stdio_transport
+from .cache import CachedList, ToolCache
 
 logger = logging.getLogger(__name__)
 
-ServerState = Literal["starting", "up", "failed", "disabled", "restarting"]
+ServerState = Literal["starting", "up", "failed", "disabled", "restarting", "idle"]
 CatalogKind = Literal["resources", "prompts"]
 T = TypeVar("T")
+
+
+StartMode = Literal["background", "wait", "on_call"]
+"""How a server with a cached tool list starts: ``background`` (offer the cached list at once,
+start now), ``wait`` (offer nothing until the first real start), ``on_call`` (offer the cached
+list, start on the first call). A server without a cached list always starts at once, and
+``lazy`` servers behave as ``on_call``."""
 
 
 class ProgressCallback(Protocol):
@@ -142,6 +150,9 @@ class _Attempt:
     error: ToolServerError | None = None
     ended: ToolServerError | None = None
     started_at: float = field(default_factory=time.perf_counter)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    idle_stopped: bool = False
+    """Stopped on purpose after ``idleSeconds`` without calls (a lazy server), not crashed."""
 
 
 class ServerConnection:
@@ -169,6 +180,8 @@ class ServerConnection:
         on_catalog_change: Callable[[CatalogKind], None] = lambda kind: None,
         policy: RestartPolicy | None = None,
         records: ChildRecords | None = None,
+        cache: ToolCache | None = None,
+        start: StartMode = "background",
     ) -> None:
         self.name = name
         self.config = config
@@ -189,6 +202,44 @@ class ServerConnection:
         self._child: StdioChild | None = None
         self._scope = anyio.CancelScope()
         self._records = records
+        self._cache = cache
+        self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
+        self._cached: CachedList | None = None
+        self.from_cache = False
+        self.cache_note: str | None = None
+        """For ``doctor``: how the server's cached list compared with the one it gave."""
+        self._wanted = anyio.Event()
+        self._changed = anyio.Event()
+        self._in_flight = 0
+        self._last_used = time.monotonic()
+        if cache is not None and not config.disabled:
+            self._cached = cache.load(name, config)
+        if self._cached is not None and self._start_mode != "wait":
+            self.tools = self._tools_from_cache(self._cached)
+            self.from_cache = True
+            if self._start_mode == "on_call":
+                self.state = "idle"
+
+    def _tools_from_cache(self, cached: CachedList) -> tuple[ServerTool, ...]:
+        tools: list[ServerTool] = []
+        for raw in cached.tools:
+            try:
+                shell = types.Tool.model_validate(
+                    {
+                        "name": raw["name"],
+                        "description": raw.get("description")
+                        if isinstance(raw.get("description"), str)
+                        else None,
+                        "inputSchema": {"type": "object"},
+                        "execution": raw.get("execution") if isinstance(raw.get("execution"), dict) else None,
+                    }
+                )
+            except ValidationError:
+                shell = types.Tool(name=str(raw["name"]), input_schema={"type": "object"})
+            tool = server_tool(self.name, self.config, shell, raw)
+            if tool is not None:
+                tools.append(tool)
+        return tuple(tools)
 
     @property
     def junk_lines(self) -> int:
@@ -201,7 +252,22 @@ class ServerConnection:
 
     def _set(self, state: ServerState, error: str | None = None) -> None:
         self.state, self.error = state, error
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
         self._on_change()
+
+    def _deferred(self) -> bool:
+        """Whether to wait for a call before starting (a lazy server whose list is known)."""
+        return self._start_mode == "on_call" and self._cached is not None and not self._wanted.is_set()
+
+    async def wait_started(self) -> None:
+        """Ask a lazy or idle server to start, and wait until it is up or has failed (bounded by
+        its ``startupTimeoutSeconds``, plus a second for the process to be spawned)."""
+        self._wanted.set()
+        timeout = self.config.startup_timeout_seconds
+        with anyio.move_on_after(timeout + 1.0 if timeout else None):
+            while self.state in ("starting", "idle") and not self._scope.cancel_called:
+                await self._changed.wait()
 
     # -------------------------------------------------------------- supervision
 
@@ -217,6 +283,9 @@ class ServerConnection:
                 if self.config.disabled:
                     task_status.started()
                     return
+                if self.from_cache:  # offered from the cache: the hub need not wait for the start
+                    task_status.started()
+                    task_status = anyio.TASK_STATUS_IGNORED
                 await self._supervise(task_status)
         finally:
             self._live = None
@@ -225,23 +294,48 @@ class ServerConnection:
     async def _supervise(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         first = True
         recent: collections.deque[float] = collections.deque()
+        failed_starts = 0
         async with anyio.create_task_group() as tg:
             while True:
+                if self._deferred():
+                    if first:
+                        task_status.started()
+                        first = False
+                    await self._wanted.wait()
+                    self._set("starting")
                 attempt = await self._start_once(tg)
                 if attempt.error is None:
+                    failed_starts = 0
                     if first:
                         task_status.started()
                         first = False
                     await attempt.done.wait()
+                    if attempt.idle_stopped:
+                        logger.info(
+                            "tool server %s: stopped after %g s without calls",
+                            self.name,
+                            self.config.idle_seconds,
+                        )
+                        continue
                     failure = attempt.ended or ToolServerExited("stopped", server=self.name)
+                elif self.state != "restarting":
+                    # a first start (or a start from idle) failed: retried with backoff, for ever;
+                    # a cached list is withdrawn meanwhile (its calls say the server is down)
+                    failed_starts += 1
+                    delay = self._policy.delay(failed_starts)
+                    self._set("failed", _error_text(attempt.error))
+                    if failed_starts == 1:
+                        logger.warning("tool server %s (retrying in %g s)", attempt.error, delay)
+                    else:
+                        logger.info("tool server %s (retry %d in %g s)", attempt.error, failed_starts, delay)
+                    if first:
+                        task_status.started()
+                        first = False
+                    await attempt.done.wait()
+                    await anyio.sleep(delay)
+                    continue
                 else:
                     failure = attempt.error
-                    if first:
-                        self.tools = ()
-                        self._set("failed", _error_text(failure))
-                        logger.warning("tool server %s", failure)
-                        task_status.started()
-                        return
                 await attempt.done.wait()
                 now = time.monotonic()
                 while recent and now - recent[0] > self._policy.window_seconds:
@@ -265,7 +359,7 @@ class ServerConnection:
     async def _start_once(self, tg: anyio.abc.TaskGroup) -> _Attempt:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
         attempt = _Attempt()
-        scope = anyio.CancelScope()
+        scope = attempt.scope
         tg.start_soon(self._incarnation, attempt, scope)
         timeout = self.config.startup_timeout_seconds or None
         with anyio.move_on_after(timeout):
@@ -369,13 +463,31 @@ class ServerConnection:
                 self.tools = await self._list_tools(live)
                 self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
                 self._live = live
+                self._last_used = time.monotonic()
                 self._set("up")
                 attempt.ready.set()
                 tg.start_soon(self._refresh_tools, live, refresh_read)
+                if self.config.lazy and self.config.idle_seconds:
+                    tg.start_soon(self._stop_when_idle, attempt)
                 await ended.wait()
                 attempt.ended = await self._crash_error(attempt.child, None)
                 self._set("restarting", _error_text(attempt.ended))  # "failed" if the budget is spent
             tg.cancel_scope.cancel()
+
+    async def _stop_when_idle(self, attempt: _Attempt) -> None:
+        """End this incarnation once no call has run for ``idleSeconds`` (a lazy server)."""
+        idle = self.config.idle_seconds
+        while True:
+            left = self._last_used + idle - time.monotonic()
+            if left <= 0 and self._in_flight == 0:
+                break
+            await anyio.sleep(left if left > 0 else idle)
+        # "idle" before the process goes: a call from now on asks for a new start
+        attempt.idle_stopped = True
+        self._wanted = anyio.Event()
+        self._live = None
+        self._set("idle")
+        attempt.scope.cancel()
 
     async def _refresh_tools(self, live: _Live, requests: MemoryObjectReceiveStream[None]) -> None:
         async for _ in requests:
@@ -404,6 +516,13 @@ class ServerConnection:
             seen.add(cursor)
         else:
             logger.warning("%s: stopped listing tools after %d pages", self.name, _MAX_PAGES)
+        self._remember(
+            [
+                live.repairer.raw_tools.get(t.name)
+                or t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                for t in listed
+            ]
+        )
         warnings = filter_warnings(self.name, self.config, [t.name for t in listed])
         for warning in [w for w in warnings if w not in self.glob_warnings]:
             logger.warning("%s", warning)
@@ -411,8 +530,27 @@ class ServerConnection:
         return tuple(
             tool
             for t in listed
-            if (tool := server_tool(self.name, self.config, t, live.repairer.raw_tools.get(t.name))) is not None
+            if (tool := server_tool(self.name, self.config, t, live.repairer.raw_tools.get(t.name)))
+            is not None
         )
+
+    def _remember(self, raw: list[JSONObject]) -> None:
+        """Cache what the server listed when it differs from what the cache holds."""
+        capabilities = (
+            self.capabilities.model_dump(by_alias=True, exclude_none=True, mode="json")
+            if self.capabilities
+            else {}
+        )
+        listed = CachedList(tuple(raw), capabilities)
+        self.from_cache = False
+        if listed.tools == (self._cached.tools if self._cached else None):
+            self.cache_note = "the cached list was up to date"
+            return
+        if self._cache is not None:
+            self.cache_note = "the cached list was out of date: updated" if self._cached else "list cached"
+        self._cached = listed
+        if self._cache is not None and self._cache.save(self.name, self.config, listed.tools, capabilities):
+            logger.debug("%s: cached its tool list (%d tools)", self.name, len(raw))
 
     # ------------------------------------------------------------------ errors
 
@@ -476,7 +614,9 @@ class ServerConnection:
             with anyio.fail_after(timeout or None):
                 return await request(live.session)
         except TimeoutError:
-            raise MCPError(REQUEST_TIMEOUT, f"{what}: server {self.name} did not answer within {timeout:g} s") from None
+            raise MCPError(
+                REQUEST_TIMEOUT, f"{what}: server {self.name} did not answer within {timeout:g} s"
+            ) from None
         except MCPError:
             raise
         except ValidationError as exc:
@@ -486,7 +626,9 @@ class ServerConnection:
             ) from None
         except Exception as exc:
             logger.warning("%s: %s failed: %r", self.name, what, exc)
-            raise MCPError(INTERNAL_ERROR, f"{what}: server {self.name}: {type(exc).__name__}: {exc}") from None
+            raise MCPError(
+                INTERNAL_ERROR, f"{what}: server {self.name}: {type(exc).__name__}: {exc}"
+            ) from None
 
     # -------------------------------------------------------------------- calls
 
@@ -510,8 +652,26 @@ class ServerConnection:
             on_progress: receives the server's progress notifications for this call.
         """
         shown = display_name or mcp_name
-        live = self._live
         start = time.perf_counter()
+        self._in_flight += 1
+        try:
+            if self.state in ("starting", "idle"):
+                await self.wait_started()
+            return await self._call(mcp_name, arguments, shown, start, timeout, on_progress)
+        finally:
+            self._in_flight -= 1
+            self._last_used = time.monotonic()
+
+    async def _call(
+        self,
+        mcp_name: str,
+        arguments: JSONObject,
+        shown: str,
+        start: float,
+        timeout: float | None,
+        on_progress: ProgressCallback | None,
+    ) -> ToolResult:
+        live = self._live
 
         def failed(text: str) -> ToolResult:
             return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)

@@ -2,7 +2,12 @@
 
 ``open_tool_hub(servers)`` starts all servers at once, each under its own start-up timeout,
 and yields when every one is up or has failed; a server that failed is reported in
-``status()`` and its tools are simply absent. The hub owns one ``ServerConnection`` task per
+``status()``, its tools are absent, and it is retried with backoff in the background (its
+tools appear when it comes up). With a state folder, a server whose tool list is cached
+(``cache.py``) does not hold the hub back: its cached tools are offered at once, it starts in
+the background, a call to it waits for its start, and a real list that differs replaces the
+cached one (subscribers are told). ``lazy`` servers start on their first call and stop after
+``idleSeconds`` without calls. The hub owns one ``ServerConnection`` task per
 server in its task group (structured concurrency): leaving the context, calling ``aclose()`` or
 cancelling the owner stops every server and reaps every process, grandchildren included.
 Given a state folder (the CLI and the gateway give theirs), the hub first reaps what an earlier,
@@ -40,8 +45,9 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult, ToolSpec
 from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
+from .cache import ToolCache
 from .catalog import Catalog
-from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, ServerState
+from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, ServerState, StartMode
 from .naming import NamedTool, assign_names
 
 logger = logging.getLogger(__name__)
@@ -62,6 +68,11 @@ class ServerStatus:
         restarts: how many times it was restarted after a crash.
         junk_lines: how many non-JSON lines it printed on stdout.
         glob_warnings: its ``allowTools``/``denyTools`` globs that match none of its tools.
+        from_cache: its tools were read from the tool cache (the server has not listed them in
+            this process yet: it is starting, or lazy and not started).
+        lazy: it starts on its first call and stops when idle (``lazy`` in agent.json).
+        cache_note: how its cached list compared with the one it listed (None: no cache, or not
+            listed yet).
     """
 
     name: str
@@ -72,6 +83,9 @@ class ServerStatus:
     restarts: int = 0
     junk_lines: int = 0
     glob_warnings: tuple[str, ...] = ()
+    from_cache: bool = False
+    lazy: bool = False
+    cache_note: str | None = None
 
     def to_dict(self) -> JSONObject:
         return {
@@ -82,6 +96,7 @@ class ServerStatus:
             "startup_ms": self.startup_ms,
             "restarts": self.restarts,
             "junk_lines": self.junk_lines,
+            "from_cache": self.from_cache,
         }
 
 
@@ -99,6 +114,8 @@ class ToolHub:
         default_timeout: float | None = None,
         restart_policy: RestartPolicy | None = None,
         records: ChildRecords | None = None,
+        cache: ToolCache | None = None,
+        start: StartMode = "background",
     ) -> None:
         self._default_timeout = default_timeout
         self._connections = {
@@ -109,6 +126,8 @@ class ToolHub:
                 on_catalog_change=self._catalog_changed,
                 policy=restart_policy,
                 records=records,
+                cache=cache,
+                start=start,
             )
             for name, config in servers.items()
         }
@@ -189,6 +208,9 @@ class ToolHub:
                 restarts=c.restarts,
                 junk_lines=c.junk_lines,
                 glob_warnings=c.glob_warnings,
+                from_cache=c.from_cache,
+                lazy=c.config.lazy,
+                cache_note=c.cache_note,
             )
             for c in self._connections.values()
         ]
@@ -263,7 +285,10 @@ class ToolHub:
             if offering != self._offering[kind]:
                 self._offering[kind] = offering
                 self._catalog_changed(kind)
-        serving = [c for c in self._connections.values() if c.state in ("up", "restarting")]
+        # a server still starting, or lazy and idle, offers its cached list (when it has one)
+        serving = [
+            c for c in self._connections.values() if c.state in ("up", "restarting", "starting", "idle")
+        ]
         tools = [tool for c in serving for tool in c.tools]
         names, warnings = assign_names(
             [NamedTool(t.server, t.mcp_name, self._connections[t.server].config.tool_prefix) for t in tools]
@@ -313,6 +338,8 @@ async def open_tool_hub(
     default_timeout: float | None = None,
     restart_policy: RestartPolicy | None = None,
     state_dir: str | os.PathLike[str] | None = None,
+    cache: bool = True,
+    start: StartMode = "background",
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -325,6 +352,13 @@ async def open_tool_hub(
             gateway): first reap what killed gateways left, then record every stdio server's
             process group in its ``children/`` while it runs. None (the default for library
             use): neither (Linux only either way).
+        cache: with a ``state_dir``, keep each server's tool list in its ``tool-cache/``
+            (``cache.py``) and offer a cached list at once on the next start.
+        start: what a server with a cached list does: ``background`` (the default: the hub
+            yields at once, the server starts meanwhile and a call to it waits for it),
+            ``wait`` (the hub yields when every server is up or has failed, as without a cache),
+            ``on_call`` (it starts on its first call; ``mcp-agent tools``). Servers with
+            ``lazy: true`` start on their first call unless ``start`` is ``wait``.
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
@@ -332,7 +366,15 @@ async def open_tool_hub(
     if state_dir is not None and _procfs.available():
         records = ChildRecords(Path(state_dir) / "children")
         await reap_orphans(records.folder)
-    hub = ToolHub(servers, default_timeout=default_timeout, restart_policy=restart_policy, records=records)
+    tool_cache = ToolCache(Path(state_dir) / "tool-cache") if state_dir is not None and cache else None
+    hub = ToolHub(
+        servers,
+        default_timeout=default_timeout,
+        restart_policy=restart_policy,
+        records=records,
+        cache=tool_cache,
+        start=start,
+    )
     async with anyio.create_task_group() as tg:
         try:
             await hub._start(tg)

@@ -364,6 +364,7 @@ async def test_servers_from_agent_config_and_the_tool_source_protocol(tmp_path: 
             "startup_ms",
             "restarts",
             "junk_lines",
+            "from_cache",
         }
 
 

@@ -1,0 +1,173 @@
+"""Tool lists cached on disk, so the next start can offer a server's tools before it is up.
+
+After a server has listed its tools, ``ToolCache.save`` writes what it listed (the tools as the
+server sent them, before filtering and compiling) to ``<state dir>/tool-cache/<server>-<key>.json``
+(atomically: a temporary file renamed over the old one). ``ToolCache.load`` reads it back on the
+next start, when the server's configuration still has the same ``cache_key``.
+
+The key is a hash of everything that can change what the server lists: its command, args, cwd,
+env names and values, url, transport and headers, its ``allowTools``/``denyTools``, and the
+modification time of every argument that names an existing file (a script in ``servers/``, a
+fixture server). Secrets go into the hash only: a cache file holds the key and the tools, never
+the configuration. A cache file that cannot be read or parsed is ignored with a warning (and
+overwritten by the next save).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._types import JSONObject
+from ..config import RemoteServerConfig, StdioServerConfig
+
+logger = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+"""Bumped when the file format or the meaning of a cached list changes: older files are ignored."""
+
+
+@dataclass(frozen=True)
+class CachedList:
+    """A server's tools as it last listed them.
+
+    Attributes:
+        tools: the tools as the server sent them (wire JSON, before filtering and compiling).
+        capabilities: the capabilities the server declared (wire JSON).
+    """
+
+    tools: tuple[JSONObject, ...]
+    capabilities: JSONObject
+
+
+def _file_stamps(args: Sequence[str], cwd: str | None) -> dict[str, int]:
+    """``{arg: mtime_ns}`` for each argument that names an existing file (a server script)."""
+    stamps: dict[str, int] = {}
+    for arg in args:
+        if arg.startswith("-") or len(arg) > 4096:
+            continue
+        path = Path(arg)
+        if cwd is not None and not path.is_absolute():
+            path = Path(cwd) / path
+        try:
+            if path.is_file():
+                stamps[arg] = path.stat().st_mtime_ns
+        except OSError:
+            continue
+    return stamps
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def cache_key(config: StdioServerConfig | RemoteServerConfig) -> str:
+    """A hash of everything in ``config`` (and on disk) that can change the server's tool list."""
+    parts: dict[str, Any] = {
+        "version": CACHE_VERSION,
+        "allow": config.allow_tools,
+        "deny": sorted(config.deny_tools),
+    }
+    if isinstance(config, StdioServerConfig):
+        parts.update(
+            command=config.command,
+            args=config.args,
+            cwd=config.cwd,
+            env={name: _digest(value) for name, value in sorted(config.env.items())},
+            files=_file_stamps(config.args, config.cwd),
+        )
+    else:
+        parts.update(
+            url=config.url,
+            transport=config.transport,
+            headers={name.lower(): _digest(value) for name, value in sorted(config.headers.items())},
+        )
+    return _digest(json.dumps(parts, sort_keys=True, separators=(",", ":")))
+
+
+def _file_name(server: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", server)[:64]
+    return f"{safe}-{_digest(server)[:8]}.json"
+
+
+class ToolCache:
+    """The cached tool lists in one folder (``<state dir>/tool-cache``).
+
+    ``load`` and ``save`` never raise for what is on disk: a failure is logged and the cache is
+    simply not used.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+
+    def path(self, server: str) -> Path:
+        """The cache file of ``server``."""
+        return self.folder / _file_name(server)
+
+    def load(self, server: str, config: StdioServerConfig | RemoteServerConfig) -> CachedList | None:
+        """The cached list of ``server``, or None when there is none for this configuration."""
+        path = self.path(server)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("tool cache: cannot read %s: %s (ignored)", path, exc)
+            return None
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
+                raise ValueError("not a tool cache file of this version")
+            tools = data["tools"]
+            capabilities = data.get("capabilities") or {}
+            if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t for t in tools):
+                raise ValueError("'tools' is not a list of tools")
+            if not isinstance(capabilities, dict):
+                raise ValueError("'capabilities' is not an object")
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("tool cache: ignoring corrupt file %s: %s", path, exc)
+            return None
+        if data.get("key") != cache_key(config):
+            return None  # the configuration (or the script) changed since
+        return CachedList(tuple(tools), capabilities)
+
+    def save(
+        self,
+        server: str,
+        config: StdioServerConfig | RemoteServerConfig,
+        tools: Sequence[JSONObject],
+        capabilities: JSONObject | None = None,
+    ) -> bool:
+        """Write the list ``server`` just gave; returns whether it was written."""
+        data = {
+            "version": CACHE_VERSION,
+            "server": server,
+            "key": cache_key(config),
+            "capabilities": capabilities or {},
+            "tools": list(tools),
+        }
+        path = self.path(server)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as file:
+                    json.dump(data, file, separators=(",", ":"), default=str)
+                os.replace(temporary, path)
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except (OSError, TypeError, ValueError) as exc:
+            logger.warning("tool cache: cannot write %s: %s", path, exc)
+            return False
+        return True

@@ -1,0 +1,226 @@
+"""Cached tool lists: warm starts, calls that wait, changed lists, lazy servers, retries, keys.
+
+Real fixture servers (``tests/servers/gated.py``) whose start the test holds back with a gate
+file, so "the list was offered before the server was up" is a fact, not a timing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_agent.config import StdioServerConfig
+from mcp_agent.tools.cache import ToolCache, cache_key
+from mcp_agent.tools.hub import ToolHub, open_tool_hub
+
+from .conftest import FAST_RESTARTS, server
+
+
+async def until(condition: Any, seconds: float = 20) -> None:
+    """Wait until ``condition()`` is true; a generous does-not-hang bound, not a timing claim."""
+    with anyio.fail_after(seconds):
+        while not condition():
+            await anyio.sleep(0.02)
+
+
+def starts(log: Path) -> int:
+    return sum(1 for line in log.read_text().splitlines() if line.startswith("start")) if log.exists() else 0
+
+
+def status(hub: ToolHub, name: str = "g") -> Any:
+    return next(s for s in hub.status() if s.name == name)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    names = {"log": "starts.log", "gate": "gate", "tools": "tools.txt", "ok": "ok", "state": "state"}
+    paths = {key: tmp_path / value for key, value in names.items()}
+    paths["tools"].write_text("echo\nshout\n")
+    return paths
+
+
+def gated(files: dict[str, Path], **options: Any) -> StdioServerConfig:
+    env = {"GATED_LOG": str(files["log"]), "GATED_GATE": str(files["gate"]), "GATED_TOOLS": str(files["tools"])}
+    env.update(options.pop("env", {}))
+    return server("gated.py", env=env, **options)
+
+
+async def warm(files: dict[str, Path], config: StdioServerConfig) -> None:
+    """One start with the gate open, so the next one starts from the cache."""
+    files["gate"].touch()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "up" and not status(hub).from_cache
+    files["gate"].unlink()
+
+
+async def test_a_warm_start_offers_the_cached_list_before_the_server_is_up_and_a_call_waits(
+    files: dict[str, Path],
+) -> None:
+    config = gated(files)
+    await warm(files, config)
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        # the gate is shut: the server cannot have answered initialize yet
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+        assert status(hub).status == "starting" and status(hub).from_cache
+        async with anyio.create_task_group() as tg:
+            results: list[Any] = []
+
+            async def call() -> None:
+                results.append(await hub.call_tool("g__echo", {"text": "hi"}))
+
+            tg.start_soon(call)
+            await anyio.sleep(0.2)
+            assert results == []  # waiting for the start, not failed
+            files["gate"].touch()
+        assert results[0].text == "echo: hi" and not results[0].is_error
+        assert status(hub).status == "up" and not status(hub).from_cache
+
+
+async def test_a_changed_list_replaces_the_cached_one_and_tells_subscribers(files: dict[str, Path]) -> None:
+    config = gated(files)
+    await warm(files, config)
+    files["tools"].write_text("echo\nwhisper\n")  # same configuration, different list
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        changes: list[list[str]] = []
+        hub.subscribe(lambda: changes.append([t.name for t in hub.list_tools()]))
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+        files["gate"].touch()
+        await until(lambda: status(hub).status == "up")
+        assert changes[-1] == ["g__echo", "g__whisper"]
+        assert (await hub.call_tool("g__whisper", {"text": "x"})).text == "whisper: x"
+    cached = ToolCache(files["state"] / "tool-cache").load("g", config)
+    assert cached is not None and [t["name"] for t in cached.tools] == ["echo", "whisper"]
+
+
+async def test_the_same_list_sends_no_change(files: dict[str, Path]) -> None:
+    config = gated(files)
+    await warm(files, config)
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        changes: list[int] = []
+        hub.subscribe(lambda: changes.append(1))
+        files["gate"].touch()
+        await until(lambda: status(hub).status == "up")
+        assert changes == []
+
+
+async def test_changing_args_env_or_filters_invalidates_the_cache(files: dict[str, Path], tmp_path: Path) -> None:
+    config = gated(files)
+    await warm(files, config)
+    cache = ToolCache(files["state"] / "tool-cache")
+    assert cache.load("g", config) is not None
+    variants = [
+        config.model_copy(update={"args": [*config.args, "--extra"]}),
+        config.model_copy(update={"env": {**config.env, "GATED_TOOLS": str(tmp_path / "other")}}),
+        config.model_copy(update={"env": {**config.env, "NEW": "1"}}),
+        config.model_copy(update={"allow_tools": ["echo"]}),
+        config.model_copy(update={"deny_tools": ["shout"]}),
+        config.model_copy(update={"command": "/usr/bin/python3"}),
+    ]
+    keys = {cache_key(config)} | {cache_key(v) for v in variants}
+    assert len(keys) == len(variants) + 1
+    for variant in variants:
+        assert cache.load("g", variant) is None
+    # touching the server script changes its key too
+    script = Path(config.args[0])
+    stat = script.stat()
+    before = cache_key(config)
+    os.utime(script, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    try:
+        assert cache_key(config) != before
+    finally:
+        os.utime(script, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    # secrets are hashed into the key, never written
+    secret = config.model_copy(update={"env": {**config.env, "TOKEN": "s3cret-value"}})
+    assert cache.save("s", secret, [{"name": "x", "inputSchema": {"type": "object"}}])
+    assert "s3cret-value" not in cache.path("s").read_text()
+
+
+async def test_a_corrupt_cache_file_is_ignored_with_a_warning(
+    files: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    config = gated(files)
+    await warm(files, config)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    for junk in ["{not json", json.dumps({"version": 1, "key": cache_key(config), "tools": "nope"}), ""]:
+        path.write_text(junk)
+        caplog.clear()
+        files["gate"].touch()
+        with caplog.at_level(logging.WARNING):
+            async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+                assert status(hub).status == "up" and not status(hub).from_cache  # started as without a cache
+        assert "ignoring corrupt file" in caplog.text
+        assert json.loads(path.read_text())["tools"][0]["name"] == "echo"  # rewritten whole
+        files["gate"].unlink()
+
+
+async def test_a_cached_server_that_fails_to_start_says_it_is_down(files: dict[str, Path]) -> None:
+    config = gated(files, env={"GATED_FAIL_UNLESS": str(files["ok"])})
+    files["ok"].touch()
+    await warm(files, config)
+    files["ok"].unlink()
+    async with open_tool_hub({"g": config}, state_dir=files["state"], restart_policy=FAST_RESTARTS) as hub:
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+        result = await hub.call_tool("g__echo", {"text": "hi"})
+        assert result.is_error
+        assert "server g" in result.text and "exited during start-up" in result.text
+        assert "unknown tool" not in result.text
+        assert status(hub).status == "failed"
+
+
+async def test_a_failed_first_start_is_retried_with_backoff_and_its_tools_appear(files: dict[str, Path]) -> None:
+    files["gate"].touch()
+    config = gated(files, env={"GATED_FAIL_UNLESS": str(files["ok"])})
+    async with open_tool_hub({"g": config}, state_dir=files["state"], restart_policy=FAST_RESTARTS) as hub:
+        assert status(hub).status == "failed" and hub.list_tools() == ()
+        changes: list[int] = []
+        hub.subscribe(lambda: changes.append(1))
+        await until(lambda: starts(files["log"]) >= 3)  # retried, not given up
+        files["ok"].touch()
+        await until(lambda: status(hub).status == "up")
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"] and changes
+        assert (await hub.call_tool("g__shout", {"text": "x"})).text == "shout: x"
+
+
+async def test_a_lazy_server_starts_on_its_first_call_and_stops_when_idle(files: dict[str, Path]) -> None:
+    files["gate"].touch()
+    config = gated(files, lazy=True, idle_seconds=0.5)
+    # no cache yet: a lazy server starts once to learn its list, then stops when idle
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "up" and status(hub).lazy
+        await until(lambda: status(hub).status == "idle")
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+    assert starts(files["log"]) == 1
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "idle" and status(hub).from_cache
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+        await anyio.sleep(0.3)
+        assert starts(files["log"]) == 1  # not started: nothing called it
+        assert (await hub.call_tool("g__echo", {"text": "a"})).text == "echo: a"
+        assert starts(files["log"]) == 2 and status(hub).status == "up"
+        await until(lambda: status(hub).status == "idle")
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]  # still offered
+        assert (await hub.call_tool("g__echo", {"text": "b"})).text == "echo: b"
+        assert starts(files["log"]) == 3
+
+
+async def test_wait_mode_waits_for_the_real_start(files: dict[str, Path]) -> None:
+    config = gated(files)
+    await warm(files, config)
+    files["gate"].touch()
+    async with open_tool_hub({"g": config}, state_dir=files["state"], start="wait") as hub:
+        assert status(hub).status == "up" and not status(hub).from_cache
+
+
+async def test_on_call_mode_starts_nothing_until_called(files: dict[str, Path]) -> None:
+    config = gated(files)
+    await warm(files, config)
+    async with open_tool_hub({"g": config}, state_dir=files["state"], start="on_call") as hub:
+        assert status(hub).from_cache and status(hub).status == "idle"
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+    assert starts(files["log"]) == 1
