@@ -18,6 +18,12 @@ from anyio.abc import TaskStatus
 
 from .service import AgentFactory, GatewayService
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..config import AgentConfig
+
 logger = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 30.0
@@ -90,7 +96,14 @@ def default_factory() -> AgentFactory:
     """The real Agent's factory (imported late: the gateway only needs the seam)."""
     from ..loop.agent import Agent
 
-    return Agent.from_config  # type: ignore[return-value]
+    def factory(config: AgentConfig) -> Any:  # gateway.recordDir: each run recorded (loop/recording.py)
+        record_dir = config.gateway.record_dir
+        if not record_dir:
+            return Agent.from_config(config)
+        folder = config.base_dir / record_dir
+        return Agent.from_config(config, record=lambda run_id: folder / f"{run_id}.jsonl")
+
+    return factory
 
 
 @asynccontextmanager
