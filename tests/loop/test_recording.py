@@ -243,3 +243,50 @@ async def test_a_changed_recorded_answer_is_found_at_the_model_call(recorded, tm
     assert report.divergence is not None
     assert report.divergence.at == "tool call echo__add after model call 1"
     assert "other arguments" in report.divergence.what
+
+
+@pytest.mark.anyio
+async def test_gateway_record_dir_writes_one_file_per_run_over_http(tmp_path):
+    import anyio
+    import httpx
+
+    from tests.gateway.conftest import eventually, free_port
+    from tests.gateway.e2e import rule_reply
+
+    with running_model_server() as model:
+        model.handler = rule_reply
+        path = config(tmp_path, model, gateway={"recordDir": "runs"})
+        data = json.loads(path.read_text())
+        data["llm"].update(model="rule-model", provider="openai", stream=False)
+        path.write_text(json.dumps(data))
+        port = free_port()
+        process = await anyio.open_process(
+            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
+            cwd=str(ROOT),
+            env={**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": HEADER_SECRET},
+        )
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+
+                async def ready() -> bool:
+                    try:
+                        return (await http.get("/api/v1/health")).json().get("status") == "ok"
+                    except (httpx.TransportError, ValueError):
+                        return False
+
+                await eventually(ready, timeout=60)
+                for text in ("echo first", "echo second"):
+                    answer = await http.post("/api/v1/query", json={"query": text})
+                    assert answer.status_code == 200, answer.text
+        finally:
+            process.terminate()
+            await process.wait()
+    files = sorted((tmp_path / "runs").glob("*.jsonl"))
+    assert len(files) == 2
+    for file in files:
+        header = lines(file)[0]
+        assert file.stem == header["run_id"]
+        assert FAKE_KEY not in file.read_text() and HEADER_SECRET not in file.read_text()
+        report = await replay(file)  # the gateway and its servers are gone
+        assert report.identical, report.describe()
+        assert report.tool_calls == 1
