@@ -1,10 +1,11 @@
-"""The command line: ``mcp-agent serve | query | tools | doctor``.
+"""The command line: ``mcp-agent serve | query | tools | doctor | replay``.
 
 Thin on purpose: parse the arguments, load the config, call into the library, print. Logs and
 progress go to stderr; stdout carries only the command's output (and, for ``serve --stdio``,
 only the MCP protocol).
 
-Exit codes: 0 success; 1 the run (or a check) ended without success; 2 bad usage or config.
+Exit codes: 0 success; 1 the run (or a check) ended without success, or a replay diverged;
+2 bad usage or config, or a recording that cannot be read.
 
 The config file is ``--config F`` when given, else the file named by ``$MCP_AGENT_CONFIG``
 (for launchers that own the arguments, such as the MCP Inspector), else ``agent.json`` in the
@@ -87,11 +88,28 @@ def _parser() -> argparse.ArgumentParser:
         "other calls that need approval are asked on the terminal, or denied without one",
     )
 
+    query.add_argument(
+        "--record",
+        metavar="FILE",
+        help="record the run (model requests and turns, tool calls and results) to FILE as JSON lines, "
+        "for mcp-agent replay",
+    )
+
     tools = add("tools", "list every tool and every server's state")
     tools.add_argument("--json", action="store_true", help="print JSON")
     tools.add_argument("--fresh", action="store_true", help="start every server, also those whose tool list is cached")
 
     add("doctor", "check the config, the model server and every tool server")
+
+    replay_help = "re-run a recorded run with no servers and report the first divergence"
+    replay = commands.add_parser("replay", help=replay_help, description=replay_help)
+    replay.add_argument("file", help="the recording (mcp-agent query --record, gateway.recordDir)")
+    replay.add_argument(
+        "--config",
+        help="replay with this config's prompt, limits, llm options, approvals and tool filters "
+        "(default: the recording's own settings)",
+    )
+    replay.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -160,6 +178,8 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
             print(f"mcp-agent: {message}", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.command == "replay":
+        return _replay(args, fail)
     if args.command == "query" and not args.question.strip():
         return fail('query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"')
     import anyio
@@ -282,6 +302,8 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
                     "(starting with a letter or digit)"
                 )
             options["state"] = await session_state(config, stack)
+        if args.record:
+            options["record"] = args.record
         agent = await stack.enter_async_context(Agent.from_config(config, **options))
         names = [spec.name for spec in agent.tools.list_tools()]
         for glob in unmatched_globs(args.approve, names):
@@ -325,6 +347,28 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     except StateError as exc:
         logger.warning("could not import the conversations of %s: %s", state_dir() / "sessions", exc)
     return state
+
+
+# --------------------------------------------------------------------------------------------
+# replay
+
+
+def _replay(args: argparse.Namespace, fail: Any) -> int:
+    """``mcp-agent replay FILE``: 0 identical, 1 diverged, 2 an unreadable recording or config."""
+    import anyio
+
+    from .exceptions import ConfigError
+    from .loop.recording import RecordingError, replay
+
+    try:
+        report = anyio.run(lambda: replay(args.file, config=args.config))
+    except (RecordingError, ConfigError) as exc:
+        return int(fail(f"replay: {exc}"))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.describe())
+    return EXIT_OK if report.identical else EXIT_FAILED
 
 
 # --------------------------------------------------------------------------------------------

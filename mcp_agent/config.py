@@ -461,6 +461,9 @@ class GatewayConfig(_Model):
     stateless: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=0)
     max_query_chars: int = Field(default=20_000, ge=0)
+    record_dir: str | None = None
+    """Record every run to ``<recordDir>/<run id>.jsonl`` (``mcp-agent replay``); relative to the
+    config file's folder. None records nothing."""
 
     @field_validator("auth_token")
     @classmethod

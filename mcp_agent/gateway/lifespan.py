@@ -24,6 +24,12 @@ from ..loop._records import open_agent_state
 from ..state.base import Recovery, State
 from .service import AgentFactory, GatewayService
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..config import AgentConfig
+
 logger = logging.getLogger(__name__)
 
 PROBE_INTERVAL = 30.0
@@ -97,7 +103,14 @@ def default_factory(state: State) -> AgentFactory:
     only needs the seam)."""
     from ..loop.agent import Agent
 
-    return functools.partial(Agent.from_config, state=state)  # type: ignore[return-value]
+    def factory(config: AgentConfig) -> Any:  # gateway.recordDir: each run recorded (loop/recording.py)
+        record_dir = config.gateway.record_dir
+        if not record_dir:
+            return Agent.from_config(config, state=state)
+        folder = config.base_dir / record_dir
+        return Agent.from_config(config, state=state, record=lambda run_id: folder / f"{run_id}.jsonl")
+
+    return factory
 
 
 def with_state(factory: AgentFactory, state: State) -> AgentFactory:

@@ -64,6 +64,7 @@ from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import trim_history
 from .pages import PageStore
+from .recording import RecordTo
 from .result import RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -251,6 +252,8 @@ class Agent:
         events: a sink that receives every event of every run.
         gate: which calls may run; by default a GlobGate of ``approvals.require`` and
             ``approvals.requireDestructive``.
+        record: record every run (``loop/recording.py``): a file, or a function of the run id
+            giving each run's file. None records nothing.
     """
 
     def __init__(
@@ -264,8 +267,10 @@ class Agent:
         approvals: ApprovalQueue | None = None,
         events: EventSink | None = None,
         gate: Gate | None = None,
+        record: RecordTo | None = None,
     ) -> None:
         self.config = config or AgentConfig()
+        self.record = record
         self.provider = provider
         self._tools = tools
         self._system_prompt = self.config.prompt()
@@ -468,11 +473,60 @@ class Agent:
         session_id: str | None = None,
         input_error: str | None = None,
     ) -> RunResult:
+        options: dict[str, Any] = dict(
+            sinks=sinks, cancel=cancel, caller=caller, history=history, session_id=session_id, run_id=run_id
+        )
+        if self.record is not None and input_error is None:
+            return await self._recorded(text, limits, **options)
+        return await self._run_with(self.provider, self._tools, text, limits, input_error=input_error, **options)
+
+    async def _recorded(self, text: str, limits: Limits, **options: Any) -> RunResult:
+        """One run recorded to ``record`` (``loop/recording.py``)."""
+        from .recording import Recorder, record_path, settings_of
+
+        assert self.record is not None
+        run_id = options.pop("run_id", None) or secrets.token_hex(8)
+        recorder = Recorder(record_path(self.record, run_id))
+        recorder.start(
+            query=text,
+            run_id=run_id,
+            settings=settings_of(self.config, limits),
+            tools=self._tools.list_tools(),
+            config=self.config,
+            server=server_info_of(self.provider),
+            history=options["history"],
+            session_id=options["session_id"],
+        )
+        options["sinks"] = [*options["sinks"], recorder]
+        try:
+            provider, tools = recorder.provider(self.provider), recorder.tools(self._tools)
+            result = await self._run_with(provider, tools, text, limits, run_id=run_id, **options)
+            recorder.finish(result)
+        finally:
+            recorder.close()
+        if recorder.error is not None:
+            logger.warning("recording to %s failed: %s", recorder.path, recorder.error)
+        return result
+
+    async def _run_with(
+        self,
+        provider: Provider,
+        tools: ToolSource,
+        text: str,
+        limits: Limits,
+        *,
+        sinks: Sequence[EventSink],
+        cancel: anyio.Event | None,
+        caller: str | None,
+        history: Sequence[Message] = (),
+        session_id: str | None = None,
+        input_error: str | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
         return await run(
             text,
-            run_id=run_id,
-            provider=self.provider,
-            tools=self._routed_tools(),
+            provider=provider,
+            tools=self._routed_tools(tools),
             limits=limits,
             system_prompt=self._system_prompt,
             history=history,
@@ -487,15 +541,15 @@ class Agent:
             input_error=input_error,
             caller=caller,
             pages=self._pages,
+            run_id=run_id,
         )
 
-
-    def _routed_tools(self) -> ToolSource:
+    def _routed_tools(self, tools: ToolSource) -> ToolSource:
         """The tools for one run: routed (``llm.toolBudget``) when the budget applies to this model
         server as known now (its kind and context window can be learned after start-up)."""
         info = server_info_of(self.provider)
         budget = self._router.budget_for(kind=info.kind, context_window=info.context_window)
-        return self._tools if budget is None else self._router.for_run(self._tools, budget)
+        return tools if budget is None else self._router.for_run(tools, budget)
 
 
 def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
