@@ -41,6 +41,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
+from ..telemetry import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
 from ..tools.base import ToolSource
 from ..tools.content import content_images
 from ..tools.schema import checker_for, format_errors
@@ -117,6 +118,8 @@ class Slot:
     ms: float = 0.0
     truncated: bool = False
     images: tuple[Image, ...] = ()
+    spec: ToolSpec | None = None
+    span: ToolSpan = NULL_TOOL_SPAN
 
     def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
         self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
@@ -162,8 +165,10 @@ class Dispatcher:
         *,
         gate: Gate | None = None,
         approvals: ApprovalQueue | None = None,
+        trace: RunTrace = NO_TRACE,
     ) -> None:
         self.tools = tools
+        self.trace = trace
         self.limits = limits
         self.emit = emit
         self.gate = gate
@@ -213,7 +218,7 @@ class Dispatcher:
     def _check(self, call: ToolCall, specs: dict[str, ToolSpec]) -> Slot:
         slot = Slot(call)
         disabled = self.ledger.disabled_reason(call.name)
-        spec = specs.get(call.name)
+        spec = slot.spec = specs.get(call.name)
         if spec is not None:  # the tool's own deadline (its server's callTimeoutSeconds) wins
             own = spec.timeout_seconds
             slot.timeout = (own if own is not None else self.limits.tool_timeout_seconds) or None
@@ -291,7 +296,8 @@ class Dispatcher:
                 slot.executed = True
                 start = time.perf_counter()
                 try:
-                    result = await self._call(slot.call, slot.timeout)
+                    with slot.span.current():  # an MCP call made inside carries the span's context
+                        result = await self._call(slot.call, slot.timeout)
                 finally:  # also when cut off: the event says how long it ran
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
@@ -315,6 +321,7 @@ class Dispatcher:
             )
         except ApprovalsFull as exc:
             return Decision(False, str(exc))
+        slot.span.event("approval_requested", {"mcp_agent.approval.id": ticket.id})
         self.emit(
             ApprovalRequested,
             approval_id=ticket.id,
@@ -327,6 +334,10 @@ class Dispatcher:
             decision = await self.approvals.wait(ticket.id)
             return decision
         finally:
+            slot.span.event(
+                "approval_resolved",
+                {"mcp_agent.approval.id": ticket.id, "mcp_agent.approval.approved": decision.approved},
+            )
             self.emit(
                 ApprovalResolved,
                 approval_id=ticket.id,
@@ -374,6 +385,7 @@ class Dispatcher:
 
     def _started(self, round: int, slot: Slot) -> None:
         slot.started = True
+        slot.span = self.trace.tool_call(slot.call, slot.spec, round=round)
         self.emit(
             ToolCallStarted,
             round=round,
@@ -393,4 +405,11 @@ class Dispatcher:
             ms=slot.ms,
             truncated=slot.truncated,
             error="" if slot.ok else (first_line(slot.text) if slot.done else "interrupted"),
+        )
+        slot.span.ended(
+            verdict=slot.verdict,
+            ok=slot.ok,
+            is_error=slot.is_error if slot.done else True,
+            text=slot.text if slot.done else "interrupted",
+            ms=slot.ms,
         )

@@ -52,6 +52,7 @@ from ..events import (
 from ..exceptions import ConfigError
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import Provider, ToolChoice
+from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
@@ -86,6 +87,7 @@ async def run(
     input_error: str | None = None,
     caller: str | None = None,
     tool_choice: ToolChoice = "auto",
+    telemetry: TraceSettings | None = None,
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -109,11 +111,21 @@ async def run(
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
         tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
+        telemetry: what the run's spans say and whether they carry content (``telemetry.py``);
+            spans are made only when a TracerProvider is installed.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
         cancellation propagate (after ``RunEnded`` has been emitted).
     """
+    run_id = run_id or secrets.token_hex(8)
+    trace = RunTrace.start(
+        run_id=run_id,
+        session_id=session_id,
+        caller=caller,
+        query=query if isinstance(query, str) else "",
+        settings=telemetry,
+    )
     r = RunState(
         query,
         provider=provider,
@@ -125,11 +137,12 @@ async def run(
         cancel=cancel,
         gate=gate,
         approvals=approvals,
-        run_id=run_id or secrets.token_hex(8),
+        run_id=run_id,
         session_id=session_id,
         request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
+        trace=trace,
     )
     r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = r.invalid_input()
@@ -255,6 +268,7 @@ class Agent:
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
+        self._trace_settings = TraceSettings.from_config(self.config)
 
     @classmethod
     def from_config(
@@ -359,7 +373,12 @@ class Agent:
         sinks = [sink for sink in (self._events, events) if sink is not None]
         emit = Emitter(sinks, run_id, session_id, caller)
         limits = self.config.limits
-        dispatcher = Dispatcher(self._tools, limits, emit, gate=self._gate, approvals=self._approvals)
+        trace = RunTrace.start(
+            run_id=run_id, session_id=session_id, caller=caller, settings=self._trace_settings, run_span=False
+        )
+        dispatcher = Dispatcher(
+            self._tools, limits, emit, gate=self._gate, approvals=self._approvals, trace=trace
+        )
         call = ToolCall(f"direct_{run_id}", name, dict(arguments))
         plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
         await dispatcher.execute(plan)
@@ -414,6 +433,7 @@ class Agent:
             tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
+            telemetry=self._trace_settings,
         )
 
 
@@ -440,6 +460,7 @@ async def _open_agent(
 
     if not isinstance(config, AgentConfig):
         config = load_config(config)
+    setup_tracing(config.telemetry)  # OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT says so (and none is set)
     async with (
         open_provider(config.llm) as provider,
         open_tool_hub(
@@ -452,4 +473,7 @@ async def _open_agent(
         for warning in require_warnings(config.approvals.require, hub, down=down):
             logger.warning("%s", warning)
         config = sized_for_server(config, server_info_of(provider), hub.list_tools())
-        yield cls(provider, hub, config, **options)
+        try:
+            yield cls(provider, hub, config, **options)
+        finally:
+            await flush_tracing()
