@@ -29,26 +29,31 @@ Content (prompts, answers, tool arguments and results) goes on the spans only wi
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import _telemetry_attrs as attrs
 from ._redact import redact_text
 from .messages import Message, ToolCall, ToolSpec, Turn, Usage
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Span, Tracer
 
     from .config import AgentConfig, TelemetryConfig
 
 logger = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 AGENT_NAME = "mcp_agent"
 DEFAULT_SERVICE_NAME = "mcp-agent"
@@ -88,6 +93,28 @@ class TraceSettings:
 
 
 DEFAULT_SETTINGS = TraceSettings()
+
+
+def _quiet(fallback: Callable[[], T]) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Tracing never breaks a run: an error while making or ending a span (a broken exporter or
+    span processor) is logged, and ``fallback()`` (a no-op) is returned instead."""
+
+    def decorate(method: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(method)
+        def quiet(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return method(*args, **kwargs)
+            except Exception:
+                logger.warning("tracing: %s failed; the run goes on", method.__qualname__, exc_info=True)
+                return fallback()
+
+        return quiet
+
+    return decorate
+
+
+def _nothing() -> None:
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,14 +162,17 @@ def note_retry(error: BaseException, wait: float) -> None:
         return
     notes.retries += 1
     if notes.span is not None:
-        notes.span.add_event(
-            "retry",
-            {
-                "error.type": attrs.error_type(error),
-                "mcp_agent.retry.number": notes.retries,
-                "mcp_agent.retry.wait_s": wait,
-            },
-        )
+        _retry_event(notes.span, error, wait, notes.retries)
+
+
+@_quiet(_nothing)
+def _retry_event(span: Span, error: BaseException, wait: float, number: int) -> None:
+    attributes: dict[str, str | int | float] = {
+        "error.type": attrs.error_type(error),
+        "mcp_agent.retry.number": number,
+        "mcp_agent.retry.wait_s": wait,
+    }
+    span.add_event("retry", attributes)
 
 
 def note_tool_transport(
@@ -255,15 +285,11 @@ class RunTrace:
         found = tracer()
         if found is None:
             return NO_TRACE
-        return _Recording(found, settings, run_id, session_id, caller, query, run_span)
+        return _recording(found, settings, run_id, session_id, caller, query, run_span)
 
     @property
     def recording(self) -> bool:
         return False
-
-    def current(self) -> AbstractContextManager[object]:
-        """Inside: the run span is the current span."""
-        return nullcontext()
 
     def model_call(
         self,
@@ -299,6 +325,14 @@ class RunTrace:
 NO_TRACE = RunTrace()
 
 
+def _no_trace() -> RunTrace:
+    return NO_TRACE
+
+
+def _null_tool_span() -> ToolSpan:
+    return NULL_TOOL_SPAN
+
+
 class _RecordingModelSpan(ModelSpan):
     def __init__(self, span: Span, settings: TraceSettings) -> None:
         super().__init__()
@@ -315,6 +349,7 @@ class _RecordingModelSpan(ModelSpan):
         ):
             yield notes
 
+    @_quiet(_nothing)
     def ended(
         self,
         turn: Turn | None,
@@ -322,6 +357,14 @@ class _RecordingModelSpan(ModelSpan):
         error: str = "",
         exc: BaseException | None = None,
         ttft_ms: float | None = None,
+    ) -> None:
+        try:
+            self._describe(turn, error, exc, ttft_ms)
+        finally:
+            self.span.end()
+
+    def _describe(
+        self, turn: Turn | None, error: str, exc: BaseException | None, ttft_ms: float | None
     ) -> None:
         from opentelemetry.trace import StatusCode
 
@@ -353,7 +396,6 @@ class _RecordingModelSpan(ModelSpan):
             found["error.type"] = kind
             span.set_status(StatusCode.ERROR, redact_text(error)[:500])
         span.set_attributes(attrs.drop_none(found))
-        span.end()
 
 
 class _RecordingToolSpan(ToolSpan):
@@ -373,10 +415,18 @@ class _RecordingToolSpan(ToolSpan):
         finally:
             _tool_notes.reset(token)
 
+    @_quiet(_nothing)
     def event(self, name: str, attributes: Mapping[str, str | bool | int | float]) -> None:
         self.span.add_event(name, dict(attributes))
 
+    @_quiet(_nothing)
     def ended(self, *, verdict: str, ok: bool, is_error: bool, text: str, ms: float) -> None:
+        try:
+            self._describe(verdict, ok, is_error, text, ms)
+        finally:
+            self.span.end()
+
+    def _describe(self, verdict: str, ok: bool, is_error: bool, text: str, ms: float) -> None:
         from opentelemetry.trace import StatusCode
 
         notes = self.notes
@@ -398,7 +448,6 @@ class _RecordingToolSpan(ToolSpan):
         if self.settings.capture_content and verdict in ("run", "shared"):
             found["gen_ai.tool.call.result"] = attrs.redacted_text(text)
         self.span.set_attributes(attrs.drop_none(found))
-        self.span.end()
 
 
 class _Recording(RunTrace):
@@ -442,13 +491,17 @@ class _Recording(RunTrace):
     def recording(self) -> bool:
         return True
 
-    def current(self) -> AbstractContextManager[object]:
+    def _parent(self) -> Context | None:
+        """The run span as the parent of a call's span (None, the current context: no run span).
+
+        Explicit, so the run span need not be current anywhere: a call's span is, while it runs."""
         if self.span is None:
-            return nullcontext()
-        from opentelemetry.trace import use_span
+            return None
+        from opentelemetry.trace import set_span_in_context
 
-        return use_span(self.span, record_exception=False, set_status_on_exception=False)
+        return set_span_in_context(self.span)
 
+    @_quiet(ModelSpan)
     def model_call(
         self,
         messages: Sequence[Message],
@@ -475,12 +528,16 @@ class _Recording(RunTrace):
             found["gen_ai.input.messages"] = attrs.input_messages(messages)
             found["gen_ai.system_instructions"] = attrs.system_instructions(messages)
         span = self.tracer.start_span(
-            f"chat {model}" if model else "chat", kind=SpanKind.CLIENT, attributes=attrs.drop_none(found)
+            f"chat {model}" if model else "chat",
+            context=self._parent(),
+            kind=SpanKind.CLIENT,
+            attributes=attrs.drop_none(found),
         )
         notes_span = _RecordingModelSpan(span, settings)
         notes_span.notes.model = model
         return notes_span
 
+    @_quiet(_null_tool_span)
     def tool_call(self, call: ToolCall, spec: ToolSpec | None, *, round: int) -> ToolSpan:
         from opentelemetry.trace import SpanKind
 
@@ -504,10 +561,14 @@ class _Recording(RunTrace):
         if self.settings.capture_content:
             found["gen_ai.tool.call.arguments"] = attrs.redacted_json(dict(call.arguments))
         span = self.tracer.start_span(
-            f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attrs.drop_none(found)
+            f"execute_tool {call.name}",
+            context=self._parent(),
+            kind=SpanKind.INTERNAL,
+            attributes=attrs.drop_none(found),
         )
         return _RecordingToolSpan(span, self.settings)
 
+    @_quiet(_nothing)
     def ended(
         self,
         *,
@@ -524,8 +585,27 @@ class _Recording(RunTrace):
         span = self.span
         if span is None:
             return
+        try:
+            self._describe(reason, ok, detail, rounds, tool_calls, usage, early_stopped, answer, error)
+        finally:
+            span.end()
+
+    def _describe(
+        self,
+        reason: str,
+        ok: bool,
+        detail: str,
+        rounds: int,
+        tool_calls: int,
+        usage: Usage | None,
+        early_stopped: bool,
+        answer: str,
+        error: BaseException | None,
+    ) -> None:
         from opentelemetry.trace import StatusCode
 
+        span = self.span
+        assert span is not None
         usage = usage or Usage()
         found: dict[str, Any] = {
             "mcp_agent.termination_reason": reason,
@@ -543,7 +623,19 @@ class _Recording(RunTrace):
         if error is not None and not _is_cancellation(error):
             span.record_exception(error)
         span.set_attributes(found)
-        span.end()
+
+
+@_quiet(_no_trace)
+def _recording(
+    tracer: Tracer,
+    settings: TraceSettings,
+    run_id: str,
+    session_id: str | None,
+    caller: str | None,
+    query: str,
+    run_span: bool,
+) -> RunTrace:
+    return _Recording(tracer, settings, run_id, session_id, caller, query, run_span)
 
 
 def _cut_off_type(error: str) -> str:

@@ -121,7 +121,7 @@ class GatewayService:
             share=self.callers.share_of,
         )
         self.bus = EventBus()
-        self.metrics = Metrics()
+        self.metrics = Metrics.for_config(config, tools=self.tool_specs)
         self.agent: AgentLike | None = None
         self.state = "starting"
         self.error: str | None = None
