@@ -104,9 +104,13 @@ def _redact_value(value: Any) -> Any:
     return value
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def redacted_json(value: Any) -> str:
     """``value`` as compact JSON text, every string in it redacted and cut to ``MAX_TEXT_CHARS``."""
-    return json.dumps(_redact_value(value), ensure_ascii=False, separators=(",", ":"), default=str)
+    return _dumps(_redact_value(value))
 
 
 def _call_part(call: ToolCall) -> dict[str, Any]:
@@ -139,7 +143,7 @@ def input_messages(messages: Sequence[Message]) -> str:
     """``gen_ai.input.messages``: the chat history sent, system messages left out (they are
     ``gen_ai.system_instructions``)."""
     shown = [{"role": m.role, "parts": message_parts(m)} for m in messages if m.role != "system"]
-    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    return _dumps(shown)
 
 
 def system_instructions(messages: Sequence[Message]) -> str | None:
@@ -149,7 +153,7 @@ def system_instructions(messages: Sequence[Message]) -> str | None:
         for m in messages
         if m.role == "system" and m.content
     ]
-    return json.dumps(parts, ensure_ascii=False, separators=(",", ":")) if parts else None
+    return _dumps(parts) if parts else None
 
 
 def output_messages(turn: Turn) -> str:
@@ -159,7 +163,7 @@ def output_messages(turn: Turn) -> str:
         parts.append({"type": "text", "content": redacted_text(turn.content)})
     parts.extend(_call_part(call) for call in turn.tool_calls)
     message = {"role": "assistant", "parts": parts, "finish_reason": turn.finish_reason or "stop"}
-    return json.dumps([message], ensure_ascii=False, separators=(",", ":"))
+    return _dumps([message])
 
 
 def text_messages(role: str, text: str) -> str:
@@ -167,7 +171,7 @@ def text_messages(role: str, text: str) -> str:
     message: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": redacted_text(text)}]}
     if role == "assistant":
         message["finish_reason"] = "stop"
-    return json.dumps([message], ensure_ascii=False, separators=(",", ":"))
+    return _dumps([message])
 
 
 def drop_none(attributes: Mapping[str, Any]) -> dict[str, Any]:
