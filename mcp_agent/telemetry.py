@@ -35,7 +35,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -226,15 +226,21 @@ class ModelSpan:
 
     def __init__(self) -> None:
         self.notes = ModelNotes()
+        self._token: Token[ModelNotes | None] | None = None
 
-    @contextmanager
-    def current(self) -> Iterator[ModelNotes]:
-        """Inside: the provider's notes go to this call (and its span is the current one)."""
-        token = _model_notes.set(self.notes)
-        try:
-            yield self.notes
-        finally:
-            _model_notes.reset(token)
+    def current(self) -> ModelSpan:
+        """``with span.current():`` the provider's notes go to this call (and when traced, its
+        span is the current one). A context manager object, not a generator: it runs per call."""
+        return self
+
+    def __enter__(self) -> ModelNotes:
+        self._token = _model_notes.set(self.notes)
+        return self.notes
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _model_notes.reset(self._token)
+            self._token = None
 
     def ended(
         self,
@@ -338,16 +344,20 @@ class _RecordingModelSpan(ModelSpan):
         super().__init__()
         self.span = self.notes.span = span
         self.settings = settings
+        self._used: AbstractContextManager[object] | None = None
 
-    @contextmanager
-    def current(self) -> Iterator[ModelNotes]:
+    def __enter__(self) -> ModelNotes:
         from opentelemetry.trace import use_span
 
-        with (
-            use_span(self.span, record_exception=False, set_status_on_exception=False),
-            super().current() as notes,
-        ):
-            yield notes
+        self._used = use_span(self.span, record_exception=False, set_status_on_exception=False)
+        self._used.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        used, self._used = self._used, None
+        if used is not None:
+            used.__exit__(None, None, None)
 
     @_quiet(_nothing)
     def ended(
