@@ -8,9 +8,13 @@
    answer) and the stdio echo server of ``tests/servers/echo.py`` behind the real ToolHub: one
    query is two model turns and one stdio tool call, so a traced query makes the MCP SDK's server
    span, ``invoke_agent``, two ``chat``, one ``execute_tool`` and the SDK's ``MCP send`` span.
-   The modes alternate (off, on, off, on, ...) so that drift on a shared machine hits both; the
-   figure to read is the median of the per-round p50s. Target: on ≤ +5 % of off at p50.
-2. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
+   Both gateways run at once and the client alternates between them call by call (which goes
+   first alternates too), so the load of a shared machine falls on both alike; each round gives
+   a p50 and p95 per mode, and the figures to read are the medians over the rounds.
+   Target: on ≤ +5 % of off at p50.
+2. The same run in-process (scripted model, in-memory tool, no HTTP), traced and not, alternating:
+   the tracing cost per run without the noise of sockets and processes.
+3. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
    imported, the hooks one run calls (``RunTrace.start``, two model calls with their notes, one
    tool call, the end), timed in a loop, next to an in-process ``Agent.query`` of the same shape
    (scripted model, in-memory tool) for scale.
@@ -156,22 +160,33 @@ def stop_gateway(server: subprocess.Popen[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ the client
 
 
-async def latencies(url: str, calls: int, warmup: int) -> tuple[list[float], int]:
-    samples: list[float] = []
-    failures = 0
+@asynccontextmanager
+async def session(url: str) -> AsyncIterator[ClientSession]:
     async with (
         httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as http,
         streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write) as s,
     ):
-        await session.initialize()
+        await s.initialize()
+        yield s
+
+
+async def latencies(urls: dict[str, str], calls: int, warmup: int) -> tuple[dict[str, list[float]], int]:
+    """``calls`` agent_query calls to each gateway, alternating between them call by call."""
+    samples: dict[str, list[float]] = {mode: [] for mode in urls}
+    failures = 0
+    async with session(urls["off"]) as off, session(urls["on"]) as on:
+        sessions = {"off": off, "on": on}
         for n in range(warmup + calls):
-            start = time.perf_counter()
-            result = await session.call_tool("agent_query", {"query": f"q{n}"})
-            elapsed = time.perf_counter() - start
-            if n >= warmup:
-                samples.append(elapsed)
-                failures += result.structured_content is None or result.structured_content["answer"] != f"echo: q{n}"
+            order = MODES if n % 2 == 0 else MODES[::-1]
+            for mode in order:
+                start = time.perf_counter()
+                result = await sessions[mode].call_tool("agent_query", {"query": f"q{n}"})
+                elapsed = time.perf_counter() - start
+                if n >= warmup:
+                    samples[mode].append(elapsed)
+                    content = result.structured_content
+                    failures += content is None or content["answer"] != f"echo: q{n}"
     return samples, failures
 
 
@@ -181,36 +196,87 @@ def percentile(ordered: list[float], share: float) -> float:
 
 def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    for _, mode in itertools.product(range(rounds), MODES):
-        server, url = start_gateway(mode)
+    spans = 0
+    for _ in range(rounds):
+        servers = {mode: start_gateway(mode) for mode in MODES}
         try:
-            samples, failures = anyio.run(latencies, url, calls, warmup)
+            samples, failures = anyio.run(latencies, {mode: url for mode, (_, url) in servers.items()}, calls, warmup)
         finally:
-            extra = stop_gateway(server)
-        ordered = sorted(samples)
-        rows.append(
-            {
-                "mode": mode,
-                "calls": len(samples),
-                "failures": failures,
-                "p50_ms": round(statistics.median(ordered) * 1000, 3),
-                "p95_ms": round(percentile(ordered, 0.95) * 1000, 3),
-                **({"spans_exported": extra["spans"]} if "spans" in extra else {}),
-            }
-        )
+            spans = stop_gateway(servers["on"][0]).get("spans", 0)
+            stop_gateway(servers["off"][0])
+        row: dict[str, Any] = {"calls_per_mode": calls, "failures": failures}
+        for mode in MODES:
+            ordered = sorted(samples[mode])
+            row[f"p50_ms_{mode}"] = round(statistics.median(ordered) * 1000, 3)
+            row[f"p95_ms_{mode}"] = round(percentile(ordered, 0.95) * 1000, 3)
+        row["p50_overhead_pct"] = round((row["p50_ms_on"] / row["p50_ms_off"] - 1) * 100, 2)
+        rows.append(row)
 
-    def median_of(mode: str, key: str) -> float:
-        return round(statistics.median(row[key] for row in rows if row["mode"] == mode), 3)
-
-    summary = {f"{key}_{mode}": median_of(mode, key) for key in ("p50_ms", "p95_ms") for mode in MODES}
-    for key in ("p50_ms", "p95_ms"):
-        summary[f"{key.split('_')[0]}_overhead_pct"] = round(
-            (summary[f"{key}_on"] / summary[f"{key}_off"] - 1) * 100, 2
-        )
-    traced = [row for row in rows if "spans_exported" in row]
-    if traced:
-        summary["spans_per_query"] = round(traced[0]["spans_exported"] / (calls + warmup), 2)
+    summary: dict[str, Any] = {}
+    for key in ("p50_ms_off", "p50_ms_on", "p95_ms_off", "p95_ms_on"):
+        summary[key] = round(statistics.median(row[key] for row in rows), 3)
+    summary["p50_overhead_pct"] = round((summary["p50_ms_on"] / summary["p50_ms_off"] - 1) * 100, 2)
+    summary["p95_overhead_pct"] = round((summary["p95_ms_on"] / summary["p95_ms_off"] - 1) * 100, 2)
+    summary["p50_overhead_pct_median_of_rounds"] = statistics.median(row["p50_overhead_pct"] for row in rows)
+    summary["spans_per_query"] = round(spans / (calls + warmup), 2)
     return {"rounds": rows, **summary, "target_p50_overhead_pct": 5.0}
+
+
+IN_PROCESS = r"""
+import json, statistics, sys, time
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcp_agent.config import parse_config
+from mcp_agent.loop.agent import Agent
+from mcp_agent.messages import ToolCall, Usage
+from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.tools.memory import MemoryToolSource
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+N = int(sys.argv[1])
+tools = MemoryToolSource()
+async def echo(text: str) -> str:
+    return text
+tools.add("echo", echo, parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+call = ToolCall("c1", "echo", {"text": "hi"})
+
+def config(enabled):
+    return parse_config({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+                         "telemetry": {"enabled": enabled}}, environ={})
+
+async def main():
+    agents = {}
+    for mode, enabled in (("off", False), ("on", True)):
+        agents[mode] = (ScriptedProvider(), Agent(ScriptedProvider(), tools, config(enabled)))
+        provider_, agent = agents[mode]
+        agent.provider = provider_
+    times = {"off": [], "on": []}
+    for n in range(N + 200):
+        for mode in (("off", "on") if n % 2 == 0 else ("on", "off")):
+            provider_, agent = agents[mode]
+            provider_.add(tool_turn(call, usage=Usage(1, 1, 2)), text_turn("hi", usage=Usage(1, 1, 2)))
+            start = time.perf_counter()
+            assert (await agent.query("hi", session_id="s")).ok
+            if n >= 200:
+                times[mode].append(time.perf_counter() - start)
+        if n % 500 == 0:
+            exporter.clear()
+    return {f"run_us_{mode}": round(statistics.median(values) * 1e6, 1) for mode, values in times.items()}
+
+found = anyio.run(main)
+found["delta_us"] = round(found["run_us_on"] - found["run_us_off"], 1)
+print(json.dumps(found))
+"""
+
+
+def in_process(runs: int) -> dict[str, Any]:
+    return _python(IN_PROCESS, runs)
 
 
 # ------------------------------------------------------------------------------------ the no-op cost
@@ -279,9 +345,13 @@ print(json.dumps({"sdk_importable": False, "hooks_us_per_run": round(hooks_us, 2
 
 
 def noop_cost(iterations: int) -> dict[str, Any]:
+    return _python(NOOP, iterations)
+
+
+def _python(code: str, count: int) -> dict[str, Any]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     done = subprocess.run(
-        [sys.executable, "-c", NOOP, str(iterations)],
+        [sys.executable, "-c", code, str(count)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -289,17 +359,18 @@ def noop_cost(iterations: int) -> dict[str, Any]:
         env={**env, "PYTHONPATH": str(ROOT)},
     )
     if done.returncode != 0:
-        raise SystemExit(f"bench_telemetry: the no-op measurement failed:\n{done.stderr}")
+        raise SystemExit(f"bench_telemetry: a measurement failed:\n{done.stderr}")
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=200, help="measured agent_query calls per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode (off and on alternate)")
+    parser.add_argument("--calls", type=int, default=200, help="measured agent_query calls per round and mode")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each with a fresh pair of gateways")
     parser.add_argument("--warmup", type=int, default=30, help="unmeasured calls at the start of each round")
     parser.add_argument("--noop-iterations", type=int, default=20000, help="loops of the no-op hooks")
+    parser.add_argument("--in-process-runs", type=int, default=2000, help="in-process runs per mode")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, default="off", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -307,6 +378,7 @@ def main() -> None:
         serve(args.serve, args.mode)
         return
     http = http_rounds(args.calls, args.rounds, args.warmup)
+    local = in_process(args.in_process_runs)
     noop = noop_cost(args.noop_iterations)
     print(
         json.dumps(
@@ -319,6 +391,10 @@ def main() -> None:
                     "tool": "stdio echo (tests/servers/echo.py) via ToolHub",
                     "on": "SDK TracerProvider, SimpleSpanProcessor, InMemorySpanExporter",
                     **http,
+                },
+                "in_process_run": {
+                    "what": "Agent.query, scripted model (1 tool call + answer), in-memory tool; median",
+                    **local,
                 },
                 "noop_without_sdk": noop,
             },

@@ -14,6 +14,7 @@ values are str, bool, int, float or lists of str), so all of it is table-tested 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,6 +46,7 @@ MAX_TEXT_CHARS = 16_000
 """A content part longer than this is cut (with a note): spans are not transcripts."""
 
 
+@functools.lru_cache(maxsize=256)
 def provider_name(api: str | None, url: str | None) -> str:
     """``gen_ai.provider.name`` for a call to ``url`` over the ``api`` wire format.
 
@@ -61,6 +63,15 @@ def provider_name(api: str | None, url: str | None) -> str:
 
 def server_of(url: str | None) -> dict[str, Any]:
     """``server.address`` and ``server.port`` of ``url`` (the scheme's default port when it has none)."""
+    return dict(_server_of(url))
+
+
+@functools.lru_cache(maxsize=256)
+def _server_of(url: str | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(_parse_server(url).items())
+
+
+def _parse_server(url: str | None) -> dict[str, Any]:
     if not url:
         return {}
     try:

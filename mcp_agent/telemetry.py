@@ -378,11 +378,18 @@ class _RecordingModelSpan(ModelSpan):
     ) -> None:
         from opentelemetry.trace import StatusCode
 
-        span, notes = self.span, self.notes
-        found: dict[str, Any] = {"gen_ai.request.stream": notes.stream, "gen_ai.request.model": notes.model}
+        span, notes, settings = self.span, self.notes, self.settings
+        found: dict[str, Any] = {"gen_ai.request.stream": notes.stream}
+        # what the provider said, where it differs from what the span was started with (fallbacks)
+        if notes.model != settings.request_model:
+            found["gen_ai.request.model"] = notes.model
         if notes.url is not None:
-            found.update(attrs.server_of(notes.url))
-            found["gen_ai.provider.name"] = attrs.provider_name(notes.api, notes.url)
+            server = attrs.server_of(notes.url)
+            if server != attrs.server_of(settings.endpoint):
+                found.update(server)
+            name = attrs.provider_name(notes.api, notes.url)
+            if name != attrs.provider_name(settings.api, settings.endpoint):
+                found["gen_ai.provider.name"] = name
         if notes.retries:
             found["mcp_agent.model.retries"] = notes.retries
         if turn is not None:
@@ -477,7 +484,8 @@ class _Recording(RunTrace):
 
         self.tracer = tracer
         self.settings = settings
-        self.common = attrs.drop_none({"gen_ai.conversation.id": session_id, "mcp_agent.run.id": run_id})
+        self.common = attrs.drop_none({"gen_ai.conversation.id": session_id})
+        """On every span of the run (the run id only on the run's span: the trace ties the rest)."""
         self.span: Span | None = None
         if not run_span:
             return
@@ -488,6 +496,7 @@ class _Recording(RunTrace):
             "gen_ai.agent.description": settings.agent_description,
             "gen_ai.request.model": settings.request_model,
             "mcp_agent.caller": caller,
+            "mcp_agent.run.id": run_id,
             **self.common,
             **attrs.server_of(settings.endpoint),
         }
