@@ -262,7 +262,7 @@ async def main():
             provider_, agent = agents[mode]
             provider_.add(tool_turn(call, usage=Usage(1, 1, 2)), text_turn("hi", usage=Usage(1, 1, 2)))
             start = time.perf_counter()
-            assert (await agent.query("hi", session_id="s")).ok
+            assert (await agent.query("hi")).ok
             if n >= 200:
                 times[mode].append(time.perf_counter() - start)
         if n % 500 == 0:
