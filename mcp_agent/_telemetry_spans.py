@@ -188,10 +188,11 @@ class _RecordingToolSpan(ToolSpan):
             "mcp_agent.tool.ok": ok,
             "mcp_agent.tool.is_error": is_error,
             "mcp_agent.tool.duration_ms": round(ms, 3),
-            "network.transport": notes.transport,
-            "mcp.protocol.version": notes.protocol_version,
-            "mcp.session.id": notes.session_id,
         }
+        if notes.transport is not None:  # the call went to an MCP server (not an in-process tool)
+            found["mcp.method.name"] = "tools/call"
+            found["network.transport"] = notes.transport
+            found["mcp.protocol.version"] = notes.protocol_version
         found.update(attrs.server_of(notes.url))
         if is_error:
             found["error.type"] = "tool_error" if verdict == "run" else verdict
@@ -300,7 +301,6 @@ class _Recording(RunTrace):
             found.update(
                 {
                     "gen_ai.tool.description": spec.description[:1000] or None,
-                    "mcp.method.name": "tools/call",
                     "mcp_agent.tool.server": spec.server or None,
                     "mcp_agent.tool.mcp_name": spec.mcp_name or None,
                 }

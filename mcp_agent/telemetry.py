@@ -40,7 +40,6 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._telemetry_setup import DEFAULT_SERVICE_NAME as DEFAULT_SERVICE_NAME
 from ._telemetry_setup import flush_tracing as flush_tracing
 from ._telemetry_setup import setup_tracing as setup_tracing
 from .messages import Message, ToolCall, ToolSpec, Turn, Usage
@@ -112,7 +111,6 @@ class ToolNotes:
     transport: str | None = None
     url: str | None = None
     protocol_version: str | None = None
-    session_id: str | None = None
 
 
 _model_notes: ContextVar[ModelNotes | None] = ContextVar("mcp_agent_model_notes", default=None)
@@ -140,18 +138,14 @@ def note_retry(error: BaseException, wait: float) -> None:
 
 
 def note_tool_transport(
-    *,
-    transport: str,
-    url: str | None = None,
-    protocol_version: str | None = None,
-    session_id: str | None = None,
+    *, transport: str, url: str | None = None, protocol_version: str | None = None
 ) -> None:
-    """Called by a tool connection as it makes a call: ``pipe`` (stdio) or ``tcp`` (HTTP), and for
-    HTTP the server's URL; the MCP protocol version and session id when known."""
+    """Called by a tool connection as it makes a call: ``pipe`` (stdio) or ``tcp`` (HTTP), for HTTP
+    the server's URL, and the MCP protocol version when known (the SDK does not tell the MCP
+    session id, so ``mcp.session.id`` is not recorded)."""
     notes = _tool_notes.get()
     if notes is not None:
-        notes.transport, notes.url = transport, url
-        notes.protocol_version, notes.session_id = protocol_version, session_id
+        notes.transport, notes.url, notes.protocol_version = transport, url, protocol_version
 
 
 # --------------------------------------------------------------------------------------------

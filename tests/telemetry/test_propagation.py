@@ -133,11 +133,14 @@ async def test_remote_and_stdio_tool_servers_get_the_run_context(spans: Spans, t
             assert trace_id == run.context.trace_id
             assert parent_id in below  # the execute_tool span or the SDK's "MCP send" span under it
     remote_span = dict(tool_spans["c1"].attributes)
+    assert remote_span["mcp.method.name"] == "tools/call"
     assert remote_span["network.transport"] == "tcp"
     assert remote_span["server.address"] == "127.0.0.1" and remote_span["server.port"] == traced_server.port
     assert remote_span["mcp.protocol.version"]
     assert remote_span["mcp_agent.tool.server"] == "remote" and remote_span["mcp_agent.tool.mcp_name"] == "whoami"
-    assert dict(tool_spans["c2"].attributes)["network.transport"] == "pipe"
+    local_span = dict(tool_spans["c2"].attributes)
+    assert local_span["network.transport"] == "pipe" and local_span["mcp.method.name"] == "tools/call"
+    assert "server.address" not in local_span
 
 
 async def test_rest_answers_do_not_leak_trace_headers_into_results(spans: Spans) -> None:
