@@ -43,17 +43,25 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+_warned: set[str] = set()
+
+
 def _quiet(fallback: Callable[[], T]) -> Callable[[Callable[P, T]], Callable[P, T]]:
     """Tracing never breaks a run: an error while making or ending a span (a broken exporter or
-    span processor) is logged, and ``fallback()`` (a no-op) is returned instead."""
+    span processor) is logged (a warning the first time for each method, then at debug level),
+    and ``fallback()`` (a no-op) is returned instead."""
 
     def decorate(method: Callable[P, T]) -> Callable[P, T]:
+        name = method.__qualname__
+
         @functools.wraps(method)
         def quiet(*args: P.args, **kwargs: P.kwargs) -> T:
             try:
                 return method(*args, **kwargs)
             except Exception:
-                logger.warning("tracing: %s failed; the run goes on", method.__qualname__, exc_info=True)
+                level = logging.DEBUG if name in _warned else logging.WARNING
+                _warned.add(name)
+                logger.log(level, "tracing: %s failed; the run goes on", name, exc_info=True)
                 return fallback()
 
         return quiet

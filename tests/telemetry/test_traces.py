@@ -7,6 +7,7 @@ exporter collects the spans (``conftest.spans``).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -251,3 +252,19 @@ def test_settings_from_config(enabled: bool) -> None:
     settings = TraceSettings.from_config(config(enabled=enabled, captureContent=True))
     assert settings.enabled is enabled and settings.capture_content
     assert settings.request_model == "qwen3:8b" and settings.agent_description == "Answers questions."
+
+
+async def test_a_broken_exporter_never_breaks_a_run(spans: Spans, caplog: pytest.LogCaptureFixture) -> None:
+    from .conftest import _installed_switch
+
+    class Broken:
+        def export(self, batch: Any) -> None:
+            raise RuntimeError("the collector is on fire")
+
+    caplog.set_level(logging.DEBUG, logger="mcp_agent.telemetry")  # a warning once, then debug
+    switch = _installed_switch()
+    switch.target = Broken()
+    provider = ScriptedProvider([tool_turn(ToolCall("c1", "mem__echo", {"text": "x"})), text_turn("fine")])
+    result = await Agent(provider, tools(), config()).query("go", session_id="s")
+    assert result.ok and result.answer == "fine"
+    assert "tracing:" in caplog.text and "the run goes on" in caplog.text
