@@ -534,6 +534,19 @@ class StateConfig(_Model):
         return value
 
 
+class TelemetryConfig(_Model):
+    """OpenTelemetry traces (README "Traces"); the standard ``OTEL_*`` variables do the rest."""
+
+    enabled: bool = True
+    """Record spans of each run (to the application's TracerProvider, or to the one set up from the
+    ``OTEL_*`` variables). False: no spans, and no provider is set up."""
+    capture_content: bool = False
+    """Put prompts, answers, tool arguments and tool results on the spans (secrets redacted)."""
+    service_name: str | None = None
+    """``service.name`` of a TracerProvider set up from the environment (``OTEL_SERVICE_NAME`` wins;
+    default ``mcp-agent``)."""
+
+
 # --------------------------------------------------------------------------------------------
 # the whole file
 
@@ -551,6 +564,7 @@ class AgentConfig(_Model):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
 
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The folder relative paths are resolved against (the config file's folder)."""

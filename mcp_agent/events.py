@@ -102,6 +102,10 @@ class ModelCallEnded(_Event):
     model: str | None = None
     """The model that answered (``Turn.model``; with ``llm.fallbacks``, which one); None when
     the call failed or the provider does not say."""
+    streamed: bool | None = None
+    """Whether the request was streamed (None when the provider does not say)."""
+    retries: int = 0
+    """How often the provider retried the request (connection errors, 429, 5xx)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -40,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
 from ..state.base import State
+from ._runner import as_dict
 from .lifespan import open_service
 from .mcp_server import AgentMCPServer, create_mcp_server
 from .mcp_sessions import McpSessionLimits
@@ -171,7 +172,7 @@ class GatewayApp:
         async def dashboard(request: Request) -> Response:
             return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
 
-        rest = RestAPI(self.service, extra_metrics=self._mcp_metrics)
+        rest = RestAPI(self.service)
         self.mcp_sessions = McpSessionLimits(
             None if self.stateless else self.session_manager,
             gateway.max_mcp_sessions,
@@ -203,6 +204,7 @@ class GatewayApp:
         inner = HostOriginMiddleware(inner, rules)
         inner = SecretsMiddleware(inner)
         self.drain = DrainMiddleware(inner)
+        self._watch_metrics()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.drain(scope, receive, send)
@@ -212,18 +214,35 @@ class GatewayApp:
         async with open_service(self.service, self.factory, state=self.state), self.session_manager.run():
             yield
 
-    def _mcp_metrics(self) -> list[str]:
-        return [
-            "# HELP mcp_agent_mcp_connections Legacy MCP connections that get tools/list_changed.",
-            "# TYPE mcp_agent_mcp_connections gauge",
-            f"mcp_agent_mcp_connections {self.tool.connections}",
-            "# HELP mcp_agent_mcp_sessions Open MCP sessions (SSE connections and Streamable HTTP sessions).",
-            "# TYPE mcp_agent_mcp_sessions gauge",
-            f"mcp_agent_mcp_sessions {sum(self.mcp_sessions.open_sessions().values())}",
-            "# HELP mcp_agent_http_requests_open HTTP requests open now (streams included).",
-            "# TYPE mcp_agent_http_requests_open gauge",
-            f"mcp_agent_http_requests_open {self.drain.open_requests()}",
-        ]
+    def _watch_metrics(self) -> None:
+        """The metrics read at each scrape of ``/metrics`` (the rest are counted from events)."""
+        service, watch = self.service, self.service.metrics.watch
+
+        def servers() -> list[dict[str, Any]]:
+            return [as_dict(status) for status in service.server_status()]
+
+        watch(
+            "mcp_agent_server_up",
+            "Tool servers by name: 1 while up, else 0.",
+            lambda: {(str(s.get("name")),): float(s.get("status") == "up") for s in servers()},
+            labels=("server",),
+        )
+        watch("mcp_agent_servers_up", "Tool servers up now.", lambda: sum(s.get("status") == "up" for s in servers()))
+        watch("mcp_agent_tools", "Tools offered to the model.", lambda: len(service.tool_specs()))
+        watch("mcp_agent_queries_queued", "Queries waiting for a slot.", lambda: service.admissions.queued)
+        watch("mcp_agent_events_dropped", "Events that slow listeners lost.", lambda: service.bus.dropped, kind="counter")
+        watch("mcp_agent_event_listeners", "Open /api/v1/events streams.", lambda: service.bus.listeners)
+        watch(
+            "mcp_agent_mcp_connections",
+            "Legacy MCP connections that get tools/list_changed.",
+            lambda: self.tool.connections,
+        )
+        watch(
+            "mcp_agent_mcp_sessions",
+            "Open MCP sessions (SSE connections and Streamable HTTP sessions).",
+            lambda: sum(self.mcp_sessions.open_sessions().values()),
+        )
+        watch("mcp_agent_http_requests_open", "HTTP requests open now (streams included).", self.drain.open_requests)
 
     async def shutdown(self, *, query_timeout: float = 5.0, flush_timeout: float = 2.0) -> None:
         """Graceful shutdown of everything HTTP, before the server stops.

@@ -46,6 +46,7 @@ from .query_call import QueryCalls, text_result
 from .query_input import limits_schema
 from .resumable import Streams
 from .service import Busy, GatewayService, NotReady
+from .trace_context import continue_http_traces
 
 logger = logging.getLogger(__name__)
 
@@ -316,4 +317,5 @@ def create_mcp_server(
         on_list_prompts=catalog.list_prompts if catalog else None,
         on_get_prompt=catalog.get_prompt if catalog else None,
     )
+    continue_http_traces(server)
     return server, tool

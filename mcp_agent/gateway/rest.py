@@ -37,6 +37,7 @@ from .._types import JSONObject
 from ..events import Event
 from ..loop.result import TerminationReason
 from ._runner import RunBook, as_dict
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .middleware import caller_of
 from .query_input import QueryInputError, parse_query_input, unencodable_at
 from .rest_answers import (
@@ -86,13 +87,10 @@ def run_filters(params: Mapping[str, str]) -> JSONObject:
 
 
 class RestAPI:
-    """The REST handlers over one GatewayService (and the MCP handler object, for metrics)."""
+    """The REST handlers over one GatewayService."""
 
-    def __init__(
-        self, service: GatewayService, *, extra_metrics: Callable[[], list[str]] | None = None
-    ) -> None:
+    def __init__(self, service: GatewayService) -> None:
         self.service = service
-        self.extra_metrics = extra_metrics
 
     def routes(self) -> list[Route]:
         return [
@@ -169,23 +167,7 @@ class RestAPI:
         return JSONResponse({"tools": tools, "count": len(tools), "servers": servers})
 
     async def metrics(self, request: Request) -> Response:
-        service = self.service
-        extra = [
-            "# HELP mcp_agent_tools Tools offered to the model.",
-            "# TYPE mcp_agent_tools gauge",
-            f"mcp_agent_tools {len(service.tool_specs())}",
-            "# HELP mcp_agent_events_dropped_total Events that slow listeners lost.",
-            "# TYPE mcp_agent_events_dropped_total counter",
-            f"mcp_agent_events_dropped_total {service.bus.dropped}",
-            "# HELP mcp_agent_event_listeners Open /api/v1/events streams.",
-            "# TYPE mcp_agent_event_listeners gauge",
-            f"mcp_agent_event_listeners {service.bus.listeners}",
-        ]
-        if self.extra_metrics is not None:
-            extra.extend(self.extra_metrics())
-        return PlainTextResponse(
-            service.metrics.render(extra=extra), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+        return PlainTextResponse(self.service.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     # ---------------------------------------------------------------- query
 

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 import anyio
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
@@ -23,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from .._types import JSONObject
 from ..exceptions import StateError
 from ..loop.result import RunResult
+from ..telemetry import continued_from
 from .callers import Caller
 from .eventbus import BufferedSink
 from .middleware import caller_of
@@ -171,6 +173,10 @@ class QueryAnswer:
         self.stream = stream
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        with continued_from(Headers(scope=scope)):  # the caller's traceparent, when traced
+            await self._answer(scope, receive, send)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         admission: Admission | None = None
         refusal: ApiError | None = None
         with anyio.CancelScope() as waiting:  # the client may leave while queued

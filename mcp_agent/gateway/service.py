@@ -127,7 +127,7 @@ class GatewayService:
             share=self.callers.share_of,
         )
         self.bus = EventBus()
-        self.metrics = Metrics()
+        self.metrics = Metrics.for_config(config, tools=self.tool_specs)
         self.agent: AgentLike | None = None
         self.state_store: State | None = None
         """Conversations, approvals and run records (``open_service`` opens or takes it)."""

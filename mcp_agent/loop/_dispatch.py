@@ -44,6 +44,7 @@ from ..events import (
 )
 from ..exceptions import StateError
 from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
+from ..telemetry import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
 from ..tools.base import ToolSource
 from ..tools.content import content_images
 from ..tools.schema import checker_for, format_errors
@@ -124,6 +125,8 @@ class Slot:
     total_chars: int = 0
     handle: str = ""
     images: tuple[Image, ...] = ()
+    spec: ToolSpec | None = None
+    span: ToolSpan = NULL_TOOL_SPAN
 
     def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
         self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
@@ -170,9 +173,11 @@ class Dispatcher:
         gate: Gate | None = None,
         approvals: ApprovalQueue | None = None,
         pages: RunPages | None = None,
+        trace: RunTrace = NO_TRACE,
     ) -> None:
         self.tools = tools
         self.pages = pages
+        self.trace = trace
         self.limits = limits
         self.emit = emit
         self.gate = gate
@@ -232,7 +237,7 @@ class Dispatcher:
     def _check(self, call: ToolCall, specs: dict[str, ToolSpec]) -> Slot:
         slot = Slot(call)
         disabled = self.ledger.disabled_reason(call.name)
-        spec = specs.get(call.name)
+        spec = slot.spec = specs.get(call.name)
         if spec is not None:  # the tool's own deadline (its server's callTimeoutSeconds) wins
             own = spec.timeout_seconds
             slot.timeout = (own if own is not None else self.limits.tool_timeout_seconds) or None
@@ -311,7 +316,8 @@ class Dispatcher:
                 slot.executed = True
                 start = time.perf_counter()
                 try:
-                    result = await self._call(slot.call, slot.timeout)
+                    with slot.span.current():  # an MCP call made inside carries the span's context
+                        result = await self._call(slot.call, slot.timeout)
                 finally:  # also when cut off: the event says how long it ran
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
@@ -350,6 +356,7 @@ class Dispatcher:
         except StateError as exc:
             logger.warning("could not store an approval request: %s", exc)
             return Decision(False, f"the approval could not be recorded ({exc})")
+        slot.span.event("approval_requested", {"mcp_agent.approval.id": ticket.id})
         self.emit(
             ApprovalRequested,
             approval_id=ticket.id,
@@ -366,6 +373,10 @@ class Dispatcher:
                 decision = Decision(False, f"the approval could not be read back ({exc})")
             return decision
         finally:
+            slot.span.event(
+                "approval_resolved",
+                {"mcp_agent.approval.id": ticket.id, "mcp_agent.approval.approved": decision.approved},
+            )
             self.emit(
                 ApprovalResolved,
                 approval_id=ticket.id,
@@ -417,6 +428,7 @@ class Dispatcher:
 
     def _started(self, round: int, slot: Slot) -> None:
         slot.started = True
+        slot.span = self.trace.tool_call(slot.call, slot.spec, round=round)
         self.emit(
             ToolCallStarted,
             round=round,
@@ -439,4 +451,11 @@ class Dispatcher:
             pages=slot.pages,
             total_chars=slot.total_chars,
             handle=slot.handle,
+        )
+        slot.span.ended(
+            verdict=slot.verdict,
+            ok=slot.ok,
+            is_error=slot.is_error if slot.done else True,
+            text=slot.text if slot.done else "interrupted",
+            ms=slot.ms,
         )

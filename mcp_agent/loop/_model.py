@@ -81,10 +81,18 @@ async def call_model(
 async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
     """``provider.complete`` between ModelCallStarted and ModelCallEnded; usage is summed."""
     r.emit(ModelCallStarted, round=r.rounds, messages=len(messages), tools=len(tools))
+    options = r.request
+    span = r.trace.model_call(
+        messages,
+        round=r.rounds,
+        max_output_tokens=options.get("max_output_tokens"),
+        temperature=options.get("temperature"),
+    )
     start = time.perf_counter()
     first_delta: float | None = None
     turn: Turn | None = None
     error = "interrupted"
+    failure: ProviderError | None = None
 
     def on_delta(delta: Delta) -> None:
         nonlocal first_delta
@@ -93,21 +101,22 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
         r.emit(ModelDelta, round=r.rounds, kind=delta.kind, text=delta.text, name=delta.name)
 
     try:
-        options = r.request
         if options.get("tool_choice") == "required" and (r.rounds > 1 or not tools):  # the first round only
             options = {**options, "tool_choice": "auto"}
-        turn = await r.provider.complete(ModelRequest(messages, tools, **options), on_delta)
+        with span.current():  # the provider's notes (and the chat span) belong to this call
+            turn = await r.provider.complete(ModelRequest(messages, tools, **options), on_delta)
         r.usage += turn.usage
         r.model = turn.model or r.model
         return turn
     except ProviderError as exc:
-        error = str(exc)
+        error, failure = str(exc), exc
         if exc.usage is not None:  # a stream that broke off still cost tokens
             r.usage += exc.usage
         raise
     finally:
         if turn is None and error == "interrupted":  # cut off from outside: say by what
             error = r.cut_off_by()
+        ttft_ms = None if first_delta is None else (first_delta - start) * 1000
         r.emit(
             ModelCallEnded,
             round=r.rounds,
@@ -115,11 +124,14 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
             error="" if turn is not None else error,
             usage=turn.usage.to_dict() if turn is not None else {},
             ms=(time.perf_counter() - start) * 1000,
-            ttft_ms=None if first_delta is None else (first_delta - start) * 1000,
+            ttft_ms=ttft_ms,
             tool_calls=[call.name for call in turn.tool_calls] if turn is not None else [],
             finish_reason=turn.finish_reason if turn is not None else None,
             model=turn.model if turn is not None else None,
+            streamed=span.notes.stream,
+            retries=span.notes.retries,
         )
+        span.ended(turn, error=error, exc=failure, ttft_ms=ttft_ms)
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ..config import Limits
 from ..events import EventSink, RunEnded
 from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
 from ..providers.base import Provider
+from ..telemetry import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter, Plan
 from .approvals import ApprovalQueue, Gate
@@ -70,6 +71,7 @@ class RunState:
         input_error: str | None = None,
         caller: str | None = None,
         pages: PageStore | None = None,
+        trace: RunTrace = NO_TRACE,
     ) -> None:
         self.input_error = input_error or query_problem(query)
         """Why the input is unusable (the run then ends ``terminal_error`` before any model call)."""
@@ -85,7 +87,11 @@ class RunState:
         self.run_id, self.session_id = run_id, session_id
         self.emit = Emitter(sinks, run_id, session_id, caller)
         self.pages = _run_pages(pages, limits, run_id, session_id, history)
-        self.dispatcher = Dispatcher(tools, limits, self.emit, gate=gate, approvals=approvals, pages=self.pages)
+        self.trace = trace
+        """The run's spans (``NO_TRACE`` when nothing is traced)."""
+        self.dispatcher = Dispatcher(
+            tools, limits, self.emit, gate=gate, approvals=approvals, pages=self.pages, trace=trace
+        )
         self.offered: list[ToolSpec] = self.dispatcher.offered()
         self.messages: list[Message] = list(history)
         if system_prompt and not (self.messages and self.messages[0].role == "system"):
@@ -235,7 +241,7 @@ class RunState:
             run_id=self.run_id,
             model=self.model,
         )
-        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms)
+        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms, answer=ending.answer)
         return result
 
     def end_abruptly(self, exc: BaseException) -> None:
@@ -244,22 +250,43 @@ class RunState:
         else:
             reason, detail = R.TERMINAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"
             logger.error("run %s failed: %s", self.run_id, detail)
-        self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000)
+        self._ended(reason, detail, False, (time.perf_counter() - self.started) * 1000, error=exc)
 
-    def _ended(self, reason: TerminationReason, detail: str, early_stopped: bool, elapsed_ms: float) -> None:
+    def _ended(
+        self,
+        reason: TerminationReason,
+        detail: str,
+        early_stopped: bool,
+        elapsed_ms: float,
+        *,
+        answer: str = "",
+        error: BaseException | None = None,
+    ) -> None:
         if self.pages is not None:
             self.pages.close()
         logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
+        # a turn cut off from outside was never closed: its calls count too
+        tool_calls = len(self.dispatcher.records) + (len(self.open_plan.slots) if self.open_plan else 0)
         self.emit(
             RunEnded,
             termination_reason=reason.value,
             early_stopped=early_stopped,
             detail=detail,
             rounds=self.rounds,
-            # a turn cut off from outside was never closed: its calls count too
-            tool_calls=len(self.dispatcher.records) + (len(self.open_plan.slots) if self.open_plan else 0),
+            tool_calls=tool_calls,
             usage=self.usage.to_dict(),
             elapsed_ms=elapsed_ms,
+        )
+        self.trace.ended(
+            reason=reason.value,
+            ok=reason is R.SUCCESS or early_stopped,
+            detail=detail,
+            rounds=self.rounds,
+            tool_calls=tool_calls,
+            usage=self.usage,
+            early_stopped=early_stopped,
+            answer=answer,
+            error=error,
         )
 
 

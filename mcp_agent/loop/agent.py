@@ -54,6 +54,7 @@ from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..providers.base import Provider, ToolChoice
 from ..providers.server_info import server_info_of
 from ..state.base import RunStore, Session, SessionStore, State, valid_session_id
+from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools, ToolRouter
 from ._dispatch import Dispatcher, Emitter
@@ -92,6 +93,7 @@ async def run(
     caller: str | None = None,
     tool_choice: ToolChoice = "auto",
     pages: PageStore | None = None,
+    telemetry: TraceSettings | None = None,
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -117,11 +119,21 @@ async def run(
         tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
         pages: where long results are kept for ``read_result`` (``loop/pages.py``): the Agent's
             store, so a session's next run can read them; None keeps them for this run only.
+        telemetry: what the run's spans say and whether they carry content (``telemetry.py``);
+            spans are made only when a TracerProvider is installed.
 
     Returns:
         The RunResult, for every ending. Only a programming error or the caller's own
         cancellation propagate (after ``RunEnded`` has been emitted).
     """
+    run_id = run_id or secrets.token_hex(8)
+    trace = RunTrace.start(
+        run_id=run_id,
+        session_id=session_id,
+        caller=caller,
+        query=query if isinstance(query, str) else "",
+        settings=telemetry,
+    )
     r = RunState(
         query,
         provider=provider,
@@ -133,12 +145,13 @@ async def run(
         cancel=cancel,
         gate=gate,
         approvals=approvals,
-        run_id=run_id or secrets.token_hex(8),
+        run_id=run_id,
         session_id=session_id,
         request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
         input_error=input_error,
         caller=caller,
         pages=pages,
+        trace=trace,
     )
     r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = r.invalid_input()
@@ -290,6 +303,7 @@ class Agent:
         self._events = events
         self._pages = PageStore(self.config.limits.max_paged_bytes_total)
         self._router = ToolRouter(self.config.llm.tool_budget, self.config.llm.pinned_tools)
+        self._trace_settings = TraceSettings.from_config(self.config)
 
     @classmethod
     def from_config(
@@ -434,7 +448,12 @@ class Agent:
         sinks = [sink for sink in (self._events, events) if sink is not None]
         emit = Emitter(sinks, run_id, session_id, caller)
         limits = self.config.limits
-        dispatcher = Dispatcher(self._tools, limits, emit, gate=self._gate, approvals=self._approvals)
+        trace = RunTrace.start(
+            run_id=run_id, session_id=session_id, caller=caller, settings=self._trace_settings, run_span=False
+        )
+        dispatcher = Dispatcher(
+            self._tools, limits, emit, gate=self._gate, approvals=self._approvals, trace=trace
+        )
         call = ToolCall(f"direct_{run_id}", name, dict(arguments))
         plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
         await dispatcher.execute(plan)
@@ -542,6 +561,7 @@ class Agent:
             caller=caller,
             pages=self._pages,
             run_id=run_id,
+            telemetry=self._trace_settings,
         )
 
     def _routed_tools(self, tools: ToolSource) -> ToolSource:
@@ -575,6 +595,7 @@ async def _open_agent(
 
     if not isinstance(config, AgentConfig):
         config = load_config(config)
+    setup_tracing(config.telemetry)  # OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT says so (and none is set)
     async with (
         open_provider(config.llm) as provider,
         open_tool_hub(
@@ -587,4 +608,7 @@ async def _open_agent(
         for warning in require_warnings(config.approvals.require, hub, down=down):
             logger.warning("%s", warning)
         config = sized_for_server(config, server_info_of(provider), hub.list_tools())
-        yield cls(provider, hub, config, **options)
+        try:
+            yield cls(provider, hub, config, **options)
+        finally:
+            await flush_tracing()

@@ -22,6 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from ..exceptions import ProviderError
+from ..telemetry import note_retry
 from ._classify import (
     ErrorInfo,
     classify_error,
@@ -124,5 +125,6 @@ class RetryPolicy:
                 logger.warning(
                     "%s failed (%s); retry %d/%d in %.2f s", what, exc, retry + 1, self.max_retries, wait
                 )
+                note_retry(exc, wait)
             await self.sleep(wait)
             retry += 1

@@ -53,6 +53,7 @@ from mcp import ClientSession, MCPError
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 from pydantic import ValidationError
@@ -61,6 +62,7 @@ from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ..messages import ToolResult
+from ..telemetry import inject_trace_headers, note_tool_transport
 from ._orphans import ChildRecords
 from ._repair import ResponseRepairer, describe_validation_error
 from ._server_tools import ServerTool, call_result, filter_warnings, server_tool
@@ -79,6 +81,20 @@ StartMode = Literal["background", "wait", "on_call"]
 start now), ``wait`` (offer nothing until the first real start), ``on_call`` (offer the cached
 list, start on the first call). A server without a cached list always starts at once, and
 ``lazy`` servers behave as ``on_call``."""
+
+
+async def _trace_headers(request: httpx2.Request) -> None:
+    """Each HTTP request to a remote server carries the trace context of the call it serves."""
+    inject_trace_headers(request.headers)
+
+
+def _traced_http_client(
+    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+) -> httpx2.AsyncClient:
+    """The SDK's client for the SSE transport, with ``_trace_headers``."""
+    client = create_mcp_http_client(headers, timeout, auth)
+    client.event_hooks["request"].append(_trace_headers)
+    return client
 
 
 class ProgressCallback(Protocol):
@@ -402,13 +418,18 @@ class ServerConnection:
                 self._child = attempt.child = child
                 yield child.read_stream, child.write_stream
         elif config.transport == "sse":
-            async with sse_client(config.url, headers=dict(config.headers) or None) as (read, write):
+            async with sse_client(
+                config.url, headers=dict(config.headers) or None, httpx_client_factory=_traced_http_client
+            ) as (read, write):
                 yield read, write
         else:
             timeout = httpx2.Timeout(30, read=300)
             async with (
                 httpx2.AsyncClient(
-                    headers=dict(config.headers), timeout=timeout, follow_redirects=True
+                    headers=dict(config.headers),
+                    timeout=timeout,
+                    follow_redirects=True,
+                    event_hooks={"request": [_trace_headers]},
                 ) as http,
                 streamable_http_client(
                     config.url, http_client=http, max_sse_event_size=config.max_message_bytes or None
@@ -680,6 +701,12 @@ class ServerConnection:
             state = "not responding" if self.state == "up" else self.state
             reason = f": {self.error}" if self.error else ""
             return failed(f"tool {shown} is temporarily unavailable: server {self.name} is {state}{reason}")
+        remote = self.config if isinstance(self.config, RemoteServerConfig) else None
+        note_tool_transport(  # for the call's span (telemetry.py), when traced
+            transport="pipe" if remote is None else "tcp",
+            url=remote.url if remote is not None else None,
+            protocol_version=live.session.protocol_version,
+        )
         try:
             result = await live.session.call_tool(
                 mcp_name, arguments, read_timeout_seconds=timeout or None, progress_callback=on_progress

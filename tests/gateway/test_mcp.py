@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_agent.loop.result import RESULT_SCHEMA
 
@@ -155,7 +156,8 @@ async def test_non_success_endings_are_errors(gateway: Running, query: str, reas
     assert result.structured_content["termination_reason"] == reason
     async with httpx2.AsyncClient() as http:
         metrics = (await http.get(f"{gateway.url}/metrics")).text
-    assert f'mcp_agent_queries_total{{termination_reason="{reason}"}} 1' in metrics
+    [queries] = [family for family in text_string_to_metric_families(metrics) if family.name == "mcp_agent_queries"]
+    assert {sample.labels["termination_reason"]: sample.value for sample in queries.samples}[reason] == 1
 
 
 @pytest.mark.parametrize(

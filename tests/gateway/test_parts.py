@@ -1,4 +1,4 @@
-"""Pure parts of the gateway: input parsing, metrics, the event bus, descriptions, result mapping."""
+"""Pure parts of the gateway: input parsing, the event bus, descriptions, result mapping."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 
 from mcp_agent.config import Limits
-from mcp_agent.events import ModelCallEnded, RoundStarted, RunEnded, ToolCallEnded
+from mcp_agent.events import RunEnded
 from mcp_agent.gateway.eventbus import BufferedSink, EventBus, FanOut
 from mcp_agent.gateway.mcp_server import (
     agent_query_description,
@@ -17,7 +17,6 @@ from mcp_agent.gateway.mcp_server import (
     run_result_to_mcp,
     summarize_tools,
 )
-from mcp_agent.gateway.metrics import Metrics, escape_label
 from mcp_agent.gateway.query_input import QueryInput, QueryInputError, limits_schema, parse_query_input
 from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
 from mcp_agent.messages import ToolSpec
@@ -185,47 +184,6 @@ def test_early_stop_is_not_an_error() -> None:
     )
     mapped = run_result_to_mcp(result)
     assert not mapped.is_error and mapped.content[0].text == "best effort"
-
-
-# ------------------------------------------------------------------------------------ metrics
-
-
-def test_metrics_show_every_reason_at_zero() -> None:
-    text = Metrics().render()
-    for reason in TerminationReason:
-        assert f'mcp_agent_queries_total{{termination_reason="{reason.value}"}} 0' in text
-    assert 'mcp_agent_queries_rejected_total{reason="busy"} 0' in text
-    assert "mcp_agent_queries_in_flight 0" in text
-
-
-def test_metrics_count_events() -> None:
-    metrics = Metrics()
-    metrics.emit(RunEnded(run_id="r", termination_reason="success", elapsed_ms=300))
-    metrics.emit(RunEnded(run_id="r", termination_reason="max_rounds", early_stopped=True, elapsed_ms=70_000))
-    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name="a__b", ok=True, ms=20))
-    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name="a__b", ok=False, ms=20))
-    metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name='we"ird', verdict="denied", ok=False))
-    metrics.emit(ModelCallEnded(run_id="r", round=1, ok=False, ms=5))
-    metrics.emit(RoundStarted(run_id="r", round=1))
-    metrics.reject("busy")
-    text = metrics.render(extra=["x_extra 1"])
-    assert 'mcp_agent_queries_total{termination_reason="success"} 1' in text
-    assert 'mcp_agent_queries_total{termination_reason="max_rounds"} 1' in text
-    assert "mcp_agent_queries_early_stopped_total 1" in text
-    assert 'mcp_agent_query_duration_seconds_bucket{le="0.5"} 1' in text
-    assert 'mcp_agent_query_duration_seconds_bucket{le="+Inf"} 2' in text
-    assert "mcp_agent_query_duration_seconds_count 2" in text
-    assert 'mcp_agent_tool_calls_total{tool="a__b",outcome="ok"} 1' in text
-    assert 'mcp_agent_tool_calls_total{tool="a__b",outcome="error"} 1' in text
-    assert 'mcp_agent_tool_calls_total{tool="we\\"ird",outcome="denied"} 1' in text
-    assert 'mcp_agent_model_calls_total{outcome="error"} 1' in text
-    assert 'mcp_agent_queries_rejected_total{reason="busy"} 1' in text
-    assert text.endswith("x_extra 1\n")
-
-
-@pytest.mark.parametrize(("raw", "escaped"), [('a"b', 'a\\"b'), ("a\\b", "a\\\\b"), ("a\nb", "a\\nb")])
-def test_label_escaping(raw: str, escaped: str) -> None:
-    assert escape_label(raw) == escaped
 
 
 # ------------------------------------------------------------------------------------ event bus

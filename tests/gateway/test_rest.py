@@ -177,19 +177,6 @@ async def test_sessions_list_and_delete(gateway: Running) -> None:
         assert gone.status_code == 404
 
 
-async def test_metrics_are_prometheus_text(gateway: Running) -> None:
-    async with gateway.client() as http:
-        await http.post("/api/v1/query", json={"query": "echo m"})
-        response = await http.get("/metrics")
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
-    text = response.text
-    assert 'mcp_agent_queries_total{termination_reason="success"} 1' in text
-    assert 'mcp_agent_queries_total{termination_reason="cancelled"} 0' in text
-    assert 'mcp_agent_tool_calls_total{tool="echo",outcome="ok"} 1' in text
-    assert 'mcp_agent_model_calls_total{outcome="ok"} 2' in text
-    assert "mcp_agent_tools 3" in text
-
-
 async def test_dashboard_page(gateway: Running) -> None:
     async with gateway.client() as http:
         response = await http.get("/")

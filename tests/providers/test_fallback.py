@@ -295,7 +295,7 @@ async def test_a_run_says_which_model_answered(model_server: FakeModelServer, tm
     )
     model_server.enqueue(answer("hello from the fallback"))
     events = RecordingSink()
-    metrics = Metrics()
+    metrics = Metrics.for_config(config)  # its model labels: llm.model and the fallbacks' models
     async with open_provider(config.llm) as provider:
         with anyio.fail_after(20):
             result = await run("hi", provider=provider, tools=MemoryToolSource(), events=[events, metrics])
@@ -306,7 +306,7 @@ async def test_a_run_says_which_model_answered(model_server: FakeModelServer, tm
     jsonschema.validate(structured, RESULT_SCHEMA)
     [ended] = [e for e in events.events if isinstance(e, ModelCallEnded)]
     assert (ended.model, ended.to_dict()["model"]) == ("hosted-model", "hosted-model")
-    assert 'mcp_agent_model_calls_total{model="hosted-model",outcome="ok"} 1' in metrics.render()
+    assert metrics.value("mcp_agent_model_calls_total", model="hosted-model", outcome="ok") == 1
 
 
 async def test_a_run_whose_models_all_fail_names_them(model_server: FakeModelServer) -> None:
@@ -322,7 +322,7 @@ async def test_a_run_whose_models_all_fail_names_them(model_server: FakeModelSer
         }
     )
     model_server.enqueue(error(500, "the hosted one is down too"))
-    metrics = Metrics()
+    metrics = Metrics.for_config(config)
     async with open_provider(config.llm) as provider:
         with anyio.fail_after(20):
             result = await run("hi", provider=provider, tools=MemoryToolSource(), events=metrics)
@@ -330,7 +330,8 @@ async def test_a_run_whose_models_all_fail_names_them(model_server: FakeModelSer
     assert "qwen3:8b at http://127.0.0.1:" in result.detail
     assert f"then hosted-model at {model_server.base_url}: HTTP 500: the hosted one is down too" in result.detail
     assert result.model is None and result.to_structured()["model"] is None
-    assert 'mcp_agent_model_calls_total{outcome="error"} 1' in metrics.render()  # no model answered
+    # no model answered
+    assert metrics.value("mcp_agent_model_calls_total", model="unknown", outcome="error") == 1
 
 
 def test_the_readme_example_is_a_valid_config() -> None:

@@ -35,6 +35,7 @@ from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
 from ...messages import Delta, Turn
+from ...telemetry import note_model_call
 from .._classify import classify_error, request_id_from
 from .._client import build_client
 from .._images import fit_images
@@ -158,6 +159,7 @@ class AnthropicProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
+            note_model_call(api="anthropic", url=self.url, model=self.model, stream=self.stream)
             if self.stream:
                 return await self._streamed(body, report)
             turn = await self._whole(body)

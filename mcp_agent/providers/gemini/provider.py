@@ -45,6 +45,7 @@ from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ...config import LLMConfig
 from ...exceptions import ProviderHTTPError, ProviderResponseError
 from ...messages import Delta, Turn
+from ...telemetry import note_model_call
 from .._classify import classify_error, request_id_from
 from .._client import build_client
 from .._images import fit_images
@@ -191,6 +192,7 @@ class GeminiProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
+            note_model_call(api="gemini", url=self._base, model=self.model, stream=self.stream)
             body = self.body(request)
             try:
                 return await self._call(body, report)

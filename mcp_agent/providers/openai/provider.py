@@ -58,6 +58,7 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from ...messages import Delta, Turn
+from ...telemetry import note_model_call
 from .. import _turns
 from .._classify import classify_error, error_info, request_id_from
 from .._foreign import foreign_answer
@@ -211,12 +212,15 @@ class OpenAICompatProvider:
         state = _CallState(stream=self.llm.stream and (not tools_sent or self.streams_tools))
 
         async def attempt(_: int) -> Turn:
+            url, model = self.endpoint.chat_url, self.llm.model
             if state.stream:
+                note_model_call(api="openai", url=url, model=model, stream=True)
                 try:
                     return await self._streamed(request, out, style)
                 except _EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
                     state.stream, state.fell_back = False, not exc.broke
+            note_model_call(api="openai", url=url, model=model, stream=False)
             turn = await self._plain(request, style)
             if state.fell_back and tools_sent and self.learned.stream_tools is None:
                 logger.warning(

@@ -1,0 +1,424 @@
+"""Benchmark of tracing's cost; prints one JSON object to stdout.
+
+1. ``agent_query`` latency over HTTP (Streamable HTTP, the SDK's ``ClientSession``, one client,
+   calls one after another), the gateway with tracing **off** (no TracerProvider) and **on** (an
+   SDK TracerProvider with the in-memory exporter behind a ``SimpleSpanProcessor``, so every span is
+   built, ended and exported on the request path). The gateway runs in a process of its own
+   (``--serve`` mode of this script) with a zero-latency model (one ``echo__echo`` call, then the
+   answer) and the stdio echo server of ``tests/servers/echo.py`` behind the real ToolHub: one
+   query is two model turns and one stdio tool call, so a traced query makes the MCP SDK's server
+   span, ``invoke_agent``, two ``chat``, one ``execute_tool`` and the SDK's ``MCP send`` span.
+   Both gateways run at once and the client alternates between them call by call (which goes
+   first alternates too), so the load of a shared machine falls on both alike. The figures to read
+   pool every call of every round: p50 and p95 per mode, and the paired estimate, the median of
+   (traced call − the untraced call next to it), which cancels most of the drift of a busy
+   machine. Per-round figures are kept to show the spread. Target: on ≤ +5 % of off at p50.
+2. The same run in-process (scripted model, in-memory tool, no HTTP), traced and not, alternating:
+   the tracing cost per run without the noise of sockets and processes.
+3. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
+   imported, the hooks one run calls (``RunTrace.start``, two model calls with their notes, one
+   tool call, the end), timed in a loop, next to an in-process ``Agent.query`` of the same shape
+   (scripted model, in-memory tool) for scale.
+
+Run: ``.venv/bin/python bench/bench_telemetry.py [--calls N] [--rounds R]`` (defaults 200 calls per
+round, 3 rounds per mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODES = ("off", "on")
+
+
+# ------------------------------------------------------------------------------------ the gateway process
+
+
+class EchoOnceModel:
+    """A zero-latency Provider: call ``echo__echo`` with the query, then answer with its result."""
+
+    def __init__(self) -> None:
+        self.ids = itertools.count()
+
+    async def complete(self, request: Any, on_delta: Any = None) -> Any:
+        from mcp_agent.messages import ToolCall, Usage
+        from mcp_agent.providers.fake import text_turn, tool_turn
+
+        last = request.messages[-1]
+        usage = Usage(10, 5, 15)
+        if last.role == "tool":
+            return text_turn(f"echo: {last.content}", usage=usage)
+        return tool_turn(ToolCall(f"c{next(self.ids)}", "echo__echo", {"text": last.content}), usage=usage)
+
+
+def serve(port: int, mode: str) -> None:
+    """The gateway, traced into memory when ``mode`` is ``on``; prints the span count at exit."""
+    import logging
+
+    from mcp_agent.config import parse_config
+    from mcp_agent.gateway.serve import serve as serve_gateway
+    from mcp_agent.loop.agent import Agent
+    from mcp_agent.tools.hub import open_tool_hub
+
+    exporter = None
+    if mode == "on":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    config = parse_config(
+        {
+            "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "zero"},
+            "limits": {"maxRounds": 4},
+            "mcpServers": {
+                "echo": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "echo.py")]}
+            },
+            "gateway": {"maxConcurrentQueries": 0},
+        },
+        environ={},
+    )
+
+    @asynccontextmanager
+    async def factory(config: Any) -> AsyncIterator[Agent]:
+        async with open_tool_hub(config.servers()) as hub:
+            yield Agent(EchoOnceModel(), hub, config)
+
+    anyio.run(partial(serve_gateway, config, host="127.0.0.1", port=port, factory=factory))
+    if exporter is not None:
+        print(json.dumps({"spans": len(exporter.get_finished_spans())}), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_gateway(mode: str) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port), "--mode", mode],
+        env={**env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=2).json().get("status") == "ok":
+                return server, url
+        except (httpx.TransportError, ValueError):
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            stop_gateway(server)
+            raise SystemExit("the gateway did not start")
+        time.sleep(0.1)
+
+
+def stop_gateway(server: subprocess.Popen[str]) -> dict[str, Any]:
+    server.send_signal(signal.SIGTERM)
+    try:
+        out, _ = server.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        out, _ = server.communicate()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    found: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+    return found
+
+
+# ------------------------------------------------------------------------------------ the client
+
+
+@asynccontextmanager
+async def session(url: str) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(60)) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as s,
+    ):
+        await s.initialize()
+        yield s
+
+
+async def latencies(urls: dict[str, str], calls: int, warmup: int) -> tuple[dict[str, list[float]], int]:
+    """``calls`` agent_query calls to each gateway, alternating between them call by call."""
+    samples: dict[str, list[float]] = {mode: [] for mode in urls}
+    failures = 0
+    async with session(urls["off"]) as off, session(urls["on"]) as on:
+        sessions = {"off": off, "on": on}
+        for n in range(warmup + calls):
+            order = MODES if n % 2 == 0 else MODES[::-1]
+            for mode in order:
+                start = time.perf_counter()
+                result = await sessions[mode].call_tool("agent_query", {"query": f"q{n}"})
+                elapsed = time.perf_counter() - start
+                if n >= warmup:
+                    samples[mode].append(elapsed)
+                    content = result.structured_content
+                    failures += content is None or content["answer"] != f"echo: q{n}"
+    return samples, failures
+
+
+def percentile(ordered: list[float], share: float) -> float:
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    pooled: dict[str, list[float]] = {mode: [] for mode in MODES}
+    spans = 0
+    for _ in range(rounds):
+        servers: dict[str, tuple[subprocess.Popen[str], str]] = {}
+        try:  # a gateway that started is stopped, also when the other one did not start
+            for mode in MODES:
+                servers[mode] = start_gateway(mode)
+            samples, failures = anyio.run(latencies, {mode: url for mode, (_, url) in servers.items()}, calls, warmup)
+        finally:
+            for mode, (server, _) in servers.items():
+                found = stop_gateway(server)
+                spans = found.get("spans", spans) if mode == "on" else spans
+        row: dict[str, Any] = {"calls_per_mode": calls, "failures": failures}
+        for mode in MODES:
+            pooled[mode].extend(samples[mode])
+            ordered = sorted(samples[mode])
+            row[f"p50_ms_{mode}"] = round(statistics.median(ordered) * 1000, 3)
+            row[f"p95_ms_{mode}"] = round(percentile(ordered, 0.95) * 1000, 3)
+        row["p50_overhead_pct"] = round((row["p50_ms_on"] / row["p50_ms_off"] - 1) * 100, 2)
+        rows.append(row)
+
+    # every call, all rounds pooled (the calls alternate, so both modes saw the same load)
+    summary: dict[str, Any] = {}
+    for mode in MODES:
+        ordered = sorted(pooled[mode])
+        summary[f"p50_ms_{mode}"] = round(statistics.median(ordered) * 1000, 3)
+        summary[f"p95_ms_{mode}"] = round(percentile(ordered, 0.95) * 1000, 3)
+    summary["p50_overhead_pct"] = round((summary["p50_ms_on"] / summary["p50_ms_off"] - 1) * 100, 2)
+    summary["p95_overhead_pct"] = round((summary["p95_ms_on"] / summary["p95_ms_off"] - 1) * 100, 2)
+    # the paired estimate: each traced call against the untraced call next to it
+    deltas = [on - off for off, on in zip(pooled["off"], pooled["on"], strict=True)]
+    summary["paired_median_delta_ms"] = round(statistics.median(deltas) * 1000, 3)
+    summary["paired_overhead_pct"] = round(statistics.median(deltas) / statistics.median(pooled["off"]) * 100, 2)
+    summary["p50_overhead_pct_by_round"] = [row["p50_overhead_pct"] for row in rows]
+    summary["spans_per_query"] = round(spans / (calls + warmup), 2)
+    return {"rounds": rows, **summary, "target_p50_overhead_pct": 5.0}
+
+
+IN_PROCESS = r"""
+import json, statistics, sys, time
+import anyio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from mcp_agent.config import parse_config
+from mcp_agent.loop.agent import Agent
+from mcp_agent.messages import ToolCall, Usage
+from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.tools.memory import MemoryToolSource
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+N = int(sys.argv[1])
+tools = MemoryToolSource()
+async def echo(text: str) -> str:
+    return text
+tools.add("echo", echo, parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+call = ToolCall("c1", "echo", {"text": "hi"})
+
+def config(enabled):
+    return parse_config({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+                         "telemetry": {"enabled": enabled}}, environ={})
+
+async def main():
+    agents = {}
+    for mode, enabled in (("off", False), ("on", True)):
+        agents[mode] = (ScriptedProvider(), Agent(ScriptedProvider(), tools, config(enabled)))
+        provider_, agent = agents[mode]
+        agent.provider = provider_
+    times = {"off": [], "on": []}
+    for n in range(N + 200):
+        for mode in (("off", "on") if n % 2 == 0 else ("on", "off")):
+            provider_, agent = agents[mode]
+            provider_.add(tool_turn(call, usage=Usage(1, 1, 2)), text_turn("hi", usage=Usage(1, 1, 2)))
+            start = time.perf_counter()
+            assert (await agent.query("hi")).ok
+            if n >= 200:
+                times[mode].append(time.perf_counter() - start)
+        if n % 500 == 0:
+            exporter.clear()
+    return {f"run_us_{mode}": round(statistics.median(values) * 1e6, 1) for mode, values in times.items()}
+
+found = anyio.run(main)
+found["delta_us"] = round(found["run_us_on"] - found["run_us_off"], 1)
+print(json.dumps(found))
+"""
+
+
+def in_process(runs: int) -> dict[str, Any]:
+    return _python(IN_PROCESS, runs)
+
+
+# ------------------------------------------------------------------------------------ the no-op cost
+
+
+NOOP = r"""
+import json, sys, time
+sys.modules["opentelemetry.sdk"] = None  # a process without the SDK: the API alone
+import anyio
+from mcp_agent.config import parse_config
+from mcp_agent.loop.agent import Agent
+from mcp_agent.messages import Message, ToolCall, Usage
+from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.telemetry import NO_TRACE, RunTrace, TraceSettings, note_model_call, note_tool_transport
+from mcp_agent.tools.memory import MemoryToolSource
+
+N = int(sys.argv[1])
+settings = TraceSettings(request_model="m", endpoint="http://127.0.0.1:9/v1")
+messages = [Message.user("hi")]
+call = ToolCall("c1", "echo", {"text": "hi"})
+
+def hooks():
+    trace = RunTrace.start(run_id="r", session_id="s", query="hi", settings=settings)
+    assert trace is NO_TRACE
+    for _ in range(2):
+        span = trace.model_call(messages, round=1)
+        with span.current():
+            note_model_call(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=True)
+        span.ended(None, error="x")
+    tool = trace.tool_call(call, None, round=1)
+    with tool.current():
+        note_tool_transport(transport="pipe")
+    tool.event("approval_requested", {"mcp_agent.approval.id": "a"})
+    tool.ended(verdict="run", ok=True, is_error=False, text="hi", ms=1.0)
+    trace.ended(reason="success", ok=True, usage=Usage(1, 1, 2))
+
+for _ in range(1000):
+    hooks()
+start = time.perf_counter()
+for _ in range(N):
+    hooks()
+hooks_us = (time.perf_counter() - start) / N * 1e6
+
+config = parse_config({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}}, environ={})
+tools = MemoryToolSource()
+async def echo(text: str) -> str:
+    return text
+tools.add("echo", echo, parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+
+async def runs(count):
+    provider = ScriptedProvider()
+    agent = Agent(provider, tools, config)
+    for _ in range(count):
+        provider.add(tool_turn(call, usage=Usage(1, 1, 2)), text_turn("hi", usage=Usage(1, 1, 2)))
+        result = await agent.query("hi")
+        assert result.ok
+anyio.run(runs, 200)
+runs_n = max(200, N // 10)
+start = time.perf_counter()
+anyio.run(runs, runs_n)
+run_us = (time.perf_counter() - start) / runs_n * 1e6
+print(json.dumps({"sdk_importable": False, "hooks_us_per_run": round(hooks_us, 2),
+                  "in_process_run_us": round(run_us, 1),
+                  "hooks_share_of_run_pct": round(hooks_us / run_us * 100, 2)}))
+"""
+
+
+def noop_cost(iterations: int) -> dict[str, Any]:
+    return _python(NOOP, iterations)
+
+
+def _python(code: str, count: int) -> dict[str, Any]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(count)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"bench_telemetry: a measurement failed:\n{done.stderr}")
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="measured agent_query calls per round and mode")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each with a fresh pair of gateways")
+    parser.add_argument("--warmup", type=int, default=30, help="unmeasured calls at the start of each round")
+    parser.add_argument("--noop-iterations", type=int, default=20000, help="loops of the no-op hooks")
+    parser.add_argument("--in-process-runs", type=int, default=2000, help="in-process runs per mode")
+    parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=MODES, default="off", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.mode)
+        return
+    http = http_rounds(args.calls, args.rounds, args.warmup)
+    local = in_process(args.in_process_runs)
+    noop = noop_cost(args.noop_iterations)
+    print(
+        json.dumps(
+            {
+                "benchmark": "telemetry",
+                "cpu_count": os.cpu_count(),
+                "agent_query_http": {
+                    "client": "mcp ClientSession over Streamable HTTP, one client, sequential calls",
+                    "model": "zero-latency in-process (1 tool call + answer)",
+                    "tool": "stdio echo (tests/servers/echo.py) via ToolHub",
+                    "on": "SDK TracerProvider, SimpleSpanProcessor, InMemorySpanExporter",
+                    **http,
+                },
+                "in_process_run": {
+                    "what": "Agent.query, scripted model (1 tool call + answer), in-memory tool; median",
+                    **local,
+                },
+                "noop_without_sdk": noop,
+            },
+            indent=2,
+        )
+    )
+    failed = sum(row["failures"] for row in http["rounds"])
+    if failed:
+        sys.exit(f"bench_telemetry: {failed} calls did not get the expected answer")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,338 @@
+"""OpenTelemetry traces of a run, by the GenAI semantic conventions; a cheap no-op when not traced.
+
+Each run is one span tree::
+
+    invoke_agent mcp_agent          INTERNAL  the run: termination reason, rounds, usage, conversation id
+    ├── chat {model}                CLIENT    each model call: request, response, usage, finish reason, server
+    └── execute_tool {name}         INTERNAL  each tool call: name, call id, server, MCP attributes, isError
+        └── MCP send tools/call …   CLIENT    the MCP SDK's own span; its context reaches the tool server
+                                              in ``_meta`` (and in ``traceparent`` headers over HTTP)
+
+The run span is the child of whatever is current when the run starts: over MCP the SDK's server
+span of the ``agent_query`` call (whose parent is the caller's ``_meta.traceparent``, or its HTTP
+``traceparent`` header: ``continued_from``), over REST the caller's ``traceparent`` header.
+
+**Off costs next to nothing.** Spans are made only when a TracerProvider is installed (by the
+embedding application, or by ``setup_tracing`` from the ``OTEL_*`` variables with the ``[otel]``
+extra) and ``telemetry.enabled`` is true; otherwise ``RunTrace.start`` returns ``NO_TRACE``, whose
+methods do nothing, and OpenTelemetry is not even imported here.
+
+**Notes.** What only a provider or a tool connection knows (the server called, streamed or not,
+each retry, the MCP transport) it says with ``note_model_call``, ``note_retry`` and
+``note_tool_transport``, into the notes of the call in progress (a context variable). The loop
+reads a model call's notes for its event too (``ModelCallEnded.streamed``/``retries``, which the
+metrics count), so model-call notes are kept whether or not anything is traced.
+
+Content (prompts, answers, tool arguments and results) goes on the spans only with
+``telemetry.captureContent``, every string redacted (``_redact.redact_text``).
+
+This module is the seam the loop, providers, tools and gateway see. The recording spans live in
+``_telemetry_spans.py`` (imported only once something is traced), their attributes in
+``_telemetry_attrs.py`` (pure), the provider set up from ``OTEL_*`` in ``_telemetry_setup.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._telemetry_setup import flush_tracing as flush_tracing
+from ._telemetry_setup import setup_tracing as setup_tracing
+from .messages import Message, ToolCall, ToolSpec, Turn, Usage
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from .config import AgentConfig
+
+AGENT_NAME = "mcp_agent"
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """What a run's spans say about the agent, and whether they carry content.
+
+    Attributes:
+        enabled: record spans at all (``telemetry.enabled``).
+        capture_content: put prompts, answers, tool arguments and results on spans, redacted.
+        agent_description: ``gen_ai.agent.description`` (``gateway.description``).
+        request_model: the configured model (``llm.model``): ``chat {model}``'s name.
+        api: the configured wire API (``openai``, ``anthropic``, ``gemini``).
+        endpoint: the configured model server's URL.
+    """
+
+    enabled: bool = True
+    capture_content: bool = False
+    agent_description: str | None = None
+    request_model: str | None = None
+    api: str | None = None
+    endpoint: str | None = None
+
+    @classmethod
+    def from_config(cls, config: AgentConfig) -> TraceSettings:
+        llm = config.llm
+        return cls(
+            enabled=config.telemetry.enabled,
+            capture_content=config.telemetry.capture_content,
+            agent_description=config.gateway.description or None,
+            request_model=llm.model,
+            api=llm.provider if llm.provider != "auto" else None,
+            endpoint=llm.endpoint,
+        )
+
+
+DEFAULT_SETTINGS = TraceSettings()
+
+
+# --------------------------------------------------------------------------------------------
+# notes: what providers and tool connections tell about the call in progress
+
+
+@dataclass
+class ModelNotes:
+    """What the provider said about one model call (the last attempt's server, with fallbacks)."""
+
+    api: str | None = None
+    url: str | None = None
+    model: str | None = None
+    stream: bool | None = None
+    retries: int = 0
+    span: Span | None = None
+
+
+@dataclass
+class ToolNotes:
+    """What the tool connection said about one tool call."""
+
+    transport: str | None = None
+    url: str | None = None
+    protocol_version: str | None = None
+
+
+_model_notes: ContextVar[ModelNotes | None] = ContextVar("mcp_agent_model_notes", default=None)
+_tool_notes: ContextVar[ToolNotes | None] = ContextVar("mcp_agent_tool_notes", default=None)
+
+
+def note_model_call(*, api: str, url: str, model: str | None = None, stream: bool | None = None) -> None:
+    """Called by a provider as it sends a request: the wire API, the URL, the model, streamed or not."""
+    notes = _model_notes.get()
+    if notes is not None:
+        notes.api, notes.url, notes.stream = api, url, stream
+        notes.model = model or notes.model
+
+
+def note_retry(error: BaseException, wait: float) -> None:
+    """Called by the retry policy before it waits to try a model call again."""
+    notes = _model_notes.get()
+    if notes is None:
+        return
+    notes.retries += 1
+    if notes.span is not None:
+        from ._telemetry_spans import retry_event  # loaded already: a span exists
+
+        retry_event(notes.span, error, wait, notes.retries)
+
+
+def note_tool_transport(
+    *, transport: str, url: str | None = None, protocol_version: str | None = None
+) -> None:
+    """Called by a tool connection as it makes a call: ``pipe`` (stdio) or ``tcp`` (HTTP), for HTTP
+    the server's URL, and the MCP protocol version when known (the SDK does not tell the MCP
+    session id, so ``mcp.session.id`` is not recorded)."""
+    notes = _tool_notes.get()
+    if notes is not None:
+        notes.transport, notes.url, notes.protocol_version = transport, url, protocol_version
+
+
+# --------------------------------------------------------------------------------------------
+# the tracer
+
+
+_cached: tuple[object, Tracer] | None = None
+
+
+def tracer() -> Tracer | None:
+    """mcp_agent's tracer, or None while no TracerProvider is installed (then nothing is traced)."""
+    global _cached
+    if "opentelemetry.trace" not in sys.modules:  # nobody imported it: nobody installed a provider
+        return None
+    from opentelemetry import trace
+
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    cached = _cached
+    if cached is not None and cached[0] is provider:
+        return cached[1]
+    from . import __version__
+
+    found = provider.get_tracer("mcp_agent", __version__)
+    _cached = (provider, found)
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# the spans of one run: the no-op bases (NO_TRACE), then the recording ones
+
+
+class ModelSpan:
+    """One model call: its notes, and (when traced) its ``chat`` span. This base only keeps notes."""
+
+    def __init__(self) -> None:
+        self.notes = ModelNotes()
+        self._token: Token[ModelNotes | None] | None = None
+
+    def current(self) -> ModelSpan:
+        """``with span.current():`` the provider's notes go to this call (and when traced, its
+        span is the current one). A context manager object, not a generator: it runs per call."""
+        return self
+
+    def __enter__(self) -> ModelNotes:
+        self._token = _model_notes.set(self.notes)
+        return self.notes
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _model_notes.reset(self._token)
+            self._token = None
+
+    def ended(
+        self,
+        turn: Turn | None,
+        *,
+        error: str = "",
+        exc: BaseException | None = None,
+        ttft_ms: float | None = None,
+    ) -> None:
+        """The call is over: ``turn`` when it answered, else ``error`` (and the exception)."""
+
+
+class ToolSpan:
+    """One tool call's ``execute_tool`` span; this base records nothing."""
+
+    def current(self) -> AbstractContextManager[object]:
+        """Inside: the span is current (an MCP call made inside carries its context)."""
+        return nullcontext()
+
+    def event(self, name: str, attributes: Mapping[str, str | bool | int | float]) -> None:
+        """Something happened during the call (an approval asked, answered)."""
+
+    def ended(self, *, verdict: str, ok: bool, is_error: bool, text: str, ms: float) -> None:
+        """The call is over: the guards' ``verdict``, its outcome and the text the model reads."""
+
+
+NULL_TOOL_SPAN = ToolSpan()
+
+
+class RunTrace:
+    """The spans of one run. This base records nothing: it is ``NO_TRACE``, for untraced runs."""
+
+    @staticmethod
+    def start(
+        *,
+        run_id: str,
+        session_id: str | None = None,
+        caller: str | None = None,
+        query: str = "",
+        settings: TraceSettings | None = None,
+        run_span: bool = True,
+    ) -> RunTrace:
+        """The trace of a run starting now: ``NO_TRACE`` unless traced. Without ``run_span`` only
+        tool spans are made, under the current span (the gateway's ``exposeTools`` calls)."""
+        settings = settings or DEFAULT_SETTINGS
+        if not settings.enabled:
+            return NO_TRACE
+        found = tracer()
+        if found is None:
+            return NO_TRACE
+        from ._telemetry_spans import recording  # the recording classes load only when traced
+
+        return recording(found, settings, run_id, session_id, caller, query, run_span)
+
+    @property
+    def recording(self) -> bool:
+        return False
+
+    def model_call(
+        self,
+        messages: Sequence[Message],
+        *,
+        round: int,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> ModelSpan:
+        """A model call starting now, with these messages."""
+        return ModelSpan()
+
+    def tool_call(self, call: ToolCall, spec: ToolSpec | None, *, round: int) -> ToolSpan:
+        """A tool call starting now (``spec`` is None for an unknown tool)."""
+        return NULL_TOOL_SPAN
+
+    def ended(
+        self,
+        *,
+        reason: str,
+        ok: bool,
+        detail: str = "",
+        rounds: int = 0,
+        tool_calls: int = 0,
+        usage: Usage | None = None,
+        early_stopped: bool = False,
+        answer: str = "",
+        error: BaseException | None = None,
+    ) -> None:
+        """The run is over (called once, where ``RunEnded`` is emitted)."""
+
+
+NO_TRACE = RunTrace()
+
+
+# --------------------------------------------------------------------------------------------
+# context propagation
+
+
+def _has_traceparent(carrier: Mapping[str, Any]) -> bool:
+    try:
+        return bool(carrier.get("traceparent"))
+    except Exception:  # a carrier of an odd shape carries nothing we can read
+        return False
+
+
+@contextmanager
+def continued_from(carrier: Mapping[str, Any] | None) -> Iterator[None]:
+    """Inside: the W3C trace context in ``carrier`` (HTTP headers, MCP ``_meta``) is the parent of
+    new spans, unless a span is current already (an ASGI instrumentation's server span continued
+    the caller's trace), the carrier has none, or nothing is traced."""
+    if not carrier or not _has_traceparent(carrier) or tracer() is None:
+        yield
+        return
+    from opentelemetry import context, propagate, trace
+
+    if trace.get_current_span().get_span_context().is_valid:
+        yield
+        return
+    try:
+        found = propagate.extract(carrier)
+    except Exception:  # a malformed header is ignored, never an error of the request
+        found = None
+    if found is None or not trace.get_current_span(found).get_span_context().is_valid:
+        yield
+        return
+    token = context.attach(found)
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def inject_trace_headers(headers: MutableMapping[str, str]) -> None:
+    """Put the current trace context into outgoing HTTP headers (``traceparent``, ``tracestate``)."""
+    if tracer() is None:
+        return
+    from opentelemetry import propagate
+
+    propagate.inject(headers)
