@@ -68,6 +68,7 @@ async def test_the_record_keeps_the_timeline_on_sqlite(tmp_path: Path) -> None:
     assert model["usage"]["total_tokens"] == 8 and model["ms"] is not None
     assert tool["name"] == "echo" and '"text": "yyy' in tool["arguments"] and tool["ok"] is True
     assert tool["preview"] == "y" * PREVIEW_CHARS
-    assert 0 <= model["start_ms"] <= tool["start_ms"] <= record.elapsed_ms
+    assert record.ended is not None
+    assert 0 <= model["start_ms"] <= tool["start_ms"] <= (record.ended - record.started) * 1000
     assert RunRecord.from_dict(record.to_dict()) == record
     assert RunRecord.from_dict({"id": "old"}).timeline == ()  # a record from before timelines
