@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest test-frameworks test-real bench lint clean
+.PHONY: run test test-bundled-latest test-frameworks test-real test-browser bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,15 @@ test-frameworks: $(TEST_STAMP) $(FRAMEWORK_STAMPS)
 test-real: $(TEST_STAMP)
 	$(PYTHON) tests/real/build.py
 	$(BIN)/python -m pytest -q -m real tests/real
+
+# The browser tier (tests/browser/): the dashboard in a real headless Chromium through Playwright for
+# Python, against a real gateway process; screenshots in the git-ignored .artifacts/browser/. Chromium
+# is Debian's `chromium` (CI installs it; see .ci/run); playwright is pip-installed here when missing.
+# Without Chromium the test says how to install it and skips (fails with CI=true). `make test` leaves
+# this tier out (the `browser` marker).
+test-browser: $(TEST_STAMP)
+	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
+	$(BIN)/python -m pytest -q -m browser tests/browser
 
 bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done

@@ -141,6 +141,12 @@ class ToolCallEnded(_Event):
     pages: int = 0
     total_chars: int = 0
     handle: str = ""
+    preview: str = ""
+    """The start of the text the model reads for this call (at most ``PREVIEW_CHARS``)."""
+
+
+PREVIEW_CHARS = 500
+"""How much of a tool's result ``ToolCallEnded.preview`` (and so the run record) keeps."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -172,6 +172,9 @@ class GatewayApp:
         async def dashboard(request: Request) -> Response:
             return Response(page, media_type="text/html; charset=utf-8", headers=page_headers)
 
+        async def no_icon(request: Request) -> Response:
+            return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})
+
         rest = RestAPI(self.service)
         self.mcp_sessions = McpSessionLimits(
             None if self.stateless else self.session_manager,
@@ -182,6 +185,7 @@ class GatewayApp:
         routes: list[Route | Mount] = [
             Route("/", dashboard, methods=["GET"]),
             Route("/index.html", dashboard, methods=["GET"]),
+            Route("/favicon.ico", no_icon, methods=["GET"]),  # browsers ask; none (and no 401)
             Route("/sse", limit_sse(SseEndpoint(sse, self.mcp_server)), methods=["GET"]),
             Mount("/messages/", app=sse.handle_post_message),
             Route("/mcp/sse", limit_sse(SseEndpoint(sse_alias, self.mcp_server)), methods=["GET"]),

@@ -11,7 +11,8 @@ see (optionally of one ``session_id``) through a bounded per-listener buffer.
 
 ``GET /api/v1/runs`` lists the record of finished and running runs, newest first (filters:
 ``reason``, ``text``, ``limit``, ``before``; ``next_before`` in the answer pages on), and
-``GET /api/v1/runs/{id}`` shows one; they survive restarts with a durable ``state.url``.
+``GET /api/v1/runs/{id}`` shows one with its ``timeline`` (the list leaves the timelines out: each
+can be large); they survive restarts with a durable ``state.url``.
 
 Each caller sees only its own conversations, runs, events and pending approvals (``callers.py``):
 another's answer 404 as if they did not exist. ``GET /api/v1/health`` answers everyone with its
@@ -260,6 +261,8 @@ class RestAPI:
         book: RunBook | None = getattr(agent, "runs", None)  # an agent without a record shows none
         found = [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
         runs = [as_dict(item) for item in found]
+        for item in runs:
+            item.pop("timeline", None)  # in GET /api/v1/runs/{id} only
         body: JSONObject = {"runs": runs, "count": len(runs)}
         if runs and len(runs) == filters["limit"]:
             body["next_before"] = runs[-1].get("started")  # the next page: ?before=<this>

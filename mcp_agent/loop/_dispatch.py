@@ -35,6 +35,7 @@ import anyio
 
 from ..config import Limits
 from ..events import (
+    PREVIEW_CHARS,
     ApprovalRequested,
     ApprovalResolved,
     Event,
@@ -451,6 +452,7 @@ class Dispatcher:
             pages=slot.pages,
             total_chars=slot.total_chars,
             handle=slot.handle,
+            preview=slot.text[:PREVIEW_CHARS],
         )
         slot.span.ended(
             verdict=slot.verdict,

@@ -14,6 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from .._types import JSONObject
 from ..config import AgentConfig
 from ..exceptions import StateError
 from ..state import open_state
@@ -58,8 +59,8 @@ def begun(run_id: str, query: object, *, session_id: str | None, caller: str | N
     return RunRecord(run_id, session_id=session_id, caller=caller, query=text, started=time.time(), replica=replica)
 
 
-def finished(record: RunRecord, result: RunResult) -> RunRecord:
-    """The record of a run that ended with ``result``."""
+def finished(record: RunRecord, result: RunResult, timeline: tuple[JSONObject, ...] = ()) -> RunRecord:
+    """The record of a run that ended with ``result`` (and its spans, ``loop/_timeline.py``)."""
     return replace(
         record,
         session_id=result.session_id or record.session_id,
@@ -74,10 +75,13 @@ def finished(record: RunRecord, result: RunResult) -> RunRecord:
         rounds=result.rounds,
         elapsed_ms=result.elapsed_ms,
         model=result.model,
+        timeline=timeline,
     )
 
 
-def broken_off(record: RunRecord, exc: BaseException, *, cancelled: bool) -> RunRecord:
+def broken_off(
+    record: RunRecord, exc: BaseException, *, cancelled: bool, timeline: tuple[JSONObject, ...] = ()
+) -> RunRecord:
     """The record of a run that raised (the caller's cancellation, or a programming error)."""
     now = time.time()
     return replace(
@@ -86,6 +90,7 @@ def broken_off(record: RunRecord, exc: BaseException, *, cancelled: bool) -> Run
         termination_reason="cancelled" if cancelled else "terminal_error",
         detail="the caller went away" if cancelled else f"internal error: {type(exc).__name__}",
         elapsed_ms=(now - record.started) * 1000,
+        timeline=timeline,
     )
 
 

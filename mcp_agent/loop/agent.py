@@ -61,6 +61,7 @@ from ._dispatch import Dispatcher, Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
+from ._timeline import TimelineSink
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import trim_history
@@ -369,21 +370,22 @@ class Agent:
         raise either: the run ends at once as ``terminal_error`` and ``detail`` says what was wrong.
         """
         run_id = secrets.token_hex(8)
-        sinks = [sink for sink in (self._events, events) if sink is not None]
-        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller, "run_id": run_id}
         record = begun(
             run_id, text, session_id=session_id or None, caller=caller, replica=self._state.replica
         )
+        timeline = TimelineSink(record.started)
+        sinks = [sink for sink in (self._events, events) if sink is not None] + [timeline]
+        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller, "run_id": run_id}
         await quietly(self._state.runs.begin, record)
         try:
             result = await self._query(text, session_id, limits, options)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-                await quietly(self._state.runs.end, broken_off(record, exc, cancelled=cancelled))
+                await quietly(self._state.runs.end, broken_off(record, exc, cancelled=cancelled, timeline=timeline.spans()))
             raise
         with anyio.CancelScope(shield=True):
-            await quietly(self._state.runs.end, finished(record, result))
+            await quietly(self._state.runs.end, finished(record, result, timeline.spans()))
         return result
 
     async def _query(

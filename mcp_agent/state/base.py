@@ -280,6 +280,9 @@ class RunRecord:
         elapsed_ms: the run's wall time.
         model: the model that answered.
         replica: the gateway process that ran it (``State.replica``).
+        timeline: its model and tool calls as spans (start offset, duration, tokens, arguments,
+            a result preview), in start order; bounded (``loop/_timeline.py``). Empty in flight
+            and for records written before it existed.
     """
 
     id: str
@@ -299,6 +302,7 @@ class RunRecord:
     elapsed_ms: float = 0.0
     model: str | None = None
     replica: str = ""
+    timeline: tuple[JSONObject, ...] = ()
 
     @property
     def in_flight(self) -> bool:
@@ -323,6 +327,7 @@ class RunRecord:
             "elapsed_ms": self.elapsed_ms,
             "model": self.model,
             "replica": self.replica,
+            "timeline": [dict(span) for span in self.timeline],
         }
 
     @classmethod
@@ -346,6 +351,7 @@ class RunRecord:
             elapsed_ms=float(data.get("elapsed_ms", 0.0)),
             model=data.get("model"),
             replica=str(data.get("replica", "")),
+            timeline=tuple(dict(span) for span in data.get("timeline") or ()),
         )
 
     def matches(self, *, caller: str | None, reason: str | None, text: str | None, before: float | None) -> bool:

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..callers import LOCAL, Caller, CallerBook
 from ._errors import send_error
 
-DEFAULT_EXEMPT = frozenset({"/api/v1/health", "/", "/index.html"})
+DEFAULT_EXEMPT = frozenset({"/api/v1/health", "/", "/index.html", "/favicon.ico"})
 CALLER_KEY = "mcp_agent.caller"
 
 

@@ -1,0 +1,144 @@
+"""The dashboard in a real headless Chromium against a real gateway process: ask in the page →
+the timeline fills in (a model call, then a tool call waiting for approval) → approve it in the
+page → the run finishes with its answer; then a reload shows the run again from the record.
+
+Screenshots go to ``.artifacts/browser/`` (git-ignored); the test prints where.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.model_server import running_model_server
+from tests.gateway.conftest import free_port
+from tests.gateway.e2e import SERVERS, rule_reply
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / ".artifacts" / "browser"
+TOKEN = "dashboard-test-token-0123456789"
+BOUND = 60_000  # ms: a "does not hang" bound for each wait in the page, not a timing
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the gateway exited: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(url + "/api/v1/health", timeout=5).json().get("status") in ("ok", "degraded"):
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"the gateway did not become ready: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[str]:
+    with running_model_server() as model:
+        model.handler = rule_reply
+        config = {
+            "llm": {"endpoint": model.base_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+            "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}},
+            "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
+            "limits": {"timeoutSeconds": 600, "maxRounds": 4},
+            "gateway": {"authToken": TOKEN},
+            "state": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+        }
+        path = tmp_path / "agent.json"
+        path.write_text(json.dumps(config))
+        port = free_port()
+        log = tmp_path / "gateway.log"
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": str(tmp_path)}
+        with open(log, "ab") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
+                stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(ROOT), env=env,
+            )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_ready(url, process, log)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=True)
+
+
+def test_ask_watch_the_timeline_approve_and_see_the_run_finish(browser: Any, gateway: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda msg: problems.append(f"console: {msg.text} {msg.location}") if msg.type == "error" else None)
+    page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.request.method} {r.url}") if r.status >= 400 else None)
+    try:
+        page.goto(f"{gateway}/#token={TOKEN}")
+        assert "token=" not in page.url  # taken from the fragment, then removed from the address
+        page.wait_for_selector("body[data-events=listening]", timeout=BOUND)
+        page.wait_for_selector("#runs >> text=no runs", timeout=BOUND)
+
+        page.fill("#query", "echo hello from the browser")
+        page.click("#ask")
+        # the timeline fills in from the event stream: the model call, then the gated tool call
+        page.wait_for_selector("#timeline[data-state=running] .wf-row[data-kind=model]", timeout=BOUND)
+        page.wait_for_selector("#timeline .wf-row[data-kind=tool] >> text=awaiting approval", timeout=BOUND)
+        card = page.wait_for_selector("#approvals .approval", timeout=BOUND)
+        assert "echo__echo" in card.inner_text()
+        assert "hello from the browser" in card.inner_text()  # its arguments
+        assert "asked by owner" in card.inner_text()  # who asked: authToken's caller
+        _shot(page, "1-waiting-for-approval.png")
+
+        card.query_selector("button:has-text('Approve')").click()
+        page.wait_for_selector("#timeline[data-state=success]", timeout=BOUND)
+        page.wait_for_selector("#run-answer >> text=echo__echo said: hello from the browser", timeout=BOUND)
+        page.wait_for_selector("#approvals >> text=none pending", timeout=BOUND)
+        kinds = page.eval_on_selector_all("#timeline .wf-row", "rows => rows.map(r => r.dataset.kind)")
+        assert kinds == ["model", "tool", "model"]
+        page.click("#timeline .wf-row[data-kind=tool]")  # expand: arguments and the result
+        details = page.inner_text("#timeline")
+        assert '{"text": "hello from the browser"}' in details
+        assert "approved after" in details
+        _shot(page, "2-finished.png")
+
+        # a reload shows the run from its record (the selected run is kept in the address)
+        page.reload()
+        page.wait_for_selector("#runs tr.run.sel >> text=echo hello from the browser", timeout=BOUND)
+        page.wait_for_selector("#timeline[data-state=success]", timeout=BOUND)
+        assert page.eval_on_selector_all("#timeline .wf-row", "rows => rows.length") == 3
+        page.wait_for_selector("[data-chart=qpm] rect", timeout=BOUND)  # the run is in the last hour
+        page.wait_for_selector("[data-chart=latency] circle", timeout=BOUND)
+
+        # filter and search
+        page.select_option("#reason", "max_rounds")
+        page.wait_for_selector("#runs >> text=no runs", timeout=BOUND)
+        page.select_option("#reason", "")
+        page.fill("#search", "nothing like this")
+        page.wait_for_selector("#runs >> text=no runs", timeout=BOUND)
+        page.fill("#search", "FROM THE BROWSER")
+        page.wait_for_selector("#runs tr.run", timeout=BOUND)
+        _shot(page, "3-after-reload.png")
+        assert problems == []
+    finally:
+        print(f"screenshots in {ARTIFACTS}")
+        context.close()
