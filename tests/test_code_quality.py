@@ -25,3 +25,13 @@ def test_mypy_strict():
     pytest.importorskip("mypy")
     done = _run("mypy")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_symlinks_are_tracked():
+    """A worktree's symlink to ``tests/npm/node_modules`` was committed twice; checked out, it
+    replaced the real folder with a link to itself. Nothing in the repository is a symlink."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    links = [line.split("\t", 1)[1] for line in listed.stdout.splitlines() if line.startswith("120000 ")]
+    assert links == []
