@@ -13,7 +13,9 @@ The hierarchy::
     │   ├── ToolServerStartError      it could not be started (.exit_code, .stderr_tail)
     │   └── ToolServerExited          it exited while in use (.exit_code, .stderr_tail)
     ├── ToolCallError                 a tool call could not be made (unknown tool, server down)
-    └── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
+    ├── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
+    └── StateError                    the state store (``state.url``) failed: disk, database, network
+        └── SessionTooLarge           a conversation is over ``state.maxSessionBytes`` (.size, .limit)
 
 Inside the agent loop failures are data, not exceptions: a tool error becomes a tool result the
 model reads, and a provider error ends the run with a termination reason. These exceptions are
@@ -162,3 +164,32 @@ class ArgumentValidationError(MCPAgentError):
         super().__init__(message)
         self.message = message
         self.errors = list(errors)
+
+
+class StateError(MCPAgentError):
+    """The state store (``state.url``: conversations, approvals, run records) failed.
+
+    Raised by the store's operations (a disk full, a database locked past its busy timeout, a
+    server gone away). The agent loop catches it where a run's outcome is concerned: an answer is
+    never lost because its conversation could not be saved (the result's ``detail`` says so).
+    A store that cannot even be opened raises ``ConfigError`` naming ``state.url`` instead.
+    """
+
+
+class SessionTooLarge(StateError):
+    """A conversation's stored form is over the store's cap (``state.maxSessionBytes``).
+
+    Args:
+        session_id: the conversation.
+        size: its stored size in bytes.
+        limit: the cap.
+    """
+
+    def __init__(self, session_id: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"session {session_id!r} is too big to store ({size} bytes, state.maxSessionBytes is {limit}); "
+            "start a new conversation or raise the cap"
+        )
+        self.session_id = session_id
+        self.size = size
+        self.limit = limit
