@@ -1,0 +1,290 @@
+"""Conversations in Redis, and the per-session lock that holds across replicas.
+
+A session is a hash (``_redis_scripts`` draws the keys) that expires after
+``session_ttl_seconds`` without use. ``hold`` takes the session's lock in two steps: first a lock
+of this process (so that its own runs on the session queue here, not against Redis), then the
+lease in Redis: ``SET lock:<id> <replica>:<random> NX PX <lease>``. While the block runs, a task
+renews the lease (and the session's TTL, and this replica's liveness) every third of
+``lease_seconds``; leaving the block deletes the lease only if it still holds our token (a
+compare-and-delete script) and publishes a wake-up, so that a run waiting on another replica
+starts at once. A waiter that finds the holder's replica dead (its liveness lease lapsed, or,
+on this host, its process gone) breaks the lock rather than wait out the lease.
+
+Releasing never raises: a Redis that went away while the run went on must not cost the run its
+result; the lease then lapses by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import anyio
+
+from ..exceptions import SessionTooLarge, StateError
+from ..messages import Message
+from ._redis_base import Backend, dumps, ms, text
+from ._redis_scripts import ACQUIRE, BREAK, OPEN_SESSION, RELEASE, RENEW, SAVE_SESSION
+from .base import Session, SessionInfo, StateLimits, new_session_id, valid_session_id
+
+logger = logging.getLogger(__name__)
+
+_FIELDS = ("owner", "created", "updated", "runs", "messages")
+
+
+def _session(session_id: str, reply: Sequence[Any] | Mapping[Any, Any]) -> Session:
+    """A Session from a hash: HGETALL's mapping, or a script's flat ``[field, value, ...]``."""
+    pairs = reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
+    fields = {text(name): value for name, value in pairs}
+    return Session(
+        id=session_id,
+        transcript=tuple(Message.from_dict(m) for m in json.loads(fields.get("transcript") or b"[]")),
+        created=float(fields.get("created") or 0),
+        updated=float(fields.get("updated") or 0),
+        runs=int(fields.get("runs") or 0),
+        owner=json.loads(fields.get("owner") or b"null"),
+    )
+
+
+class RedisSessionStore:
+    """The ``SessionStore`` of the Redis backend (see the module docstring).
+
+    ``max_per_owner`` starts as ``limits.max_sessions_per_owner``; the gateway may set it to
+    each caller's share.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        limits: StateLimits,
+        replica: str,
+        *,
+        holder_alive: Callable[[str], Awaitable[bool]],
+        keepalive: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._backend = backend
+        self._keys = backend.keys
+        self.limits = limits
+        self.replica = replica
+        self.max_per_owner = limits.max_sessions_per_owner
+        self._holder_alive = holder_alive
+        self._keepalive = keepalive
+        self._local: dict[str, tuple[anyio.Lock, list[int]]] = {}
+        client = backend.client
+        self._open_script = client.register_script(OPEN_SESSION)
+        self._save_script = client.register_script(SAVE_SESSION)
+        self._acquire_script = client.register_script(ACQUIRE)
+        self._renew_script = client.register_script(RENEW)
+        self._release_script = client.register_script(RELEASE)
+        self._break_script = client.register_script(BREAK)
+
+    # ---------------------------------------------------------------- the lock
+
+    @asynccontextmanager
+    async def hold(self, session_id: str, *, owner: str | None = None) -> AsyncIterator[Session]:
+        if not isinstance(session_id, str) or not valid_session_id(session_id):
+            raise ValueError(f"invalid session id {session_id!r}")
+        async with self._local_lock(session_id):
+            token = await self._acquire(session_id)
+            try:
+                session = await self._open(session_id, owner, create=True)
+                assert session is not None
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._renew, session_id, token)
+                    try:
+                        yield session
+                    finally:
+                        tg.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._release(session_id, token)
+
+    @asynccontextmanager
+    async def _local_lock(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._local.setdefault(session_id, (anyio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._local[session_id]
+
+    async def _acquire(self, session_id: str) -> str:
+        keys = self._keys
+        token = f"{self.replica}:{secrets.token_hex(8)}"
+        lock_keys = [keys.lock(session_id), keys.locks_of(self.replica)]
+        lease = ms(self.limits.lease_seconds)
+
+        async def attempt() -> bool | None:
+            with self._backend.failures(f"taking session {session_id!r}'s lock"):
+                if await self._acquire_script(keys=lock_keys, args=[token, lease, session_id]) == 1:
+                    return True
+                holder = text(await self._backend.client.get(keys.lock(session_id)))
+            if holder and not await self._holder_alive(holder.partition(":")[0]):
+                dead = holder.partition(":")[0]
+                logger.warning(
+                    "session %s: its lock is held by replica %s, which is gone; breaking it", session_id, dead
+                )
+                with self._backend.failures(f"breaking session {session_id!r}'s lock"):
+                    await self._break_script(
+                        keys=[keys.lock(session_id)], args=[f"{dead}:", keys.lock_released(session_id)]
+                    )
+            return None
+
+        if not await attempt():
+            await self._backend.wait_until(
+                keys.lock_released(session_id),
+                attempt,
+                what=f"waiting for session {session_id!r}'s lock",
+                max_pause=max(min(self.limits.lease_seconds / 3, 1.0), 0.05),
+            )
+        return token
+
+    async def _renew(self, session_id: str, token: str) -> None:
+        keys = self._keys
+        every = max(self.limits.lease_seconds / 3, 0.05)
+        args: list[str | int] = [token, ms(self.limits.lease_seconds), ms(self.limits.session_ttl_seconds)]
+        while True:
+            await anyio.sleep(every)
+            try:
+                with self._backend.failures("renewing a session lock"):
+                    kept = await self._renew_script(
+                        keys=[keys.lock(session_id), keys.session(session_id)], args=args
+                    )
+                await self._keepalive()
+            except StateError as exc:
+                logger.warning("session %s: could not renew its lock (%s); trying again", session_id, exc)
+                continue
+            if kept != 1:
+                logger.warning(
+                    "session %s: its lock lapsed while this run held it (this process stalled, or Redis "
+                    "lost it); another run may have started on it",
+                    session_id,
+                )
+                return
+
+    async def _release(self, session_id: str, token: str) -> None:
+        keys = self._keys
+        try:
+            with anyio.fail_after(10), self._backend.failures("releasing a session lock"):
+                await self._release_script(
+                    keys=[keys.lock(session_id), keys.locks_of(self.replica)],
+                    args=[token, session_id, keys.lock_released(session_id)],
+                )
+        except (StateError, TimeoutError) as exc:
+            logger.warning(
+                "session %s: could not release its lock (%s); it lapses in %g s",
+                session_id,
+                exc,
+                self.limits.lease_seconds,
+            )
+
+    # ---------------------------------------------------------------- the store
+
+    async def _open(self, session_id: str, owner: str | None, *, create: bool) -> Session | None:
+        now = time.time()
+        limits = self.limits
+        with self._backend.failures(f"opening session {session_id!r}"):
+            flat = await self._open_script(
+                keys=[self._keys.session(session_id), self._keys.sessions],
+                args=[
+                    self._keys.prefix,
+                    session_id,
+                    dumps(owner),
+                    repr(now),
+                    int(now * 1000),
+                    ms(limits.session_ttl_seconds),
+                    limits.max_sessions,
+                    self.max_per_owner,
+                    "1" if create else "0",
+                ],
+            )
+        return _session(session_id, flat) if flat else None
+
+    async def create(self, owner: str | None = None) -> Session:
+        session = await self._open(new_session_id(), owner, create=True)
+        assert session is not None
+        return session
+
+    async def get(self, session_id: str) -> Session | None:
+        if not isinstance(session_id, str) or not valid_session_id(session_id):
+            return None
+        with self._backend.failures(f"reading session {session_id!r}"):
+            fields = await self._backend.client.hgetall(self._keys.session(session_id))
+        return _session(session_id, fields) if fields else None
+
+    async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
+        messages = tuple(transcript)
+        data = dumps([m.to_dict() for m in messages])
+        size = len(data.encode())
+        if self.limits.max_session_bytes and size > self.limits.max_session_bytes:
+            raise SessionTooLarge(session.id, size, self.limits.max_session_bytes)
+        now = time.time()
+        with self._backend.failures(f"saving session {session.id!r}"):
+            runs = await self._save_script(
+                keys=[self._keys.session(session.id), self._keys.sessions],
+                args=[
+                    data,
+                    len(messages),
+                    repr(now),
+                    int(now * 1000),
+                    ms(self.limits.session_ttl_seconds),
+                    session.id,
+                ],
+            )
+        if runs is None:
+            return False
+        session.transcript = messages
+        session.updated = now
+        session.runs = int(runs)
+        return True
+
+    async def list(self) -> list[SessionInfo]:
+        keys, client = self._keys, self._backend.client
+        with self._backend.failures("listing sessions"):
+            ids = [text(i) or "" for i in await client.zrange(keys.sessions, 0, -1)]
+            pipe = client.pipeline(transaction=False)
+            for session_id in ids:
+                pipe.hmget(keys.session(session_id), _FIELDS)
+                pipe.exists(keys.lock(session_id))
+            replies = await pipe.execute()
+            found: list[SessionInfo] = []
+            gone: list[str] = []
+            for index, session_id in enumerate(ids):
+                owner, created, updated, runs, messages = replies[2 * index]
+                if owner is None:  # expired: the index forgets it too
+                    gone.append(session_id)
+                    continue
+                found.append(
+                    SessionInfo(
+                        session_id,
+                        int(messages or 0),
+                        int(runs or 0),
+                        float(created or 0),
+                        float(updated or 0),
+                        bool(replies[2 * index + 1]),
+                        json.loads(owner),
+                    )
+                )
+            if gone:
+                with suppress(Exception):
+                    await client.zrem(keys.sessions, *gone)
+        return found
+
+    async def delete(self, session_id: str) -> bool:
+        if not isinstance(session_id, str) or not valid_session_id(session_id):
+            return False
+        client = self._backend.client
+        with self._backend.failures(f"deleting session {session_id!r}"):
+            pipe = client.pipeline(transaction=True)
+            pipe.delete(self._keys.session(session_id))
+            pipe.zrem(self._keys.sessions, session_id)
+            deleted, _ = await pipe.execute()
+        return bool(deleted)
