@@ -1,0 +1,199 @@
+"""The SQLite store's file: opening it safely, its schema and the migrations between versions.
+
+``connect(path, url)`` opens (creating when missing) one database file, refuses what it cannot
+use with a ``ConfigError`` naming ``state.url``, and never writes into a file that is not ours:
+
+- a directory, a file without read or write permission, a folder that cannot be created:
+  refused, nothing touched;
+- garbage bytes or a damaged database (``PRAGMA quick_check``): refused, the file left as it is
+  (move it away, or point ``state.url`` elsewhere, to start afresh);
+- a database written by a newer mcp-agent (``PRAGMA user_version`` above ``SCHEMA_VERSION``):
+  refused, so an older gateway never damages a newer one's data.
+
+The schema's version is ``PRAGMA user_version``. ``MIGRATIONS[n]`` takes a database from version
+``n`` to ``n + 1``; all pending ones run in one transaction at open, so a crash mid-migration
+leaves the old version whole. The file runs in WAL mode (readers never block the writer; two
+processes on one machine share it, waiting up to ``BUSY_TIMEOUT`` seconds for each other's
+writes) with ``synchronous=NORMAL``: a crash of the process loses nothing committed, a power
+cut may lose the last commits but never leaves a damaged file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..exceptions import ConfigError
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a write waits for another process's write to finish before it fails."""
+SCHEMA_VERSION = 1
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            owner TEXT,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            used REAL NOT NULL,
+            runs INTEGER NOT NULL DEFAULT 0,
+            messages INTEGER NOT NULL DEFAULT 0,
+            transcript TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE INDEX sessions_by_use ON sessions (used);
+        CREATE INDEX sessions_by_owner ON sessions (owner, used);
+        CREATE TABLE session_locks (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            replica TEXT NOT NULL,
+            expires REAL NOT NULL
+        );
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            replica TEXT NOT NULL,
+            created REAL NOT NULL,
+            decided REAL,
+            record TEXT NOT NULL
+        );
+        CREATE INDEX approvals_pending ON approvals (decided, created);
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            started REAL NOT NULL,
+            ended REAL,
+            caller TEXT,
+            reason TEXT,
+            replica TEXT NOT NULL,
+            query TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            record TEXT NOT NULL
+        );
+        CREATE INDEX runs_by_start ON runs (started);
+        CREATE INDEX runs_by_caller ON runs (caller, started);
+        CREATE INDEX runs_in_flight ON runs (ended, replica);
+        CREATE TABLE replicas (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            process TEXT,
+            started REAL NOT NULL,
+            expires REAL NOT NULL
+        );
+        """,
+    )
+
+
+def _script(db: sqlite3.Connection, script: str) -> None:
+    """Each statement of ``script``, inside the caller's transaction (``executescript`` would
+    commit it first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1,)
+"""``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file)."""
+
+
+def database_path(url: str) -> Path:
+    """The file of ``sqlite:///PATH`` (``~`` expanded; ``sqlite:////abs`` is ``/abs``).
+
+    Raises:
+        ConfigError: the URL has no path, or a host (``sqlite://host/…``).
+    """
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"state.url {url!r}: write sqlite:///PATH (three slashes; a host is not allowed)", "state.url"
+        )
+    path = rest[1:]
+    if not path or path.endswith("/"):
+        raise ConfigError(f"state.url {url!r}: no database file named after sqlite:///", "state.url")
+    return Path(os.path.expanduser(path))
+
+
+def connect(path: Path, url: str) -> sqlite3.Connection:
+    """Open the store's file, checked and migrated (see the module docstring).
+
+    Raises:
+        ConfigError: the file cannot be used; the message names ``state.url`` and the path.
+    """
+    where = f"state.url {url!r} ({path})"
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a directory, not a database file", "state.url")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot create its folder: {exc.strerror or exc}", "state.url") from None
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise ConfigError(f"{where}: no permission to read and write it", "state.url")
+    db: sqlite3.Connection | None = None
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        _check(db, where)
+        _configure(db)
+        _migrate(db, where)
+    except sqlite3.Error as exc:
+        if db is not None:
+            db.close()
+        raise ConfigError(f"{where}: cannot open it as a database: {exc}", "state.url") from None
+    except ConfigError:
+        if db is not None:
+            db.close()
+        raise
+    return db
+
+
+def _check(db: sqlite3.Connection, where: str) -> None:
+    """Refuse a file that is not a sound SQLite database (reads only)."""
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(
+            f"{where}: not a readable mcp-agent database ({exc}); it was left untouched: move it away "
+            "or point state.url elsewhere to start afresh",
+            "state.url",
+        ) from None
+    if problems != ["ok"]:
+        raise ConfigError(
+            f"{where}: the database is damaged ({'; '.join(problems)}); it was left untouched: recover it "
+            "with `sqlite3 FILE .recover`, or move it away to start afresh",
+            "state.url",
+        )
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{where}: written by a newer mcp-agent (schema {version}; this one knows up to "
+            f"{SCHEMA_VERSION}); upgrade mcp-agent or point state.url elsewhere",
+            "state.url",
+        )
+
+
+def _configure(db: sqlite3.Connection) -> None:
+    if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table: freed pages can go back
+    mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.OperationalError(f"cannot switch to WAL mode (journal_mode is {mode})")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA journal_size_limit = 4194304")  # the WAL file shrinks back to 4 MB after checkpoints
+    db.execute("PRAGMA foreign_keys = ON")
+
+
+def _migrate(db: sqlite3.Connection, where: str) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]  # again: another process may have migrated
+        for step in range(version, SCHEMA_VERSION):
+            MIGRATIONS[step](db)
+        if version < SCHEMA_VERSION:
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise

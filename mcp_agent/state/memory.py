@@ -1,0 +1,336 @@
+"""``memory://``: conversations, approvals and run records in this process's memory.
+
+What tests, ``serve --stateless`` and a directly constructed ``Agent`` use: nothing survives the
+process, and nothing is shared with another one (so ``recover`` never finds a dead replica).
+
+``MemorySessionStore`` forgets a session idle for ``ttl_seconds`` and, beyond ``max_sessions``,
+the least recently used idle ones of the owner holding the most (so one caller's flood of new
+conversations evicts its own first, never another's while it holds more); an owner beyond
+``max_per_owner`` loses its own least recently used idle one. A session with a run in progress
+(its lock held) is never evicted. Each session's lock is an ``anyio.Lock``: runs on one session
+wait for each other, in this process.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
+
+import anyio
+
+from ..exceptions import SessionTooLarge
+from ..messages import Message
+from ._keyed import KeyedLocks
+from .base import (
+    Approval,
+    Decision,
+    Recovery,
+    RunRecord,
+    Session,
+    SessionInfo,
+    StateLimits,
+    new_replica_id,
+    new_session_id,
+)
+
+__all__ = [
+    "MemoryApprovalStore",
+    "MemoryRunStore",
+    "MemorySessionStore",
+    "MemoryState",
+    "open_memory_state",
+    "transcript_bytes",
+]
+
+
+def transcript_bytes(transcript: Sequence[Message]) -> bytes:
+    """A transcript's stored form: compact JSON, UTF-8 (what ``max_session_bytes`` measures)."""
+    return json.dumps([m.to_dict() for m in transcript], ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class MemorySessionStore:
+    """Sessions in a dict, with idle expiry and count caps (see the module docstring).
+
+    Args:
+        ttl_seconds: a session idle this long is forgotten (0 = never).
+        max_sessions: beyond this many, the least recently used idle sessions of the owner
+            holding the most go (0 = no cap).
+        max_per_owner: one owner's own least recently used idle session goes when it would hold
+            more than this (0 = no cap of its own).
+        max_session_bytes: a transcript bigger than this (as JSON) is refused (0 = no cap).
+        clock: the monotonic clock used for expiry (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float = 1800,
+        max_sessions: int = 1000,
+        max_per_owner: int = 0,
+        max_session_bytes: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl_seconds = ttl_seconds
+        self.max_sessions = max_sessions
+        self.max_per_owner = max_per_owner
+        self.max_session_bytes = max_session_bytes
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._used: dict[str, float] = {}  # the store's clock, for eviction
+        self._locks = KeyedLocks()
+
+    @classmethod
+    def from_limits(cls, limits: StateLimits) -> MemorySessionStore:
+        return cls(
+            ttl_seconds=limits.session_ttl_seconds,
+            max_sessions=limits.max_sessions,
+            max_per_owner=limits.max_sessions_per_owner,
+            max_session_bytes=limits.max_session_bytes,
+        )
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def hold(self, session_id: str, *, owner: str | None = None) -> AbstractAsyncContextManager[Session]:
+        if not session_id:
+            raise ValueError("a session id must be a non-empty string")
+        return self._hold(session_id, owner)
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, owner: str | None) -> AsyncIterator[Session]:
+        async with self._locks.hold(session_id):
+            self._evict()
+            session = self._sessions.get(session_id)
+            if session is None:
+                session = self._add(Session(session_id, owner=owner))
+            self._used[session_id] = self._clock()
+            yield session
+
+    async def create(self, owner: str | None = None) -> Session:
+        self._evict()
+        return self._add(Session(new_session_id(), owner=owner))
+
+    async def get(self, session_id: str) -> Session | None:
+        self._evict()
+        return self._sessions.get(session_id)
+
+    async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
+        if self.max_session_bytes:
+            size = len(transcript_bytes(transcript))
+            if size > self.max_session_bytes:
+                raise SessionTooLarge(session.id, size, self.max_session_bytes)
+        if self._sessions.get(session.id) is not session:
+            return False  # deleted (or replaced) while the run went on: not put back
+        session.transcript = tuple(transcript)
+        session.updated = time.time()
+        session.runs += 1
+        self._used[session.id] = self._clock()
+        return True
+
+    async def list(self) -> list[SessionInfo]:
+        self._evict()
+        return [
+            SessionInfo(s.id, len(s.transcript), s.runs, s.created, s.updated, self._busy(s.id), s.owner)
+            for s in self._sessions.values()
+        ]
+
+    async def delete(self, session_id: str) -> bool:
+        self._used.pop(session_id, None)
+        return self._sessions.pop(session_id, None) is not None
+
+    def _busy(self, session_id: str) -> bool:
+        return self._locks.locked(session_id)
+
+    def _remove(self, session_id: str) -> None:
+        del self._sessions[session_id]
+        self._used.pop(session_id, None)
+
+    def _add(self, session: Session) -> Session:
+        if self.max_per_owner:
+            self._shrink_owner(session.owner, self.max_per_owner - 1)
+        if self.max_sessions:
+            self._shrink(self.max_sessions - 1)
+        self._used[session.id] = self._clock()
+        self._sessions[session.id] = session
+        return session
+
+    def _evict(self) -> None:
+        if self.ttl_seconds:
+            cutoff = self._clock() - self.ttl_seconds
+            for session_id in [i for i in self._sessions if self._used.get(i, 0.0) <= cutoff]:
+                if not self._busy(session_id):
+                    self._remove(session_id)
+
+    def _idle_oldest_first(self, owner: object = ...) -> builtins.list[Session]:
+        idle = [s for s in self._sessions.values() if not self._busy(s.id) and (owner is ... or s.owner == owner)]
+        return sorted(idle, key=lambda s: self._used.get(s.id, 0.0))
+
+    def _shrink(self, keep: int) -> None:
+        """Drop idle sessions until at most ``keep`` remain: always the least recently used one
+        of the owner holding the most sessions."""
+        excess = len(self._sessions) - keep
+        if excess <= 0:
+            return
+        counts = collections.Counter(s.owner for s in self._sessions.values())
+        idle: dict[str | None, list[Session]] = {}
+        for s in reversed(self._idle_oldest_first()):
+            idle.setdefault(s.owner, []).append(s)  # newest first: pop() takes the oldest
+        for _ in range(excess):
+            if not idle:
+                return  # every session left is busy: nothing can go
+            owner = max(idle, key=lambda o: counts[o])
+            victim = idle[owner].pop()
+            if not idle[owner]:
+                del idle[owner]
+            counts[owner] -= 1
+            self._remove(victim.id)
+
+    def _shrink_owner(self, owner: str | None, keep: int) -> None:
+        """Drop ``owner``'s least recently used idle sessions until it holds at most ``keep``."""
+        mine = sum(1 for s in self._sessions.values() if s.owner == owner)
+        for session in self._idle_oldest_first(owner)[: max(mine - keep, 0)]:
+            self._remove(session.id)
+
+
+class MemoryApprovalStore:
+    """Approvals in a dict; a decision wakes its waiter through an ``anyio.Event``.
+
+    Args:
+        keep_seconds: decided approvals older than this are dropped on ``prune`` (0 = kept).
+    """
+
+    def __init__(self, *, keep_seconds: float = 0) -> None:
+        self.keep_seconds = keep_seconds
+        self._approvals: dict[str, Approval] = {}
+        self._decided: dict[str, anyio.Event] = {}
+
+    async def add(self, approval: Approval) -> None:
+        self._approvals[approval.id] = approval
+        self._decided.setdefault(approval.id, anyio.Event())
+
+    async def decide(self, approval_id: str, decision: Decision) -> bool:
+        approval = self._approvals.get(approval_id)
+        if approval is None or approval.decision is not None:
+            return False
+        self._approvals[approval_id] = replace(approval, decision=decision)
+        self._decided.pop(approval_id, anyio.Event()).set()
+        return True
+
+    async def wait(self, approval_id: str) -> Decision:
+        approval = self._approvals.get(approval_id)
+        if approval is None:
+            raise KeyError(approval_id)
+        if approval.decision is None:
+            await self._decided.setdefault(approval_id, anyio.Event()).wait()
+        decision = self._approvals[approval_id].decision
+        assert decision is not None
+        return decision
+
+    async def get(self, approval_id: str) -> Approval | None:
+        return self._approvals.get(approval_id)
+
+    async def pending(self) -> list[Approval]:
+        return sorted((a for a in self._approvals.values() if a.decision is None), key=lambda a: a.created)
+
+    def prune(self) -> None:
+        if not self.keep_seconds:
+            return
+        cutoff = time.time() - self.keep_seconds
+        for approval in list(self._approvals.values()):
+            if approval.decision is not None and approval.decision.at < cutoff:
+                del self._approvals[approval.id]
+
+
+class MemoryRunStore:
+    """Run records in a dict, kept within ``max_runs`` and ``max_age_seconds``."""
+
+    def __init__(self, *, max_runs: int = 10_000, max_age_seconds: float = 0) -> None:
+        self.max_runs = max_runs
+        self.max_age_seconds = max_age_seconds
+        self._runs: dict[str, RunRecord] = {}
+
+    async def begin(self, record: RunRecord) -> None:
+        self._runs[record.id] = record
+
+    async def end(self, record: RunRecord) -> None:
+        self._runs[record.id] = record
+        self.prune()
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    async def list(
+        self,
+        *,
+        caller: str | None = None,
+        reason: str | None = None,
+        text: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+    ) -> list[RunRecord]:
+        found = [r for r in self._runs.values() if r.matches(caller=caller, reason=reason, text=text, before=before)]
+        found.sort(key=lambda r: r.started, reverse=True)
+        return found[: max(limit, 0)]
+
+    def prune(self) -> None:
+        finished = sorted((r for r in self._runs.values() if not r.in_flight), key=lambda r: r.started)
+        drop = max(len(finished) - self.max_runs, 0) if self.max_runs else 0
+        cutoff = time.time() - self.max_age_seconds if self.max_age_seconds else None
+        for index, record in enumerate(finished):
+            if index < drop or (cutoff is not None and (record.ended or record.started) < cutoff):
+                del self._runs[record.id]
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
+class MemoryState:
+    """The memory backend's ``State``: one process, no leases to keep, nobody to recover."""
+
+    def __init__(self, limits: StateLimits | None = None, *, replica: str | None = None) -> None:
+        self._limits = limits = limits or StateLimits()
+        self._replica = replica or new_replica_id()
+        age = limits.max_run_age_days * 86400
+        self._sessions = MemorySessionStore.from_limits(limits)
+        self._approvals = MemoryApprovalStore(keep_seconds=age)
+        self._runs = MemoryRunStore(max_runs=limits.max_runs, max_age_seconds=age)
+
+    @property
+    def replica(self) -> str:
+        return self._replica
+
+    @property
+    def sessions(self) -> MemorySessionStore:
+        return self._sessions
+
+    @property
+    def approvals(self) -> MemoryApprovalStore:
+        return self._approvals
+
+    @property
+    def runs(self) -> MemoryRunStore:
+        return self._runs
+
+    @property
+    def limits(self) -> StateLimits:
+        return self._limits
+
+    async def beat(self) -> None:
+        self._runs.prune()
+        self._approvals.prune()
+
+    async def recover(self) -> Recovery:
+        return Recovery()
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def open_memory_state(url: str = "memory://", *, limits: StateLimits, replica: str | None = None) -> MemoryState:
+    """``memory://``: a new, empty MemoryState."""
+    return MemoryState(limits, replica=replica)
