@@ -41,6 +41,7 @@ class RedisEvents:
         send, receive = anyio.create_memory_object_stream[Event](queue_size)
         self._send = send
         self._receive = receive
+        self._relaying = False
 
     def emit(self, event: Event) -> None:
         try:
@@ -49,6 +50,13 @@ class RedisEvents:
             self.dropped += 1
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
+
+    def close(self) -> None:
+        """Stop taking events (a running ``relay`` publishes what is queued, then its publisher
+        ends)."""
+        self._send.close()
+        if not self._relaying:
+            self._receive.close()
 
     async def relay(
         self,
@@ -63,10 +71,15 @@ class RedisEvents:
             sink: where the other replicas' events go (never blocks, never raises).
             wanted: when given and False, arriving events are not even decoded (nobody listens).
         """
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._publish)
-            tg.start_soon(self._subscribe, sink, wanted)
-            task_status.started()
+        self._relaying = True
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._publish)
+                tg.start_soon(self._subscribe, sink, wanted)
+                task_status.started()
+        finally:
+            self._relaying = False
+            self._receive.close()
 
     async def _publish(self) -> None:
         client, channel = self._backend.client, self._backend.keys.events

@@ -3,8 +3,8 @@
 An approval is a hash (its record, the replica whose run waits on it, and once decided the
 decision); the pending ones are also in a sorted set by creation time. ``decide`` is one script
 (exactly one decider wins, in every process) that also publishes a wake-up on the approval's
-channel, so ``wait`` returns at once wherever the run waits. Decided approvals expire with the
-run records' age limit.
+channel, so ``wait`` returns at once wherever the run waits. Decided approvals are dropped with the
+run records' age limit (by when they were decided), on retention.
 
 A run record is one JSON string; a sorted set by start time lists them newest first, a set holds
 those in flight (retention never drops them) and one per replica says which runs a dead replica
@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from ._redis_base import Backend, dumps, ms
+from ._redis_base import Backend, dumps
 from ._redis_base import text as as_text
 from ._redis_scripts import DECIDE, RETAIN
 from .base import Approval, Decision, RunRecord, StateLimits
@@ -38,10 +38,6 @@ class RedisApprovalStore:
         self.replica = replica
         self._decide_script = backend.client.register_script(DECIDE)
 
-    @property
-    def _keep_ms(self) -> int:
-        return ms(self.limits.max_run_age_days * 86400)
-
     async def add(self, approval: Approval) -> None:
         keys = self._keys
         replica = approval.replica or self.replica
@@ -54,18 +50,17 @@ class RedisApprovalStore:
                 pipe.sadd(keys.approvals_of(replica), approval.id)
             else:
                 pipe.hset(keys.approval(approval.id), "decision", dumps(approval.decision.to_dict()))
-                if self._keep_ms:
-                    pipe.pexpire(keys.approval(approval.id), self._keep_ms)
+                pipe.zadd(keys.decided_index, {approval.id: approval.decision.at})
             await pipe.execute()
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         keys = self._keys
         with self._backend.failures(f"deciding approval {approval_id!r}"):
             won = await self._decide_script(
-                keys=[keys.approval(approval_id), keys.pending],
+                keys=[keys.approval(approval_id), keys.pending, keys.decided_index],
                 args=[
                     dumps(decision.to_dict()),
-                    self._keep_ms,
+                    repr(decision.at),
                     approval_id,
                     keys.decided(approval_id),
                     keys.approvals_of(""),
@@ -148,6 +143,7 @@ class RedisRunStore:
             pipe = self._backend.client.pipeline(transaction=True)
             pipe.set(keys.run(record.id), dumps(record.to_dict()))
             pipe.zadd(keys.runs, {record.id: record.started})
+            pipe.zadd(keys.ended, {record.id: record.ended or record.started})
             pipe.srem(keys.live, record.id)
             pipe.srem(keys.runs_of(record.replica or self.replica), record.id)
             await pipe.execute()
@@ -161,7 +157,7 @@ class RedisRunStore:
         cutoff = time.time() - age * 86400 if age else -1
         with self._backend.failures("dropping old run records"):
             removed = await self._retain_script(
-                keys=[self._keys.runs, self._keys.live],
+                keys=[self._keys.runs, self._keys.live, self._keys.ended, self._keys.decided_index],
                 args=[self._keys.prefix, self.limits.max_runs, repr(cutoff)],
             )
         return int(removed)

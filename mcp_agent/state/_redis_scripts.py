@@ -5,15 +5,18 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 
 ==============================  ================================================================
 ``session:<id>``                hash: ``owner`` (JSON), ``created``, ``updated``, ``runs``,
-                                ``messages``, ``transcript`` (JSON); expires when idle (TTL)
+                                ``messages``, ``transcript`` (JSON); expires when idle (TTL;
+                                while held, one lease later, renewed with the lock)
 ``sessions``                    sorted set: session id → last use (ms), for listing and eviction
 ``lock:<id>``                   the session's lease: ``<replica>:<random>``, with a PX expiry
 ``locks:<replica>``             set: the session locks a replica holds (for ``recover``)
 ``approval:<id>``               hash: ``record`` (JSON), ``replica``, ``decision`` (once decided)
 ``approvals:pending``           sorted set: pending approval id → created
+``approvals:decided``           sorted set: decided approval id → decided at (for retention)
 ``approvals:of:<replica>``      set: the pending approvals a replica's runs wait on
 ``run:<id>``                    the run record (JSON)
 ``runs``                        sorted set: run id → started
+``runs:ended``                  sorted set: finished run id → ended (for retention by age)
 ``runs:live``                   set: runs in flight (never dropped by retention)
 ``runs:of:<replica>``           set: the runs in flight on a replica
 ``replica:<id>``                the replica's liveness lease (JSON: host, pid, started), PX expiry
@@ -41,7 +44,9 @@ class Keys:
         self.prefix = prefix
         self.sessions = f"{prefix}sessions"
         self.pending = f"{prefix}approvals:pending"
+        self.decided_index = f"{prefix}approvals:decided"
         self.runs = f"{prefix}runs"
+        self.ended = f"{prefix}runs:ended"
         self.live = f"{prefix}runs:live"
         self.replicas = f"{prefix}replicas"
         self.events = f"{prefix}events"
@@ -175,11 +180,14 @@ return 1
 """
 
 RELEASE = """
--- KEYS: lock, locks of the holder's replica. ARGV: token, session id, wake channel
--- Deletes the lock only when it holds our token, and tells the waiters.
+-- KEYS: lock, locks of the holder's replica, session key
+-- ARGV: token, session id, wake channel, the session's idle TTL (ms, 0 = none)
+-- Deletes the lock only when it holds our token (and gives the session its idle TTL again),
+-- and tells the waiters.
 redis.call('SREM', KEYS[2], ARGV[2])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[3], ARGV[4]) end
   redis.call('PUBLISH', ARGV[3], '1')
   return 1
 end
@@ -200,8 +208,8 @@ return 0
 """
 
 DECIDE = """
--- KEYS: approval key, pending index. ARGV: decision (JSON), keep (ms, 0 = forever), id,
---       wake channel, approvals-of prefix
+-- KEYS: approval key, pending index, decided index
+-- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix
 -- Exactly one decider wins: 0 for an unknown or already decided approval.
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('HEXISTS', KEYS[1], 'decision') == 1 then return 0 end
@@ -209,31 +217,38 @@ redis.call('HSET', KEYS[1], 'decision', ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[3])
 local replica = redis.call('HGET', KEYS[1], 'replica')
 if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
-if tonumber(ARGV[2]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 redis.call('PUBLISH', ARGV[4], '1')
 return 1
 """
 
 RETAIN = """
--- KEYS: runs index, live set. ARGV: prefix, max runs (0 = no cap), cutoff (s; -1 = no age limit)
--- Drops finished records older than the cutoff, then the oldest finished beyond the cap (at most
--- 1000 a call, so that one call stays short). Returns how many went.
-local runs, live, prefix = KEYS[1], KEYS[2], ARGV[1]
+-- KEYS: runs index, live set, ended index, decided approvals index
+-- ARGV: prefix, max runs (0 = no cap), cutoff (s; -1 = no age limit)
+-- Drops finished run records that ended before the cutoff and the oldest finished ones beyond
+-- the cap (runs in flight are never dropped, nor counted), and approvals decided before the
+-- cutoff; at most 1000 of each a call, so that one call stays short. Returns how many runs went.
+local runs, live, ended, decided, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local max_runs, cutoff, removed = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
 local function drop(id)
   redis.call('DEL', prefix .. 'run:' .. id)
   redis.call('ZREM', runs, id)
+  redis.call('ZREM', ended, id)
   removed = removed + 1
 end
 if cutoff >= 0 then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', runs, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
     if redis.call('SISMEMBER', live, id) == 0 then drop(id) end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', decided, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+    redis.call('DEL', prefix .. 'approval:' .. id)
+    redis.call('ZREM', decided, id)
   end
 end
 if max_runs > 0 then
-  local excess = redis.call('ZCARD', runs) - max_runs
+  local excess = redis.call('ZCARD', runs) - redis.call('SCARD', live) - max_runs
   if excess > 0 then
-    local span = math.min(excess + redis.call('SCARD', live), 1000 + removed)
+    local span = math.min(excess + redis.call('SCARD', live), 1000)
     for _, id in ipairs(redis.call('ZRANGE', runs, 0, span - 1)) do
       if excess <= 0 then break end
       if redis.call('SISMEMBER', live, id) == 0 then

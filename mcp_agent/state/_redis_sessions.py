@@ -21,16 +21,17 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Any
 
 import anyio
 
 from ..exceptions import SessionTooLarge, StateError
 from ..messages import Message
+from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
 from ._redis_scripts import ACQUIRE, BREAK, OPEN_SESSION, RELEASE, RENEW, SAVE_SESSION
-from .base import Session, SessionInfo, StateLimits, new_session_id, valid_session_id
+from .base import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ def _session(session_id: str, reply: Sequence[Any] | Mapping[Any, Any]) -> Sessi
         runs=int(fields.get("runs") or 0),
         owner=json.loads(fields.get("owner") or b"null"),
     )
+
+
+def _sole(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 class RedisSessionStore:
@@ -74,7 +81,7 @@ class RedisSessionStore:
         self.max_per_owner = limits.max_sessions_per_owner
         self._holder_alive = holder_alive
         self._keepalive = keepalive
-        self._local: dict[str, tuple[anyio.Lock, list[int]]] = {}
+        self._local = KeyedLocks()
         client = backend.client
         self._open_script = client.register_script(OPEN_SESSION)
         self._save_script = client.register_script(SAVE_SESSION)
@@ -85,36 +92,46 @@ class RedisSessionStore:
 
     # ---------------------------------------------------------------- the lock
 
+    @property
+    def _ttl(self) -> int:
+        """The idle TTL of a session nobody holds (ms; 0 = none)."""
+        return ms(self.limits.session_ttl_seconds)
+
+    @property
+    def _held_ttl(self) -> int:
+        """The TTL of a held session: one lease beyond its idle TTL, so that it cannot expire
+        between two renewals (the release sets the idle TTL again)."""
+        return self._ttl and self._ttl + ms(self.limits.lease_seconds)
+
+    def hold(self, session_id: str, *, owner: str | None = None) -> AbstractAsyncContextManager[Session]:
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("a session id must be a non-empty string")
+        return self._hold(session_id, owner)
+
     @asynccontextmanager
-    async def hold(self, session_id: str, *, owner: str | None = None) -> AsyncIterator[Session]:
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
-            raise ValueError(f"invalid session id {session_id!r}")
-        async with self._local_lock(session_id):
+    async def _hold(self, session_id: str, owner: str | None) -> AsyncIterator[Session]:
+        async with self._local.hold(session_id):
             token = await self._acquire(session_id)
             try:
-                session = await self._open(session_id, owner, create=True)
+                session = await self._open(session_id, owner, create=True, ttl=self._held_ttl)
                 assert session is not None
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._renew, session_id, token)
-                    try:
-                        yield session
-                    finally:
-                        tg.cancel_scope.cancel()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._renew, session_id, token)
+                        try:
+                            yield session
+                        finally:
+                            tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    # the renewal never raises: the group carries the block's own exception,
+                    # which propagates as it is
+                    inner = _sole(group)
+                    if inner is group:
+                        raise
+                    raise inner from None
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._release(session_id, token)
-
-    @asynccontextmanager
-    async def _local_lock(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._local.setdefault(session_id, (anyio.Lock(), [0]))
-        users[0] += 1
-        try:
-            async with lock:
-                yield
-        finally:
-            users[0] -= 1
-            if not users[0]:
-                del self._local[session_id]
 
     async def _acquire(self, session_id: str) -> str:
         keys = self._keys
@@ -150,7 +167,7 @@ class RedisSessionStore:
     async def _renew(self, session_id: str, token: str) -> None:
         keys = self._keys
         every = max(self.limits.lease_seconds / 3, 0.05)
-        args: list[str | int] = [token, ms(self.limits.lease_seconds), ms(self.limits.session_ttl_seconds)]
+        args: list[str | int] = [token, ms(self.limits.lease_seconds), self._held_ttl]
         while True:
             await anyio.sleep(every)
             try:
@@ -175,8 +192,8 @@ class RedisSessionStore:
         try:
             with anyio.fail_after(10), self._backend.failures("releasing a session lock"):
                 await self._release_script(
-                    keys=[keys.lock(session_id), keys.locks_of(self.replica)],
-                    args=[token, session_id, keys.lock_released(session_id)],
+                    keys=[keys.lock(session_id), keys.locks_of(self.replica), keys.session(session_id)],
+                    args=[token, session_id, keys.lock_released(session_id), self._ttl],
                 )
         except (StateError, TimeoutError) as exc:
             logger.warning(
@@ -188,7 +205,7 @@ class RedisSessionStore:
 
     # ---------------------------------------------------------------- the store
 
-    async def _open(self, session_id: str, owner: str | None, *, create: bool) -> Session | None:
+    async def _open(self, session_id: str, owner: str | None, *, create: bool, ttl: int) -> Session | None:
         now = time.time()
         limits = self.limits
         with self._backend.failures(f"opening session {session_id!r}"):
@@ -200,7 +217,7 @@ class RedisSessionStore:
                     dumps(owner),
                     repr(now),
                     int(now * 1000),
-                    ms(limits.session_ttl_seconds),
+                    ttl,
                     limits.max_sessions,
                     self.max_per_owner,
                     "1" if create else "0",
@@ -209,12 +226,12 @@ class RedisSessionStore:
         return _session(session_id, flat) if flat else None
 
     async def create(self, owner: str | None = None) -> Session:
-        session = await self._open(new_session_id(), owner, create=True)
+        session = await self._open(new_session_id(), owner, create=True, ttl=self._ttl)
         assert session is not None
         return session
 
     async def get(self, session_id: str) -> Session | None:
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
+        if not isinstance(session_id, str) or not session_id:
             return None
         with self._backend.failures(f"reading session {session_id!r}"):
             fields = await self._backend.client.hgetall(self._keys.session(session_id))
@@ -235,7 +252,7 @@ class RedisSessionStore:
                     len(messages),
                     repr(now),
                     int(now * 1000),
-                    ms(self.limits.session_ttl_seconds),
+                    self._held_ttl,
                     session.id,
                 ],
             )
@@ -279,7 +296,7 @@ class RedisSessionStore:
         return found
 
     async def delete(self, session_id: str) -> bool:
-        if not isinstance(session_id, str) or not valid_session_id(session_id):
+        if not isinstance(session_id, str) or not session_id:
             return False
         client = self._backend.client
         with self._backend.failures(f"deleting session {session_id!r}"):

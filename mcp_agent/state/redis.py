@@ -295,6 +295,7 @@ class RedisState:
         if self._closed:
             return
         self._closed = True
+        self.events.close()
         keys, client = self._backend.keys, self._backend.client
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             try:

@@ -55,10 +55,20 @@ def replica_config(model_url: str, record: Path, state_url: str | None, **extra:
     """An agent.json for one replica: the fake model, the slow and echo fixture servers,
     ``echo__add`` gated by approval, and ``state.url`` when given."""
     config: dict[str, Any] = {
-        "llm": {"endpoint": model_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+        "llm": {
+            "endpoint": model_url,
+            "model": "rule-model",
+            "provider": "openai",
+            "stream": False,
+            "maxRetries": 0,
+        },
         "limits": {"maxRounds": 4, "toolTimeoutSeconds": 120, "timeoutSeconds": 180},
         "mcpServers": {
-            "slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")], "env": {"SLOW_RECORD": str(record)}},
+            "slow": {
+                "command": sys.executable,
+                "args": [str(SERVERS / "slow.py")],
+                "env": {"SLOW_RECORD": str(record)},
+            },
             "echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]},
         },
         "approvals": {"require": ["echo__add"], "timeoutSeconds": 120},

@@ -101,15 +101,17 @@ def _log_tail(path: Path, lines: int = 30) -> str:
 class RedisServer:
     """A ``redis-server`` on a free loopback port, its data and log in ``folder``.
 
-    Append-only persistence (fsync on every write) in ``folder``, so a ``restart()`` shows what a
-    Redis that went away still holds when it comes back, on the same port.
+    With ``persist`` (the default), append-only persistence (fsync on every write) in ``folder``,
+    so a ``restart()`` shows what a Redis that went away still holds when it comes back, on the
+    same port; without it, nothing is written to disk.
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, persist: bool = True) -> None:
         self.binary = require("redis-server")
         self.folder = folder / "redis"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.persist = persist
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -128,16 +130,21 @@ class RedisServer:
                     f"dir {self.folder}",
                     f"logfile {self.folder / 'redis.log'}",
                     'save ""',
-                    "appendonly yes",
+                    f"appendonly {'yes' if self.persist else 'no'}",
                     "appendfsync always",
                     "",
                 ]
             )
         )
         self.process = subprocess.Popen(
-            [self.binary, str(config)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [self.binary, str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-        wait_for(self.answers, f"redis-server on port {self.port} (log: {_log_tail(self.folder / 'redis.log')})")
+        wait_for(
+            self.answers, f"redis-server on port {self.port} (log: {_log_tail(self.folder / 'redis.log')})"
+        )
         return self
 
     def answers(self) -> bool:
@@ -189,7 +196,16 @@ class Replica:
     def start(self) -> Replica:
         path = self.folder / "agent.json"
         path.write_text(json.dumps(self.config))
-        command = [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(self.port)]
+        command = [
+            sys.executable,
+            "-m",
+            "mcp_agent",
+            "serve",
+            "--config",
+            str(path),
+            "--port",
+            str(self.port),
+        ]
         if self.stateless:
             command.append("--stateless")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": str(self.folder / "state")}
@@ -281,7 +297,9 @@ class HAProxy:
             self.process = subprocess.Popen(
                 [self.binary, "-f", str(config), "-db"], stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
-        wait_for(self.all_up, f"haproxy on port {self.port} with every replica up; its log:\n{_log_tail(self.log)}")
+        wait_for(
+            self.all_up, f"haproxy on port {self.port} with every replica up; its log:\n{_log_tail(self.log)}"
+        )
         return self
 
     def served_by(self) -> set[str]:

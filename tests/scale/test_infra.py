@@ -14,8 +14,11 @@ from tests.fakes.model_server import FakeModelServer
 from .conftest import running_cluster
 from .infra import require
 
+
 @pytest.mark.scale
-def test_the_cluster_alternates_and_leaves_nothing_behind(model_server: FakeModelServer, tmp_path: Path) -> None:
+def test_the_cluster_alternates_and_leaves_nothing_behind(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     with running_cluster(tmp_path, model_server.base_url) as cluster:
         pids = [cluster.redis.process.pid, cluster.balancer.process.pid]  # type: ignore[union-attr]
         for replica in cluster.replicas:
