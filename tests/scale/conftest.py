@@ -51,9 +51,14 @@ def model_server() -> Iterator[FakeModelServer]:
         yield server
 
 
+LEASE_SECONDS = 3
+"""``state.leaseSeconds`` of the replicas: short, so that a dead replica's leases lapse soon (and
+its survivors look for what it left every second)."""
+
+
 def replica_config(model_url: str, record: Path, state_url: str | None, **extra: Any) -> dict[str, Any]:
     """An agent.json for one replica: the fake model, the slow and echo fixture servers,
-    ``echo__add`` gated by approval, and ``state.url`` when given."""
+    ``echo__add`` gated by approval, and ``state.url`` (with a short lease) when given."""
     config: dict[str, Any] = {
         "llm": {
             "endpoint": model_url,
@@ -76,7 +81,7 @@ def replica_config(model_url: str, record: Path, state_url: str | None, **extra:
         **extra,
     }
     if state_url is not None:
-        config["state"] = {"url": state_url}
+        config["state"] = {"url": state_url, "leaseSeconds": LEASE_SECONDS, **config.get("state", {})}
     return config
 
 

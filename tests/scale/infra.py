@@ -245,12 +245,14 @@ class HAProxy:
     checks on ``/api/v1/health``). Each response carries ``X-Served-By: <replica name>``; a
     request a dead replica refused is dispatched to another (``retries`` + ``redispatch``)."""
 
-    def __init__(self, folder: Path, replicas: Sequence[Replica]) -> None:
+    def __init__(self, folder: Path, replicas: Sequence[Replica], *, config: str | None = None) -> None:
         self.binary = require("haproxy")
         self.folder = folder / "haproxy"
         self.folder.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.replicas = list(replicas)
+        self.config = config
+        """A config of one's own (its frontend must bind ``port``); ``config_text()`` when None."""
         self.process: subprocess.Popen[bytes] | None = None
         self.log = self.folder / "stderr.log"
 
@@ -292,7 +294,7 @@ class HAProxy:
 
     def start(self) -> HAProxy:
         config = self.folder / "haproxy.cfg"
-        config.write_text(self.config_text())
+        config.write_text(self.config if self.config is not None else self.config_text())
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [self.binary, "-f", str(config), "-db"], stdin=subprocess.DEVNULL, stdout=log, stderr=log

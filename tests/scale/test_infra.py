@@ -3,6 +3,7 @@ between replicas, and everything is gone after stop; a missing program skips, or
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,7 @@ import pytest
 from tests.fakes.model_server import FakeModelServer
 
 from .conftest import running_cluster
-from .infra import require
+from .infra import ROOT, HAProxy, require
 
 
 @pytest.mark.scale
@@ -38,3 +39,25 @@ def test_a_missing_program_skips_with_the_command_or_fails_on_ci(
     outcome = pytest.fail.Exception if ci == "true" else pytest.skip.Exception
     with pytest.raises(outcome, match="apt-get install -y redis-server haproxy"):
         require("no-such-redis-server")
+
+
+@pytest.mark.scale
+def test_the_readme_haproxy_cfg_balances_the_replicas(model_server: FakeModelServer, tmp_path: Path) -> None:
+    """README's "Running several replicas" shows a haproxy.cfg: run it as written, only with the
+    ports of this test's replicas, and see both answer in turn."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    [text] = re.findall(r"^```haproxy\n(.*?)^```", readme, flags=re.S | re.M)
+    with running_cluster(tmp_path, model_server.base_url) as cluster:
+        a, b = cluster.replicas
+        balancer = HAProxy(tmp_path / "readme", [a, b])
+        for port, mine in (("8765", balancer.port), ("8801", a.port), ("8802", b.port)):
+            assert f"127.0.0.1:{port}" in text
+            text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{mine}")
+        balancer.config = text
+        try:
+            balancer.start()
+            with httpx.Client(base_url=balancer.url, timeout=30) as http:
+                served = [http.get("/api/v1/health").headers["x-served-by"] for _ in range(4)]
+        finally:
+            balancer.stop()
+    assert served in (["a", "b"] * 2, ["b", "a"] * 2)
