@@ -21,6 +21,8 @@ from .exceptions import ProviderConnectionError as ProviderConnectionError
 from .exceptions import ProviderError as ProviderError
 from .exceptions import ProviderHTTPError as ProviderHTTPError
 from .exceptions import ProviderResponseError as ProviderResponseError
+from .exceptions import SessionTooLarge as SessionTooLarge
+from .exceptions import StateError as StateError
 from .exceptions import ToolCallError as ToolCallError
 from .exceptions import ToolServerError as ToolServerError
 from .exceptions import ToolServerExited as ToolServerExited
@@ -44,6 +46,10 @@ from .messages import Usage as Usage
 from .providers.base import ModelRequest as ModelRequest
 from .providers.base import Provider as Provider
 from .providers.factory import open_provider as open_provider
+from .state import RunRecord as RunRecord
+from .state import State as State
+from .state import StateLimits as StateLimits
+from .state import open_state as open_state
 from .tools.base import ToolSource as ToolSource
 from .tools.hub import ToolHub as ToolHub
 from .tools.hub import open_tool_hub as open_tool_hub
@@ -71,8 +77,13 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "ProviderResponseError",
+    "RunRecord",
     "RunResult",
     "SessionStore",
+    "SessionTooLarge",
+    "State",
+    "StateError",
+    "StateLimits",
     "TerminationReason",
     "ToolCall",
     "ToolCallError",
@@ -88,6 +99,7 @@ __all__ = [
     "Verdict",
     "load_config",
     "open_provider",
+    "open_state",
     "open_tool_hub",
     "parse_config",
     "run",

@@ -138,7 +138,7 @@ class TerminalApprover:
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ApprovalRequested):
-            self._requested(event)
+            self._send.send_nowait(event)  # answered by serve(), in the order they came
         elif isinstance(event, ApprovalResolved):
             self._ended.add(event.approval_id)
             if self._asking is not None and self._asking[0] == event.approval_id:
@@ -147,32 +147,35 @@ class TerminalApprover:
         elif self.then is not None:
             self.then.emit(event)
 
-    def _requested(self, event: ApprovalRequested) -> None:
+    async def _answer_at_once(self, event: ApprovalRequested) -> bool:
+        """Approve a call ``--approve`` allows, deny one nobody can be asked about; False when
+        the question must be asked."""
         glob = next((g for g in self.approve if fnmatch.fnmatchcase(event.name, g)), None)
         if glob is not None:
             self._say(f"· approved {describe_call(event.name, event.arguments)} (--approve {glob!r})", always=False)
-            self.approvals.resolve(event.approval_id, True, f"approved by --approve {glob!r}")
-        elif self.reader is None or self._closed:
+            await self.approvals.resolve(event.approval_id, True, f"approved by --approve {glob!r}", by="--approve")
+            return True
+        if self.reader is None or self._closed:
             why = "no terminal to ask on" if self.reader is None else "the terminal's input is closed"
             reason = (
                 f"{why}; to allow this tool, run the query again with --approve '{event.name}' "
                 "(a glob on exposed tool names, repeatable)"
             )
             self._say(f"mcp-agent: denied {describe_call(event.name, event.arguments)}: {reason}")
-            self.approvals.resolve(event.approval_id, False, reason)
-        else:
-            self._send.send_nowait(event)
+            await self.approvals.resolve(event.approval_id, False, reason, by="terminal")
+            return True
+        return False
 
     # ---------------------------------------------------------------- the questions
 
     async def serve(self) -> None:
-        """Ask the waiting approvals one at a time, until cancelled (run it in a task group)."""
+        """Answer the waiting approvals one at a time, until cancelled (run it in a task group)."""
         async for event in self._receive:
             if event.approval_id in self._ended:
                 continue
-            if self._closed or self.reader is None:
-                self._requested(event)
+            if await self._answer_at_once(event):
                 continue
+            assert self.reader is not None
             await self._ask(event, self.reader)
 
     async def _ask(self, event: ApprovalRequested, reader: LineReader) -> None:
@@ -189,12 +192,16 @@ class TerminalApprover:
         if answer is None:
             self._closed = True
             self._say("")
-            self.approvals.resolve(event.approval_id, False, "the terminal's input is closed (no answer)")
+            await self.approvals.resolve(
+                event.approval_id, False, "the terminal's input is closed (no answer)", by="terminal"
+            )
             return
         if is_yes(answer):
-            self.approvals.resolve(event.approval_id, True, "approved at the terminal")
+            await self.approvals.resolve(event.approval_id, True, "approved at the terminal", by="terminal")
         else:
-            self.approvals.resolve(event.approval_id, False, "the user did not approve this call")
+            await self.approvals.resolve(
+                event.approval_id, False, "the user did not approve this call", by="terminal"
+            )
 
     def _say(self, text: str, *, end: str = "\n", always: bool = True) -> None:
         if self.quiet and not always:

@@ -1,9 +1,10 @@
 """Where mcp-agent keeps state between runs: one folder, resolved in one place.
 
 ``$MCP_AGENT_STATE_DIR`` when set, else ``$XDG_STATE_HOME/mcp-agent``, else
-``~/.local/state/mcp-agent``. It holds ``sessions/`` (``query --session``) and ``children/``
-(the record of running tool-server processes, so a gateway that was killed can be cleaned up
-after by the next start).
+``~/.local/state/mcp-agent``. It holds ``state.db`` (conversations, approvals and run records,
+when ``state.url`` is not set: ``serve`` and ``query --session``) and ``children/`` (the record of
+running tool-server processes, so a gateway that was killed can be cleaned up after by the next
+start); ``sessions.imported/`` holds the JSON conversations of earlier versions, once imported.
 """
 
 from __future__ import annotations

@@ -14,19 +14,23 @@ current folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 from pydantic import ValidationError
 
 from . import __version__
 from .config import AgentConfig, GatewayConfig, load_config
-from .exceptions import ConfigError
+from .exceptions import ConfigError, StateError
+
+if TYPE_CHECKING:
+    from .state.base import State
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_VARIABLE = "MCP_AGENT_CONFIG"
@@ -218,19 +222,20 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     from ._approver import TerminalApprover, TerminalReader, on_a_terminal
     from ._globs import unmatched_globs
     from .loop.agent import Agent
-    from .loop.sessions import FileSessionStore
+    from .loop.sessions import valid_session_id
     from .progress import ProgressPrinter
 
     printer = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
-    options: dict[str, Any] = {}
-    if args.session:
-        store = FileSessionStore(session_folder())
-        try:
-            store.open(args.session)
-        except ValueError as exc:
-            raise ConfigError(f"--session: {exc}") from None
-        options["sessions"] = store
-    async with Agent.from_config(config, **options) as agent:
+    async with contextlib.AsyncExitStack() as stack:
+        options: dict[str, Any] = {}
+        if args.session:
+            if not valid_session_id(args.session):
+                raise ConfigError(
+                    f"--session {args.session!r} is not a session id: use 1-128 letters, digits and . _ : @ - "
+                    "(starting with a letter or digit)"
+                )
+            options["state"] = await session_state(config, stack)
+        agent = await stack.enter_async_context(Agent.from_config(config, **options))
         names = [spec.name for spec in agent.tools.list_tools()]
         for glob in unmatched_globs(args.approve, names):
             logger.warning("%s", glob.describe("--approve"))
@@ -255,12 +260,23 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
-def session_folder() -> str:
-    """Where ``query --session`` keeps conversations: ``sessions/`` in the state folder
-    (``$MCP_AGENT_STATE_DIR``, else ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``)."""
+async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -> State:
+    """The state ``query --session`` keeps conversations in: ``state.url``, else SQLite at
+    ``state.db`` in the state folder (``$MCP_AGENT_STATE_DIR``, else ``$XDG_STATE_HOME/mcp-agent``,
+    else ``~/.local/state/mcp-agent``), the gateway's own default, so ``serve`` and ``query`` share
+    conversations. The JSON files earlier versions kept in ``sessions/`` there are imported into it
+    once (``import_session_files``)."""
     from ._paths import state_dir
+    from .loop._records import open_agent_state
+    from .loop.sessions import import_session_files
 
-    return str(state_dir() / "sessions")
+    state = await open_agent_state(config, default=state_dir() / "state.db")
+    stack.push_async_callback(state.aclose)
+    try:
+        await import_session_files(state_dir() / "sessions", state.sessions)
+    except StateError as exc:
+        logger.warning("could not import the conversations of %s: %s", state_dir() / "sessions", exc)
+    return state
 
 
 # --------------------------------------------------------------------------------------------

@@ -454,6 +454,36 @@ class SessionsConfig(_Model):
     holding the most, and no caller holds more than its share (0 = no cap)."""
 
 
+class RunRetentionConfig(_Model):
+    max_count: int = Field(default=10_000, ge=0)
+    """Run records kept; the oldest finished ones go first (0 = no cap)."""
+    max_age_days: float = Field(default=30, ge=0)
+    """Finished run records (and decided approvals) older than this go (0 = kept forever)."""
+
+
+class StateConfig(_Model):
+    """Where conversations, approvals and run records are kept (``mcp_agent.state``)."""
+
+    url: str | None = None
+    """``sqlite:///PATH`` (``~`` expanded; a relative path is relative to this file's folder),
+    ``redis://HOST:PORT/DB`` or ``memory://``. Unset: ``serve`` and ``query --session`` use
+    ``sqlite:///$MCP_AGENT_STATE_DIR/state.db``; an ``Agent`` built in code keeps it in memory."""
+    max_session_bytes: int = Field(default=16 * 1024 * 1024, ge=0)
+    """A conversation whose stored transcript (JSON) is bigger is not saved; the run still
+    answers, and says so (0 = no cap)."""
+    lease_seconds: float = Field(default=30, ge=1)
+    """A session lock or a gateway's liveness lease lapses this long after its holder stopped
+    renewing it (a holder that died, on another host; on this host a dead process is seen at once)."""
+    runs: RunRetentionConfig = Field(default_factory=RunRetentionConfig)
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, value: str | None) -> str | None:
+        if value is not None and value.split("://", 1)[0].lower() not in ("memory", "sqlite", "redis", "rediss"):
+            raise ValueError(f"{value!r}: use sqlite:///PATH, redis://HOST:PORT/DB or memory://")
+        return value
+
+
 # --------------------------------------------------------------------------------------------
 # the whole file
 
@@ -470,6 +500,7 @@ class AgentConfig(_Model):
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
 
     base_dir: Path = Field(default=Path("."), exclude=True)
     """The folder relative paths are resolved against (the config file's folder)."""
@@ -493,6 +524,19 @@ class AgentConfig(_Model):
             except OSError as exc:
                 raise ConfigError(f"systemPromptFile: cannot read {path}: {exc}", "systemPromptFile") from exc
         return DEFAULT_SYSTEM_PROMPT
+
+    def state_url(self, default: str | os.PathLike[str] | None = None) -> str:
+        """``state.url``, a relative SQLite path made relative to this file's folder; when unset,
+        ``sqlite:///`` on ``default`` (a database file), or ``memory://`` without one."""
+        url = self.state.url
+        if url is None:
+            return f"sqlite:///{os.fspath(default)}" if default is not None else "memory://"
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() == "sqlite" and rest.startswith("/"):
+            path = rest[1:]
+            if path and not path.startswith("~") and not os.path.isabs(path):
+                return f"sqlite:///{self.base_dir / path}"
+        return url
 
     def servers(self) -> dict[str, StdioServerConfig | RemoteServerConfig]:
         """Every tool server: ``mcpServers`` plus the scripts found in ``serversDir``.

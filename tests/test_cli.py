@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, running_model_server
@@ -266,7 +267,47 @@ def test_query_session_persists_between_processes(tmp_path, model):
     assert second.returncode == 0, second.stderr
     contents = [m["content"] for m in model.requests[1].json["messages"]]
     assert "My name is Ada." in contents and "Noted: your name is Ada." in contents
-    assert (tmp_path / "state" / "sessions" / "s1.json").exists()
+    assert (tmp_path / "state" / "state.db").exists()  # the gateway's own default store
+    assert not (tmp_path / "state" / "sessions").exists()  # no JSON files any more
+
+    async def stored() -> list[str]:
+        from mcp_agent.state import open_state
+
+        state = await open_state(f"sqlite:///{tmp_path}/state/state.db")
+        try:
+            session = await state.sessions.get("s1")
+            assert session is not None
+            return [m.content for m in session.transcript]
+        finally:
+            await state.aclose()
+
+    assert anyio.run(stored)[-2:] == ["What is my name?", "Your name is Ada."]
+
+
+def test_query_session_imports_the_json_files_of_earlier_versions_once(tmp_path, model):
+    """``query --session`` once kept ``sessions/ID.json``; those conversations move into the
+    state database at the first start, and the folder is kept as ``sessions.imported``."""
+    folder = tmp_path / "state" / "sessions"
+    folder.mkdir(parents=True)
+    old = [{"role": "user", "content": "My name is Ada."}, {"role": "assistant", "content": "Noted, Ada."}]
+    (folder / "old-1.json").write_text(json.dumps({"id": "old-1", "runs": 1, "transcript": old}))
+    (folder / "junk.json").write_text("{not json")
+    model.enqueue(Reply.json(completion(content="Your name is Ada.")))
+    model.enqueue(Reply.json(completion(content="Still Ada.")))
+    path = write_config(tmp_path, model, llm={"endpoint": model.base_url, "model": "m", "stream": False})
+    env = {"MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
+    first = run_cli("query", "What is my name?", "--session", "old-1", "--config", str(path), env=env)
+    assert first.returncode == 0, first.stderr
+    contents = [m["content"] for m in model.requests[0].json["messages"]]
+    assert "My name is Ada." in contents and "Noted, Ada." in contents
+    assert "junk.json cannot be read" in first.stderr  # a bad file is named and left in place
+    assert (folder / "junk.json").exists() and (folder / "old-1.json").exists()
+    (folder / "junk.json").unlink()
+    second = run_cli("query", "And now?", "--session", "old-1", "--config", str(path), env=env)
+    assert second.returncode == 0, second.stderr
+    assert not folder.exists() and (tmp_path / "state" / "sessions.imported" / "old-1.json").exists()
+    contents = [m["content"] for m in model.requests[1].json["messages"]]
+    assert contents.count("My name is Ada.") == 1 and "Your name is Ada." in contents  # imported once
 
 
 def test_query_session_id_must_be_a_plain_name(tmp_path):

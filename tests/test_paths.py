@@ -1,4 +1,4 @@
-"""The state folder is resolved in one place, and ``query --session`` keeps its sessions there."""
+"""The state folder is resolved in one place, and the default state database lives there."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mcp_agent._paths import state_dir
-from mcp_agent.cli import session_folder
+from mcp_agent.config import AgentConfig
 
 
 @pytest.mark.parametrize(
@@ -25,4 +25,4 @@ def test_state_dir(env: dict[str, str], expected: str, monkeypatch: pytest.Monke
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert state_dir() == Path(expected)
-    assert session_folder() == f"{expected}/sessions"
+    assert AgentConfig().state_url(state_dir() / "state.db") == f"sqlite:///{expected}/state.db"

@@ -38,6 +38,7 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
+from ..state.base import State
 from .lifespan import open_service
 from .mcp_server import AgentMCPServer, create_mcp_server
 from .mcp_sessions import McpSessionLimits
@@ -128,10 +129,12 @@ class GatewayApp:
         factory: AgentFactory | None = None,
         bind_host: str | None = None,
         stateless: bool | None = None,
+        state: State | None = None,
     ) -> None:
         gateway = config.gateway
         self.config = config
         self.factory = factory
+        self.state = state
         self.stateless = gateway.stateless if stateless is None else stateless
         self.service = GatewayService(config)
         self.streams = Streams()
@@ -203,7 +206,7 @@ class GatewayApp:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        async with open_service(self.service, self.factory), self.session_manager.run():
+        async with open_service(self.service, self.factory, state=self.state), self.session_manager.run():
             yield
 
     def _mcp_metrics(self) -> list[str]:
@@ -247,6 +250,7 @@ def create_app(
     factory: AgentFactory | None = None,
     bind_host: str | None = None,
     stateless: bool | None = None,
+    state: State | None = None,
 ) -> GatewayApp:
     """The gateway's ASGI app for ``config`` (see the module docstring).
 
@@ -255,5 +259,7 @@ def create_app(
         factory: builds the Agent (default ``Agent.from_config``); tests inject their own.
         bind_host: the address the server binds (accepted as a Host header); default ``gateway.host``.
         stateless: override ``gateway.stateless`` (``serve --stateless``).
+        state: the state, opened by the caller (``serve``); None: the lifespan opens what
+            ``state.url`` names, or memory when it is unset.
     """
-    return GatewayApp(config, factory=factory, bind_host=bind_host, stateless=stateless)
+    return GatewayApp(config, factory=factory, bind_host=bind_host, stateless=stateless, state=state)

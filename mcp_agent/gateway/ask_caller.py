@@ -106,9 +106,9 @@ def approval_sink() -> BufferedSink:
     return BufferedSink(256, accept=APPROVAL_EVENTS)
 
 
-def resolve(approvals: ApprovalBook, approval_id: str, answer: types.ElicitResult) -> None:
+async def resolve(approvals: ApprovalBook, approval_id: str, answer: types.ElicitResult, caller: str | None) -> None:
     approved, reason = decision(answer)
-    if not approvals.resolve(approval_id, approved, reason):
+    if not await approvals.resolve(approval_id, approved, reason, by=caller):
         logger.info("approval %s was already resolved elsewhere; the caller's answer changes nothing", approval_id)
 
 
@@ -153,7 +153,7 @@ class BackChannelAsker:
                 return
             finally:
                 self._asking.pop(event.approval_id, None)
-            resolve(self.approvals, event.approval_id, answer)
+            await resolve(self.approvals, event.approval_id, answer, event.caller)
 
 
 # ------------------------------------------------------------------------------------ 2026: parked runs
@@ -239,12 +239,12 @@ class ParkedRuns:
             elif isinstance(event, ApprovalResolved):
                 parked.waiting.pop(event.approval_id, None)
 
-    def answer(self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalBook) -> None:
+    async def answer(self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalBook) -> None:
         """Apply a retry's answers (keys are approval ids); others are ignored."""
         for approval_id, response in (responses or {}).items():
             if approval_id in parked.waiting and isinstance(response, types.ElicitResult):
                 parked.waiting.pop(approval_id)
-                resolve(approvals, approval_id, response)
+                await resolve(approvals, approval_id, response, parked.caller)
 
     async def watch(self, parked: ParkedRun) -> None:
         """Cancel the run of a caller that does not come back with its answers in ``retry_window``;

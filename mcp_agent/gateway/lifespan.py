@@ -1,6 +1,7 @@
-"""The service's lifetime: ``open_service`` starts the Agent in the background, watches the model
-server, and at the end shuts the service down in order (refuse new queries, cancel the running
-ones and wait for their results, end the event streams, close the Agent).
+"""The service's lifetime: ``open_service`` recovers the state, starts the Agent in the
+background, watches the model server, keeps the state's liveness lease, and at the end shuts the
+service down in order (refuse new queries, cancel the running ones and wait for their results,
+end the event streams, close the Agent, close the state if it opened it).
 
 The model server is probed at start-up, then every ``PROBE_INTERVAL`` seconds and at once after
 a model call fails (``watch_model_server``), so health stops saying it is reachable soon after it
@@ -9,13 +10,17 @@ died, and says so again once it is back.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
 from anyio.abc import TaskStatus
 
+from ..exceptions import StateError
+from ..loop._records import open_agent_state
+from ..state.base import Recovery, State
 from .service import AgentFactory, GatewayService
 
 logger = logging.getLogger(__name__)
@@ -86,11 +91,36 @@ async def _probe(service: GatewayService, timeout: float) -> dict[str, object]:
     return {"reachable": True, "model_present": present, "error": missing}
 
 
-def default_factory() -> AgentFactory:
-    """The real Agent's factory (imported late: the gateway only needs the seam)."""
+def default_factory(state: State) -> AgentFactory:
+    """The real Agent's factory, keeping its state in ``state`` (imported late: the gateway
+    only needs the seam)."""
     from ..loop.agent import Agent
 
-    return Agent.from_config  # type: ignore[return-value]
+    return functools.partial(Agent.from_config, state=state)  # type: ignore[return-value]
+
+
+async def keep_state(service: GatewayService, state: State) -> None:
+    """Renew this gateway's liveness lease (``State.beat``) every third of ``lease_seconds`` and
+    recover what other replicas that died left behind, until cancelled. A failing store is
+    logged, and tried again next time."""
+    while True:
+        await anyio.sleep(state.limits.lease_seconds / 3)
+        try:
+            await state.beat()
+            report(await state.recover())
+        except StateError as exc:
+            logger.warning("state: %s", exc)
+
+
+def report(found: Recovery) -> None:
+    if found.runs or found.approvals or found.locks:
+        logger.warning(
+            "state: %d run(s) were interrupted by a gateway restart (recorded as terminal_error), "
+            "%d pending approval(s) of theirs expired, %d conversation lock(s) released",
+            found.runs,
+            found.approvals,
+            found.locks,
+        )
 
 
 @asynccontextmanager
@@ -98,18 +128,39 @@ async def open_service(
     service: GatewayService,
     factory: AgentFactory | None = None,
     *,
+    state: State | None = None,
     background: bool = True,
     stop_timeout: float = 5.0,
 ) -> AsyncIterator[GatewayService]:
     """Start the service's Agent (in the background unless ``background`` is False); yield the service.
 
+    The state (``state``, else what ``state.url`` names, else memory; opened here and closed at
+    the end) is recovered first: runs that died with an earlier gateway are recorded as
+    interrupted and their approvals expired. Then its lease is kept (``keep_state``).
     In the background, the service answers ``starting`` until the Agent (its tool servers) is
     up. On exit: refuse new queries, cancel running ones (waiting up to ``stop_timeout`` for
     their ``cancelled`` results), end the event streams, then close the Agent.
+
+    Raises:
+        ConfigError: the state cannot be opened (naming ``state.url``).
     """
+    async with AsyncExitStack() as stack:
+        if state is None:
+            state = await open_agent_state(service.config, default=None)
+            stack.push_async_callback(state.aclose)
+        service.state_store = state
+        report(await state.recover())
+        async with _run_service(service, factory, state, background=background, stop_timeout=stop_timeout):
+            yield service
+
+
+@asynccontextmanager
+async def _run_service(
+    service: GatewayService, factory: AgentFactory | None, state: State, *, background: bool, stop_timeout: float
+) -> AsyncIterator[GatewayService]:
     config = service.config
     probe = factory is None  # the real model server: check it at start-up
-    factory = factory or default_factory()
+    factory = factory or default_factory(state)
     stop = anyio.Event()
     notifier = anyio.CancelScope()
 
@@ -144,6 +195,7 @@ async def open_service(
     async with anyio.create_task_group() as tg, anyio.create_task_group() as spawned:
         service._tasks = spawned
         tg.start_soon(notify)
+        spawned.start_soon(keep_state, service, state)
         if probe:
             spawned.start_soon(watch_model_server, service)
         await tg.start(own_agent)

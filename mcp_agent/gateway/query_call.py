@@ -26,6 +26,7 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..exceptions import StateError
 from ..loop.result import RunResult
 from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, wants_forms
 from .callers import Caller
@@ -77,11 +78,14 @@ class QueryCalls:
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
         try:
-            request = service.conversation(admission, request)
+            request = await service.conversation(admission, request)
         except UnknownSession as exc:
             admission.release()
             service.metrics.reject("invalid")
             return text_result(str(exc), is_error=True)
+        except StateError as exc:
+            admission.release()
+            return text_result(f"Agent unavailable: the conversation store failed: {exc}", is_error=True)
         if self._asks(ctx) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._start_parked(ctx, request, admission, caller)
         return await self._run_here(ctx, request, admission)
@@ -201,7 +205,7 @@ class QueryCalls:
                 "unknown or expired request_state: the run it belonged to has ended; send the query again",
                 is_error=True,
             )
-        self.parked.answer(parked, params.input_responses, parked.admission.agent.approvals)
+        await self.parked.answer(parked, params.input_responses, parked.admission.agent.approvals)
         return await self._round(ctx, parked)
 
     async def _round(self, ctx: ServerRequestContext[Any], parked: ParkedRun) -> Answer:

@@ -9,7 +9,11 @@ streams the run's events (``event: <type>``) and then ``event: result`` (``rest_
 client that disconnects cancels its run. ``GET /api/v1/events`` streams the events of the runs the caller may
 see (optionally of one ``session_id``) through a bounded per-listener buffer.
 
-Each caller sees only its own conversations, events and pending approvals (``callers.py``):
+``GET /api/v1/runs`` lists the record of finished and running runs, newest first (filters:
+``reason``, ``text``, ``limit``, ``before``; ``next_before`` in the answer pages on), and
+``GET /api/v1/runs/{id}`` shows one; they survive restarts with a durable ``state.url``.
+
+Each caller sees only its own conversations, runs, events and pending approvals (``callers.py``):
 another's answer 404 as if they did not exist. ``GET /api/v1/health`` answers everyone with its
 status and version; its details (model, endpoint with credentials masked, servers and their
 errors, load) need a caller's token when the gateway has tokens.
@@ -18,7 +22,8 @@ errors, load) need a caller's token when the gateway has tokens.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -30,6 +35,7 @@ from .. import __version__
 from .._redact import redact_text, redact_url
 from .._types import JSONObject
 from ..events import Event
+from ..loop.result import TerminationReason
 from ._runner import as_dict
 from .middleware import caller_of
 from .query_input import QueryInputError, parse_query_input, unencodable_at
@@ -46,6 +52,37 @@ from .rest_answers import (
 from .service import GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
+
+
+MAX_RUNS_PAGE = 500
+REASONS = frozenset(reason.value for reason in TerminationReason)
+
+
+def run_filters(params: Mapping[str, str]) -> JSONObject:
+    """``GET /api/v1/runs`` query parameters: ``reason`` (a termination reason), ``text`` (in
+    the query or the answer, any case), ``limit`` (1-500, default 50), ``before`` (a ``started``
+    time: the page after one whose last run started then).
+
+    Raises:
+        ApiError: 400 for a bad value or an unknown parameter.
+    """
+    unknown = sorted(set(params) - {"reason", "text", "limit", "before"})
+    if unknown:
+        raise ApiError(400, f"unknown parameter(s): {', '.join(unknown)}", "invalid_request")
+    reason = params.get("reason") or None
+    if reason is not None and reason not in REASONS:
+        raise ApiError(400, f"reason must be one of {', '.join(sorted(REASONS))}", "invalid_request")
+    text = params.get("text") or None
+    if text is not None and (len(text) > 500 or unencodable_at(text) is not None):
+        raise ApiError(400, "text must be at most 500 characters", "invalid_request")
+    try:
+        limit = int(params.get("limit", "50"))
+        before = float(params["before"]) if params.get("before") else None
+    except ValueError:
+        raise ApiError(400, "limit must be an integer and before a number (a run's started time)", "invalid_request") from None
+    if not 1 <= limit <= MAX_RUNS_PAGE or (before is not None and not math.isfinite(before)):
+        raise ApiError(400, f"limit must be 1-{MAX_RUNS_PAGE} and before a finite number", "invalid_request")
+    return {"reason": reason, "text": text, "limit": limit, "before": before}
 
 
 class RestAPI:
@@ -66,6 +103,8 @@ class RestAPI:
             Route("/api/v1/approvals/{approval_id}", self.resolve_approval, methods=["POST"]),
             Route("/api/v1/sessions", self.sessions, methods=["GET"]),
             Route("/api/v1/sessions/{session_id}", self.delete_session, methods=["DELETE"]),
+            Route("/api/v1/runs", self.runs, methods=["GET"]),
+            Route("/api/v1/runs/{run_id}", self.run, methods=["GET"]),
             Route("/api/v1/events", self.events, methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
@@ -176,7 +215,7 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        pending = [as_dict(item) for item in agent.approvals.pending()]
+        pending = [as_dict(item) for item in await agent.approvals.pending()]
         pending = [item for item in pending if caller.sees_approval(item.get("caller"))]
         return JSONResponse({"pending": pending, "count": len(pending)})
 
@@ -196,7 +235,8 @@ class RestAPI:
                 raise ApiError(400, f"unknown field(s): {', '.join(unknown)}", "invalid_request")
         except ApiError as exc:
             return exc.response()
-        if not agent.approvals.resolve(approval_id, approved, reason):
+        caller = caller_of(request.scope)
+        if not await agent.approvals.resolve(approval_id, approved, reason, by=caller.name if caller else None):
             return error_response(
                 404, f"no pending approval {approval_id!r} (unknown or already resolved)", "not_found"
             )
@@ -208,7 +248,7 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        sessions = [as_dict(item) for item in agent.sessions.list()]
+        sessions = [as_dict(item) for item in await agent.sessions.list()]
         sessions = [item for item in sessions if caller.sees(item.get("owner"))]
         return JSONResponse({"sessions": sessions, "count": len(sessions)})
 
@@ -219,11 +259,42 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        session = agent.sessions.get(session_id)
+        session = await agent.sessions.get(session_id)
         if session is None or not caller.sees(getattr(session, "owner", None)):
             return error_response(404, f"no session {session_id!r}", "not_found")
-        agent.sessions.delete(session_id)
+        await agent.sessions.delete(session_id)
         return JSONResponse({"id": session_id, "status": "deleted"})
+
+    # ---------------------------------------------------------------- runs
+
+    async def runs(self, request: Request) -> Response:
+        """The caller's runs (an admin's: everyone's), newest first; see ``run_filters``."""
+        try:
+            caller = the_caller(request)
+            agent = self._agent()
+            filters = run_filters(request.query_params)
+        except ApiError as exc:
+            return exc.response()
+        book = getattr(agent, "runs", None)
+        found = [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
+        runs = [as_dict(item) for item in found]
+        body: JSONObject = {"runs": runs, "count": len(runs)}
+        if runs and len(runs) == filters["limit"]:
+            body["next_before"] = runs[-1].get("started")  # the next page: ?before=<this>
+        return JSONResponse(body)
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            caller = the_caller(request)
+            agent = self._agent()
+        except ApiError as exc:
+            return exc.response()
+        book = getattr(agent, "runs", None)
+        found = None if book is None else await book.get(run_id)
+        if found is None or not caller.sees(getattr(found, "caller", None)):
+            return error_response(404, f"no run {run_id!r}", "not_found")
+        return JSONResponse(as_dict(found))
 
     # ---------------------------------------------------------------- events
 

@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from .._types import JSONObject
+from ..exceptions import StateError
 from ..loop.result import RunResult
 from .callers import Caller
 from .eventbus import BufferedSink
@@ -193,10 +194,15 @@ class QueryAnswer:
             return  # else the client left while queued
         try:
             try:
-                request = self.service.conversation(admission, self.request)
+                request = await self.service.conversation(admission, self.request)
             except UnknownSession as exc:
                 self.service.metrics.reject("invalid")
                 await ApiError(404, str(exc), "unknown_session").response()(scope, receive, send)
+                return
+            except StateError as exc:
+                await ApiError(503, f"the conversation store failed: {exc}", "state_error").response()(
+                    scope, receive, send
+                )
                 return
             if self.stream:
                 await EventStream(partial(self._stream, request, admission))(scope, receive, send)

@@ -12,6 +12,10 @@ exits 0 well within 10 s. A second signal forces the exit.
 stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
 while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
 logs go to stderr.
+
+State: conversations, approvals and run records live where ``state.url`` says; without it in
+SQLite at ``$MCP_AGENT_STATE_DIR/state.db`` (memory with ``--stateless``). The state is opened
+before the socket is bound, so a store that cannot be used is a clear start-up error.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
+from .._paths import state_dir
 from ..config import AgentConfig
 from ..exceptions import ConfigError
+from ..loop._records import open_agent_state
+from ..state.base import State
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
@@ -128,16 +135,22 @@ async def serve(
         ConfigError: a non-loopback bind without a token, or an address that cannot be bound.
     """
     quiet_client_errors()
+    # conversations survive a restart: SQLite in the state folder unless state.url says otherwise;
+    # --stateless (replicas behind a balancer) keeps them in memory unless state.url is shared
+    stateless = stateless or config.gateway.stateless
+    default = None if stateless else state_dir() / "state.db"
     if stdio:
-        await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals)
+        async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
+            await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals, state=state)
         return
     gateway = config.gateway
     host = host or gateway.host
     port = gateway.port if port is None else port
     check_bind(host, gateway.has_tokens)
-    sock = bind_socket(host, port)
-    app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None)
-    await serve_app(app, sock, stop=stop, handle_signals=handle_signals, on_ready=on_ready)
+    async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
+        sock = bind_socket(host, port)
+        app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None, state=state)
+        await serve_app(app, sock, stop=stop, handle_signals=handle_signals, on_ready=on_ready)
 
 
 async def serve_app(
@@ -208,12 +221,13 @@ async def serve_stdio(
     factory: AgentFactory | None = None,
     stop: anyio.Event | None = None,
     handle_signals: bool = True,
+    state: State | None = None,
 ) -> None:
     """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``."""
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
-        async with open_service(service, factory), anyio.create_task_group() as tg:
+        async with open_service(service, factory, state=state), anyio.create_task_group() as tg:
 
             async def shut_down() -> None:
                 running = service.begin_shutdown()

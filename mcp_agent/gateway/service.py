@@ -32,6 +32,7 @@ from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
+from ..state.base import State
 from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
@@ -123,6 +124,8 @@ class GatewayService:
         self.bus = EventBus()
         self.metrics = Metrics()
         self.agent: AgentLike | None = None
+        self.state_store: State | None = None
+        """Conversations, approvals and run records (``open_service`` opens or takes it)."""
         self.state = "starting"
         self.error: str | None = None
         self.ready = anyio.Event()
@@ -339,7 +342,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- queries
 
-    def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
+    async def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
         """The request bound to a conversation of the caller's.
 
         Without ``session_id`` a new conversation is opened for the caller under an unguessable id
@@ -349,11 +352,12 @@ class GatewayService:
 
         Raises:
             UnknownSession: the id is not a live conversation of this caller's.
+            StateError: the state store failed.
         """
         sessions, caller = admission.agent.sessions, admission.caller
         if request.session_id is None:
-            return dataclasses.replace(request, session_id=sessions.create(owner=caller.name).id)
-        session = sessions.get(request.session_id)
+            return dataclasses.replace(request, session_id=(await sessions.create(owner=caller.name)).id)
+        session = await sessions.get(request.session_id)
         if session is None or not caller.sees(getattr(session, "owner", None)):
             raise UnknownSession(request.session_id)
         return request

@@ -40,6 +40,7 @@ from ..events import (
     ToolCallEnded,
     ToolCallStarted,
 )
+from ..exceptions import StateError
 from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
 from ..tools.base import ToolSource
 from ..tools.content import content_images
@@ -310,11 +311,14 @@ class Dispatcher:
         if self.approvals is None:
             return Decision(False, "this tool needs approval and no approver is configured")
         try:
-            ticket = self.approvals.submit(
+            ticket = await self.approvals.submit(
                 slot.call, run_id=self.emit.run_id, session_id=self.emit.session_id, caller=self.emit.caller
             )
         except ApprovalsFull as exc:
             return Decision(False, str(exc))
+        except StateError as exc:
+            logger.warning("could not store an approval request: %s", exc)
+            return Decision(False, f"the approval could not be recorded ({exc})")
         self.emit(
             ApprovalRequested,
             approval_id=ticket.id,
@@ -324,7 +328,11 @@ class Dispatcher:
         )
         decision = Decision(False, "the run ended while waiting for approval")
         try:
-            decision = await self.approvals.wait(ticket.id)
+            try:
+                decision = await self.approvals.wait(ticket.id)
+            except StateError as exc:
+                logger.warning("lost the approval %s: %s", ticket.id, exc)
+                decision = Decision(False, f"the approval could not be read back ({exc})")
             return decision
         finally:
             self.emit(

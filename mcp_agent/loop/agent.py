@@ -34,7 +34,7 @@ import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -49,18 +49,19 @@ from ..events import (
     RoundStarted,
     RunStarted,
 )
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, StateError
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import Provider, ToolChoice
+from ..state.base import RunStore, Session, SessionStore, State, valid_session_id
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
+from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import trim_history
 from .result import RunResult, TerminationReason
-from .sessions import MemorySessionStore, SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -217,14 +218,17 @@ class Agent:
     """A model, its tools and their sessions: the library face of mcp_agent.
 
     One Agent serves many concurrent queries. Queries on one session run one after another
-    (a lock per session); different sessions and session-less queries run concurrently.
+    (the session's lock, ``SessionStore.hold``); different sessions and session-less queries
+    run concurrently. Every query is recorded in ``state.runs`` (in flight, then its ending).
 
     Args:
         provider: the model server.
         tools: the tools (a ToolHub, or any ToolSource).
         config: limits, system prompt, approvals and sessions settings; defaults when None.
-        sessions: where conversations live (in memory by default).
-        approvals: where calls needing approval wait (a new queue by default).
+        state: where conversations, approvals and run records are kept (``open_state``); in
+            this process's memory when None. The Agent uses it and does not close it.
+        sessions: where conversations live, instead of ``state.sessions``.
+        approvals: where calls needing approval wait (a queue over ``state.approvals`` by default).
         events: a sink that receives every event of every run.
         gate: which calls may run; by default a GlobGate of ``approvals.require`` and
             ``approvals.requireDestructive``.
@@ -236,6 +240,7 @@ class Agent:
         tools: ToolSource,
         config: AgentConfig | None = None,
         *,
+        state: State | None = None,
         sessions: SessionStore | None = None,
         approvals: ApprovalQueue | None = None,
         events: EventSink | None = None,
@@ -245,13 +250,17 @@ class Agent:
         self.provider = provider
         self._tools = tools
         self._system_prompt = self.config.prompt()
-        self._sessions = (
-            sessions if sessions is not None else MemorySessionStore.from_config(self.config.sessions)
-        )
+        self._state: State = state if state is not None else memory_state(self.config)
+        self._sessions = sessions if sessions is not None else self._state.sessions
         self._approvals = (
             approvals
             if approvals is not None
-            else ApprovalQueue(self.config.approvals.timeout_seconds, max_pending=self.config.approvals.max_pending)
+            else ApprovalQueue(
+                self.config.approvals.timeout_seconds,
+                max_pending=self.config.approvals.max_pending,
+                store=self._state.approvals,
+                replica=self._state.replica,
+            )
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
@@ -287,6 +296,14 @@ class Agent:
     def sessions(self) -> SessionStore:
         return self._sessions
 
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def runs(self) -> RunStore:
+        return self._state.runs
+
     async def query(
         self,
         text: str,
@@ -311,27 +328,59 @@ class Agent:
         Bad input (a query that is not text, invalid limits, a malformed session id) does not
         raise either: the run ends at once as ``terminal_error`` and ``detail`` says what was wrong.
         """
+        run_id = secrets.token_hex(8)
         sinks = [sink for sink in (self._events, events) if sink is not None]
-        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller}
+        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller, "run_id": run_id}
+        record = begun(
+            run_id, text, session_id=session_id or None, caller=caller, replica=self._state.replica
+        )
+        await quietly(self._state.runs.begin, record)
+        try:
+            result = await self._query(text, session_id, limits, options)
+        except BaseException as exc:
+            with anyio.CancelScope(shield=True):
+                cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+                await quietly(self._state.runs.end, broken_off(record, exc, cancelled=cancelled))
+            raise
+        with anyio.CancelScope(shield=True):
+            await quietly(self._state.runs.end, finished(record, result))
+        return result
+
+    async def _query(
+        self, text: str, session_id: str | None, limits: Limits | Mapping[str, Any] | None, options: dict[str, Any]
+    ) -> RunResult:
         try:
             effective = self._tighten(limits)
         except ConfigError as exc:
             return await self._run(text, self.config.limits, input_error=exc.message, **options)
         if not session_id:  # None (or ""): a run of its own, nothing kept
             return await self._run(text, effective, **options)
-        try:
-            session = self._sessions.open(session_id)
-        except (TypeError, ValueError) as exc:
-            return await self._run(text, effective, input_error=f"session_id: {exc}", **options)
-        async with session.lock:
-            result = await self._run(
-                text, effective, history=session.transcript, session_id=session.id, **options
-            )
+        if not isinstance(session_id, str) or not valid_session_id(session_id):
+            error = "session_id: use 1-128 letters, digits and . _ : @ - (starting with a letter or digit)"
+            return await self._run(text, effective, input_error=error, **options)
+        async with AsyncExitStack() as stack:
+            try:
+                session = await stack.enter_async_context(self._sessions.hold(session_id, owner=options["caller"]))
+            except (TypeError, ValueError) as exc:
+                return await self._run(text, effective, input_error=f"session_id: {exc}", **options)
+            except StateError as exc:
+                error = f"session_id: the conversation could not be loaded ({exc})"
+                return await self._run(text, effective, input_error=error, session_id=session_id, **options)
+            result = await self._run(text, effective, history=session.transcript, session_id=session.id, **options)
             if not result.rounds and result.termination_reason is TerminationReason.TERMINAL_ERROR:
                 return result  # refused input: nothing to keep
-            self._sessions.save(
-                session, trim_history(result.transcript, self.config.limits.max_history_chars)
-            )
+            return await self._save(session, result)
+        raise AssertionError("unreachable")  # pragma: no cover (mypy: async with may swallow)
+
+    async def _save(self, session: Session, result: RunResult) -> RunResult:
+        """Keep the run's transcript in its session; a failure goes into ``detail``, the answer stays."""
+        transcript = trim_history(result.transcript, self.config.limits.max_history_chars)
+        try:
+            saved = await self._sessions.save(session, transcript)
+        except StateError as exc:
+            return note_unsaved(result, str(exc))
+        if not saved:
+            return note_unsaved(result, "it was deleted while the run went on")
         return result
 
     async def call_tool(
@@ -393,12 +442,14 @@ class Agent:
         sinks: Sequence[EventSink],
         cancel: anyio.Event | None,
         caller: str | None,
+        run_id: str | None = None,
         history: Sequence[Message] = (),
         session_id: str | None = None,
         input_error: str | None = None,
     ) -> RunResult:
         return await run(
             text,
+            run_id=run_id,
             provider=self.provider,
             tools=self._tools,
             limits=limits,

@@ -9,7 +9,9 @@ may carry instructions an attacker wrote). The verdict is one of:
   and the loop goes on;
 - ``need_approval``: the call waits on the ``ApprovalQueue`` until someone resolves it (the
   gateway offers ``pending()`` and ``resolve()`` over REST) or the queue's timeout passes, which
-  denies it.
+  denies it. The queue keeps its requests and decisions in an ``ApprovalStore``
+  (``mcp_agent.state``): in memory by default, in SQLite or Redis when the state is, so a
+  decision written by another gateway process wakes the run here.
 
 ``GlobGate`` is the built-in gate: ``approvals.require`` globs (fnmatch, case-sensitive) on
 exposed tool names, and with ``approvals.requireDestructive`` every tool whose MCP annotations
@@ -20,24 +22,42 @@ and exactly one resolver wins (a second ``resolve`` of the same id, or an unknow
 The queue is bounded: at most ``max_pending`` approvals wait at once, and at most
 ``max_per_caller`` of them for one caller (the gateway sets it to each caller's share). A call
 beyond either is denied at once (``submit`` raises ``ApprovalsFull``), so a flood of gated calls
-neither grows without bound nor crowds out other callers' approvals.
+neither grows without bound nor crowds out other callers' approvals. (With a shared store the
+counts are of every replica's pending approvals, read just before the new one is added: two
+replicas submitting at the same instant may both pass the last place.)
 """
 
 from __future__ import annotations
 
 import fnmatch
 import secrets
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import anyio
 
 from .._globs import unmatched_globs
-from .._types import JSONObject
 from ..messages import ToolCall, ToolSpec
+from ..state.base import Approval, ApprovalStore, Decision
+from ..state.memory import MemoryApprovalStore
 from ..tools.base import ToolSource
+
+PendingApproval = Approval
+"""The name this value had before approvals were stored (``mcp_agent.state.Approval``)."""
+
+__all__ = [
+    "ApprovalQueue",
+    "ApprovalsFull",
+    "Decision",
+    "Gate",
+    "GlobGate",
+    "PendingApproval",
+    "Verdict",
+    "denied_text",
+    "is_destructive",
+    "require_warnings",
+]
 
 
 @dataclass(frozen=True)
@@ -153,87 +173,59 @@ class ApprovalsFull(Exception):
     """Too many approvals are waiting (in all, or for this caller): the call is denied at once."""
 
 
-@dataclass(frozen=True)
-class PendingApproval:
-    """A call waiting for a human's decision, as the gateway lists it."""
-
-    id: str
-    run_id: str
-    session_id: str | None
-    call_id: str
-    name: str
-    arguments: JSONObject
-    created: float = field(default_factory=time.time)
-    caller: str | None = None
-    """Who asked for the run that made the call (the gateway's caller name)."""
-
-    def to_dict(self) -> JSONObject:
-        return {
-            "id": self.id,
-            "run_id": self.run_id,
-            "session_id": self.session_id,
-            "caller": self.caller,
-            "call_id": self.call_id,
-            "name": self.name,
-            "arguments": self.arguments,
-            "created": self.created,
-        }
-
-
-@dataclass(frozen=True)
-class Decision:
-    """How an approval ended: approved or not, and why."""
-
-    approved: bool
-    reason: str = ""
-
-
-@dataclass
-class _Entry:
-    pending: PendingApproval
-    done: anyio.Event
-    decision: Decision | None = None
-
-
 class ApprovalQueue:
-    """Calls waiting for approval, shared by every run of an Agent.
+    """Calls waiting for approval, shared by every run of an Agent (and, with a shared store,
+    every replica's).
 
     Args:
         timeout_seconds: how long a call waits before it is denied (0 = until the run's own
             deadline or cancellation).
         max_pending: at most this many approvals wait at once (0 = no cap).
         max_per_caller: at most this many of them for one caller (0 = no cap of its own).
+        store: where requests and decisions are kept (a new in-memory one when None).
+        replica: this process's replica id, recorded with each request (``State.replica``).
     """
 
-    def __init__(self, timeout_seconds: float = 60.0, *, max_pending: int = 0, max_per_caller: int = 0) -> None:
+    def __init__(
+        self,
+        timeout_seconds: float = 60.0,
+        *,
+        max_pending: int = 0,
+        max_per_caller: int = 0,
+        store: ApprovalStore | None = None,
+        replica: str = "",
+    ) -> None:
         self.timeout_seconds = timeout_seconds
         self.max_pending = max_pending
         self.max_per_caller = max_per_caller
-        self._pending: dict[str, _Entry] = {}  # waiting for a resolver
-        self._entries: dict[str, _Entry] = {}  # submitted and not yet collected by wait()
+        self.store: ApprovalStore = store if store is not None else MemoryApprovalStore()
+        self.replica = replica
 
-    def submit(
+    async def submit(
         self, call: ToolCall, *, run_id: str, session_id: str | None = None, caller: str | None = None
-    ) -> PendingApproval:
+    ) -> Approval:
         """Put ``call`` in the queue; the caller then awaits ``wait(id)``.
 
         Raises:
             ApprovalsFull: ``max_pending`` approvals wait already, or ``max_per_caller`` of this
                 caller's.
+            StateError: the store failed.
         """
-        if self.max_pending and len(self._pending) >= self.max_pending:
-            raise ApprovalsFull(
-                f"too many approvals are waiting ({len(self._pending)}, approvals.maxPending); "
-                "try again once some are answered"
-            )
-        if self.max_per_caller and caller is not None:
-            mine = sum(1 for entry in self._pending.values() if entry.pending.caller == caller)
-            if mine >= self.max_per_caller:
+        if self.max_pending or self.max_per_caller:
+            waiting = await self.store.pending()
+            if self.max_pending and len(waiting) >= self.max_pending:
                 raise ApprovalsFull(
-                    f"too many approvals of caller {caller!r} are waiting ({mine}, its share of "
-                    "approvals.maxPending); try again once some are answered"
+                    f"too many approvals are waiting ({len(waiting)}, approvals.maxPending); "
+                    "try again once some are answered"
                 )
-        pending = PendingApproval(
+            if self.max_per_caller and caller is not None:
+                mine = sum(1 for approval in waiting if approval.caller == caller)
+                if mine >= self.max_per_caller:
+                    raise ApprovalsFull(
+                        f"too many approvals of caller {caller!r} are waiting ({mine}, its share of "
+                        "approvals.maxPending); try again once some are answered"
+                    )
+        approval = Approval(
             id=secrets.token_urlsafe(16),
             run_id=run_id,
             session_id=session_id,
@@ -241,40 +233,44 @@ class ApprovalQueue:
             name=call.name,
             arguments=dict(call.arguments),
             caller=caller,
+            replica=self.replica,
         )
-        entry = _Entry(pending, anyio.Event())
-        self._pending[pending.id] = entry
-        self._entries[pending.id] = entry
-        return pending
+        await self.store.add(approval)
+        return approval
 
     async def wait(self, approval_id: str) -> Decision:
         """Wait for the decision on ``approval_id``; a timeout denies the call.
 
-        Cancellation withdraws the request and propagates.
+        Cancellation withdraws the request (it is decided denied, ``by="run"``, so nobody can
+        approve it later) and propagates.
         """
-        entry = self._entries[approval_id]
         try:
             with anyio.move_on_after(self.timeout_seconds or None):
-                await entry.done.wait()
-            if entry.decision is None and self._pending.pop(approval_id, None) is not None:
-                entry.decision = Decision(False, f"approval timed out after {self.timeout_seconds:g} s")
-            assert entry.decision is not None
-            return entry.decision
-        finally:
-            self._pending.pop(approval_id, None)
-            self._entries.pop(approval_id, None)
+                return await self.store.wait(approval_id)
+            timed_out = Decision(False, f"approval timed out after {self.timeout_seconds:g} s", by="timeout")
+            if await self.store.decide(approval_id, timed_out):
+                return timed_out
+            return await self.store.wait(approval_id)  # decided just now, by someone else
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self.store.decide(
+                    approval_id, Decision(False, "the run ended while waiting for approval", by="run")
+                )
+            raise
 
-    def pending(self) -> list[PendingApproval]:
+    async def pending(self) -> list[Approval]:
         """The calls waiting now, oldest first."""
-        return [entry.pending for entry in self._pending.values()]
+        return await self.store.pending()
 
-    def resolve(self, approval_id: str, approved: bool, reason: str = "") -> bool:
-        """Approve or deny a waiting call. False for an unknown or already resolved id."""
-        entry = self._pending.pop(approval_id, None)
-        if entry is None:
-            return False
+    async def resolve(self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None) -> bool:
+        """Approve or deny a waiting call. False for an unknown or already resolved id.
+
+        Args:
+            approval_id: the approval.
+            approved: the decision.
+            reason: why (a default when empty).
+            by: who decided (the caller's name), recorded with the decision.
+        """
         if not reason:
             reason = "approved by operator" if approved else "operator did not approve this call"
-        entry.decision = Decision(approved, reason)
-        entry.done.set()
-        return True
+        return await self.store.decide(approval_id, Decision(approved, reason, by=by))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import collections
-import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -25,6 +24,7 @@ import anyio
 
 from ..exceptions import SessionTooLarge
 from ..messages import Message
+from ._encode import to_json
 from ._keyed import KeyedLocks
 from .base import (
     Approval,
@@ -50,7 +50,7 @@ __all__ = [
 
 def transcript_bytes(transcript: Sequence[Message]) -> bytes:
     """A transcript's stored form: compact JSON, UTF-8 (what ``max_session_bytes`` measures)."""
-    return json.dumps([m.to_dict() for m in transcript], ensure_ascii=False, separators=(",", ":")).encode()
+    return to_json([m.to_dict() for m in transcript]).encode("utf-8")
 
 
 class MemorySessionStore:
@@ -202,16 +202,23 @@ class MemoryApprovalStore:
 
     Args:
         keep_seconds: decided approvals older than this are dropped on ``prune`` (0 = kept).
+        max_decided: at most this many decided approvals are kept; the oldest decisions go
+            first (0 = no cap).
     """
 
-    def __init__(self, *, keep_seconds: float = 0) -> None:
+    def __init__(self, *, keep_seconds: float = 0, max_decided: int = 10_000) -> None:
         self.keep_seconds = keep_seconds
+        self.max_decided = max_decided
         self._approvals: dict[str, Approval] = {}
         self._decided: dict[str, anyio.Event] = {}
+        self._order: collections.OrderedDict[str, None] = collections.OrderedDict()  # decided, oldest first
 
     async def add(self, approval: Approval) -> None:
         self._approvals[approval.id] = approval
-        self._decided.setdefault(approval.id, anyio.Event())
+        if approval.decision is None:
+            self._decided.setdefault(approval.id, anyio.Event())
+        else:
+            self._order[approval.id] = None
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         approval = self._approvals.get(approval_id)
@@ -219,6 +226,9 @@ class MemoryApprovalStore:
             return False
         self._approvals[approval_id] = replace(approval, decision=decision)
         self._decided.pop(approval_id, anyio.Event()).set()
+        self._order[approval_id] = None
+        while self.max_decided and len(self._order) > self.max_decided:
+            self._approvals.pop(self._order.popitem(last=False)[0], None)
         return True
 
     async def wait(self, approval_id: str) -> Decision:
@@ -244,6 +254,7 @@ class MemoryApprovalStore:
         for approval in list(self._approvals.values()):
             if approval.decision is not None and approval.decision.at < cutoff:
                 del self._approvals[approval.id]
+                self._order.pop(approval.id, None)
 
 
 class MemoryRunStore:

@@ -38,6 +38,7 @@ import anyio
 
 from ..exceptions import SessionTooLarge, StateError
 from ..messages import Message
+from ._encode import clean_text, to_json
 from ._keyed import KeyedLocks
 from ._sqlite_schema import connect, database_path
 from .base import (
@@ -343,7 +344,7 @@ class SqliteSessionStore:
 
 
 def _record(approval: Approval) -> str:
-    return json.dumps(approval.to_record(), ensure_ascii=False, separators=(",", ":"))
+    return to_json(approval.to_record())
 
 
 class SqliteApprovalStore:
@@ -408,7 +409,6 @@ class SqliteApprovalStore:
 
 
 def _run_row(record: RunRecord) -> tuple[Any, ...]:
-    data = json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"), default=str)
     return (
         record.id,
         record.started,
@@ -416,9 +416,9 @@ def _run_row(record: RunRecord) -> tuple[Any, ...]:
         record.caller,
         record.termination_reason,
         record.replica,
-        record.query,
-        record.answer,
-        data,
+        clean_text(record.query),
+        clean_text(record.answer),
+        to_json(record.to_dict()),
     )
 
 

@@ -71,11 +71,12 @@ async def test_query_limits_can_only_tighten(given: object, calls: int) -> None:
 async def test_bad_input_ends_the_run_instead_of_raising(
     text: object, options: dict[str, object], expected: str, tmp_path: Path
 ) -> None:
-    from mcp_agent.loop.sessions import FileSessionStore
+    from mcp_agent.state import open_state
 
     provider = ScriptedProvider([])
     sink = RecordingSink()
-    agent = Agent(provider, echo_tools(), sessions=FileSessionStore(tmp_path), events=sink)
+    state = await open_state(f"sqlite:///{tmp_path}/state.db")
+    agent = Agent(provider, echo_tools(), state=state, events=sink)
     result = await agent.query(text, **options)  # type: ignore[arg-type]
     assert result.termination_reason is R.TERMINAL_ERROR and expected in result.detail
     assert result.detail.startswith("invalid input: ") and result.rounds == 0
@@ -83,7 +84,10 @@ async def test_bad_input_ends_the_run_instead_of_raising(
     [ended] = sink.of(RunEnded)
     assert ended.termination_reason == "terminal_error"
     json.dumps([event.to_dict() for event in sink.events], ensure_ascii=False).encode("utf-8")  # encodable
-    assert list(tmp_path.iterdir()) == []  # nothing kept
+    assert await state.sessions.list() == []  # nothing kept
+    [record] = await state.runs.list()  # but the refused run is on record
+    assert record.termination_reason == "terminal_error" and record.id == result.run_id
+    await state.aclose()
 
 
 @pytest.mark.parametrize(
@@ -162,7 +166,7 @@ async def test_injected_parts_are_used() -> None:
     assert agent.sessions is sessions and agent.approvals is approvals and agent.tools is tools
     result = await agent.query("q", session_id="s")
     assert tools.calls == [] and "[DENIED: nothing today]" in result.transcript[3].content
-    assert sessions.get("s") is not None
+    assert await sessions.get("s") is not None
 
 
 async def test_concurrent_queries_on_one_agent() -> None:

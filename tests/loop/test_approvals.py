@@ -94,8 +94,8 @@ async def test_glob_gate_sees_tools_that_appear_later() -> None:
 
 async def test_queue_resolve_approves_once() -> None:
     queue = ApprovalQueue(timeout_seconds=10)
-    pending = queue.submit(ToolCall("c1", "fs__write", {"path": "x"}), run_id="r1", session_id="s1")
-    assert queue.pending() == [pending]
+    pending = await queue.submit(ToolCall("c1", "fs__write", {"path": "x"}), run_id="r1", session_id="s1")
+    assert await queue.pending() == [pending]
     assert (pending.run_id, pending.session_id, pending.call_id, pending.name) == (
         "r1",
         "s1",
@@ -103,28 +103,29 @@ async def test_queue_resolve_approves_once() -> None:
         "fs__write",
     )
     assert pending.to_dict()["arguments"] == {"path": "x"}
-    assert queue.resolve(pending.id, True)
-    assert not queue.resolve(pending.id, False)  # exactly one resolver wins
-    assert queue.pending() == []
+    assert await queue.resolve(pending.id, True)
+    assert not await queue.resolve(pending.id, False)  # exactly one resolver wins
+    assert await queue.pending() == []
     decision = await queue.wait(pending.id)
     assert decision.approved and decision.reason == "approved by operator"
+    assert await queue.resolve(pending.id, False, by="ops") is False  # decided for good
 
 
 async def test_queue_unknown_id_and_unguessable_ids() -> None:
     queue = ApprovalQueue()
-    assert queue.resolve("nope", True) is False
-    ids = {queue.submit(ToolCall("c", "t", {}), run_id="r").id for _ in range(50)}
+    assert await queue.resolve("nope", True) is False
+    ids = {(await queue.submit(ToolCall("c", "t", {}), run_id="r")).id for _ in range(50)}
     assert len(ids) == 50 and all(len(i) >= 20 for i in ids)
 
 
 async def test_queue_concurrent_resolvers_one_wins() -> None:
     queue = ApprovalQueue()
-    pending = queue.submit(ToolCall("c", "t", {}), run_id="r")
+    pending = await queue.submit(ToolCall("c", "t", {}), run_id="r")
     outcomes: list[bool] = []
 
     async def resolver(approved: bool) -> None:
         await anyio.sleep(0)
-        outcomes.append(queue.resolve(pending.id, approved, "by resolver"))
+        outcomes.append(await queue.resolve(pending.id, approved, "by resolver"))
 
     async with anyio.create_task_group() as tg:
         for approved in (True, False, True):
@@ -136,35 +137,37 @@ async def test_queue_concurrent_resolvers_one_wins() -> None:
 
 async def test_queue_timeout_denies_and_clears() -> None:
     queue = ApprovalQueue(timeout_seconds=0.05)
-    pending = queue.submit(ToolCall("c", "t", {}), run_id="r")
+    pending = await queue.submit(ToolCall("c", "t", {}), run_id="r")
     with anyio.fail_after(10):
         decision = await queue.wait(pending.id)
     assert not decision.approved and decision.reason == "approval timed out after 0.05 s"
-    assert queue.pending() == [] and queue.resolve(pending.id, True) is False
+    assert await queue.pending() == [] and await queue.resolve(pending.id, True) is False
 
 
 async def test_queue_cancelled_wait_withdraws_the_request() -> None:
     queue = ApprovalQueue(timeout_seconds=0)
-    pending = queue.submit(ToolCall("c", "t", {}), run_id="r")
+    pending = await queue.submit(ToolCall("c", "t", {}), run_id="r")
     with anyio.move_on_after(0.05):
         await queue.wait(pending.id)
-    assert queue.pending() == [] and queue.resolve(pending.id, True) is False
+    assert await queue.pending() == [] and await queue.resolve(pending.id, True) is False
+    stored = await queue.store.get(pending.id)  # on record: withdrawn by its run
+    assert stored is not None and stored.decision is not None and stored.decision.by == "run"
 
 
-def test_queue_caps_waiting_approvals_in_all_and_per_caller() -> None:
+async def test_queue_caps_waiting_approvals_in_all_and_per_caller() -> None:
     from mcp_agent.loop.approvals import ApprovalsFull
 
     queue = ApprovalQueue(max_pending=4, max_per_caller=3)
     for index in range(3):
-        queue.submit(call("w", f"c{index}"), run_id="r", caller="alice")
+        await queue.submit(call("w", f"c{index}"), run_id="r", caller="alice")
     with pytest.raises(ApprovalsFull, match="caller 'alice'"):
-        queue.submit(call("w", "c9"), run_id="r", caller="alice")
-    bob = queue.submit(call("w", "b1"), run_id="r", caller="bob")
+        await queue.submit(call("w", "c9"), run_id="r", caller="alice")
+    bob = await queue.submit(call("w", "b1"), run_id="r", caller="bob")
     with pytest.raises(ApprovalsFull, match=r"too many approvals are waiting \(4"):
-        queue.submit(call("w", "b2"), run_id="r", caller="bob")
-    assert [item.caller for item in queue.pending()] == ["alice", "alice", "alice", "bob"]
-    assert queue.resolve(bob.id, False)
-    queue.submit(call("w", "b3"), run_id="r", caller="bob")  # room again
+        await queue.submit(call("w", "b2"), run_id="r", caller="bob")
+    assert [item.caller for item in await queue.pending()] == ["alice", "alice", "alice", "bob"]
+    assert await queue.resolve(bob.id, False)
+    await queue.submit(call("w", "b3"), run_id="r", caller="bob")  # room again
 
 
 async def test_a_call_beyond_the_cap_is_denied_at_once_in_a_run() -> None:
@@ -196,10 +199,10 @@ async def _resolve_when_pending(
     queue: ApprovalQueue, approved: bool, reason: str = "", count: int = 1
 ) -> None:
     with anyio.fail_after(10):
-        while len(queue.pending()) < count:
+        while len(await queue.pending()) < count:
             await anyio.sleep(0.01)
-    for pending in queue.pending():
-        queue.resolve(pending.id, approved, reason)
+    for pending in await queue.pending():
+        await queue.resolve(pending.id, approved, reason)
 
 
 async def _run_with_resolver(
@@ -300,10 +303,10 @@ async def test_approvals_are_asked_together_and_do_not_hold_a_parallel_slot() ->
 
     async def resolver() -> None:
         with anyio.fail_after(10):
-            while len(queue.pending()) < 2 or ("echo", {"text": "e"}) not in tools.calls:
+            while len(await queue.pending()) < 2 or ("echo", {"text": "e"}) not in tools.calls:
                 await anyio.sleep(0.01)  # both pending at once, while echo has already run
-        for pending in queue.pending():
-            queue.resolve(pending.id, True)
+        for pending in await queue.pending():
+            await queue.resolve(pending.id, True)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(resolver)
@@ -322,7 +325,7 @@ async def test_cancel_while_waiting_for_approval() -> None:
     tools, queue, cancel = _write_tools(), ApprovalQueue(timeout_seconds=0), anyio.Event()
 
     async def cancel_when_pending() -> None:
-        while not queue.pending():
+        while not await queue.pending():
             await anyio.sleep(0.01)
         cancel.set()
 
@@ -341,7 +344,7 @@ async def test_cancel_while_waiting_for_approval() -> None:
             )
     check_run(result, sink)
     assert result.termination_reason is R.CANCELLED
-    assert queue.pending() == [] and tools.calls == []
+    assert await queue.pending() == [] and tools.calls == []
     assert tool_texts(result) == ["not executed: cancelled"]
     assert sink.of(ApprovalResolved)[0].approved is False
 

@@ -13,8 +13,15 @@ from mcp_agent.loop.sessions import MemorySessionStore, Session
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.state import StateLimits
 
 from ._helpers import assert_valid_transcript, call, echo_tools
+
+
+async def opened(store: MemorySessionStore, session_id: str) -> Session:
+    """The session ``session_id``, created (and stored) when new, as a run would find it."""
+    async with store.hold(session_id) as session:
+        return session
 
 
 class Clock:
@@ -29,31 +36,31 @@ class Clock:
 # the store
 
 
-def test_open_creates_and_returns_the_same_session() -> None:
+async def test_open_creates_and_returns_the_same_session() -> None:
     store = MemorySessionStore()
-    first = store.open("s1")
+    first = await opened(store, "s1")
     assert isinstance(first, Session) and first.transcript == ()
-    assert store.open("s1") is first
-    assert store.get("s1") is first and store.get("nope") is None
+    assert await opened(store, "s1") is first
+    assert await store.get("s1") is first and await store.get("nope") is None
 
 
-def test_create_makes_unguessable_unique_ids() -> None:
+async def test_create_makes_unguessable_unique_ids() -> None:
     store = MemorySessionStore()
-    ids = {store.create().id for _ in range(100)}
+    ids = {(await store.create()).id for _ in range(100)}
     assert len(ids) == 100 and all(len(i) >= 20 for i in ids)
 
 
-def test_open_rejects_an_empty_id() -> None:
+async def test_hold_rejects_an_empty_id() -> None:
     with pytest.raises(ValueError):
-        MemorySessionStore().open("")
+        await opened(MemorySessionStore(), "")
 
 
-def test_save_list_and_delete() -> None:
+async def test_save_list_and_delete() -> None:
     store = MemorySessionStore()
-    session = store.open("s1")
-    store.save(session, [Message.user("q"), Message.assistant("a")])
+    session = await opened(store, "s1")
+    await store.save(session, [Message.user("q"), Message.assistant("a")])
     assert session.transcript == (Message.user("q"), Message.assistant("a")) and session.runs == 1
-    [info] = store.list()
+    [info] = await store.list()
     assert info.to_dict() | {"created": 0, "updated": 0} == {
         "id": "s1",
         "owner": None,
@@ -63,77 +70,78 @@ def test_save_list_and_delete() -> None:
         "updated": 0,
         "busy": False,
     }
-    assert store.delete("s1") is True and store.delete("s1") is False
-    store.save(session, [Message.user("late")])  # a run that ends after the delete
-    assert store.get("s1") is None and store.list() == []
+    assert await store.delete("s1") is True and await store.delete("s1") is False
+    await store.save(session, [Message.user("late")])  # a run that ends after the delete
+    assert await store.get("s1") is None and await store.list() == []
 
 
-def test_idle_sessions_expire() -> None:
+async def test_idle_sessions_expire() -> None:
     clock = Clock()
     store = MemorySessionStore(ttl_seconds=60, clock=clock)
-    store.open("old")
+    await opened(store, "old")
     clock.now += 30
-    store.open("young")
+    await opened(store, "young")
     clock.now += 31  # old: idle 61 s; young: 31 s
-    assert [i.id for i in store.list()] == ["young"]
-    assert store.open("old").transcript == ()  # an expired id starts afresh
+    assert [i.id for i in await store.list()] == ["young"]
+    assert (await opened(store, "old")).transcript == ()  # an expired id starts afresh
 
 
-def test_use_keeps_a_session_alive() -> None:
+async def test_use_keeps_a_session_alive() -> None:
     clock = Clock()
     store = MemorySessionStore(ttl_seconds=60, clock=clock)
-    session = store.open("s")
+    session = await opened(store, "s")
     for _ in range(5):
         clock.now += 50
-        store.save(session, [Message.user("q")])
-    assert store.get("s") is session
+        await store.save(session, [Message.user("q")])
+    assert await store.get("s") is session
 
 
-def test_ttl_zero_is_never() -> None:
+async def test_ttl_zero_is_never() -> None:
     clock = Clock()
     store = MemorySessionStore(ttl_seconds=0, clock=clock)
-    store.open("s")
+    await opened(store, "s")
     clock.now += 10**9
-    assert store.get("s") is not None
+    assert await store.get("s") is not None
 
 
 async def test_a_busy_session_is_not_evicted() -> None:
     clock = Clock()
     store = MemorySessionStore(ttl_seconds=60, max_sessions=1, clock=clock)
-    session = store.open("busy")
-    async with session.lock:
+    async with store.hold("busy"):
         clock.now += 120
-        assert [i.id for i in store.list()] == ["busy"] and store.list()[0].busy
-        store.open("other")  # over the cap, but the busy one stays
-        assert {i.id for i in store.list()} == {"busy", "other"}
+        assert [i.id for i in await store.list()] == ["busy"] and (await store.list())[0].busy
+        await opened(store, "other")  # over the cap, but the busy one stays
+        assert {i.id for i in await store.list()} == {"busy", "other"}
     clock.now += 120
-    assert store.list() == []
+    assert await store.list() == []
 
 
-def test_max_sessions_drops_the_least_recently_used() -> None:
+async def test_max_sessions_drops_the_least_recently_used() -> None:
     clock = Clock()
     store = MemorySessionStore(ttl_seconds=0, max_sessions=3, clock=clock)
     for name in ("a", "b", "c"):
         clock.now += 1
-        store.open(name)
+        await opened(store, name)
     clock.now += 1
-    store.open("a")  # a used again: b is now the least recently used
+    await opened(store, "a")  # a used again: b is now the least recently used
     clock.now += 1
-    store.open("d")
-    assert sorted(i.id for i in store.list()) == ["a", "c", "d"]
+    await opened(store, "d")
+    assert sorted(i.id for i in await store.list()) == ["a", "c", "d"]
     assert len(store) == 3
 
 
-def test_max_sessions_zero_is_no_cap() -> None:
+async def test_max_sessions_zero_is_no_cap() -> None:
     store = MemorySessionStore(max_sessions=0)
     for i in range(50):
-        store.open(f"s{i}")
+        await opened(store, f"s{i}")
     assert len(store) == 50
 
 
-def test_from_config() -> None:
-    store = MemorySessionStore.from_config(SessionsConfig(ttl_seconds=5, max_sessions=7))
-    assert (store.ttl_seconds, store.max_sessions) == (5, 7)
+async def test_from_limits() -> None:
+    store = MemorySessionStore.from_limits(StateLimits(session_ttl_seconds=5, max_sessions=7, max_session_bytes=9))
+    assert (store.ttl_seconds, store.max_sessions, store.max_session_bytes) == (5, 7, 9)
+    agent = _agent(ScriptedProvider([]), sessions=SessionsConfig(ttl_seconds=3, max_sessions=4))
+    assert (agent.sessions.ttl_seconds, agent.sessions.max_sessions) == (3, 4)  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,7 +163,7 @@ async def test_context_is_carried_within_a_session() -> None:
     sent = provider.requests[-1].messages
     assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
     assert sent[0] == Message.system("Be brief.") and sent[-1] == Message.user("Are you sure?")
-    stored = agent.sessions.get("s")  # type: ignore[attr-defined]
+    stored = await agent.sessions.get("s")  # type: ignore[attr-defined]
     assert stored.transcript == second.transcript
     assert_valid_transcript(stored.transcript)
 
@@ -170,7 +178,7 @@ async def test_sessions_are_isolated_and_none_is_stateless() -> None:
     alone = await agent.query("alone", session_id="")
     assert alone.session_id is None
     assert [m.content for m in provider.requests[3].messages if m.role == "user"] == ["alone"]
-    assert {i.id for i in agent.sessions.list()} == {"A", "B"}
+    assert {i.id for i in await agent.sessions.list()} == {"A", "B"}
 
 
 class _Gated:
@@ -202,7 +210,7 @@ async def test_runs_on_one_session_are_serialised_others_concurrent(sessions: tu
             provider.release.set()
     assert provider.peak == peak
     if sessions[0] == "s":
-        transcript = agent.sessions.get("s").transcript  # type: ignore[attr-defined]
+        transcript = (await agent.sessions.get("s")).transcript  # type: ignore[attr-defined]
         assert [m.role for m in transcript].count("user") == 3
         assert_valid_transcript(transcript)
 
@@ -241,7 +249,7 @@ async def test_a_cancelled_run_leaves_a_valid_session() -> None:
     agent = _agent(provider)
     result = await agent.query("q1", session_id="s", cancel=cancel)
     assert result.termination_reason is R.CANCELLED
-    stored = agent.sessions.get("s").transcript  # type: ignore[attr-defined]
+    stored = (await agent.sessions.get("s")).transcript  # type: ignore[attr-defined]
     assert_valid_transcript(stored)
     await agent.query("q2", session_id="s")
     assert_valid_transcript(provider.requests[-1].messages)
@@ -251,12 +259,12 @@ async def test_external_cancellation_leaves_the_session_as_it_was() -> None:
     provider = ScriptedProvider([text_turn("a1"), text_turn("late")])
     agent = _agent(provider)
     await agent.query("q1", session_id="s")
-    before = agent.sessions.get("s").transcript  # type: ignore[attr-defined]
+    before = (await agent.sessions.get("s")).transcript  # type: ignore[attr-defined]
     provider.delay = 60
     with anyio.move_on_after(0.05):
         await agent.query("q2", session_id="s")
-    assert agent.sessions.get("s").transcript == before  # type: ignore[attr-defined]
-    assert not agent.sessions.get("s").lock.locked()  # type: ignore[attr-defined]
+    assert (await agent.sessions.get("s")).transcript == before  # type: ignore[attr-defined]
+    assert not any(info.busy for info in await agent.sessions.list())
 
 
 async def test_the_stored_transcript_is_trimmed_to_the_history_limit() -> None:
@@ -264,18 +272,18 @@ async def test_the_stored_transcript_is_trimmed_to_the_history_limit() -> None:
     agent = _agent(provider, limits=Limits(max_history_chars=1500))
     for i in range(5):
         await agent.query(f"q{i}", session_id="s")
-    stored = agent.sessions.get("s").transcript  # type: ignore[attr-defined]
+    stored = (await agent.sessions.get("s")).transcript  # type: ignore[attr-defined]
     assert stored[0] == Message.system("Be brief.")
     assert sum(len(m.content) for m in stored) <= 1500
     assert stored[-2:] == (Message.user("q4"), Message.assistant("x" * 600))
 
 
-def test_every_issued_id_passes_the_rule() -> None:
+async def test_every_issued_id_passes_the_rule() -> None:
     """About 3 % of ids once started with '-' or '_' and were refused on the next turn."""
     from mcp_agent.loop.sessions import new_session_id, valid_session_id
 
     store = MemorySessionStore(max_sessions=0)
-    ids = [new_session_id() for _ in range(5000)] + [store.create().id for _ in range(5000)]
+    ids = [new_session_id() for _ in range(5000)] + [(await store.create()).id for _ in range(5000)]
     assert all(valid_session_id(session_id) for session_id in ids)
     assert len(set(ids)) == len(ids)
     assert all(len(session_id) == 24 and session_id.isalnum() for session_id in ids)
@@ -302,33 +310,33 @@ def test_the_session_id_rule(value: str, ok: bool) -> None:
     assert valid_session_id(value) is ok
 
 
-def test_an_owner_beyond_its_share_loses_its_own_oldest() -> None:
+async def test_an_owner_beyond_its_share_loses_its_own_oldest() -> None:
     clock = Clock()
     store = MemorySessionStore(max_sessions=100, max_per_owner=3, clock=clock)
-    bob = store.create(owner="bob")
+    bob = await store.create(owner="bob")
     alice = []
     for _ in range(5):
         clock.now += 1
-        alice.append(store.create(owner="alice"))
-    assert store.get(bob.id) is bob  # never touched by alice's flood
-    assert [store.get(s.id) is not None for s in alice] == [False, False, True, True, True]
+        alice.append(await store.create(owner="alice"))
+    assert await store.get(bob.id) is bob  # never touched by alice's flood
+    assert [await store.get(s.id) is not None for s in alice] == [False, False, True, True, True]
 
 
-def test_the_global_cap_evicts_from_the_owner_holding_the_most() -> None:
+async def test_the_global_cap_evicts_from_the_owner_holding_the_most() -> None:
     """A caller creating conversations at 234/s once evicted everyone else's."""
     clock = Clock()
     store = MemorySessionStore(max_sessions=10, clock=clock)
-    others = [store.create(owner=name) for name in ("bob", "carol")]
+    others = [await store.create(owner=name) for name in ("bob", "carol")]
     for _ in range(50):
         clock.now += 1
-        store.create(owner="mallory")
-    assert all(store.get(s.id) is not None for s in others)
-    assert sum(1 for info in store.list() if info.owner == "mallory") == 8
+        await store.create(owner="mallory")
+    assert all([await store.get(s.id) is not None for s in others])
+    assert sum(1 for info in await store.list() if info.owner == "mallory") == 8
 
 
 async def test_busy_sessions_are_never_evicted_by_the_owner_cap() -> None:
     store = MemorySessionStore(max_per_owner=1)
-    first = store.create(owner="a")
-    async with first.lock:
-        second = store.create(owner="a")
-        assert store.get(first.id) is first and store.get(second.id) is second
+    first = await store.create(owner="a")
+    async with store.hold(first.id):
+        second = await store.create(owner="a")
+        assert await store.get(first.id) is first and await store.get(second.id) is second

@@ -1,0 +1,104 @@
+"""What the Agent writes into the state: the limits from agent.json, run records, and a failing
+store kept from costing a run its answer.
+
+A store that fails (``StateError``) is logged and never ends a run: a run record that cannot be
+written is lost (the run still answers), a transcript that cannot be saved is said in the
+result's ``detail`` (``note_unsaved``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from ..config import AgentConfig
+from ..exceptions import StateError
+from ..state import open_state
+from ..state.base import RunRecord, State, StateLimits
+from ..state.memory import MemoryState
+from .result import RunResult
+
+logger = logging.getLogger(__name__)
+
+
+def state_limits(config: AgentConfig, *, per_owner: int = 0) -> StateLimits:
+    """The state's limits from agent.json (``sessions`` and ``state``)."""
+    return StateLimits(
+        session_ttl_seconds=config.sessions.ttl_seconds,
+        max_sessions=config.sessions.max_sessions,
+        max_sessions_per_owner=per_owner,
+        max_session_bytes=config.state.max_session_bytes,
+        max_runs=config.state.runs.max_count,
+        max_run_age_days=config.state.runs.max_age_days,
+        lease_seconds=config.state.lease_seconds,
+    )
+
+
+def memory_state(config: AgentConfig) -> MemoryState:
+    """The state of an Agent built without one: in this process's memory."""
+    return MemoryState(state_limits(config))
+
+
+async def open_agent_state(config: AgentConfig, *, default: str | os.PathLike[str] | None) -> State:
+    """The state ``config`` names (``state.url``); without one, SQLite on ``default`` (a file),
+    or memory when ``default`` is None. Close it with ``aclose``.
+
+    Raises:
+        ConfigError: the store cannot be opened; the message names ``state.url``.
+    """
+    return await open_state(config.state_url(default), limits=state_limits(config))
+
+
+def begun(run_id: str, query: object, *, session_id: str | None, caller: str | None, replica: str) -> RunRecord:
+    """The record of a run about to start."""
+    text = query if isinstance(query, str) else f"(not text: {type(query).__name__})"
+    return RunRecord(run_id, session_id=session_id, caller=caller, query=text, started=time.time(), replica=replica)
+
+
+def finished(record: RunRecord, result: RunResult) -> RunRecord:
+    """The record of a run that ended with ``result``."""
+    return replace(
+        record,
+        session_id=result.session_id or record.session_id,
+        ended=time.time(),
+        termination_reason=result.termination_reason.value,
+        answer=result.answer,
+        detail=result.detail,
+        early_stopped=result.early_stopped,
+        truncated=result.truncated,
+        usage=result.usage,
+        tool_calls=tuple(call.to_dict() for call in result.tool_calls),
+        rounds=result.rounds,
+        elapsed_ms=result.elapsed_ms,
+        model=result.model,
+    )
+
+
+def broken_off(record: RunRecord, exc: BaseException, *, cancelled: bool) -> RunRecord:
+    """The record of a run that raised (the caller's cancellation, or a programming error)."""
+    now = time.time()
+    return replace(
+        record,
+        ended=now,
+        termination_reason="cancelled" if cancelled else "terminal_error",
+        detail="the caller went away" if cancelled else f"internal error: {type(exc).__name__}",
+        elapsed_ms=(now - record.started) * 1000,
+    )
+
+
+async def quietly(write: Callable[[RunRecord], Awaitable[None]], record: RunRecord) -> None:
+    """Write a run record; a failing store is logged, never raised."""
+    try:
+        await write(record)
+    except StateError as exc:
+        logger.warning("run %s: could not record it: %s", record.id, exc)
+
+
+def note_unsaved(result: RunResult, why: str) -> RunResult:
+    """``result`` with ``detail`` saying the conversation was not saved, and why."""
+    note = f"the conversation could not be saved: {why}"
+    logger.warning("session %s: %s", result.session_id, note)
+    return replace(result, detail=f"{result.detail}; {note}" if result.detail else note)
