@@ -9,7 +9,10 @@ run records' age limit (by when they were decided), on retention.
 A run record is one JSON string; a sorted set by start time lists them newest first, a set holds
 those in flight (retention never drops them) and one per replica says which runs a dead replica
 left unfinished (``State.recover``). Retention is one script, applied on ``State.beat`` and
-after every ``RETAIN_EVERY`` ends of this process.
+after every ``RETAIN_EVERY`` ends of this process. An end that could not be written (Redis away)
+raises ``StateError`` as any failure does, and is also kept (up to ``MAX_UNWRITTEN``) and written
+on a later ``beat`` (``flush``): a run must not stay "in flight" in the records of a replica that
+lives on.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import json
 import time
 from typing import Any
 
+from ..exceptions import StateError
 from ._redis_base import Backend, dumps
 from ._redis_base import text as as_text
 from ._redis_scripts import DECIDE, RETAIN
 from .base import Approval, Decision, RunRecord, StateLimits
 
+MAX_UNWRITTEN = 1000
+"""Ends kept for a later ``flush`` while Redis is away; beyond, the oldest are given up."""
 RETAIN_EVERY = 50
 """Retention runs after this many ``end`` calls of one process (and on every ``beat``)."""
 _PAGE = 200
@@ -126,6 +132,7 @@ class RedisRunStore:
         self.replica = replica
         self._retain_script = backend.client.register_script(RETAIN)
         self._ends = 0
+        self._unwritten: dict[str, RunRecord] = {}
 
     async def begin(self, record: RunRecord) -> None:
         keys = self._keys
@@ -138,6 +145,29 @@ class RedisRunStore:
             await pipe.execute()
 
     async def end(self, record: RunRecord) -> None:
+        try:
+            await self._end(record)
+        except StateError:
+            self._unwritten.pop(record.id, None)
+            self._unwritten[record.id] = record
+            while len(self._unwritten) > MAX_UNWRITTEN:
+                del self._unwritten[next(iter(self._unwritten))]
+            raise
+        self._unwritten.pop(record.id, None)
+        self._ends += 1
+        if self._ends % RETAIN_EVERY == 0:
+            await self.retain()
+
+    async def flush(self) -> int:
+        """Write the ends that could not be written before; how many were."""
+        written = 0
+        for record in list(self._unwritten.values()):
+            await self._end(record)
+            del self._unwritten[record.id]
+            written += 1
+        return written
+
+    async def _end(self, record: RunRecord) -> None:
         keys = self._keys
         with self._backend.failures(f"recording the end of run {record.id!r}"):
             pipe = self._backend.client.pipeline(transaction=True)
@@ -147,9 +177,6 @@ class RedisRunStore:
             pipe.srem(keys.live, record.id)
             pipe.srem(keys.runs_of(record.replica or self.replica), record.id)
             await pipe.execute()
-        self._ends += 1
-        if self._ends % RETAIN_EVERY == 0:
-            await self.retain()
 
     async def retain(self) -> int:
         """Apply ``max_runs`` and ``max_run_age_days``; how many records went."""

@@ -20,7 +20,8 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 ``runs:live``                   set: runs in flight (never dropped by retention)
 ``runs:of:<replica>``           set: the runs in flight on a replica
 ``replica:<id>``                the replica's liveness lease (JSON: host, pid, started), PX expiry
-``replicas``                    set: replicas that may have left something to recover
+``replicas``                    hash: replica → what process it is (JSON), kept beyond its lease
+                                until it is recovered (or closed cleanly)
 ``recovering:<id>``             who recovers a dead replica now (so only one does)
 ``wake:lock:<id>``              channel: the session's lock was released
 ``wake:approval:<id>``          channel: the approval was decided
@@ -162,8 +163,9 @@ return runs
 
 ACQUIRE = """
 -- KEYS: lock, locks of this replica. ARGV: token, lease (ms), session id
--- Returns 1 when the lock was free and is now ours.
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+-- Returns 1 when the lock was free and is now ours, or ours already (a retried call whose first
+-- answer was lost).
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('SADD', KEYS[2], ARGV[3])
   return 1
 end

@@ -20,8 +20,10 @@ extra: the ``redis`` package's asyncio client).
   approvals are denied (``by="recovery"``), session locks are released. One replica recovers a
   dead one (a short claim key), and every step is safe to repeat.
 
-Timeouts: a URL without ``socket_timeout``/``socket_connect_timeout`` parameters gets 10 s and
-5 s, so a Redis that stops answering fails an operation (``StateError``) instead of hanging it.
+Timeouts: a URL without ``socket_timeout``/``socket_connect_timeout`` parameters gets 5 s for
+each, so a Redis that stops answering fails an operation (``StateError``) instead of hanging it;
+a closed connection is retried on a new one (``RETRIES``), so a restarted Redis is used again at
+once.
 The caveat of every lease: a replica stalled for longer than ``lease_seconds`` (a frozen VM) is
 taken for dead; its runs are recorded interrupted and its session locks broken while it may
 still finish them. Keep ``lease_seconds`` well above any pause you expect.
@@ -41,6 +43,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from .._redact import redact_url
@@ -58,7 +63,11 @@ logger = logging.getLogger(__name__)
 
 CONNECT_BOUND = 10.0
 """Seconds ``open_redis_state`` waits for Redis's first answer."""
-_DEFAULTS = {"socket_timeout": 10.0, "socket_connect_timeout": 5.0}
+_DEFAULTS = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0}
+RETRIES = 2
+"""A command that finds its pooled connection closed (Redis restarted, a proxy dropped it) is
+sent again, on a new connection, this many times; a timeout is not retried (the command may have
+run)."""
 DENIED_BY_RECOVERY = "the run waiting for this approval was interrupted by a gateway restart"
 
 
@@ -73,7 +82,12 @@ async def open_redis_state(url: str, *, limits: StateLimits, replica: str | None
     given = {name for name, _ in parse_qsl(urlsplit(url).query)}
     options: dict[str, Any] = {name: value for name, value in _DEFAULTS.items() if name not in given}
     try:
-        client = aioredis.Redis.from_url(url, **options)
+        client = aioredis.Redis.from_url(
+            url,
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), RETRIES),
+            retry_on_error=[RedisConnectionError],
+            **options,
+        )
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"state.url {shown}: not a usable Redis URL ({exc})", "state.url") from None
     try:
@@ -121,17 +135,25 @@ def _this_process() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pidns": _pid_namespace(), "pid": os.getpid(), "started": started}
 
 
-def _gone_here(info: dict[str, Any], here: dict[str, Any]) -> bool:
-    """Whether ``info`` names a process of this host (``here``: the same host name and PID
-    namespace, on Linux) that no longer runs; False whenever that cannot be told."""
+def _runs_here(info: dict[str, Any], here: dict[str, Any]) -> bool | None:
+    """Whether the process ``info`` names still runs, when it is one of this host (``here``: the
+    same host name and PID namespace, on Linux); None when that cannot be told."""
     if here["started"] is None or info.get("started") is None:
-        return False
+        return None
     if info.get("host") != here["host"] or info.get("pidns") != here["pidns"]:
-        return False
+        return None
     try:
-        return bool(_start_ticks(int(info["pid"])) != info["started"])
+        return bool(_start_ticks(int(info["pid"])) == info["started"])
     except (OSError, IndexError, KeyError, TypeError, ValueError):
-        return False
+        return None
+
+
+def _loads(data: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 class RedisState:
@@ -153,6 +175,8 @@ class RedisState:
         """Run events shared with the other replicas (``emit``; ``relay`` in the gateway)."""
         self._beaten = False
         self._closed = False
+        self._connected_since: float | None = None
+        """When this replica's beats began to succeed again (monotonic; None: the last failed)."""
 
     @property
     def replica(self) -> str:
@@ -182,17 +206,24 @@ class RedisState:
 
     async def beat(self) -> None:
         keys = self._backend.keys
-        with self._backend.failures("renewing this replica's liveness lease"):
-            pipe = self._backend.client.pipeline(transaction=True)
-            pipe.set(keys.replica(self._replica), self._info, px=ms(self._limits.lease_seconds), get=True)
-            pipe.sadd(keys.replicas, self._replica)
-            previous, _ = await pipe.execute()
+        try:
+            with self._backend.failures("renewing this replica's liveness lease"):
+                pipe = self._backend.client.pipeline(transaction=True)
+                pipe.set(keys.replica(self._replica), self._info, px=ms(self._limits.lease_seconds), get=True)
+                pipe.hset(keys.replicas, self._replica, self._info)
+                previous, _ = await pipe.execute()
+        except StateError:
+            self._connected_since = None
+            raise
+        if self._connected_since is None:
+            self._connected_since = time.monotonic()
         if previous is None and self._beaten:
             logger.warning(
                 "this replica's liveness lease had lapsed (a pause longer than state.leaseSeconds, or Redis "
                 "lost its data); other replicas may have recorded its runs as interrupted"
             )
         self._beaten = True
+        await self._runs.flush()
         await self._runs.retain()
 
     async def _keepalive(self) -> None:
@@ -203,17 +234,33 @@ class RedisState:
             )
 
     async def alive(self, replica: str) -> bool:
-        """Whether ``replica``'s lease holds and, on this host, its process still runs."""
+        """Whether ``replica`` is to be taken as alive.
+
+        A replica on this host is alive while its process runs, whatever its lease. One on
+        another host is alive while its lease holds; after that, only until this replica has
+        itself beaten for a whole lease (after Redis was away, nobody's lease could be renewed:
+        each gets one lease to come back). A replica Redis knows nothing of, or that closed, is not.
+        """
         if replica == self._replica:
             return True
+        keys = self._backend.keys
         with self._backend.failures("reading a replica's liveness lease"):
-            info = await self._backend.client.get(self._backend.keys.replica(replica))
-        if info is None:
+            pipe = self._backend.client.pipeline(transaction=False)
+            pipe.get(keys.replica(replica))
+            pipe.hget(keys.replicas, replica)
+            lease, known = await pipe.execute()
+        info = _loads(lease) or _loads(known)
+        if info is None or info.get("closed"):
             return False
-        try:
-            return not _gone_here(json.loads(info), self._here)
-        except ValueError:
-            return True
+        here = _runs_here(info, self._here)
+        if here is not None:
+            return here
+        return lease is not None or not self._settled()
+
+    def _settled(self) -> bool:
+        """Whether this replica has beaten without a failure for at least one lease."""
+        since = self._connected_since
+        return since is not None and time.monotonic() - since >= self._limits.lease_seconds
 
     # ---------------------------------------------------------------- recovery
 
@@ -221,7 +268,7 @@ class RedisState:
         keys, client = self._backend.keys, self._backend.client
         found = Recovery()
         with self._backend.failures("looking for dead replicas"):
-            members = [text(m) or "" for m in await client.smembers(keys.replicas)]
+            members = [text(m) or "" for m in await client.hkeys(keys.replicas)]
         for replica in sorted(members):
             if replica == self._replica or await self.alive(replica):
                 continue
@@ -283,7 +330,7 @@ class RedisState:
                 )
             pipe = client.pipeline(transaction=True)
             pipe.delete(keys.runs_of(replica), keys.approvals_of(replica), keys.locks_of(replica))
-            pipe.srem(keys.replicas, replica)
+            pipe.hdel(keys.replicas, replica)
             await pipe.execute()
         return Recovery(runs, approvals, locks)
 
@@ -308,8 +355,10 @@ class RedisState:
                 ):
                     pipe.scard(key)
                 _, *left = await pipe.execute()
-                if not any(left):
-                    await client.srem(keys.replicas, self._replica)
+                if any(left):  # recovered at once by the others: a closed replica is not alive
+                    await client.hset(keys.replicas, self._replica, dumps({**self._here, "closed": True}))
+                else:
+                    await client.hdel(keys.replicas, self._replica)
             except (RedisError, OSError) as exc:
                 logger.warning(
                     "could not give up this replica's lease in Redis (%s); it lapses by itself", exc

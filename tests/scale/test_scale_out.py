@@ -11,6 +11,7 @@ bounds, never timings.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -281,3 +282,32 @@ async def test_stateless_streamable_http_works_through_the_balancer_without_stic
                 assert not result.is_error, result.content
                 assert result.structured_content["answer"] == "seen: " + " | ".join(questions)
     assert {"a", "b"} <= set(served)
+
+
+async def test_a_dashboard_on_one_replica_sees_the_runs_of_the_other(cluster: Cluster) -> None:
+    async with client(cluster) as http, http.stream("GET", "/api/v1/events") as stream:
+        assert stream.status_code == 200
+        watcher = cluster.by_name(stream.headers["x-served-by"])
+        lines = stream.aiter_lines()
+        assert await anext(lines) == ": listening"
+        async with client(cluster) as asker:
+            await aim(asker, cluster.other(watcher))
+            answer, served = await ask(asker, "echo seen from afar")
+        assert served != watcher.name
+        seen: list[tuple[str, dict[str, Any]]] = []
+        event = ""
+        with anyio.fail_after(BOUND):
+            async for line in lines:
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+                    if data.get("session_id") == answer["session_id"]:  # a new conversation: this run's
+                        seen.append((event, data))
+                        if event == "run_ended":
+                            break
+    kinds = [kind for kind, _ in seen]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_ended"
+    assert "tool_call_ended" in kinds
+    assert seen[0][1]["query"] == "echo seen from afar"
+    assert seen[-1][1]["termination_reason"] == "success"

@@ -121,6 +121,7 @@ async def test_a_lock_of_a_live_replica_elsewhere_lapses_with_its_lease(
     b = await replicas.open(lease_seconds=60)
     elsewhere = json.dumps({"host": "another-host", "pidns": None, "pid": 1, "started": 1})
     server.command("SET", "mcp-agent:replica:far", elsewhere, "PX", "60000")
+    server.command("HSET", "mcp-agent:replicas", "far", elsewhere)
     server.command("SET", "mcp-agent:lock:conv", "far:1234", "PX", "700")  # its holder stopped renewing
     with anyio.fail_after(BOUND):
         async with b.sessions.hold("conv") as session:
@@ -163,6 +164,7 @@ async def test_a_replica_elsewhere_is_recovered_once_its_lease_lapses(
     # holding a session's lock: nothing renews its leases any more
     elsewhere = json.dumps({"host": "another-host", "pidns": None, "pid": 1, "started": 1})
     server.command("SET", "mcp-agent:replica:far", elsewhere, "PX", "1000")
+    server.command("HSET", "mcp-agent:replicas", "far", elsewhere)
     server.command("SET", "mcp-agent:lock:conv", "far:stalled", "PX", "60000")
     server.command("SADD", "mcp-agent:locks:far", "conv")
     assert (await survivor.recover()).runs == 0  # its lease holds yet
@@ -222,3 +224,36 @@ async def test_redis_gone_during_a_run_fails_the_save_not_the_run_and_keeps_what
     with anyio.fail_after(BOUND):
         async with state.sessions.hold("conv") as session:
             assert session.transcript == TRANSCRIPT
+
+
+async def test_a_replica_of_this_host_whose_lease_lapsed_but_whose_process_runs_is_not_recovered(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    # as after a Redis outage longer than the lease: nobody could renew, but the process lives
+    lapsed = await replicas.open(lease_seconds=1)
+    await lapsed.runs.begin(record("running", started=time.time(), ended=False, replica=lapsed.replica))
+    server.command("DEL", f"mcp-agent:replica:{lapsed.replica}")
+    survivor = await replicas.open(lease_seconds=1)
+    await anyio.sleep(1.2)  # the survivor is settled: an outage is no excuse any more
+    assert await survivor.alive(lapsed.replica)
+    assert (await survivor.recover()).runs == 0
+    running = await survivor.runs.get("running")
+    assert running is not None and running.in_flight
+
+
+async def test_an_end_that_redis_missed_is_written_on_a_later_beat(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    state = await replicas.open(lease_seconds=2)
+    begun = record("r1", started=time.time(), ended=False, replica=state.replica)
+    await state.runs.begin(begun)
+    server.stop()
+    with pytest.raises(StateError):
+        await state.runs.end(record("r1", started=begun.started, replica=state.replica))
+    with pytest.raises(StateError):
+        await state.beat()
+    server.start()
+    with anyio.fail_after(BOUND):
+        await state.beat()
+    ended = await state.runs.get("r1")
+    assert ended is not None and ended.termination_reason == "success"
