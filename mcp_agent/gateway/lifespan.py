@@ -11,6 +11,7 @@ died, and says so again once it is back.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -100,6 +101,16 @@ def default_factory(state: State) -> AgentFactory:
     return functools.partial(Agent.from_config, state=state)  # type: ignore[return-value]
 
 
+def with_state(factory: AgentFactory, state: State) -> AgentFactory:
+    """``factory`` given the gateway's state when it takes a ``state`` keyword (as
+    ``Agent.from_config`` does), else as it is (a test's agent keeps its own)."""
+    try:
+        takes = "state" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return functools.partial(factory, state=state) if takes else factory
+
+
 async def keep_state(service: GatewayService, state: State) -> None:
     """Renew this gateway's liveness lease (``State.beat``) every third of ``lease_seconds`` and
     recover what other replicas that died left behind, until cancelled. A failing store is
@@ -172,7 +183,7 @@ async def _run_service(
 ) -> AsyncIterator[GatewayService]:
     config = service.config
     probe = factory is None  # the real model server: check it at start-up
-    factory = factory or default_factory(state)
+    factory = default_factory(state) if factory is None else with_state(factory, state)
     stop = anyio.Event()
     notifier = anyio.CancelScope()
 

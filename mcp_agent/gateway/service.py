@@ -44,8 +44,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-AgentFactory = Callable[[AgentConfig], AbstractAsyncContextManager[AgentLike]]
-"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``)."""
+AgentFactory = Callable[..., AbstractAsyncContextManager[AgentLike]]
+"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), called
+with the config, and with ``state=`` (the gateway's ``State``) when it takes that keyword."""
 
 __all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession"]
 

@@ -23,8 +23,9 @@ The queue is bounded: at most ``max_pending`` approvals wait at once, and at mos
 ``max_per_caller`` of them for one caller (the gateway sets it to each caller's share). A call
 beyond either is denied at once (``submit`` raises ``ApprovalsFull``), so a flood of gated calls
 neither grows without bound nor crowds out other callers' approvals. (With a shared store the
-counts are of every replica's pending approvals, read just before the new one is added: two
-replicas submitting at the same instant may both pass the last place.)
+counts are of every replica's pending approvals, read just before the new one is added; in one
+process submits are serialised, but two replicas submitting at the same instant may both take
+the last place.)
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ class ApprovalQueue:
         self.max_per_caller = max_per_caller
         self.store: ApprovalStore = store if store is not None else MemoryApprovalStore()
         self.replica = replica
+        self._submitting = anyio.Lock()
 
     async def submit(
         self, call: ToolCall, *, run_id: str, session_id: str | None = None, caller: str | None = None
@@ -211,6 +213,10 @@ class ApprovalQueue:
                 caller's.
             StateError: the store failed.
         """
+        async with self._submitting:  # the count and the add, one submit at a time in this process
+            return await self._submit(call, run_id=run_id, session_id=session_id, caller=caller)
+
+    async def _submit(self, call: ToolCall, *, run_id: str, session_id: str | None, caller: str | None) -> Approval:
         if self.max_pending or self.max_per_caller:
             waiting = await self.store.pending()
             if self.max_pending and len(waiting) >= self.max_pending:

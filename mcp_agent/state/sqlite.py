@@ -22,6 +22,7 @@ Two processes on one machine may share the file:
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -63,6 +64,8 @@ T = TypeVar("T")
 
 POLL_SECONDS = 0.25
 """The longest wait between two looks at a lock or an approval another process holds."""
+PARSED_SESSIONS = 128
+"""Transcripts kept parsed (the most recently read), so a conversation's next turn skips the JSON."""
 PRUNE_EVERY = 100
 """Retention is applied after this many ``RunStore.end`` calls (and on every ``beat``)."""
 HOST = socket.gethostname()
@@ -137,10 +140,8 @@ class _Database:
             await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
 
 
-def _session(row: sqlite3.Row | tuple[Any, ...]) -> Session:
-    id_, owner, created, updated, runs, transcript = row
-    messages = tuple(Message.from_dict(m) for m in json.loads(transcript))
-    return Session(id_, messages, created, updated, runs, owner)
+def _transcript(text: str) -> tuple[Message, ...]:
+    return tuple(Message.from_dict(m) for m in json.loads(text))
 
 
 _LIVE = "(s.used >= ? OR EXISTS (SELECT 1 FROM session_locks l WHERE l.session_id = s.id AND l.expires > ?))"
@@ -159,6 +160,34 @@ class SqliteSessionStore:
         self.lease_seconds = limits.lease_seconds
         self._replica = replica
         self._local = KeyedLocks()
+        self._parsed: collections.OrderedDict[str, tuple[tuple[float, int], tuple[Message, ...]]] = (
+            collections.OrderedDict()
+        )  # transcripts read lately, by (created, runs): touched only in the database's thread
+
+    def _read(self, db: sqlite3.Connection, session_id: str, now: float) -> Session | None:
+        """A live session, its transcript parsed once per version (``created``, ``runs``)."""
+        row = db.execute(
+            f"SELECT owner, created, updated, runs FROM sessions s WHERE id = ? AND {_LIVE}",
+            (session_id, self._cutoff(now), now),
+        ).fetchone()
+        if row is None:
+            return None
+        owner, created, updated, runs = row
+        cached = self._parsed.get(session_id)
+        if cached is not None and cached[0] == (created, runs):
+            self._parsed.move_to_end(session_id)
+            transcript = cached[1]
+        else:
+            (text,) = db.execute("SELECT transcript FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            transcript = _transcript(text)
+            self._remember(session_id, (created, runs), transcript)
+        return Session(session_id, transcript, created, updated, runs, owner)
+
+    def _remember(self, session_id: str, version: tuple[float, int], transcript: tuple[Message, ...]) -> None:
+        self._parsed[session_id] = (version, transcript)
+        self._parsed.move_to_end(session_id)
+        while len(self._parsed) > PARSED_SESSIONS:
+            self._parsed.popitem(last=False)
 
     def _cutoff(self, now: float) -> float:
         return now - self.ttl_seconds if self.ttl_seconds else float("-inf")
@@ -214,13 +243,10 @@ class SqliteSessionStore:
             "INSERT OR REPLACE INTO session_locks (session_id, holder, replica, expires) VALUES (?, ?, ?, ?)",
             (session_id, holder, self._replica, now + self.lease_seconds),
         )
-        found = db.execute(
-            f"SELECT id, owner, created, updated, runs, transcript FROM sessions s WHERE id = ? AND {_LIVE}",
-            (session_id, self._cutoff(now), now),
-        ).fetchone()
+        found = self._read(db, session_id, now)
         if found is not None:
             db.execute("UPDATE sessions SET used = ? WHERE id = ?", (now, session_id))
-            return _session(found)
+            return found
         db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))  # expired, not yet evicted
         return self._insert(db, Session(session_id, created=now, updated=now, owner=owner), now)
 
@@ -294,13 +320,7 @@ class SqliteSessionStore:
 
     async def get(self, session_id: str) -> Session | None:
         now = time.time()
-        row = await self._db.run(
-            lambda db: db.execute(
-                f"SELECT id, owner, created, updated, runs, transcript FROM sessions s WHERE id = ? AND {_LIVE}",
-                (session_id, self._cutoff(now), now),
-            ).fetchone()
-        )
-        return None if row is None else _session(row)
+        return await self._db.run(lambda db: self._read(db, session_id, now))
 
     async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
         data = transcript_bytes(transcript)
@@ -308,20 +328,25 @@ class SqliteSessionStore:
             raise SessionTooLarge(session.id, len(data), self.max_session_bytes)
         text = data.decode()
         now = time.time()
+        saved = tuple(transcript)
 
         def save(db: sqlite3.Connection) -> int | None:
             cursor = db.execute(
                 "UPDATE sessions SET transcript = ?, messages = ?, updated = ?, used = ?, runs = runs + 1 "
-                "WHERE id = ? RETURNING runs",
+                "WHERE id = ? RETURNING created, runs",
                 (text, len(transcript), now, now, session.id),
             )
-            row = cursor.fetchone()
-            return None if row is None else int(row[0])
+            rows = cursor.fetchall()  # all: the statement is done before the commit
+            if not rows:
+                return None
+            [(created, runs)] = rows
+            self._remember(session.id, (created, runs), saved)
+            return int(runs)
 
         runs = await self._db.run(save, write=True)
         if runs is None:
             return False
-        session.transcript, session.updated, session.runs = tuple(transcript), now, runs
+        session.transcript, session.updated, session.runs = saved, now, runs
         return True
 
     async def list(self) -> list[SessionInfo]:

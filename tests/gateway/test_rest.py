@@ -148,8 +148,13 @@ async def test_denied_over_rest(gateway: Running) -> None:
             answers.append((await http.post("/api/v1/query", json={"query": "write nope"})).json())
 
         tg.start_soon(ask)
-        await eventually(lambda: bool(gateway.app.service.agent.approvals.pending()))  # type: ignore[union-attr]
-        [item] = gateway.app.service.agent.approvals.pending()  # type: ignore[union-attr]
+        approvals = gateway.app.service.agent.approvals  # type: ignore[union-attr]
+
+        async def has_pending() -> bool:
+            return bool(await approvals.pending())
+
+        await eventually(has_pending)
+        [item] = await approvals.pending()
         response = await http.post(
             f"/api/v1/approvals/{item.id}", json={"approved": False, "reason": "no way"}
         )

@@ -11,7 +11,6 @@ import pytest
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.loop.agent import Agent, run
-from mcp_agent.loop.sessions import FileSessionStore
 from mcp_agent.messages import Image, Message, ToolCall, ToolResult
 from mcp_agent.providers._images import (
     MAX_IMAGE_BYTES,
@@ -29,6 +28,7 @@ from mcp_agent.providers.factory import create_provider
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.gemini import _wire as _gemini_wire
 from mcp_agent.providers.openai._request import to_openai_messages
+from mcp_agent.state import open_state
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes, gemini_shapes
 from tests.fakes import openai_shapes as shapes
@@ -273,10 +273,14 @@ async def test_images_survive_a_stored_session(
     _openai_replies(model_server)
     model_server.enqueue(Reply.json(shapes.completion(content="still a black square")))
     llm = LLMConfig(endpoint=model_server.base_url, model="gpt-4o", stream=False)
-    agent = Agent(create_provider(llm, http_client), _tools(), sessions=FileSessionStore(tmp_path))
+    state = await open_state(f"sqlite:///{tmp_path}/state.db")
+    agent = Agent(create_provider(llm, http_client), _tools(), state=state)
     await agent.query("what does the camera see?", session_id="s1")
-    agent = Agent(create_provider(llm, http_client), _tools(), sessions=FileSessionStore(tmp_path))
+    await state.aclose()
+    state = await open_state(f"sqlite:///{tmp_path}/state.db")  # as a new process would
+    agent = Agent(create_provider(llm, http_client), _tools(), state=state)
     result = await agent.query("and the colour?", session_id="s1")
+    await state.aclose()
     assert result.answer == "still a black square"
     third = model_server.requests[2].json["messages"]
     assert [m["content"][1]["image_url"]["url"] for m in third if isinstance(m["content"], list)] == [

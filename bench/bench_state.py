@@ -1,0 +1,238 @@
+"""What keeping state costs: ``agent_query`` with a session per store, and a soak on SQLite.
+
+Two measures, printed as one JSON object:
+
+1. ``latency``: ``agent_query`` over Streamable HTTP continuing a conversation (``session_id``),
+   with the state in memory and in each ``--state-url`` (default: a SQLite file in a temporary
+   folder). Each store gets a gateway process of its own (``serve()`` with a zero-latency
+   in-process model that answers at once, no tools, so the store's share stands out), and
+   the stores take turns in blocks (A B A B …) so drift on the machine hits them alike. One
+   client makes the calls one after another, over 16 conversations in turn. ``delta_p50_ms``
+   is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms).
+2. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST on one
+   gateway whose state keeps at most ``--keep`` runs (``state.runs.maxCount``, default 200) and
+   sessions idle for 60 s; every 200 queries the database size (file + WAL) and the gateway's
+   RSS are sampled. ``db_growth`` and ``rss_growth`` compare the last sample with the one at
+   the middle: bounded means about 1.
+
+Run: ``.venv/bin/python bench/bench_state.py [--calls 600] [--soak 2000] [--state-url URL ...]``
+(``--state-url redis://127.0.0.1:6379/0`` adds a Redis row when a server runs there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CONVERSATIONS = 16
+BLOCKS = 6
+
+
+# ------------------------------------------------------------------------------------ the server side
+
+
+class InstantModel:
+    """A zero-latency Provider: answers every query at once, a short line."""
+
+    async def complete(self, request: Any, on_delta: Any = None) -> Any:
+        from mcp_agent.providers.fake import text_turn
+
+        return text_turn(f"noted ({len(request.messages)} messages so far)")
+
+
+def serve_main(url: str, port: int, keep: int) -> None:
+    from contextlib import asynccontextmanager
+
+    from mcp_agent.config import parse_config
+    from mcp_agent.gateway.serve import serve
+    from mcp_agent.loop.agent import Agent
+    from mcp_agent.tools.memory import MemoryToolSource
+
+    config = parse_config(
+        {
+            "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "instant"},
+            "state": {"url": url, "runs": {"maxCount": keep}},
+            "sessions": {"ttlSeconds": 60},
+            "gateway": {"maxConcurrentQueries": 64},
+        }
+    )
+
+    @asynccontextmanager
+    async def factory(config: Any, *, state: Any) -> Any:
+        yield Agent(InstantModel(), MemoryToolSource(), config, state=state)  # type: ignore[arg-type]
+
+    anyio.run(lambda: serve(config, port=port, factory=factory, handle_signals=True))
+
+
+# ------------------------------------------------------------------------------------ the client side
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+class Gateway:
+    """A gateway process serving with the state at ``url``."""
+
+    def __init__(self, url: str, keep: int = 10_000) -> None:
+        self.url = url
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", url, "--port", str(self.port), "--keep", str(keep)],
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.base}/api/v1/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise SystemExit(f"the gateway on {self.url} did not start")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+async def session_calls(base: str, calls: int) -> list[float]:
+    """``calls`` agent_query calls over 16 conversations in turn; the seconds of each."""
+    samples: list[float] = []
+    async with streamable_http_client(f"{base}/mcp") as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        sessions: list[str] = []
+        for _ in range(CONVERSATIONS):
+            result = await client.call_tool("agent_query", {"query": "hello"})
+            assert result.structured_content is not None, result
+            sessions.append(result.structured_content["session_id"])
+        for index in range(calls):
+            arguments = {"query": f"question {index}", "session_id": sessions[index % CONVERSATIONS]}
+            start = time.perf_counter()
+            result = await client.call_tool("agent_query", arguments)
+            samples.append(time.perf_counter() - start)
+            if result.is_error:
+                raise SystemExit(f"agent_query failed: {result.content}")
+    return samples
+
+
+def latency(urls: list[str], calls: int) -> dict[str, Any]:
+    gateways = {url: Gateway(url) for url in ["memory://", *urls]}
+    for gateway in gateways.values():
+        gateway.wait_ready()
+    samples: dict[str, list[float]] = {url: [] for url in gateways}
+    try:
+        for _ in range(BLOCKS):
+            for url, gateway in gateways.items():
+                samples[url] += anyio.run(session_calls, gateway.base, calls // BLOCKS)
+    finally:
+        for gateway in gateways.values():
+            gateway.stop()
+    rows = {}
+    memory_p50 = statistics.median(samples["memory://"]) * 1000
+    for url, values in samples.items():
+        p50 = statistics.median(values) * 1000
+        rows[url.split("://")[0]] = {
+            "url": url,
+            "calls": len(values),
+            "p50_ms": round(p50, 3),
+            "p95_ms": round(percentile(values, 0.95) * 1000, 3),
+            "delta_p50_ms": round(p50 - memory_p50, 3),
+        }
+    return rows
+
+
+def soak(folder: Path, queries: int, keep: int) -> dict[str, Any]:
+    database = folder / "soak.db"
+    gateway = Gateway(f"sqlite:///{database}", keep=keep)
+    gateway.wait_ready()
+    process = psutil.Process(gateway.process.pid)
+    samples: list[dict[str, Any]] = []
+    started = time.monotonic()
+    try:
+        with httpx.Client(base_url=gateway.base, timeout=60) as http:
+            session: str | None = None
+            for index in range(1, queries + 1):
+                if index % 20 == 1:
+                    session = None  # a new conversation every 20 turns
+                body: dict[str, Any] = {"query": f"soak question {index} " + "x" * 200}
+                if session is not None:
+                    body["session_id"] = session
+                answer = http.post("/api/v1/query", json=body).json()
+                if not answer.get("ok"):
+                    raise SystemExit(f"query {index} failed: {answer}")
+                session = answer["session_id"]
+                if index % 200 == 0:
+                    size = database.stat().st_size + _size(Path(f"{database}-wal"))
+                    samples.append({"queries": index, "db_bytes": size, "rss_bytes": process.memory_info().rss})
+            runs = http.get("/api/v1/runs", params={"limit": 500}).json()["count"]
+    finally:
+        gateway.stop()
+    middle, last = samples[len(samples) // 2], samples[-1]
+    return {
+        "queries": queries,
+        "runs_kept": runs,
+        "keep": keep,
+        "seconds": round(time.monotonic() - started, 1),
+        "samples": samples,
+        "db_growth": round(last["db_bytes"] / middle["db_bytes"], 3),
+        "rss_growth": round(last["rss_bytes"] / middle["rss_bytes"], 3),
+    }
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=600)
+    parser.add_argument("--soak", type=int, default=2000)
+    parser.add_argument("--keep", type=int, default=200)
+    parser.add_argument("--state-url", action="append", default=[], help="a store to compare with memory://")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve_main(args.serve, args.port, args.keep)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        urls = args.state_url or [f"sqlite:///{folder}/bench.db"]
+        report: dict[str, Any] = {"latency": latency(urls, args.calls)}
+        if args.soak:
+            report["soak"] = soak(Path(folder), args.soak, args.keep)
+    report["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

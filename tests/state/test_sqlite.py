@@ -1,0 +1,352 @@
+"""The SQLite backend beyond the contract: the file (bad ones refused, untouched), two real
+processes on one file (the session lease, a holder killed), a writer killed mid-save, recovery."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcp_agent.exceptions import ConfigError, StateError
+from mcp_agent.messages import Message
+from mcp_agent.state import INTERRUPTED, RunRecord, StateLimits, open_state
+from mcp_agent.state._sqlite_schema import SCHEMA_VERSION
+from mcp_agent.state.sqlite import SqliteState
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = str(Path(__file__).with_name("_sqlite_child.py"))
+
+
+def url_of(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+async def opened(path: Path, **limits: float) -> SqliteState:
+    state = await open_state(url_of(path), limits=StateLimits(**limits))  # type: ignore[arg-type]
+    assert isinstance(state, SqliteState)
+    return state
+
+
+class Child:
+    """A second process on the same database (``_sqlite_child.py``)."""
+
+    def __init__(self, url: str, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, CHILD, url, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    async def line(self) -> str:
+        assert self.proc.stdout is not None
+        with anyio.fail_after(60):
+            text = await anyio.to_thread.run_sync(self.proc.stdout.readline)
+        if not text:
+            raise AssertionError(f"the child ended: {self.proc.wait()} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        return text.strip()
+
+    def send(self, text: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@contextmanager
+def child(url: str, *args: str) -> Iterator[Child]:
+    running = Child(url, *args)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+# --------------------------------------------------------------------------------------------
+# the file
+
+
+async def test_a_new_file_gets_the_schema_in_wal_mode_and_the_folder_is_made(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "state.db"
+    state = await opened(path)
+    await state.aclose()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"sessions", "session_locks", "approvals", "runs", "replicas"} <= tables
+    await (await opened(path)).aclose()  # and it opens again as it is
+
+
+async def test_an_empty_file_becomes_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    path.touch()
+    state = await opened(path)
+    assert await state.sessions.list() == []
+    await state.aclose()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"this is not a database at all, just some text\n" * 100, os.urandom(8192), b"SQLite format 3\x00" + b"\xff" * 4000],
+)
+async def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "state.db"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        await opened(path)
+    assert "state.url" in str(caught.value) and str(path) in str(caught.value) and caught.value.path == "state.url"
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]  # no journal or WAL beside it
+
+
+async def test_a_damaged_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path, max_runs=0)
+    for index in range(300):
+        await state.runs.end(RunRecord(f"r{index}", query="q" * 500, termination_reason="success", ended=time.time()))
+    await state.aclose()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for offset in range(3 * page, min(len(data), 20 * page), page):
+        data[offset : offset + 64] = os.urandom(64)  # wreck the headers of a run of b-tree pages
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConfigError, match=r"state\.url .*(damaged|not a readable|malformed)"):
+        await opened(path)
+    assert path.read_bytes() == bytes(data)
+
+
+async def test_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"state\.url .* is a directory"):
+        await opened(tmp_path)
+
+
+async def test_a_folder_that_cannot_be_made_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match=r"state\.url .*cannot create its folder"):
+        await opened(blocker / "state.db")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes any file")
+async def test_a_file_without_permission_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    await (await opened(path)).aclose()
+    before = path.read_bytes()
+    path.chmod(0o400)
+    try:
+        with pytest.raises(ConfigError, match=r"state\.url .*no permission"):
+            await opened(path)
+    finally:
+        path.chmod(0o600)
+    assert path.read_bytes() == before
+
+
+async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    await (await opened(path)).aclose()
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(ConfigError, match=r"newer mcp-agent \(schema 2"):
+        await opened(path)
+
+
+@pytest.mark.parametrize("url", ["sqlite://host/state.db", "sqlite:///", "sqlite://", "sqlite:///folder/"])
+async def test_a_malformed_url_is_refused(url: str) -> None:
+    with pytest.raises(ConfigError, match=r"state\.url"):
+        await open_state(url)
+
+
+async def test_home_is_expanded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    state = await open_state("sqlite:///~/sub/state.db")
+    await state.aclose()
+    assert (tmp_path / "sub" / "state.db").exists()
+
+
+@pytest.mark.parametrize("url", ["postgres://x/y", "state.db", "file:///tmp/x", ""])
+async def test_an_unknown_scheme_is_a_config_error_naming_the_key(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        await open_state(url)
+    assert caught.value.path == "state.url" and "state.url" in caught.value.message
+
+
+async def test_a_closed_store_raises_a_state_error(tmp_path: Path) -> None:
+    state = await opened(tmp_path / "state.db")
+    await state.aclose()
+    await state.aclose()  # idempotent
+    with pytest.raises(StateError, match="closed"):
+        await state.sessions.get("x")
+
+
+async def test_text_utf8_cannot_hold_is_stored_exactly(tmp_path: Path) -> None:
+    state = await opened(tmp_path / "state.db")
+    odd = "lone \ud800 surrogate"
+    async with state.sessions.hold("s") as session:
+        assert await state.sessions.save(session, [Message.user(odd)])
+    await state.runs.end(RunRecord("r", query=odd, answer=odd, termination_reason="success", ended=time.time()))
+    stored = await state.sessions.get("s")
+    assert stored is not None and stored.transcript[0].content == odd
+    record = await state.runs.get("r")
+    assert record is not None and record.query == odd
+    await state.aclose()
+
+
+# --------------------------------------------------------------------------------------------
+# two processes on one file
+
+
+async def test_a_session_held_in_another_process_waits_for_it(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    entered = anyio.Event()
+    with child(url_of(path), "hold", "shared") as other:
+        assert await other.line() == "held"
+
+        async def mine() -> None:
+            async with state.sessions.hold("shared") as session:
+                entered.set()
+                assert [m.content for m in session.transcript] == ["from the child"]
+                await state.sessions.save(session, [*session.transcript, Message.user("from the parent")])
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(mine)
+                [info] = await state.sessions.list()
+                assert info.busy
+                await anyio.sleep(0.6)  # several of our looks at the lock while the child holds it
+                assert not entered.is_set()
+                other.send("go")
+                assert await other.line() == "saved"
+    stored = await state.sessions.get("shared")
+    assert stored is not None and [m.content for m in stored.transcript] == ["from the child", "from the parent"]
+    assert stored.runs == 2
+    await state.aclose()
+
+
+async def test_a_holder_killed_mid_run_frees_the_session_for_the_next_run(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path, lease_seconds=600)  # only the dead process can free it in time
+    with child(url_of(path), "hold", "shared") as other:
+        assert await other.line() == "held"
+        other.kill()
+    with anyio.fail_after(30):
+        async with state.sessions.hold("shared") as session:
+            assert session.transcript == ()  # the killed run saved nothing
+            assert await state.sessions.save(session, [Message.user("next")])
+    await state.aclose()
+
+
+@pytest.mark.parametrize("after", [3, 25, 60])
+async def test_a_writer_killed_mid_save_leaves_a_sound_database_and_a_whole_transcript(
+    tmp_path: Path, after: int
+) -> None:
+    path = tmp_path / "state.db"
+    await (await opened(path)).aclose()
+    with child(url_of(path), "writes", "s") as writer:
+        while True:
+            line = await writer.line()
+            if int(line.split()[1]) >= after:
+                break
+        writer.kill()  # while it goes on saving
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    state = await opened(path)
+    stored = await state.sessions.get("s")
+    assert stored is not None and stored.transcript
+    numbers = {m.content.split()[0] for m in stored.transcript}
+    assert len(numbers) == 1  # whole: every message from the same save
+    count = int(numbers.pop())
+    assert count >= after and len(stored.transcript) == count % 200 + 1 and stored.runs == count
+    await state.aclose()
+
+
+async def test_a_process_killed_mid_run_is_recovered_by_the_next_one(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    with child(url_of(path), "inflight") as other:
+        assert await other.line() == "ready"
+        state = await opened(path, lease_seconds=600)
+        assert (await state.recover()).runs == 0  # alive: nothing to recover
+        other.kill()
+    found = await state.recover()
+    assert (found.runs, found.approvals) == (1, 1)
+    run = await state.runs.get("child-run")
+    assert run is not None and run.termination_reason == "terminal_error" and run.detail == INTERRUPTED
+    approval = await state.approvals.get("child-approval")
+    assert approval is not None and approval.decision is not None and approval.decision.by == "recovery"
+    assert await state.approvals.decide("child-approval", approval.decision) is False
+    await state.aclose()
+
+
+async def test_a_replica_on_another_host_is_dead_once_its_lease_lapsed(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    now = time.time()
+    with sqlite3.connect(path) as db:
+        for replica, expires in (("far-alive", now + 600), ("far-dead", now - 1)):
+            db.execute(
+                "INSERT INTO replicas (id, host, pid, process, started, expires) VALUES (?, 'elsewhere', 1, NULL, ?, ?)",
+                (replica, now, expires),
+            )
+            db.execute(
+                "INSERT INTO session_locks (session_id, holder, replica, expires) VALUES (?, 'h', ?, ?)",
+                (f"s-{replica}", replica, expires),
+            )
+    for replica in ("far-alive", "far-dead"):
+        await state.runs.begin(RunRecord(f"run-{replica}", query="q", replica=replica))
+    found = await state.recover()
+    assert (found.runs, found.locks) == (1, 1)
+    assert (await state.runs.get("run-far-alive")).in_flight  # type: ignore[union-attr]
+    assert not (await state.runs.get("run-far-dead")).in_flight  # type: ignore[union-attr]
+    with anyio.fail_after(30):
+        async with state.sessions.hold("s-far-dead"):  # its lock went with it
+            pass
+    await state.aclose()
+
+
+async def test_retention_keeps_the_file_from_growing(tmp_path: Path) -> None:
+    """Old records go, and their pages are reused: writing ten times the kept number of runs
+    leaves the file near the size of the kept ones."""
+    path = tmp_path / "state.db"
+    state = await opened(path, max_runs=100)
+    answer = "a" * 2000
+
+    async def write(start: int, count: int) -> None:
+        for index in range(start, start + count):
+            await state.runs.end(
+                RunRecord(f"r{index}", query="q", answer=answer, termination_reason="success", ended=time.time())
+            )
+        await state.beat()
+
+    await write(0, 300)
+    settled = path.stat().st_size + Path(f"{path}-wal").stat().st_size
+    for start in range(300, 3000, 300):
+        await write(start, 300)
+    grown = path.stat().st_size + Path(f"{path}-wal").stat().st_size
+    assert len(await state.runs.list(limit=1000)) == 100
+    assert grown <= settled * 1.5 + 1_000_000
+    await state.aclose()
