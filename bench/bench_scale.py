@@ -1,24 +1,22 @@
-"""Benchmark of the shared state and of scale-out; prints one JSON object to stdout.
+"""Benchmark of scale-out: one gateway vs two sharing Redis behind HAProxy; prints one JSON object.
 
-1. ``stores``: ``agent_query`` over HTTP with a session (one client, calls one after another, in
-   conversations of ``--turns`` calls, and again in conversations of a third of ``--calls``,
-   long enough for the transcript to reach ``limits.maxHistoryChars``), one gateway, with its
-   state in ``memory://``, ``sqlite:///`` and ``redis://`` (a ``redis-server`` on loopback):
-   p50/p99 per call and the difference to memory. Target (issue 11): Redis ≤ +2 ms p50.
-2. ``scale``: 16 clients at once, each its own MCP connection and conversation, through HAProxy
-   (round-robin, ``--stateless`` Streamable HTTP) to one gateway and to two gateways sharing
-   Redis: errors, queries/s, latency, and the CPU each process spent per query (gateways,
-   Redis, HAProxy, and this process: the clients). On a machine of N cores the sum of CPU over
-   wall time says whether the cores, not a lock or a Redis round trip, bound the throughput.
+16 clients at once (``--clients``), each with its own MCP connection (``--stateless`` Streamable
+HTTP through HAProxy, round-robin) and its own conversations of ``--turns`` calls, against one
+gateway and against two gateways, both sharing one ``redis-server`` on loopback: errors,
+queries/s, latency, and the CPU each process spent per query (the gateways, Redis, HAProxy, and
+this process: the clients). ``cores_busy`` is all that CPU over the wall time: on a machine of N
+cores, a figure near N says the cores, not a lock or a Redis round trip, bound the throughput.
+``machine_cores_busy`` counts every process of the machine (other work on it shows there).
 
 Set-up: each gateway runs in its own process (``--serve`` mode of this script: the real app under
 uvicorn, a zero-latency in-process model that calls one in-memory ``echo`` tool and then answers,
-and the state ``--state-url`` names), so a query is two model turns, one tool call, the
-conversation loaded and saved, and the run recorded. The clients are the MCP SDK's, in this
-process. Debian's ``redis-server`` and ``haproxy`` must be installed (``sudo apt-get install -y
-redis-server haproxy``); each runs on a free loopback port with its files in a temporary folder.
+the state in Redis), so a query is two model turns, one tool call, the conversation loaded and
+saved, the run recorded and its events shared with the other gateway. The clients are the MCP
+SDK's, in this process. Debian's ``redis-server`` and ``haproxy`` are needed (``sudo apt-get
+install -y redis-server haproxy``); each runs on a free loopback port with its files in a
+temporary folder. What a store costs one query is ``bench/bench_state.py --redis``.
 
-Run: ``.venv/bin/python bench/bench_scale.py [--calls N] [--clients 16] [--scale-calls M]``.
+Run: ``.venv/bin/python bench/bench_scale.py [--clients 16] [--calls 40] [--turns 10]``.
 """
 
 from __future__ import annotations
@@ -218,18 +216,7 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
     }
 
 
-async def one_client(url: str, calls: int, turns: int, warmup: int) -> dict[str, Any]:
-    """``calls`` calls one after another, in conversations of ``turns`` calls each."""
-    samples: list[float] = []
-    failures = 0
-    async with mcp(url) as session:
-        await conversation(session, "warm", warmup, [])
-        for index in range(max(calls // turns, 1)):
-            failures += await conversation(session, f"q{index}", turns, samples)
-    return {"calls": len(samples), "failures": failures, **summary(samples)}
-
-
-async def many_clients(url: str, clients: int, calls: int) -> dict[str, Any]:
+async def many_clients(url: str, clients: int, calls: int, turns: int) -> dict[str, Any]:
     samples: list[float] = []
     failures = 0
     ready, go = anyio.Event(), anyio.Event()
@@ -243,7 +230,8 @@ async def many_clients(url: str, clients: int, calls: int) -> dict[str, Any]:
             if len(connected) == clients:
                 ready.set()
             await go.wait()
-            failures += await conversation(session, f"c{index}", calls, samples)
+            for number in range(max(calls // turns, 1)):
+                failures += await conversation(session, f"c{index}-{number}", turns, samples)
 
     async with anyio.create_task_group() as tg:
         for index in range(clients):
@@ -274,6 +262,8 @@ def cpu_seconds(pid: int) -> float:
 def cpu_of_all() -> dict[str, float]:
     found = {role: sum(cpu_seconds(pid) for pid in pids) for role, pids in WATCHED.items()}
     found["clients"] = cpu_seconds(os.getpid())
+    machine = psutil.cpu_times()
+    found["machine"] = machine.user + machine.system + getattr(machine, "nice", 0.0)
     return found
 
 
@@ -281,6 +271,7 @@ def scale_row(name: str, measured: dict[str, Any]) -> dict[str, Any]:
     before, after = measured["cpu"]
     queries = len(measured["samples"])
     cpu = {role: after[role] - before.get(role, 0.0) for role in after}
+    machine = cpu.pop("machine")
     total = sum(cpu.values())
     return {
         "setup": name,
@@ -292,6 +283,8 @@ def scale_row(name: str, measured: dict[str, Any]) -> dict[str, Any]:
         "cpu_ms_per_query": {role: round(seconds * 1000 / queries, 3) for role, seconds in cpu.items()},
         "cpu_ms_per_query_total": round(total * 1000 / queries, 3),
         "cores_busy": round(total / measured["wall_s"], 2),
+        "machine_cores_busy": round(machine / measured["wall_s"], 2),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
@@ -300,10 +293,9 @@ def scale_row(name: str, measured: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=600, help="sequential calls per store")
-    parser.add_argument("--turns", type=int, default=10, help="calls per conversation in the store runs")
-    parser.add_argument("--clients", type=int, default=16, help="clients of the scale runs")
-    parser.add_argument("--scale-calls", type=int, default=40, help="calls per client in the scale runs")
+    parser.add_argument("--clients", type=int, default=16, help="clients at once")
+    parser.add_argument("--calls", type=int, default=40, help="calls per client")
+    parser.add_argument("--turns", type=int, default=10, help="calls per conversation")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--state-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -333,27 +325,7 @@ def main() -> None:
             ).stdout.split()[2],
         }
 
-        # 1. the stores, one client
-        stores: dict[str, Any] = {}
-        for name, url in (
-            ("memory", "memory://"),
-            ("sqlite", f"sqlite:///{folder / 'state.db'}"),
-            ("redis", redis.url),
-        ):
-            gateway = Gateway(name, url).start()
-            try:
-                stores[name] = {
-                    f"{turns}_turn_conversations": anyio.run(one_client, gateway.url, args.calls, turns, 30)
-                    for turns in (args.turns, args.calls // 3)
-                }
-            finally:
-                gateway.stop()
-        for name in ("sqlite", "redis"):
-            for kind, row in stores[name].items():
-                row["p50_vs_memory_ms"] = round(row["p50_ms"] - stores["memory"][kind]["p50_ms"], 3)
-        out["stores"] = stores
-
-        # 2. one gateway vs two, both sharing Redis, behind HAProxy; 16 clients
+        # one gateway vs two, both sharing Redis, behind HAProxy
         rows = []
         for replicas in (1, 2):
             redis.command("FLUSHALL")
@@ -365,7 +337,9 @@ def main() -> None:
                 WATCHED["gateways"] = [g.process.pid for g in gateways if g.process is not None]
                 WATCHED["redis"] = [redis.process.pid] if redis.process is not None else []
                 WATCHED["haproxy"] = [balancer.process.pid] if balancer.process is not None else []
-                measured = anyio.run(partial(many_clients, balancer.url, args.clients, args.scale_calls))
+                measured = anyio.run(
+                    partial(many_clients, balancer.url, args.clients, args.calls, args.turns)
+                )
                 rows.append(
                     scale_row(f"{replicas} gateway{'s' if replicas > 1 else ''} + redis + haproxy", measured)
                 )
@@ -373,10 +347,11 @@ def main() -> None:
                 balancer.stop()
                 for gateway in gateways:
                     gateway.stop()
-        out["scale"] = {"clients": args.clients, "calls_per_client": args.scale_calls, "setups": rows}
+        out.update(
+            clients=args.clients, calls_per_client=args.calls, turns_per_conversation=args.turns, setups=rows
+        )
     print(json.dumps(out, indent=2))
-    errors = sum(row["errors"] for row in out["scale"]["setups"])
-    errors += sum(row["failures"] for store in out["stores"].values() for row in store.values())
+    errors = sum(row["errors"] for row in rows)
     if errors:
         sys.exit(f"bench_scale: {errors} calls did not get the expected answer")
 

@@ -86,17 +86,34 @@ class Keys:
         return f"{self.prefix}wake:approval:{approval_id}"
 
 
-OPEN_SESSION = """
+_READ = """
+-- A session's fields, the transcript only when it is not the version the caller has parsed:
+-- {owner, created, updated, runs, messages, transcript or nil}
+local function read(key, known_created, known_runs)
+  local f = redis.call('HMGET', key, 'owner', 'created', 'updated', 'runs', 'messages')
+  if f[2] == known_created and f[4] == known_runs then
+    f[6] = false
+  else
+    f[6] = redis.call('HGET', key, 'transcript')
+  end
+  return f
+end
+"""
+
+OPEN_SESSION = (
+    _READ
+    + """
 -- KEYS: session key, sessions index
 -- ARGV: prefix, id, owner (JSON), now (s), now (ms), ttl (ms, 0 = none), max sessions,
---       max per owner, create (1: create when missing; 0: only open an existing one)
--- Returns the session's fields (HGETALL), touched; or an empty list when missing and not created.
+--       max per owner, create (1: create when missing; 0: only open an existing one),
+--       the created and runs of the transcript the caller has parsed ("" when none)
+-- Returns the session (``read``), touched; or an empty list when missing and not created.
 local key, index, prefix, id, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
 local ttl, max_total, max_owner = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 if redis.call('EXISTS', key) == 1 then
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
   redis.call('ZADD', index, ARGV[5], id)
-  return redis.call('HGETALL', key)
+  return read(key, ARGV[10], ARGV[11])
 end
 if ARGV[9] ~= '1' then return {} end
 if max_owner > 0 or (max_total > 0 and redis.call('ZCARD', index) >= max_total) then
@@ -146,8 +163,19 @@ redis.call('HSET', key, 'owner', owner, 'created', ARGV[4], 'updated', ARGV[4], 
            'messages', 0, 'transcript', '[]')
 if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 redis.call('ZADD', index, ARGV[5], id)
-return redis.call('HGETALL', key)
+return read(key, '', '')
 """
+)
+
+READ_SESSION = (
+    _READ
+    + """
+-- KEYS: session key. ARGV: the created and runs of the transcript the caller has parsed
+-- Returns the session (``read``), or an empty list when there is none.
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+return read(KEYS[1], ARGV[1], ARGV[2])
+"""
+)
 
 SAVE_SESSION = """
 -- KEYS: session key, sessions index

@@ -12,15 +12,21 @@ on this host, its process gone) breaks the lock rather than wait out the lease.
 
 Releasing never raises: a Redis that went away while the run went on must not cost the run its
 result; the lease then lapses by itself.
+
+Transcripts are parsed once per version: the store keeps the ``PARSED_SESSIONS`` it read or saved
+last, by (``created``, ``runs``), and a read sends that version along, so that Redis leaves the
+transcript out when it has not changed (a conversation's next turn on the same replica moves
+and parses no JSON at all).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import Any
 
@@ -30,26 +36,17 @@ from ..exceptions import SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
-from ._redis_scripts import ACQUIRE, BREAK, OPEN_SESSION, RELEASE, RENEW, SAVE_SESSION
+from ._redis_scripts import ACQUIRE, BREAK, OPEN_SESSION, READ_SESSION, RELEASE, RENEW, SAVE_SESSION
 from .base import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
 
 _FIELDS = ("owner", "created", "updated", "runs", "messages")
+PARSED_SESSIONS = 128
+"""Transcripts kept parsed, the most recently used, with the version they are."""
 
-
-def _session(session_id: str, reply: Sequence[Any] | Mapping[Any, Any]) -> Session:
-    """A Session from a hash: HGETALL's mapping, or a script's flat ``[field, value, ...]``."""
-    pairs = reply.items() if isinstance(reply, Mapping) else zip(reply[::2], reply[1::2], strict=True)
-    fields = {text(name): value for name, value in pairs}
-    return Session(
-        id=session_id,
-        transcript=tuple(Message.from_dict(m) for m in json.loads(fields.get("transcript") or b"[]")),
-        created=float(fields.get("created") or 0),
-        updated=float(fields.get("updated") or 0),
-        runs=int(fields.get("runs") or 0),
-        owner=json.loads(fields.get("owner") or b"null"),
-    )
+Version = tuple[str, int]
+"""A transcript's version: its session's ``created`` (as Redis has it) and ``runs``."""
 
 
 def _sole(exc: BaseException) -> BaseException:
@@ -82,8 +79,12 @@ class RedisSessionStore:
         self._holder_alive = holder_alive
         self._keepalive = keepalive
         self._local = KeyedLocks()
+        self._parsed: collections.OrderedDict[str, tuple[Version, tuple[Message, ...]]] = (
+            collections.OrderedDict()
+        )
         client = backend.client
         self._open_script = client.register_script(OPEN_SESSION)
+        self._read_script = client.register_script(READ_SESSION)
         self._save_script = client.register_script(SAVE_SESSION)
         self._acquire_script = client.register_script(ACQUIRE)
         self._renew_script = client.register_script(RENEW)
@@ -203,27 +204,72 @@ class RedisSessionStore:
                 self.limits.lease_seconds,
             )
 
+    # ---------------------------------------------------------------- transcripts parsed once
+
+    def _known(self, session_id: str) -> list[str]:
+        """The version of ``session_id``'s transcript parsed here, as script arguments."""
+        cached = self._parsed.get(session_id)
+        return [cached[0][0], str(cached[0][1])] if cached is not None else ["", ""]
+
+    def _remember(self, session_id: str, version: Version, transcript: tuple[Message, ...]) -> None:
+        self._parsed[session_id] = (version, transcript)
+        self._parsed.move_to_end(session_id)
+        while len(self._parsed) > PARSED_SESSIONS:
+            self._parsed.popitem(last=False)
+
+    def _session(self, session_id: str, reply: Sequence[Any]) -> Session | None:
+        """A Session from a script's ``read`` (None: the transcript was left out, but the version
+        parsed here is gone meanwhile: read again without it)."""
+        owner, created, updated, runs, _messages, transcript = reply
+        version = (text(created) or "", int(runs or 0))
+        if transcript is not None:
+            parsed = tuple(Message.from_dict(m) for m in json.loads(transcript))
+            self._remember(session_id, version, parsed)
+        else:
+            cached = self._parsed.get(session_id)
+            if cached is None or cached[0] != version:
+                return None
+            self._parsed.move_to_end(session_id)
+            parsed = cached[1]
+        return Session(
+            id=session_id,
+            transcript=parsed,
+            created=float(created or 0),
+            updated=float(updated or 0),
+            runs=version[1],
+            owner=json.loads(owner or b"null"),
+        )
+
     # ---------------------------------------------------------------- the store
 
     async def _open(self, session_id: str, owner: str | None, *, create: bool, ttl: int) -> Session | None:
-        now = time.time()
         limits = self.limits
-        with self._backend.failures(f"opening session {session_id!r}"):
-            flat = await self._open_script(
-                keys=[self._keys.session(session_id), self._keys.sessions],
-                args=[
-                    self._keys.prefix,
-                    session_id,
-                    dumps(owner),
-                    repr(now),
-                    int(now * 1000),
-                    ttl,
-                    limits.max_sessions,
-                    self.max_per_owner,
-                    "1" if create else "0",
-                ],
-            )
-        return _session(session_id, flat) if flat else None
+        keys = [self._keys.session(session_id), self._keys.sessions]
+        known = self._known(session_id)
+        while True:
+            now = time.time()
+            with self._backend.failures(f"opening session {session_id!r}"):
+                reply = await self._open_script(
+                    keys=keys,
+                    args=[
+                        self._keys.prefix,
+                        session_id,
+                        dumps(owner),
+                        repr(now),
+                        int(now * 1000),
+                        ttl,
+                        limits.max_sessions,
+                        self.max_per_owner,
+                        "1" if create else "0",
+                        *known,
+                    ],
+                )
+            if not reply:
+                return None
+            session = self._session(session_id, reply)
+            if session is not None:
+                return session
+            known = ["", ""]
 
     async def create(self, owner: str | None = None) -> Session:
         session = await self._open(new_session_id(), owner, create=True, ttl=self._ttl)
@@ -233,9 +279,16 @@ class RedisSessionStore:
     async def get(self, session_id: str) -> Session | None:
         if not isinstance(session_id, str) or not session_id:
             return None
-        with self._backend.failures(f"reading session {session_id!r}"):
-            fields = await self._backend.client.hgetall(self._keys.session(session_id))
-        return _session(session_id, fields) if fields else None
+        known = self._known(session_id)
+        while True:
+            with self._backend.failures(f"reading session {session_id!r}"):
+                reply = await self._read_script(keys=[self._keys.session(session_id)], args=known)
+            if not reply:
+                return None
+            session = self._session(session_id, reply)
+            if session is not None:
+                return session
+            known = ["", ""]
 
     async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
         messages = tuple(transcript)
@@ -257,10 +310,14 @@ class RedisSessionStore:
                 ],
             )
         if runs is None:
+            self._parsed.pop(session.id, None)
             return False
         session.transcript = messages
         session.updated = now
         session.runs = int(runs)
+        cached = self._parsed.get(session.id)
+        if cached is not None:
+            self._remember(session.id, (cached[0][0], session.runs), messages)
         return True
 
     async def list(self) -> list[SessionInfo]:
@@ -304,4 +361,5 @@ class RedisSessionStore:
             pipe.delete(self._keys.session(session_id))
             pipe.zrem(self._keys.sessions, session_id)
             deleted, _ = await pipe.execute()
+        self._parsed.pop(session_id, None)
         return bool(deleted)

@@ -257,3 +257,23 @@ async def test_an_end_that_redis_missed_is_written_on_a_later_beat(
         await state.beat()
     ended = await state.runs.get("r1")
     assert ended is not None and ended.termination_reason == "success"
+
+
+async def test_a_transcript_is_parsed_once_per_version_and_read_again_when_another_replica_saved(
+    replicas: Replicas,
+) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    async with a.sessions.hold("conv") as session:
+        assert await a.sessions.save(session, TRANSCRIPT)
+    first = await a.sessions.get("conv")
+    again = await a.sessions.get("conv")
+    assert first is not None and again is not None
+    assert again.transcript is first.transcript  # not parsed again: the same objects
+    async with b.sessions.hold("conv") as on_b:  # another replica adds a turn
+        assert on_b.transcript == TRANSCRIPT
+        assert await b.sessions.save(on_b, (*TRANSCRIPT, Message.user("from b")))
+    async with a.sessions.hold("conv") as back:
+        assert back.transcript == (*TRANSCRIPT, Message.user("from b")) and back.runs == 2
+    assert await a.sessions.delete("conv")
+    async with a.sessions.hold("conv") as fresh:  # the same id anew: nothing of the old one
+        assert fresh.transcript == () and fresh.runs == 0
