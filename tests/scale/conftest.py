@@ -14,7 +14,7 @@ which replica runs a ``sleep``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,9 +109,16 @@ class Cluster:
 
 @contextmanager
 def running_cluster(
-    folder: Path, model_url: str, *, replicas: int = 2, stateless: bool = False, **extra: Any
+    folder: Path,
+    model_url: str,
+    *,
+    replicas: int = 2,
+    stateless: bool = False,
+    balancer: Sequence[str] = (),
+    **extra: Any,
 ) -> Iterator[Cluster]:
-    """A Redis, ``replicas`` gateway processes using it, HAProxy in front; all stopped on exit."""
+    """A Redis, ``replicas`` gateway processes using it, HAProxy in front (``balancer``: more
+    lines for its backend); all stopped on exit."""
     with ExitStack() as stack:
         redis = RedisServer(folder)
         stack.callback(redis.stop)
@@ -122,10 +129,10 @@ def running_cluster(
             replica.config = replica_config(model_url, replica.folder / "slow.log", redis.url, **extra)
             stack.callback(replica.stop)
             started.append(replica.start())
-        balancer = HAProxy(folder, started)
-        stack.callback(balancer.stop)
-        balancer.start()
-        yield Cluster(redis, started, balancer)
+        front = HAProxy(folder, started, backend=balancer)
+        stack.callback(front.stop)
+        front.start()
+        yield Cluster(redis, started, front)
 
 
 @pytest.fixture

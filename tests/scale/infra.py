@@ -245,7 +245,14 @@ class HAProxy:
     checks on ``/api/v1/health``). Each response carries ``X-Served-By: <replica name>``; a
     request a dead replica refused is dispatched to another (``retries`` + ``redispatch``)."""
 
-    def __init__(self, folder: Path, replicas: Sequence[Replica], *, config: str | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        replicas: Sequence[Replica],
+        *,
+        config: str | None = None,
+        backend: Sequence[str] = (),
+    ) -> None:
         self.binary = require("haproxy")
         self.folder = folder / "haproxy"
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -253,6 +260,8 @@ class HAProxy:
         self.replicas = list(replicas)
         self.config = config
         """A config of one's own (its frontend must bind ``port``); ``config_text()`` when None."""
+        self.backend = list(backend)
+        """More lines for the backend of ``config_text()`` (stickiness, say)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.log = self.folder / "stderr.log"
 
@@ -287,6 +296,7 @@ class HAProxy:
                 "    http-check expect status 200",
                 "    default-server inter 500ms fall 2 rise 1",
                 "    http-response set-header X-Served-By %s",
+                *(f"    {line}" for line in self.backend),
                 *servers,
                 "",
             ]

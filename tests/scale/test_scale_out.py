@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.fakes.model_server import FakeModelServer
 
 from .conftest import Cluster, running_cluster
-from .infra import Replica
+from .infra import ROOT, Replica
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(300)]
 
@@ -311,3 +311,34 @@ async def test_a_dashboard_on_one_replica_sees_the_runs_of_the_other(cluster: Cl
     assert "tool_call_ended" in kinds
     assert seen[0][1]["query"] == "echo seen from afar"
     assert seen[-1][1]["termination_reason"] == "success"
+
+
+STICKY = [
+    "stick-table type string len 64 size 100k expire 1h",
+    "stick store-response res.hdr(mcp-session-id)",
+    "stick on req.hdr(mcp-session-id)",
+]
+
+
+async def test_stateful_streamable_http_works_through_the_balancer_made_sticky_as_the_readme_says(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert all(f"`{line}`" in readme for line in STICKY)
+    with running_cluster(tmp_path, model_server.base_url, balancer=STICKY) as cluster:
+        by_client: list[list[str]] = []
+        for index in range(3):  # a new MCP session each: round-robin places them, then they stick
+            served: list[str] = []
+            by_client.append(served)
+            async with mcp_session(cluster.url, served) as session:
+                result = await session.call_tool("agent_query", {"query": f"echo sticky {index}"})
+                assert result.structured_content["answer"] == f"echo__echo said: sticky {index}"
+                session_id = result.structured_content["session_id"]
+                for _ in range(3):
+                    result = await session.call_tool(
+                        "agent_query", {"query": "history", "session_id": session_id}
+                    )
+                    assert not result.is_error, result.content
+    for served in by_client:
+        assert len(set(served)) == 1, served  # every request of one MCP session on one replica
+    assert {served[0] for served in by_client} == {"a", "b"}  # and the sessions spread over both
