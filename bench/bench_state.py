@@ -8,7 +8,9 @@ Two measures, printed as one JSON object:
    in-process model that answers at once, no tools, so the store's share stands out), and
    the stores take turns in blocks (A B A B …) so drift on the machine hits them alike. One
    client makes the calls one after another, over 16 conversations in turn. ``delta_p50_ms``
-   is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms).
+   is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms);
+   ``gateway_cpu_ms_per_query`` is the gateway process's CPU time per call (user + system),
+   which a busy machine does not skew the way it skews wall time.
 2. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST on one
    gateway whose state keeps at most ``--keep`` runs (``state.runs.maxCount``, default 200) and
    sessions idle for 60 s; every 200 queries the database size (file + WAL) and the gateway's
@@ -154,10 +156,14 @@ def latency(urls: list[str], calls: int) -> dict[str, Any]:
     for gateway in gateways.values():
         gateway.wait_ready()
     samples: dict[str, list[float]] = {url: [] for url in gateways}
+    cpu: dict[str, float] = dict.fromkeys(gateways, 0.0)
     try:
         for _ in range(BLOCKS):
             for url, gateway in gateways.items():
+                process = psutil.Process(gateway.process.pid)
+                before = sum(process.cpu_times()[:2])
                 samples[url] += anyio.run(session_calls, gateway.base, calls // BLOCKS)
+                cpu[url] += sum(process.cpu_times()[:2]) - before
     finally:
         for gateway in gateways.values():
             gateway.stop()
@@ -171,6 +177,7 @@ def latency(urls: list[str], calls: int) -> dict[str, Any]:
             "p50_ms": round(p50, 3),
             "p95_ms": round(percentile(values, 0.95) * 1000, 3),
             "delta_p50_ms": round(p50 - memory_p50, 3),
+            "gateway_cpu_ms_per_query": round(cpu[url] * 1000 / (len(values) + BLOCKS * CONVERSATIONS), 3),
         }
     return rows
 

@@ -407,3 +407,41 @@ def test_unknown_key_under_a_server_named_like_a_tag_still_gets_a_hint():
     with pytest.raises(ConfigError) as info:
         parse_config({"mcpServers": {"stdio": {"command": "x", "argz": []}}})
     assert 'mcpServers.stdio.argz: unknown key; did you mean "args"?' in str(info.value)
+
+
+def test_the_state_section():
+    config = parse_config(
+        {
+            "state": {
+                "url": "sqlite:///data/state.db",
+                "maxSessionBytes": 5000,
+                "leaseSeconds": 12,
+                "runs": {"maxCount": 3, "maxAgeDays": 1.5},
+            }
+        },
+        base_dir="/srv/agent",
+    )
+    assert (config.state.max_session_bytes, config.state.lease_seconds) == (5000, 12)
+    assert (config.state.runs.max_count, config.state.runs.max_age_days) == (3, 1.5)
+    assert config.state_url() == "sqlite:////srv/agent/data/state.db"  # relative to agent.json's folder
+    assert parse_config({}).state_url() == "memory://"
+    assert parse_config({}).state_url("/var/lib/x.db") == "sqlite:////var/lib/x.db"
+    for kept in ("sqlite:////abs/state.db", "sqlite:///~/state.db", "redis://127.0.0.1:6379/0", "memory://"):
+        assert parse_config({"state": {"url": kept}}, base_dir="/srv").state_url("/x.db") == kept
+
+
+@pytest.mark.parametrize(
+    ("state", "words"),
+    [
+        ({"url": "postgres://db/x"}, ["state.url", "sqlite:///PATH"]),
+        ({"url": "state.db"}, ["state.url"]),
+        ({"maxSessionByte": 5}, ["state.maxSessionByte", "maxSessionBytes"]),
+        ({"runs": {"maxCount": -1}}, ["state.runs.maxCount"]),
+        ({"leaseSeconds": 0}, ["state.leaseSeconds"]),
+    ],
+)
+def test_a_bad_state_section_names_the_key(state, words):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"state": state})
+    for word in words:
+        assert word in info.value.message

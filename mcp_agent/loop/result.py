@@ -132,8 +132,9 @@ class RunResult:
         """The ``structuredContent`` of ``agent_query`` (and ``query --json``).
 
         Besides DESIGN.md's fields it carries ``detail`` (why the run ended; "" for a whole answer),
-        ``truncated`` (the answer was cut off at the length limit), ``retryable``, and ``model``
-        (the model that answered last: with ``llm.fallbacks``, which one did); for a failed run
+        ``truncated`` (the answer was cut off at the length limit), ``retryable``, ``run_id`` (its
+        record in ``GET /api/v1/runs/{run_id}``) and ``model`` (the model that answered last: with
+        ``llm.fallbacks``, which one did); for a failed run
         ``answer`` says why (``shown_answer``), so a caller reading only the structured result, or
         only its answer, still learns what went wrong.
         """
@@ -155,6 +156,7 @@ class RunResult:
             },
             "elapsed_ms": round(self.elapsed_ms, 1),
             "session_id": self.session_id,
+            "run_id": self.run_id,
             "model": self.model,
         }
 
@@ -210,6 +212,10 @@ RESULT_SCHEMA: JSONSchema = {
         },
         "elapsed_ms": {"type": "number"},
         "session_id": {"type": ["string", "null"]},
+        "run_id": {
+            "type": "string",
+            "description": "this run's id: its record is GET /api/v1/runs/{run_id}",
+        },
         "model": {
             "type": ["string", "null"],
             "description": "the model that answered last (with llm.fallbacks, which one did)",

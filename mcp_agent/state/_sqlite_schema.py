@@ -75,7 +75,7 @@ def _v1(db: sqlite3.Connection) -> None:
         );
         CREATE INDEX runs_by_start ON runs (started);
         CREATE INDEX runs_by_caller ON runs (caller, started);
-        CREATE INDEX runs_in_flight ON runs (ended, replica);
+        CREATE INDEX runs_in_flight ON runs (replica) WHERE ended IS NULL;
         CREATE TABLE replicas (
             id TEXT PRIMARY KEY,
             host TEXT NOT NULL,

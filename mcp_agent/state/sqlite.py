@@ -1,10 +1,14 @@
 """``sqlite:///PATH``: conversations, approvals and run records in one SQLite file.
 
 The default store of ``serve`` and ``query --session``. Stdlib ``sqlite3`` on one connection,
-used from anyio worker threads one call at a time (a ``CapacityLimiter`` of 1), so the event
-loop never waits on the disk. Every operation is one transaction (``BEGIN IMMEDIATE`` for
-writes), so a transcript is saved whole or not at all, and a process killed at any point leaves
-a readable database (WAL mode; ``_sqlite_schema.py`` opens, checks and migrates the file).
+one call at a time (``_Database``): on the event loop's thread when the call has nothing to wait
+for (tens of microseconds: WAL commits do not sync, checkpoints are moved off the loop), else
+in an anyio worker thread, which waits for another process's write lock up to
+``BUSY_TIMEOUT``. Why not always a thread: two thread switches per call, six calls per query,
+cost more than the work itself (``bench/bench_state.py``); why not ``aiosqlite``: it is that
+same thread per call. Every operation is one transaction (``BEGIN IMMEDIATE`` for writes), so
+a transcript is saved whole or not at all, and a process killed at any point leaves a readable
+database (WAL mode; ``_sqlite_schema.py`` opens, checks and migrates the file).
 
 Two processes on one machine may share the file:
 
@@ -17,12 +21,15 @@ Two processes on one machine may share the file:
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can
   tell which in-flight runs and pending approvals were left by a process that died.
 
-``sqlite3.Error`` is translated to ``StateError`` in one place (``_Database.run``).
+``sqlite3.Error`` is translated to ``StateError`` in one place (``_Database.run``). Transcripts
+read lately are kept parsed (``PARSED_SESSIONS``), by version, so a conversation's next turn
+does not parse its JSON again.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -41,7 +48,7 @@ from ..exceptions import SessionTooLarge, StateError
 from ..messages import Message
 from ._encode import clean_text, to_json
 from ._keyed import KeyedLocks
-from ._sqlite_schema import connect, database_path
+from ._sqlite_schema import BUSY_TIMEOUT, connect, database_path
 from .base import (
     INTERRUPTED,
     Approval,
@@ -66,6 +73,8 @@ POLL_SECONDS = 0.25
 """The longest wait between two looks at a lock or an approval another process holds."""
 PARSED_SESSIONS = 128
 """Transcripts kept parsed (the most recently read), so a conversation's next turn skips the JSON."""
+CHECKPOINT_EVERY = 500
+"""Writes between two checkpoints of the WAL (besides the one on every ``beat``)."""
 PRUNE_EVERY = 100
 """Retention is applied after this many ``RunStore.end`` calls (and on every ``beat``)."""
 HOST = socket.gethostname()
@@ -101,43 +110,89 @@ def _alive(host: str | None, pid: int | None, process: str | None, expires: floa
     return expires > now
 
 
+def _one(cursor: sqlite3.Cursor) -> Any:
+    """The first row of a query, or None; the statement is run to its end, so that none is left
+    in progress (an unfinished one would stop the transaction's commit)."""
+    rows = cursor.fetchall()
+    return rows[0] if rows else None
+
+
 def _write(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work`` in one write transaction (taken at once: no upgrade deadlock between processes)."""
+    """``work`` in one write transaction (taken at once: no upgrade deadlock between processes);
+    any failure, the commit's too, rolls it back whole."""
     db.execute("BEGIN IMMEDIATE")
     try:
         result = work(db)
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
     return result
 
 
 class _Database:
-    """The one connection, used from worker threads one call at a time."""
+    """The one connection: used on the event loop's thread when that cannot wait, else in a
+    worker thread, one call at a time either way.
+
+    A call runs at once on the loop's thread when the connection is free and nothing has to be
+    waited for: SQLite's busy timeout is 0 there, so a write lock held by another process makes
+    the call give up at once (``SQLITE_BUSY``), and it runs again in a worker thread, which
+    waits up to ``BUSY_TIMEOUT`` for the lock. Commits do not sync to disk (WAL,
+    ``synchronous=NORMAL``) and never checkpoint on the loop's thread (auto-checkpoints are off):
+    ``checkpoint`` runs in a worker thread every ``CHECKPOINT_EVERY`` writes, on ``beat`` and at
+    the end. So the loop's thread spends tens of microseconds on a call, as on any in-memory
+    work, instead of two thread switches.
+    """
 
     def __init__(self, db: sqlite3.Connection, url: str) -> None:
         self.db = db
         self.url = url
         self.closed = False
         self._limiter = anyio.CapacityLimiter(1)
+        self._writes = 0
+        db.execute("PRAGMA busy_timeout = 0")
+        db.execute("PRAGMA wal_autocheckpoint = 0")
 
     async def run(self, work: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
         if self.closed:
             raise StateError(f"state.url {self.url!r}: the store is closed")
-
-        def call() -> T:
-            return _write(self.db, work) if write else work(self.db)
-
         try:
-            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+            if write:
+                self._writes += 1
+                if self._writes % CHECKPOINT_EVERY == 0:
+                    await self.checkpoint()
+            if self._limiter.borrowed_tokens == 0:  # nobody else on the connection: try at once
+                try:
+                    return _write(self.db, work) if write else work(self.db)
+                except sqlite3.OperationalError as exc:
+                    if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+                        raise
+            return await anyio.to_thread.run_sync(self._waiting, work, write, limiter=self._limiter)
         except sqlite3.Error as exc:
             raise StateError(f"state.url {self.url!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _waiting(self, work: Callable[[sqlite3.Connection], T], write: bool) -> T:
+        """``work`` in a worker thread, waiting for another process's write lock if need be."""
+        self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        try:
+            return _write(self.db, work) if write else work(self.db)
+        finally:
+            self.db.execute("PRAGMA busy_timeout = 0")
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL back into the database file (in a worker thread; never waits for readers)."""
+        await anyio.to_thread.run_sync(self.db.execute, "PRAGMA wal_checkpoint(PASSIVE)", limiter=self._limiter)
 
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
+            with contextlib.suppress(sqlite3.Error):
+                await self.checkpoint()
             await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
+
+
+_BUSY = frozenset({sqlite3.SQLITE_BUSY})
 
 
 def _transcript(text: str) -> tuple[Message, ...]:
@@ -166,10 +221,10 @@ class SqliteSessionStore:
 
     def _read(self, db: sqlite3.Connection, session_id: str, now: float) -> Session | None:
         """A live session, its transcript parsed once per version (``created``, ``runs``)."""
-        row = db.execute(
+        row = _one(db.execute(
             f"SELECT owner, created, updated, runs FROM sessions s WHERE id = ? AND {_LIVE}",
             (session_id, self._cutoff(now), now),
-        ).fetchone()
+        ))
         if row is None:
             return None
         owner, created, updated, runs = row
@@ -178,7 +233,7 @@ class SqliteSessionStore:
             self._parsed.move_to_end(session_id)
             transcript = cached[1]
         else:
-            (text,) = db.execute("SELECT transcript FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            (text,) = _one(db.execute("SELECT transcript FROM sessions WHERE id = ?", (session_id,)))
             transcript = _transcript(text)
             self._remember(session_id, (created, runs), transcript)
         return Session(session_id, transcript, created, updated, runs, owner)
@@ -229,11 +284,11 @@ class SqliteSessionStore:
 
     def _try_acquire(self, db: sqlite3.Connection, session_id: str, owner: str | None, holder: str) -> Session | None:
         now = time.time()
-        row = db.execute(
+        row = _one(db.execute(
             "SELECT l.replica, l.expires, r.host, r.pid, r.process FROM session_locks l "
             "LEFT JOIN replicas r ON r.id = l.replica WHERE l.session_id = ?",
             (session_id,),
-        ).fetchone()
+        ))
         if row is not None:
             replica, expires, host, pid, process = row
             # a row of this replica's is stale (its runs queue on the local lock first)
@@ -264,7 +319,7 @@ class SqliteSessionStore:
         if self.ttl_seconds:
             db.execute(f"DELETE FROM sessions AS s WHERE s.used < ? AND {idle}", (self._cutoff(now), now))
         if self.max_per_owner:
-            mine = db.execute("SELECT count(*) FROM sessions WHERE owner IS ?", (owner,)).fetchone()[0]
+            mine = _one(db.execute("SELECT count(*) FROM sessions WHERE owner IS ?", (owner,)))[0]
             excess = mine - (self.max_per_owner - 1)
             if excess > 0:
                 db.execute(
@@ -273,13 +328,13 @@ class SqliteSessionStore:
                     (owner, now, excess),
                 )
         if self.max_sessions:
-            excess = db.execute("SELECT count(*) FROM sessions").fetchone()[0] - (self.max_sessions - 1)
+            excess = _one(db.execute("SELECT count(*) FROM sessions"))[0] - (self.max_sessions - 1)
             for _ in range(max(excess, 0)):  # the oldest idle one of the owner holding the most
-                victim = db.execute(
+                victim = _one(db.execute(
                     f"SELECT s.id FROM sessions AS s JOIN (SELECT owner, count(*) AS n FROM sessions GROUP BY owner) "
                     f"AS c ON c.owner IS s.owner WHERE {idle} ORDER BY c.n DESC, s.used LIMIT 1",
                     (now,),
-                ).fetchone()
+                ))
                 if victim is None:
                     return  # every session left is busy
                 db.execute("DELETE FROM sessions WHERE id = ?", victim)
@@ -391,7 +446,7 @@ class SqliteApprovalStore:
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         def decide(db: sqlite3.Connection) -> bool:
-            row = db.execute("SELECT record FROM approvals WHERE id = ? AND decided IS NULL", (approval_id,)).fetchone()
+            row = _one(db.execute("SELECT record FROM approvals WHERE id = ? AND decided IS NULL", (approval_id,)))
             if row is None:
                 return False
             decided = replace(Approval.from_record(json.loads(row[0])), decision=decision)
@@ -422,7 +477,7 @@ class SqliteApprovalStore:
 
     async def get(self, approval_id: str) -> Approval | None:
         row = await self._db.run(
-            lambda db: db.execute("SELECT record FROM approvals WHERE id = ?", (approval_id,)).fetchone()
+            lambda db: _one(db.execute("SELECT record FROM approvals WHERE id = ?", (approval_id,)))
         )
         return None if row is None else Approval.from_record(json.loads(row[0]))
 
@@ -477,7 +532,7 @@ class SqliteRunStore:
         )
 
     async def get(self, run_id: str) -> RunRecord | None:
-        row = await self._db.run(lambda db: db.execute("SELECT record FROM runs WHERE id = ?", (run_id,)).fetchone())
+        row = await self._db.run(lambda db: _one(db.execute("SELECT record FROM runs WHERE id = ?", (run_id,))))
         return None if row is None else RunRecord.from_dict(json.loads(row[0]))
 
     async def list(
@@ -573,7 +628,8 @@ class SqliteState:
             self._runs.prune(db)
 
         await self._database.run(beat, write=True)
-        await self._database.run(lambda db: db.execute("PRAGMA incremental_vacuum"))
+        await self._database.run(lambda db: db.execute("PRAGMA incremental_vacuum").fetchall())
+        await self._database.checkpoint()
 
     async def recover(self) -> Recovery:
         return await self._database.run(self._recover, write=True)

@@ -165,3 +165,61 @@ async def test_a_run_killed_in_flight_is_recorded_and_its_approval_expires(tmp_p
         answer = await second.query("still there?", session_id)  # the session's lock went with the process
         assert answer["answer"] == "I heard: hello | still there?"
     assert "1 run(s) were interrupted by a gateway restart" in log.read_text()
+
+
+async def test_serve_stateless_keeps_conversations_in_memory(tmp_path: Path, model: Any) -> None:
+    config, state, log = write_config(tmp_path, model.base_url), tmp_path / "state", tmp_path / "log.txt"
+    port = free_port()
+    env = {**os.environ, "MCP_AGENT_STATE_DIR": str(state), "PYTHONPATH": str(ROOT)}
+    with open(log, "a") as stderr:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "mcp_agent", "serve", "--stateless", "--config", str(config), "--port", str(port)],
+            stdout=-1,
+            stderr=stderr,
+            cwd=str(ROOT),
+            env=env,
+        )
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+
+            async def ready() -> bool:
+                try:
+                    return (await http.get("/api/v1/health")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await eventually(ready, timeout=60)
+            assert (await http.post("/api/v1/query", json={"query": "hi"})).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            await process.wait()
+        await process.aclose()
+    assert not (state / "state.db").exists()
+
+
+@pytest.mark.parametrize("bad", ["directory", "garbage"])
+async def test_serve_refuses_a_state_it_cannot_use_and_leaves_it_alone(tmp_path: Path, bad: str) -> None:
+    target = tmp_path / "state.db"
+    if bad == "directory":
+        target.mkdir()
+    else:
+        target.write_bytes(b"not a database\n" * 1000)
+    config = tmp_path / "agent.json"
+    config.write_text(
+        json.dumps({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}, "state": {"url": "sqlite:///state.db"}})
+    )
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(free_port())],
+            check=False,
+            cwd=str(ROOT),
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    stderr = done.stderr.decode()
+    assert done.returncode == 2, stderr
+    assert "state.url 'sqlite:///" in stderr and str(target) in stderr  # relative to agent.json's folder
+    if bad == "garbage":
+        assert target.read_bytes() == b"not a database\n" * 1000
+    else:
+        assert target.is_dir() and not any(target.iterdir())

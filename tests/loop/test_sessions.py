@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
 from mcp_agent.config import AgentConfig, Limits, SessionsConfig
+from mcp_agent.exceptions import StateError
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.guards import FAILURE_HINT
 from mcp_agent.loop.result import TerminationReason as R
@@ -13,7 +16,8 @@ from mcp_agent.loop.sessions import MemorySessionStore, Session
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.state import StateLimits
+from mcp_agent.state import RunRecord, StateLimits
+from mcp_agent.state.memory import MemoryRunStore, MemoryState
 
 from ._helpers import assert_valid_transcript, call, echo_tools
 
@@ -340,3 +344,99 @@ async def test_busy_sessions_are_never_evicted_by_the_owner_cap() -> None:
     async with store.hold(first.id):
         second = await store.create(owner="a")
         assert await store.get(first.id) is first and await store.get(second.id) is second
+
+
+# --------------------------------------------------------------------------------------------
+# the state under the Agent: what a failing or full store does to a run, and the run records
+
+
+class FailingSessions(MemorySessionStore):
+    """Sessions whose ``save`` (or ``hold``) fails as a broken disk or database would."""
+
+    def __init__(self, *, fail_hold: bool = False) -> None:
+        super().__init__()
+        self.fail_hold = fail_hold
+
+    def hold(self, session_id: str, *, owner: str | None = None) -> Any:
+        if self.fail_hold:
+            raise StateError("state.url 'sqlite:///x': disk I/O error")
+        return super().hold(session_id, owner=owner)
+
+    async def save(self, session: Session, transcript: Any) -> bool:
+        raise StateError("state.url 'sqlite:///x': database or disk is full")
+
+
+async def test_a_conversation_too_big_to_store_still_answers_and_says_so() -> None:
+    state = MemoryState(StateLimits(max_session_bytes=600))
+    provider = ScriptedProvider([text_turn("short"), text_turn("long " * 200)])
+    agent = Agent(provider, echo_tools(), AgentConfig(system_prompt="Be brief."), state=state)
+    first = await agent.query("q1", session_id="s")
+    assert first.ok and first.detail == ""
+    second = await agent.query("q2", session_id="s")
+    assert second.ok and second.answer == ("long " * 200).strip()
+    assert "the conversation could not be saved" in second.detail and "state.maxSessionBytes" in second.detail
+    stored = await state.sessions.get("s")
+    assert stored is not None and stored.transcript == first.transcript  # the last whole one stays
+    [record, _] = await state.runs.list()
+    assert record.id == second.run_id and "could not be saved" in record.detail
+
+
+async def test_a_failing_save_does_not_lose_the_answer() -> None:
+    agent = Agent(ScriptedProvider([text_turn("the answer")]), echo_tools(), sessions=FailingSessions())
+    result = await agent.query("q", session_id="s")
+    assert result.ok and result.answer == "the answer"
+    assert result.detail == "the conversation could not be saved: state.url 'sqlite:///x': database or disk is full"
+
+
+async def test_a_conversation_that_cannot_be_loaded_ends_the_run_before_the_model() -> None:
+    provider = ScriptedProvider([text_turn("never")])
+    agent = Agent(provider, echo_tools(), sessions=FailingSessions(fail_hold=True))
+    result = await agent.query("q", session_id="s")
+    assert result.termination_reason is R.TERMINAL_ERROR and "could not be loaded" in result.detail
+    assert "disk I/O error" in result.detail and provider.requests == []
+
+
+async def test_a_session_deleted_during_the_run_says_its_answer_was_not_kept() -> None:
+    agent = _agent(ScriptedProvider([text_turn("a1"), text_turn("a2")], delay=0.2))
+    await agent.query("q1", session_id="s")
+    async with anyio.create_task_group() as tg:
+        results: list[Any] = []
+
+        async def ask() -> None:
+            results.append(await agent.query("q2", session_id="s"))
+
+        tg.start_soon(ask)
+        await anyio.sleep(0.05)
+        assert await agent.sessions.delete("s")
+    [result] = results
+    assert result.ok and "deleted while the run went on" in result.detail
+    assert await agent.sessions.get("s") is None
+
+
+async def test_every_run_is_recorded_even_one_the_caller_abandons() -> None:
+    provider = ScriptedProvider([text_turn("a1"), text_turn("late")])
+    agent = _agent(provider)
+    done = await agent.query("q1", session_id="s", caller="alice")
+    provider.delay = 60
+    with anyio.move_on_after(0.1):
+        await agent.query("q2", session_id="s", caller="alice")
+    [abandoned, finished] = await agent.runs.list()
+    assert (finished.id, finished.termination_reason, finished.caller) == (done.run_id, "success", "alice")
+    assert (finished.session_id, finished.query, finished.answer) == ("s", "q1", "a1")
+    assert (abandoned.termination_reason, abandoned.detail, abandoned.query) == ("cancelled", "the caller went away", "q2")
+    assert abandoned.ended is not None
+
+
+async def test_a_failing_run_store_costs_nothing_but_the_record() -> None:
+    class Broken(MemoryRunStore):
+        async def begin(self, record: RunRecord) -> None:
+            raise StateError("no room")
+
+        async def end(self, record: RunRecord) -> None:
+            raise StateError("no room")
+
+    state = MemoryState()
+    state._runs = Broken()
+    agent = Agent(ScriptedProvider([text_turn("fine")]), echo_tools(), state=state)
+    result = await agent.query("q")
+    assert result.ok and result.answer == "fine" and result.detail == ""
