@@ -100,70 +100,92 @@ local function read(key, known_created, known_runs)
 end
 """
 
-OPEN_SESSION = (
+_OPEN = (
     _READ
     + """
 -- KEYS: session key, sessions index
 -- ARGV: prefix, id, owner (JSON), now (s), now (ms), ttl (ms, 0 = none), max sessions,
 --       max per owner, create (1: create when missing; 0: only open an existing one),
 --       the created and runs of the transcript the caller has parsed ("" when none)
--- Returns the session (``read``), touched; or an empty list when missing and not created.
-local key, index, prefix, id, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
-local ttl, max_total, max_owner = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-if redis.call('EXISTS', key) == 1 then
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-  redis.call('ZADD', index, ARGV[5], id)
-  return read(key, ARGV[10], ARGV[11])
-end
-if ARGV[9] ~= '1' then return {} end
-if max_owner > 0 or (max_total > 0 and redis.call('ZCARD', index) >= max_total) then
-  -- the owner-aware eviction of the memory store: first the owner's own beyond its cap, then,
-  -- beyond the total cap, the least recently used idle session of the owner holding the most
-  local counts, idle, total = {}, {}, 0
-  for _, sid in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-    local o = redis.call('HGET', prefix .. 'session:' .. sid, 'owner')
-    if not o then
-      redis.call('ZREM', index, sid)
-    else
-      total = total + 1
-      counts[o] = (counts[o] or 0) + 1
-      if redis.call('EXISTS', prefix .. 'lock:' .. sid) == 0 then
-        if not idle[o] then idle[o] = {} end
-        table.insert(idle[o], sid)
-      end
-    end
+-- open() returns the session (``read``), touched; or an empty list when missing and not created.
+local function open()
+  local key, index, prefix, id, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+  local ttl, max_total, max_owner = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  if redis.call('EXISTS', key) == 1 then
+    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+    redis.call('ZADD', index, ARGV[5], id)
+    return read(key, ARGV[10], ARGV[11])
   end
-  local function drop(o)
-    local sid = table.remove(idle[o], 1)
-    redis.call('DEL', prefix .. 'session:' .. sid)
-    redis.call('ZREM', index, sid)
-    counts[o] = counts[o] - 1
-    total = total - 1
-  end
-  if max_owner > 0 then
-    while (counts[owner] or 0) > max_owner - 1 and idle[owner] and #idle[owner] > 0 do drop(owner) end
-  end
-  if max_total > 0 then
-    while total > max_total - 1 do
-      local best, most, oldest = nil, -1, nil
-      for o, list in pairs(idle) do
-        if #list > 0 then
-          local since = tonumber(redis.call('ZSCORE', index, list[1]))
-          if counts[o] > most or (counts[o] == most and since < oldest) then
-            best, most, oldest = o, counts[o], since
-          end
+  if ARGV[9] ~= '1' then return {} end
+  if max_owner > 0 or (max_total > 0 and redis.call('ZCARD', index) >= max_total) then
+    -- the owner-aware eviction of the memory store: first the owner's own beyond its cap, then,
+    -- beyond the total cap, the least recently used idle session of the owner holding the most
+    local counts, idle, total = {}, {}, 0
+    for _, sid in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+      local o = redis.call('HGET', prefix .. 'session:' .. sid, 'owner')
+      if not o then
+        redis.call('ZREM', index, sid)
+      else
+        total = total + 1
+        counts[o] = (counts[o] or 0) + 1
+        if redis.call('EXISTS', prefix .. 'lock:' .. sid) == 0 then
+          if not idle[o] then idle[o] = {} end
+          table.insert(idle[o], sid)
         end
       end
-      if not best then break end
-      drop(best)
+    end
+    local function drop(o)
+      local sid = table.remove(idle[o], 1)
+      redis.call('DEL', prefix .. 'session:' .. sid)
+      redis.call('ZREM', index, sid)
+      counts[o] = counts[o] - 1
+      total = total - 1
+    end
+    if max_owner > 0 then
+      while (counts[owner] or 0) > max_owner - 1 and idle[owner] and #idle[owner] > 0 do drop(owner) end
+    end
+    if max_total > 0 then
+      while total > max_total - 1 do
+        local best, most, oldest = nil, -1, nil
+        for o, list in pairs(idle) do
+          if #list > 0 then
+            local since = tonumber(redis.call('ZSCORE', index, list[1]))
+            if counts[o] > most or (counts[o] == most and since < oldest) then
+              best, most, oldest = o, counts[o], since
+            end
+          end
+        end
+        if not best then break end
+        drop(best)
+      end
     end
   end
+  redis.call('HSET', key, 'owner', owner, 'created', ARGV[4], 'updated', ARGV[4], 'runs', 0,
+             'messages', 0, 'transcript', '[]')
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  redis.call('ZADD', index, ARGV[5], id)
+  return read(key, '', '')
 end
-redis.call('HSET', key, 'owner', owner, 'created', ARGV[4], 'updated', ARGV[4], 'runs', 0,
-           'messages', 0, 'transcript', '[]')
-if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-redis.call('ZADD', index, ARGV[5], id)
-return read(key, '', '')
+"""
+)
+
+OPEN_SESSION = _OPEN + "return open()\n"
+
+HOLD_SESSION = (
+    _OPEN
+    + """
+-- KEYS: session key, sessions index, lock, locks of this replica
+-- ARGV: open()'s, then the lock's token and lease (ms)
+-- Takes the session's lock when it is free (or ours already: a retried call whose first answer
+-- was lost) and opens the session in the same step: {1, the session (``read``)}; {0} when
+-- another holds the lock.
+if redis.call('SET', KEYS[3], ARGV[12], 'NX', 'PX', ARGV[13]) or redis.call('GET', KEYS[3]) == ARGV[12] then
+  redis.call('SADD', KEYS[4], ARGV[2])
+  local found, out = open(), {1}
+  for i = 1, 6 do out[i + 1] = found[i] end
+  return out
+end
+return {0}
 """
 )
 
@@ -187,17 +209,6 @@ local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6])
 return runs
-"""
-
-ACQUIRE = """
--- KEYS: lock, locks of this replica. ARGV: token, lease (ms), session id
--- Returns 1 when the lock was free and is now ours, or ours already (a retried call whose first
--- answer was lost).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) or redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SADD', KEYS[2], ARGV[3])
-  return 1
-end
-return 0
 """
 
 RENEW = """

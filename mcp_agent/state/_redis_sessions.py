@@ -3,7 +3,8 @@
 A session is a hash (``_redis_scripts`` draws the keys) that expires after
 ``session_ttl_seconds`` without use. ``hold`` takes the session's lock in two steps: first a lock
 of this process (so that its own runs on the session queue here, not against Redis), then the
-lease in Redis: ``SET lock:<id> <replica>:<random> NX PX <lease>``. While the block runs, a task
+lease in Redis: ``SET lock:<id> <replica>:<random> NX PX <lease>``, in the same script that reads
+(or creates) the session, one round trip. While the block runs, a task
 renews the lease (and the session's TTL, and this replica's liveness) every third of
 ``lease_seconds``; leaving the block deletes the lease only if it still holds our token (a
 compare-and-delete script) and publishes a wake-up, so that a run waiting on another replica
@@ -36,7 +37,7 @@ from ..exceptions import SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
-from ._redis_scripts import ACQUIRE, BREAK, OPEN_SESSION, READ_SESSION, RELEASE, RENEW, SAVE_SESSION
+from ._redis_scripts import BREAK, HOLD_SESSION, OPEN_SESSION, READ_SESSION, RELEASE, RENEW, SAVE_SESSION
 from .base import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class RedisSessionStore:
         self._open_script = client.register_script(OPEN_SESSION)
         self._read_script = client.register_script(READ_SESSION)
         self._save_script = client.register_script(SAVE_SESSION)
-        self._acquire_script = client.register_script(ACQUIRE)
+        self._hold_script = client.register_script(HOLD_SESSION)
         self._renew_script = client.register_script(RENEW)
         self._release_script = client.register_script(RELEASE)
         self._break_script = client.register_script(BREAK)
@@ -112,10 +113,10 @@ class RedisSessionStore:
     @asynccontextmanager
     async def _hold(self, session_id: str, owner: str | None) -> AsyncIterator[Session]:
         async with self._local.hold(session_id):
-            token = await self._acquire(session_id)
+            token = f"{self.replica}:{secrets.token_hex(8)}"
+            taken: list[bool] = []
             try:
-                session = await self._open(session_id, owner, create=True, ttl=self._held_ttl)
-                assert session is not None
+                session = await self._take(session_id, owner, token, taken)
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._renew, session_id, token)
@@ -131,19 +132,32 @@ class RedisSessionStore:
                         raise
                     raise inner from None
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._release(session_id, token)
+                if taken:
+                    with anyio.CancelScope(shield=True):
+                        await self._release(session_id, token)
 
-    async def _acquire(self, session_id: str) -> str:
+    async def _take(self, session_id: str, owner: str | None, token: str, taken: list[bool]) -> Session:
+        """Take the session's lock and open the session (one script), waiting while another run
+        holds it; ``taken`` gets an item once the lock is ours."""
         keys = self._keys
-        token = f"{self.replica}:{secrets.token_hex(8)}"
-        lock_keys = [keys.lock(session_id), keys.locks_of(self.replica)]
+        script_keys = [
+            keys.session(session_id),
+            keys.sessions,
+            keys.lock(session_id),
+            keys.locks_of(self.replica),
+        ]
         lease = ms(self.limits.lease_seconds)
 
-        async def attempt() -> bool | None:
+        async def attempt() -> Session | None:
+            args = [*self._open_args(session_id, owner, create=True, ttl=self._held_ttl), token, lease]
             with self._backend.failures(f"taking session {session_id!r}'s lock"):
-                if await self._acquire_script(keys=lock_keys, args=[token, lease, session_id]) == 1:
-                    return True
+                reply = await self._hold_script(keys=script_keys, args=args)
+                if reply[0] == 1:
+                    taken.append(True)
+                    found = self._session(session_id, reply[1:])
+                    if found is None:  # the version parsed here went meanwhile: read it whole
+                        found = await self._open(session_id, owner, create=True, ttl=self._held_ttl)
+                    return found
                 holder = text(await self._backend.client.get(keys.lock(session_id)))
             if holder and not await self._holder_alive(holder.partition(":")[0]):
                 dead = holder.partition(":")[0]
@@ -156,14 +170,15 @@ class RedisSessionStore:
                     )
             return None
 
-        if not await attempt():
-            await self._backend.wait_until(
+        session = await attempt()
+        if session is None:
+            session = await self._backend.wait_until(
                 keys.lock_released(session_id),
                 attempt,
                 what=f"waiting for session {session_id!r}'s lock",
                 max_pause=max(min(self.limits.lease_seconds / 3, 1.0), 0.05),
             )
-        return token
+        return session
 
     async def _renew(self, session_id: str, token: str) -> None:
         keys = self._keys
@@ -242,34 +257,35 @@ class RedisSessionStore:
 
     # ---------------------------------------------------------------- the store
 
+    def _open_args(self, session_id: str, owner: str | None, *, create: bool, ttl: int) -> list[str | int]:
+        """``OPEN_SESSION``'s arguments (the version parsed here included)."""
+        now = time.time()
+        return [
+            self._keys.prefix,
+            session_id,
+            dumps(owner),
+            repr(now),
+            int(now * 1000),
+            ttl,
+            self.limits.max_sessions,
+            self.max_per_owner,
+            "1" if create else "0",
+            *self._known(session_id),
+        ]
+
     async def _open(self, session_id: str, owner: str | None, *, create: bool, ttl: int) -> Session | None:
-        limits = self.limits
         keys = [self._keys.session(session_id), self._keys.sessions]
-        known = self._known(session_id)
         while True:
-            now = time.time()
             with self._backend.failures(f"opening session {session_id!r}"):
                 reply = await self._open_script(
-                    keys=keys,
-                    args=[
-                        self._keys.prefix,
-                        session_id,
-                        dumps(owner),
-                        repr(now),
-                        int(now * 1000),
-                        ttl,
-                        limits.max_sessions,
-                        self.max_per_owner,
-                        "1" if create else "0",
-                        *known,
-                    ],
+                    keys=keys, args=self._open_args(session_id, owner, create=create, ttl=ttl)
                 )
             if not reply:
                 return None
             session = self._session(session_id, reply)
             if session is not None:
                 return session
-            known = ["", ""]
+            self._parsed.pop(session_id, None)  # read it whole next time
 
     async def create(self, owner: str | None = None) -> Session:
         session = await self._open(new_session_id(), owner, create=True, ttl=self._ttl)
@@ -279,16 +295,17 @@ class RedisSessionStore:
     async def get(self, session_id: str) -> Session | None:
         if not isinstance(session_id, str) or not session_id:
             return None
-        known = self._known(session_id)
         while True:
             with self._backend.failures(f"reading session {session_id!r}"):
-                reply = await self._read_script(keys=[self._keys.session(session_id)], args=known)
+                reply = await self._read_script(
+                    keys=[self._keys.session(session_id)], args=self._known(session_id)
+                )
             if not reply:
                 return None
             session = self._session(session_id, reply)
             if session is not None:
                 return session
-            known = ["", ""]
+            self._parsed.pop(session_id, None)  # read it whole next time
 
     async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
         messages = tuple(transcript)
