@@ -11,11 +11,12 @@ Two measures, printed as one JSON object:
    is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms);
    ``gateway_cpu_ms_per_query`` is the gateway process's CPU time per call (user + system),
    which a busy machine does not skew the way it skews wall time.
-2. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST on one
-   gateway whose state keeps at most ``--keep`` runs (``state.runs.maxCount``, default 200) and
-   sessions idle for 60 s; every 200 queries the database size (file + WAL) and the gateway's
-   RSS are sampled. ``db_growth`` and ``rss_growth`` compare the last sample with the one at
-   the middle: bounded means about 1.
+2. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST (a new
+   conversation every 20 turns) on one gateway whose state keeps at most ``--keep`` runs
+   (``state.runs.maxCount``, default 200) and ``--max-sessions`` conversations
+   (``sessions.maxSessions``, default 50); every 200 queries the database size (file + WAL) and
+   the gateway's RSS are sampled. ``db_growth`` and ``rss_growth`` compare the last sample with
+   the one at the middle: bounded means about 1.
 
 Run: ``.venv/bin/python bench/bench_state.py [--calls 600] [--soak 2000] [--state-url URL ...]``
 (``--state-url redis://127.0.0.1:6379/0`` adds a Redis row when a server runs there; ``--redis``
@@ -64,7 +65,7 @@ class InstantModel:
         return text_turn(f"noted ({len(request.messages)} messages so far)")
 
 
-def serve_main(url: str, port: int, keep: int) -> None:
+def serve_main(url: str, port: int, keep: int, sessions: int) -> None:
     from contextlib import asynccontextmanager
 
     from mcp_agent.config import parse_config
@@ -76,7 +77,7 @@ def serve_main(url: str, port: int, keep: int) -> None:
         {
             "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "instant"},
             "state": {"url": url, "runs": {"maxCount": keep}},
-            "sessions": {"ttlSeconds": 60},
+            "sessions": {"ttlSeconds": 600, "maxSessions": sessions},
             "gateway": {"maxConcurrentQueries": 64},
         }
     )
@@ -105,11 +106,15 @@ def percentile(values: list[float], share: float) -> float:
 class Gateway:
     """A gateway process serving with the state at ``url``."""
 
-    def __init__(self, url: str, keep: int = 10_000) -> None:
+    def __init__(self, url: str, keep: int = 10_000, sessions: int = 1000) -> None:
         self.url = url
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", url, "--port", str(self.port), "--keep", str(keep)],
+            [
+                sys.executable,
+                __file__,
+                *("--serve", url, "--port", str(self.port), "--keep", str(keep), "--max-sessions", str(sessions)),
+            ],
             stderr=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
@@ -182,9 +187,9 @@ def latency(urls: list[str], calls: int) -> dict[str, Any]:
     return rows
 
 
-def soak(folder: Path, queries: int, keep: int) -> dict[str, Any]:
+def soak(folder: Path, queries: int, keep: int, sessions: int) -> dict[str, Any]:
     database = folder / "soak.db"
-    gateway = Gateway(f"sqlite:///{database}", keep=keep)
+    gateway = Gateway(f"sqlite:///{database}", keep=keep, sessions=sessions)
     gateway.wait_ready()
     process = psutil.Process(gateway.process.pid)
     samples: list[dict[str, Any]] = []
@@ -203,8 +208,10 @@ def soak(folder: Path, queries: int, keep: int) -> dict[str, Any]:
                     raise SystemExit(f"query {index} failed: {answer}")
                 session = answer["session_id"]
                 if index % 200 == 0:
-                    size = database.stat().st_size + _size(Path(f"{database}-wal"))
-                    samples.append({"queries": index, "db_bytes": size, "rss_bytes": process.memory_info().rss})
+                    file, wal = database.stat().st_size, _size(Path(f"{database}-wal"))
+                    samples.append(
+                        {"queries": index, "db_bytes": file + wal, "wal_bytes": wal, "rss_bytes": process.memory_info().rss}
+                    )
             runs = http.get("/api/v1/runs", params={"limit": 500}).json()["count"]
     finally:
         gateway.stop()
@@ -213,6 +220,7 @@ def soak(folder: Path, queries: int, keep: int) -> dict[str, Any]:
         "queries": queries,
         "runs_kept": runs,
         "keep": keep,
+        "max_sessions": sessions,
         "seconds": round(time.monotonic() - started, 1),
         "samples": samples,
         "db_growth": round(last["db_bytes"] / middle["db_bytes"], 3),
@@ -228,14 +236,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=600)
     parser.add_argument("--soak", type=int, default=2000)
-    parser.add_argument("--keep", type=int, default=200)
+    parser.add_argument("--keep", type=int, default=200, help="state.runs.maxCount in the soak")
+    parser.add_argument("--max-sessions", type=int, default=50, help="sessions.maxSessions in the soak")
     parser.add_argument("--state-url", action="append", default=[], help="a store to compare with memory://")
     parser.add_argument("--redis", action="store_true", help="also a redis-server of its own on loopback")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve_main(args.serve, args.port, args.keep)
+        serve_main(args.serve, args.port, args.keep, args.max_sessions)
         return
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         urls = args.state_url or [f"sqlite:///{folder}/bench.db"]
@@ -247,9 +256,9 @@ def main() -> None:
             redis = RedisServer(Path(folder), persist=False).start()
             stack.callback(redis.stop)
             urls.append(redis.url)
-        report: dict[str, Any] = {"latency": latency(urls, args.calls)}
+        report: dict[str, Any] = {"latency": latency(urls, args.calls)} if args.calls else {}
         if args.soak:
-            report["soak"] = soak(Path(folder), args.soak, args.keep)
+            report["soak"] = soak(Path(folder), args.soak, args.keep, args.max_sessions)
     report["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
     print(json.dumps(report, indent=2))
 

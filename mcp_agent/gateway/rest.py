@@ -36,7 +36,7 @@ from .._redact import redact_text, redact_url
 from .._types import JSONObject
 from ..events import Event
 from ..loop.result import TerminationReason
-from ._runner import as_dict
+from ._runner import RunBook, as_dict
 from .middleware import caller_of
 from .query_input import QueryInputError, parse_query_input, unencodable_at
 from .rest_answers import (
@@ -275,7 +275,7 @@ class RestAPI:
             filters = run_filters(request.query_params)
         except ApiError as exc:
             return exc.response()
-        book = getattr(agent, "runs", None)
+        book: RunBook | None = getattr(agent, "runs", None)  # an agent without a record shows none
         found = [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
         runs = [as_dict(item) for item in found]
         body: JSONObject = {"runs": runs, "count": len(runs)}
@@ -290,7 +290,7 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        book = getattr(agent, "runs", None)
+        book: RunBook | None = getattr(agent, "runs", None)
         found = None if book is None else await book.get(run_id)
         if found is None or not caller.sees(getattr(found, "caller", None)):
             return error_response(404, f"no run {run_id!r}", "not_found")

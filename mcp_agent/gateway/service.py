@@ -14,6 +14,9 @@ answers health at once, ``starting`` until the tool servers are up) and yields a
   each carries its caller, so listeners see only what they may;
 - at shutdown every running query is told to stop (its ``cancel`` event), so each caller gets a
   ``cancelled`` result while its transport still stands, and the queue is turned away.
+
+Conversations, approvals and run records live in the Agent's ``State`` (``state_store``, which
+``lifespan.open_service`` opens or is given, recovers and keeps alive).
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from ..exceptions import ConfigError
 
 BUSY_TIMEOUT = 10.0
 """Seconds a write waits for another process's write to finish before it fails."""
-SCHEMA_VERSION = 1
 
 
 def _v1(db: sqlite3.Connection) -> None:
@@ -97,7 +96,9 @@ def _script(db: sqlite3.Connection, script: str) -> None:
 
 
 MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1,)
-"""``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file)."""
+"""``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
+appends a step here; the steps already released never change."""
+SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def database_path(url: str) -> Path:
@@ -137,7 +138,7 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         _check(db, where)
         _configure(db)
-        _migrate(db, where)
+        migrate(db)
     except sqlite3.Error as exc:
         if db is not None:
             db.close()
@@ -185,15 +186,19 @@ def _configure(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA foreign_keys = ON")
 
 
-def _migrate(db: sqlite3.Connection, where: str) -> None:
+def migrate(db: sqlite3.Connection, migrations: Sequence[Callable[[sqlite3.Connection], None]] = MIGRATIONS) -> int:
+    """Bring the database up to ``len(migrations)``, every pending step in one transaction (a
+    crash leaves the old version whole); the version it was at."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = db.execute("PRAGMA user_version").fetchone()[0]  # again: another process may have migrated
-        for step in range(version, SCHEMA_VERSION):
-            MIGRATIONS[step](db)
-        if version < SCHEMA_VERSION:
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        version: int = db.execute("PRAGMA user_version").fetchone()[0]  # read again: another process may have migrated
+        for step in range(version, len(migrations)):
+            migrations[step](db)
+        if version < len(migrations):
+            db.execute(f"PRAGMA user_version = {len(migrations)}")
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
+    return version

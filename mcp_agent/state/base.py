@@ -470,8 +470,10 @@ class State(Protocol):
     host, whose process is gone): their runs in flight are ended ``terminal_error`` with the
     detail ``INTERRUPTED``, their pending approvals are decided denied (``by="recovery"``, so
     they can never be applied later), their session locks are released. This replica itself is
-    never recovered. ``aclose`` releases what the backend holds (idempotent); a closed state
-    must not be used.
+    never recovered. ``aclose`` releases what the backend holds (idempotent) and ends this
+    replica's lease at once: whatever it left in flight is then another replica's to recover
+    (the contract suite closes a replica to stand for one that died). A closed state must not
+    be used (a shared backend's operations then raise ``StateError``).
     """
 
     @property

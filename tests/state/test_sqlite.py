@@ -350,3 +350,31 @@ async def test_retention_keeps_the_file_from_growing(tmp_path: Path) -> None:
     assert len(await state.runs.list(limit=1000)) == 100
     assert grown <= settled * 1.5 + 1_000_000
     await state.aclose()
+
+
+async def test_a_later_schema_version_migrates_an_earlier_file_in_place(tmp_path: Path) -> None:
+    """The migration path: a v1 file with data, opened by a version that adds a step, keeps its
+    data and gets the new step once; a step that fails leaves the file at its old version."""
+    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
+
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    async with state.sessions.hold("kept") as session:
+        await state.sessions.save(session, [Message.user("from version 1")])
+    await state.aclose()
+
+    def v2(db: sqlite3.Connection) -> None:
+        db.execute("ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''")
+
+    def broken_v3(db: sqlite3.Connection) -> None:
+        db.execute("CREATE TABLE extra (x)")
+        raise sqlite3.OperationalError("disk I/O error (injected)")
+
+    with sqlite3.connect(path, isolation_level=None) as db:
+        assert migrate(db, [*MIGRATIONS, v2]) == 1
+        assert migrate(db, [*MIGRATIONS, v2]) == 2  # once only
+        with pytest.raises(sqlite3.OperationalError, match="injected"):
+            migrate(db, [*MIGRATIONS, v2, broken_v3])
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
+        assert db.execute("SELECT title, transcript FROM sessions WHERE id = 'kept'").fetchone()[0] == ""
