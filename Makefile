@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest test-frameworks test-real test-browser bench lint clean
+.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,13 @@ test-real: $(TEST_STAMP)
 test-browser: $(TEST_STAMP)
 	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
 	$(BIN)/python -m pytest -q -m browser tests/browser
+
+# The scale-out tier: a real redis-server, gateway replicas sharing it and HAProxy round-robin in
+# front, all on free 127.0.0.1 ports (tests/scale/). It needs Debian's redis-server and haproxy
+# (`sudo apt-get install -y redis-server haproxy`): without them its tests skip, saying so, except
+# under CI=true, where they fail. `make test` leaves this tier out (the `scale` marker).
+test-scale: $(TEST_STAMP)
+	$(BIN)/python -m pytest -q -m scale tests/scale
 
 bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done

@@ -19,14 +19,18 @@ Two measures, printed as one JSON object:
    the one at the middle: bounded means about 1.
 
 Run: ``.venv/bin/python bench/bench_state.py [--calls 600] [--soak 2000] [--state-url URL ...]``
-(``--state-url redis://127.0.0.1:6379/0`` adds a Redis row when a server runs there).
+(``--state-url redis://127.0.0.1:6379/0`` adds a Redis row when a server runs there; ``--redis``
+starts a ``redis-server`` of its own on a free loopback port, without persistence, and adds its
+row). Scale-out (two gateways sharing Redis behind HAProxy) is ``bench/bench_scale.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -235,14 +239,23 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=200, help="state.runs.maxCount in the soak")
     parser.add_argument("--max-sessions", type=int, default=50, help="sessions.maxSessions in the soak")
     parser.add_argument("--state-url", action="append", default=[], help="a store to compare with memory://")
+    parser.add_argument("--redis", action="store_true", help="also a redis-server of its own on loopback")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve_main(args.serve, args.port, args.keep, args.max_sessions)
         return
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         urls = args.state_url or [f"sqlite:///{folder}/bench.db"]
+        if args.redis:
+            if not shutil.which("redis-server"):
+                raise SystemExit("--redis needs redis-server: sudo apt-get install -y redis-server")
+            from tests.scale.infra import RedisServer
+
+            redis = RedisServer(Path(folder), persist=False).start()
+            stack.callback(redis.stop)
+            urls.append(redis.url)
         report: dict[str, Any] = {"latency": latency(urls, args.calls)} if args.calls else {}
         if args.soak:
             report["soak"] = soak(Path(folder), args.soak, args.keep, args.max_sessions)

@@ -17,7 +17,8 @@ the run id and the session id so that a listener can follow one run among many.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Protocol, TypeAlias
 
 from ._types import JSONObject
@@ -181,6 +182,37 @@ Event: TypeAlias = (
     | ApprovalRequested
     | ApprovalResolved
 )
+
+
+_BY_TYPE: dict[str, type[Any]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        RunEnded,
+        RoundStarted,
+        RoundEnded,
+        ModelCallStarted,
+        ModelDelta,
+        ModelCallEnded,
+        ToolCallStarted,
+        ToolCallEnded,
+        ApprovalRequested,
+        ApprovalResolved,
+    )
+}
+
+
+def event_from_dict(data: Mapping[str, Any]) -> Event | None:
+    """The event ``to_dict`` wrote (another process's, relayed); None for an unknown type.
+
+    Fields this version does not know are ignored, so a newer replica's events still read.
+    """
+    cls = _BY_TYPE.get(str(data.get("type")))
+    if cls is None:
+        return None
+    names = {f.name for f in fields(cls)}
+    event: Event = cls(**{name: value for name, value in data.items() if name in names})
+    return event
 
 
 class EventSink(Protocol):

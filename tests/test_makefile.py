@@ -124,3 +124,18 @@ def test_a_framework_is_made_anew_only_when_its_pins_change(folder: Path) -> Non
     ]
     recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("$(FRAMEWORK_VENVS)/%/.installed:", 1)[1]
     assert recipe.split("\n\t", 2)[1].startswith("rm -rf $(FRAMEWORK_VENVS)/$*")  # anew: no stale packages
+
+
+def test_the_scale_tier_runs_only_in_make_test_scale(folder: Path) -> None:
+    """``make test`` leaves the ``scale`` marker out (pyproject's addopts); ``make test-scale``
+    selects it, after the test extras, which carry the ``redis`` client."""
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    options = pyproject["tool"]["pytest"]["ini_options"]
+    assert "not scale" in options["addopts"][options["addopts"].index("-m") + 1]
+    assert any(marker.startswith("scale:") for marker in options["markers"])
+    assert any(dependency.startswith("redis") for dependency in pyproject["project"]["optional-dependencies"]["test"])
+    stamp(folder, ".installed-run", ".installed-test")
+    done = subprocess.run(["make", "-n", "test-scale"], cwd=folder, capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == [".venv/bin/python -m pytest -q -m scale tests/scale"]

@@ -194,6 +194,10 @@ def test_the_library_example_runs(
 
 OURS = {"mcp-agent", "mcp-gateway-agent", ".venv/bin/mcp-agent"}
 INSTALLS = {"pip", "pipx", "python3"}  # set-up commands of other tools: not run here
+REPLICAS = {  # "Running several replicas": the scale tier (tests/scale) runs README's haproxy.cfg itself
+    ("sudo", "apt-get", "install", "-y", "redis-server", "haproxy"),
+    ("haproxy", "-f", "haproxy.cfg"),
+}
 
 
 def _commands() -> list[list[str]]:
@@ -241,6 +245,8 @@ def test_every_shell_line(words: list[str]) -> None:
             assert done.returncode == 0 and done.stdout.startswith(("mcp-agent ", "usage: mcp-agent")), done
         else:
             _parses(arguments)
+    elif tuple(words) in REPLICAS:
+        assert any(language == "haproxy" for language, _ in BLOCKS), "README shows the haproxy.cfg it runs"
     else:
         assert words[0] in INSTALLS or words[0].endswith("/pip"), (
             f"README: a shell line of a new kind ({shlex.join(words)}): decide in test_readme.py how to check it"

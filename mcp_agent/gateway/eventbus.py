@@ -3,7 +3,9 @@
 ``EventBus.emit`` is an ``EventSink``: it is called from inside runs, returns at once and never
 raises. Each listener has its own bounded buffer; a listener that reads too slowly loses events
 (counted in ``dropped``) rather than slowing the run or growing without bound. ``close`` ends
-every listener, so long-lived streams do not hold a shutdown open.
+every listener, so long-lived streams do not hold a shutdown open. With several replicas
+sharing a state backend, ``SharedEvents`` (the backend's channel) carries each replica's events to
+the others' buses (``lifespan.share_events``).
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import logging
 import math
 from collections.abc import AsyncIterator, Callable, Iterable
 from types import TracebackType
+from typing import Protocol
 
 import anyio
+import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..events import Event, EventSink
@@ -110,6 +114,25 @@ class EventBus:
 
     def _remove(self, listener: Listener) -> None:
         self._listeners.discard(listener)
+
+
+class SharedEvents(Protocol):
+    """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``).
+
+    ``emit`` sends this replica's event to the others (never blocks, never raises); ``relay``
+    runs for the gateway's lifetime, handing the other replicas' events to ``sink`` (skipping
+    them unread while ``wanted()`` is False).
+    """
+
+    def emit(self, event: Event) -> None: ...
+
+    async def relay(
+        self,
+        sink: EventSink,
+        *,
+        wanted: Callable[[], bool] | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None: ...
 
 
 class FanOut:

@@ -22,6 +22,7 @@ from anyio.abc import TaskStatus
 from ..exceptions import StateError
 from ..loop._records import open_agent_state
 from ..state.base import Recovery, State
+from .eventbus import SharedEvents
 from .service import AgentFactory, GatewayService
 
 TYPE_CHECKING = False
@@ -136,6 +137,17 @@ async def keep_state(service: GatewayService, state: State) -> None:
             logger.warning("state: %s", exc)
 
 
+def share_events(service: GatewayService, state: State, tasks: anyio.abc.TaskGroup) -> None:
+    """With a shared state backend (Redis: its ``events``, a ``SharedEvents``), this replica's
+    run events go to the other replicas and theirs come into ``service.bus``, so that
+    ``/api/v1/events`` on any replica shows the runs of all (decoded only while someone listens)."""
+    shared: SharedEvents | None = getattr(state, "events", None)
+    if shared is None:
+        return
+    service.shared_events = shared
+    tasks.start_soon(functools.partial(shared.relay, service.bus, wanted=lambda: service.bus.listeners > 0))
+
+
 def report(found: Recovery) -> None:
     if found.runs or found.approvals or found.locks:
         logger.warning(
@@ -220,6 +232,7 @@ async def _run_service(
         service._tasks = spawned
         tg.start_soon(notify)
         spawned.start_soon(keep_state, service, state)
+        share_events(service, state, spawned)
         if probe:
             spawned.start_soon(watch_model_server, service)
         await tg.start(own_agent)

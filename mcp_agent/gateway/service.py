@@ -127,6 +127,9 @@ class GatewayService:
             share=self.callers.share_of,
         )
         self.bus = EventBus()
+        self.shared_events: EventSink | None = None
+        """Where this replica's run events go for the others (a shared state backend's channel,
+        ``lifespan`` sets it); their events come back into ``bus``."""
         self.metrics = Metrics.for_config(config, tools=self.tool_specs)
         self.agent: AgentLike | None = None
         self.state_store: State | None = None
@@ -385,7 +388,7 @@ class GatewayService:
                     request.query,
                     session_id=request.session_id,
                     limits=limits,
-                    events=FanOut([RunLogFields(), self.bus, self.metrics, self.model_failures, events]),
+                    events=FanOut([RunLogFields(), self.bus, self.shared_events, self.metrics, self.model_failures, events]),
                     cancel=admission.cancel,
                     caller=admission.caller.name,
                 )
@@ -404,7 +407,7 @@ class GatewayService:
         """
         admission = await self.admit(caller)
         try:
-            sink = FanOut([self.bus, self.metrics, events])
+            sink = FanOut([self.bus, self.shared_events, self.metrics, events])
             return await admission.agent.call_tool(name, arguments, events=sink, caller=caller.name)
         finally:
             admission.release()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from mcp_agent.state import State, StateLimits, open_state
+from tests.scale.infra import RedisServer
 
 LIMITS = StateLimits(lease_seconds=3)
 """The contract suite's limits: a short lease, so a lapsed lease is seen soon."""
@@ -53,7 +54,31 @@ def _sqlite(tmp_path: Path) -> Backend:
     return Backend("sqlite", f"sqlite:///{tmp_path}/state.db", shared=True)
 
 
-BACKENDS: dict[str, Callable[[Path], Backend | Awaitable[Backend]]] = {"memory": _memory, "sqlite": _sqlite}
+@dataclass
+class RedisBackend(Backend):
+    """A ``redis-server`` of the test's own (``tests/scale/infra.py``), stopped with the states."""
+
+    server: RedisServer | None = None
+
+    async def close_all(self) -> None:
+        try:
+            await super().close_all()
+        finally:
+            if self.server is not None:
+                self.server.stop()
+
+
+def _redis(tmp_path: Path) -> Backend:
+    server = RedisServer(tmp_path, persist=False)  # skips (fails under CI=true) without redis-server
+    server.start()
+    return RedisBackend("redis", server.url, shared=True, server=server)
+
+
+BACKENDS: dict[str, Callable[[Path], Backend | Awaitable[Backend]]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "redis": _redis,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))

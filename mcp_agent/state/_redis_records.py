@@ -1,0 +1,224 @@
+"""Approvals and run records in Redis, visible to every replica.
+
+An approval is a hash (its record, the replica whose run waits on it, and once decided the
+decision); the pending ones are also in a sorted set by creation time. ``decide`` is one script
+(exactly one decider wins, in every process) that also publishes a wake-up on the approval's
+channel, so ``wait`` returns at once wherever the run waits. Decided approvals are dropped with the
+run records' age limit (by when they were decided), on retention.
+
+A run record is one JSON string; a sorted set by start time lists them newest first, a set holds
+those in flight (retention never drops them) and one per replica says which runs a dead replica
+left unfinished (``State.recover``). Retention is one script, applied on ``State.beat`` and
+after every ``RETAIN_EVERY`` ends of this process. An end that could not be written (Redis away)
+raises ``StateError`` as any failure does, and is also kept (up to ``MAX_UNWRITTEN``) and written
+on a later ``beat`` (``flush``): a run must not stay "in flight" in the records of a replica that
+lives on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..exceptions import StateError
+from ._redis_base import Backend, dumps
+from ._redis_base import text as as_text
+from ._redis_scripts import DECIDE, RETAIN
+from .base import Approval, Decision, RunRecord, StateLimits
+
+MAX_UNWRITTEN = 1000
+"""Ends kept for a later ``flush`` while Redis is away; beyond, the oldest are given up."""
+RETAIN_EVERY = 50
+"""Retention runs after this many ``end`` calls of one process (and on every ``beat``)."""
+_PAGE = 200
+
+
+class RedisApprovalStore:
+    """The ``ApprovalStore`` of the Redis backend (see the module docstring)."""
+
+    def __init__(self, backend: Backend, limits: StateLimits, replica: str) -> None:
+        self._backend = backend
+        self._keys = backend.keys
+        self.limits = limits
+        self.replica = replica
+        self._decide_script = backend.client.register_script(DECIDE)
+
+    async def add(self, approval: Approval) -> None:
+        keys = self._keys
+        replica = approval.replica or self.replica
+        record = {k: v for k, v in approval.to_record().items() if k not in ("decision", "replica")}
+        with self._backend.failures(f"recording approval {approval.id!r}"):
+            pipe = self._backend.client.pipeline(transaction=True)
+            pipe.hset(keys.approval(approval.id), mapping={"record": dumps(record), "replica": replica})
+            if approval.decision is None:
+                pipe.zadd(keys.pending, {approval.id: approval.created})
+                pipe.sadd(keys.approvals_of(replica), approval.id)
+            else:
+                pipe.hset(keys.approval(approval.id), "decision", dumps(approval.decision.to_dict()))
+                pipe.zadd(keys.decided_index, {approval.id: approval.decision.at})
+            await pipe.execute()
+
+    async def decide(self, approval_id: str, decision: Decision) -> bool:
+        keys = self._keys
+        with self._backend.failures(f"deciding approval {approval_id!r}"):
+            won = await self._decide_script(
+                keys=[keys.approval(approval_id), keys.pending, keys.decided_index],
+                args=[
+                    dumps(decision.to_dict()),
+                    repr(decision.at),
+                    approval_id,
+                    keys.decided(approval_id),
+                    keys.approvals_of(""),
+                ],
+            )
+        return bool(won == 1)
+
+    async def _decision(self, approval_id: str) -> Decision | None:
+        with self._backend.failures(f"reading approval {approval_id!r}"):
+            known, decision = await self._backend.client.hmget(
+                self._keys.approval(approval_id), ["record", "decision"]
+            )
+        if known is None:
+            raise KeyError(f"unknown approval {approval_id!r}")
+        return Decision.from_dict(json.loads(decision)) if decision is not None else None
+
+    async def wait(self, approval_id: str) -> Decision:
+        decision = await self._decision(approval_id)
+        if decision is not None:
+            return decision
+        return await self._backend.wait_until(
+            self._keys.decided(approval_id),
+            lambda: self._decision(approval_id),
+            what=f"waiting for approval {approval_id!r}",
+        )
+
+    async def get(self, approval_id: str) -> Approval | None:
+        with self._backend.failures(f"reading approval {approval_id!r}"):
+            fields = await self._backend.client.hmget(
+                self._keys.approval(approval_id), ["record", "replica", "decision"]
+            )
+        return _approval(*fields)
+
+    async def pending(self) -> list[Approval]:
+        keys, client = self._keys, self._backend.client
+        with self._backend.failures("listing pending approvals"):
+            ids = [as_text(i) or "" for i in await client.zrange(keys.pending, 0, -1)]
+            pipe = client.pipeline(transaction=False)
+            for approval_id in ids:
+                pipe.hmget(keys.approval(approval_id), ["record", "replica", "decision"])
+            replies = await pipe.execute()
+        found = [_approval(*fields) for fields in replies]
+        return [approval for approval in found if approval is not None and approval.pending]
+
+
+def _approval(record: Any, replica: Any, decision: Any) -> Approval | None:
+    if record is None:
+        return None
+    data = json.loads(record)
+    data["replica"] = as_text(replica) or ""
+    if decision is not None:
+        data["decision"] = json.loads(decision)
+    return Approval.from_record(data)
+
+
+class RedisRunStore:
+    """The ``RunStore`` of the Redis backend (see the module docstring)."""
+
+    def __init__(self, backend: Backend, limits: StateLimits, replica: str) -> None:
+        self._backend = backend
+        self._keys = backend.keys
+        self.limits = limits
+        self.replica = replica
+        self._retain_script = backend.client.register_script(RETAIN)
+        self._ends = 0
+        self._unwritten: dict[str, RunRecord] = {}
+
+    async def begin(self, record: RunRecord) -> None:
+        keys = self._keys
+        with self._backend.failures(f"recording run {record.id!r}"):
+            pipe = self._backend.client.pipeline(transaction=True)
+            pipe.set(keys.run(record.id), dumps(record.to_dict()))
+            pipe.zadd(keys.runs, {record.id: record.started})
+            pipe.sadd(keys.live, record.id)
+            pipe.sadd(keys.runs_of(record.replica or self.replica), record.id)
+            await pipe.execute()
+
+    async def end(self, record: RunRecord) -> None:
+        try:
+            await self._end(record)
+        except StateError:
+            self._unwritten.pop(record.id, None)
+            self._unwritten[record.id] = record
+            while len(self._unwritten) > MAX_UNWRITTEN:
+                del self._unwritten[next(iter(self._unwritten))]
+            raise
+        self._unwritten.pop(record.id, None)
+        self._ends += 1
+        if self._ends % RETAIN_EVERY == 0:
+            await self.retain()
+
+    async def flush(self) -> int:
+        """Write the ends that could not be written before; how many were."""
+        written = 0
+        for record in list(self._unwritten.values()):
+            await self._end(record)
+            del self._unwritten[record.id]
+            written += 1
+        return written
+
+    async def _end(self, record: RunRecord) -> None:
+        keys = self._keys
+        with self._backend.failures(f"recording the end of run {record.id!r}"):
+            pipe = self._backend.client.pipeline(transaction=True)
+            pipe.set(keys.run(record.id), dumps(record.to_dict()))
+            pipe.zadd(keys.runs, {record.id: record.started})
+            pipe.zadd(keys.ended, {record.id: record.ended or record.started})
+            pipe.srem(keys.live, record.id)
+            pipe.srem(keys.runs_of(record.replica or self.replica), record.id)
+            await pipe.execute()
+
+    async def retain(self) -> int:
+        """Apply ``max_runs`` and ``max_run_age_days``; how many records went."""
+        age = self.limits.max_run_age_days
+        cutoff = time.time() - age * 86400 if age else -1
+        with self._backend.failures("dropping old run records"):
+            removed = await self._retain_script(
+                keys=[self._keys.runs, self._keys.live, self._keys.ended, self._keys.decided_index],
+                args=[self._keys.prefix, self.limits.max_runs, repr(cutoff)],
+            )
+        return int(removed)
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        with self._backend.failures(f"reading run {run_id!r}"):
+            data = await self._backend.client.get(self._keys.run(run_id))
+        return RunRecord.from_dict(json.loads(data)) if data is not None else None
+
+    async def list(
+        self,
+        *,
+        caller: str | None = None,
+        reason: str | None = None,
+        text: str | None = None,
+        limit: int = 50,
+        before: float | None = None,
+    ) -> list[RunRecord]:
+        client, keys = self._backend.client, self._keys
+        found: list[RunRecord] = []
+        top = f"({before!r}" if before is not None else "+inf"
+        offset = 0
+        with self._backend.failures("listing runs"):
+            while len(found) < limit:
+                ids = await client.zrevrangebyscore(keys.runs, top, "-inf", start=offset, num=_PAGE)
+                if not ids:
+                    break
+                offset += len(ids)
+                for data in await client.mget([keys.run(as_text(i) or "") for i in ids]):
+                    if data is None:
+                        continue
+                    record = RunRecord.from_dict(json.loads(data))
+                    if record.matches(caller=caller, reason=reason, text=text, before=before):
+                        found.append(record)
+                        if len(found) >= limit:
+                            break
+        return found

@@ -1,0 +1,303 @@
+"""The Redis backend's key names and its Lua scripts (pure text: no I/O here).
+
+Every read-check-write that must not interleave with another replica's is one script, which
+Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
+
+==============================  ================================================================
+``session:<id>``                hash: ``owner`` (JSON), ``created``, ``updated``, ``runs``,
+                                ``messages``, ``transcript`` (JSON); expires when idle (TTL;
+                                while held, one lease later, renewed with the lock)
+``sessions``                    sorted set: session id → last use (ms), for listing and eviction
+``lock:<id>``                   the session's lease: ``<replica>:<random>``, with a PX expiry
+``locks:<replica>``             set: the session locks a replica holds (for ``recover``)
+``approval:<id>``               hash: ``record`` (JSON), ``replica``, ``decision`` (once decided)
+``approvals:pending``           sorted set: pending approval id → created
+``approvals:decided``           sorted set: decided approval id → decided at (for retention)
+``approvals:of:<replica>``      set: the pending approvals a replica's runs wait on
+``run:<id>``                    the run record (JSON)
+``runs``                        sorted set: run id → started
+``runs:ended``                  sorted set: finished run id → ended (for retention by age)
+``runs:live``                   set: runs in flight (never dropped by retention)
+``runs:of:<replica>``           set: the runs in flight on a replica
+``replica:<id>``                the replica's liveness lease (JSON: host, pid, started), PX expiry
+``replicas``                    hash: replica → what process it is (JSON), kept beyond its lease
+                                until it is recovered (or closed cleanly)
+``recovering:<id>``             who recovers a dead replica now (so only one does)
+``wake:lock:<id>``              channel: the session's lock was released
+``wake:approval:<id>``          channel: the approval was decided
+``events``                      channel: run events of every replica (``/api/v1/events`` fan-out)
+==============================  ================================================================
+
+Scripts name only their main keys in ``KEYS``; the eviction in ``OPEN_SESSION`` and the
+retention in ``RETAIN`` touch further keys under the prefix, which a single Redis (not a Redis
+Cluster) allows.
+"""
+
+from __future__ import annotations
+
+DEFAULT_PREFIX = "mcp-agent:"
+
+
+class Keys:
+    """Key and channel names under one prefix."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        self.prefix = prefix
+        self.sessions = f"{prefix}sessions"
+        self.pending = f"{prefix}approvals:pending"
+        self.decided_index = f"{prefix}approvals:decided"
+        self.runs = f"{prefix}runs"
+        self.ended = f"{prefix}runs:ended"
+        self.live = f"{prefix}runs:live"
+        self.replicas = f"{prefix}replicas"
+        self.events = f"{prefix}events"
+
+    def session(self, session_id: str) -> str:
+        return f"{self.prefix}session:{session_id}"
+
+    def lock(self, session_id: str) -> str:
+        return f"{self.prefix}lock:{session_id}"
+
+    def locks_of(self, replica: str) -> str:
+        return f"{self.prefix}locks:{replica}"
+
+    def approval(self, approval_id: str) -> str:
+        return f"{self.prefix}approval:{approval_id}"
+
+    def approvals_of(self, replica: str) -> str:
+        return f"{self.prefix}approvals:of:{replica}"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.prefix}run:{run_id}"
+
+    def runs_of(self, replica: str) -> str:
+        return f"{self.prefix}runs:of:{replica}"
+
+    def replica(self, replica: str) -> str:
+        return f"{self.prefix}replica:{replica}"
+
+    def recovering(self, replica: str) -> str:
+        return f"{self.prefix}recovering:{replica}"
+
+    def lock_released(self, session_id: str) -> str:
+        return f"{self.prefix}wake:lock:{session_id}"
+
+    def decided(self, approval_id: str) -> str:
+        return f"{self.prefix}wake:approval:{approval_id}"
+
+
+_READ = """
+-- A session's fields, the transcript only when it is not the version the caller has parsed:
+-- {owner, created, updated, runs, messages, transcript or nil}
+local function read(key, known_created, known_runs)
+  local f = redis.call('HMGET', key, 'owner', 'created', 'updated', 'runs', 'messages')
+  if f[2] == known_created and f[4] == known_runs then
+    f[6] = false
+  else
+    f[6] = redis.call('HGET', key, 'transcript')
+  end
+  return f
+end
+"""
+
+_OPEN = (
+    _READ
+    + """
+-- KEYS: session key, sessions index
+-- ARGV: prefix, id, owner (JSON), now (s), now (ms), ttl (ms, 0 = none), max sessions,
+--       max per owner, create (1: create when missing; 0: only open an existing one),
+--       the created and runs of the transcript the caller has parsed ("" when none)
+-- open() returns the session (``read``), touched; or an empty list when missing and not created.
+local function open()
+  local key, index, prefix, id, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+  local ttl, max_total, max_owner = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+  if redis.call('EXISTS', key) == 1 then
+    if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+    redis.call('ZADD', index, ARGV[5], id)
+    return read(key, ARGV[10], ARGV[11])
+  end
+  if ARGV[9] ~= '1' then return {} end
+  if max_owner > 0 or (max_total > 0 and redis.call('ZCARD', index) >= max_total) then
+    -- the owner-aware eviction of the memory store: first the owner's own beyond its cap, then,
+    -- beyond the total cap, the least recently used idle session of the owner holding the most
+    local counts, idle, total = {}, {}, 0
+    for _, sid in ipairs(redis.call('ZRANGE', index, 0, -1)) do
+      local o = redis.call('HGET', prefix .. 'session:' .. sid, 'owner')
+      if not o then
+        redis.call('ZREM', index, sid)
+      else
+        total = total + 1
+        counts[o] = (counts[o] or 0) + 1
+        if redis.call('EXISTS', prefix .. 'lock:' .. sid) == 0 then
+          if not idle[o] then idle[o] = {} end
+          table.insert(idle[o], sid)
+        end
+      end
+    end
+    local function drop(o)
+      local sid = table.remove(idle[o], 1)
+      redis.call('DEL', prefix .. 'session:' .. sid)
+      redis.call('ZREM', index, sid)
+      counts[o] = counts[o] - 1
+      total = total - 1
+    end
+    if max_owner > 0 then
+      while (counts[owner] or 0) > max_owner - 1 and idle[owner] and #idle[owner] > 0 do drop(owner) end
+    end
+    if max_total > 0 then
+      while total > max_total - 1 do
+        local best, most, oldest = nil, -1, nil
+        for o, list in pairs(idle) do
+          if #list > 0 then
+            local since = tonumber(redis.call('ZSCORE', index, list[1]))
+            if counts[o] > most or (counts[o] == most and since < oldest) then
+              best, most, oldest = o, counts[o], since
+            end
+          end
+        end
+        if not best then break end
+        drop(best)
+      end
+    end
+  end
+  redis.call('HSET', key, 'owner', owner, 'created', ARGV[4], 'updated', ARGV[4], 'runs', 0,
+             'messages', 0, 'transcript', '[]')
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  redis.call('ZADD', index, ARGV[5], id)
+  return read(key, '', '')
+end
+"""
+)
+
+OPEN_SESSION = _OPEN + "return open()\n"
+
+HOLD_SESSION = (
+    _OPEN
+    + """
+-- KEYS: session key, sessions index, lock, locks of this replica
+-- ARGV: open()'s, then the lock's token and lease (ms)
+-- Takes the session's lock when it is free (or ours already: a retried call whose first answer
+-- was lost) and opens the session in the same step: {1, the session (``read``)}; {0} when
+-- another holds the lock.
+if redis.call('SET', KEYS[3], ARGV[12], 'NX', 'PX', ARGV[13]) or redis.call('GET', KEYS[3]) == ARGV[12] then
+  redis.call('SADD', KEYS[4], ARGV[2])
+  local found, out = open(), {1}
+  for i = 1, 6 do out[i + 1] = found[i] end
+  return out
+end
+return {0}
+"""
+)
+
+READ_SESSION = (
+    _READ
+    + """
+-- KEYS: session key. ARGV: the created and runs of the transcript the caller has parsed
+-- Returns the session (``read``), or an empty list when there is none.
+if redis.call('EXISTS', KEYS[1]) == 0 then return {} end
+return read(KEYS[1], ARGV[1], ARGV[2])
+"""
+)
+
+SAVE_SESSION = """
+-- KEYS: session key, sessions index
+-- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id
+-- Returns the new run count, or nil when the session is gone (deleted or expired).
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'transcript', ARGV[1], 'messages', ARGV[2], 'updated', ARGV[3])
+local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
+if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6])
+return runs
+"""
+
+RENEW = """
+-- KEYS: lock, session key. ARGV: token, lease (ms), session ttl (ms, 0 = none)
+-- Returns 1 while the lock is still ours (renewed), 0 when it was lost.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return 1
+"""
+
+RELEASE = """
+-- KEYS: lock, locks of the holder's replica, session key
+-- ARGV: token, session id, wake channel, the session's idle TTL (ms, 0 = none)
+-- Deletes the lock only when it holds our token (and gives the session its idle TTL again),
+-- and tells the waiters.
+redis.call('SREM', KEYS[2], ARGV[2])
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[3], ARGV[4]) end
+  redis.call('PUBLISH', ARGV[3], '1')
+  return 1
+end
+return 0
+"""
+
+BREAK = """
+-- KEYS: lock. ARGV: the dead replica's token prefix ("<replica>:"), wake channel
+-- Deletes the lock only when a run of that replica holds it (recovery, or a waiter that found
+-- the holder dead), and tells the waiters.
+local token = redis.call('GET', KEYS[1])
+if token and string.sub(token, 1, #ARGV[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '1')
+  return 1
+end
+return 0
+"""
+
+DECIDE = """
+-- KEYS: approval key, pending index, decided index
+-- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix
+-- Exactly one decider wins: 0 for an unknown or already decided approval.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'decision') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'decision', ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+local replica = redis.call('HGET', KEYS[1], 'replica')
+if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], '1')
+return 1
+"""
+
+RETAIN = """
+-- KEYS: runs index, live set, ended index, decided approvals index
+-- ARGV: prefix, max runs (0 = no cap), cutoff (s; -1 = no age limit)
+-- Drops finished run records that ended before the cutoff and the oldest finished ones beyond
+-- the cap (runs in flight are never dropped, nor counted), and approvals decided before the
+-- cutoff; at most 1000 of each a call, so that one call stays short. Returns how many runs went.
+local runs, live, ended, decided, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
+local max_runs, cutoff, removed = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
+local function drop(id)
+  redis.call('DEL', prefix .. 'run:' .. id)
+  redis.call('ZREM', runs, id)
+  redis.call('ZREM', ended, id)
+  removed = removed + 1
+end
+if cutoff >= 0 then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+    if redis.call('SISMEMBER', live, id) == 0 then drop(id) end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', decided, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+    redis.call('DEL', prefix .. 'approval:' .. id)
+    redis.call('ZREM', decided, id)
+  end
+end
+if max_runs > 0 then
+  local excess = redis.call('ZCARD', runs) - redis.call('SCARD', live) - max_runs
+  if excess > 0 then
+    local span = math.min(excess + redis.call('SCARD', live), 1000)
+    for _, id in ipairs(redis.call('ZRANGE', runs, 0, span - 1)) do
+      if excess <= 0 then break end
+      if redis.call('SISMEMBER', live, id) == 0 then
+        drop(id)
+        excess = excess - 1
+      end
+    end
+  end
+end
+return removed
+"""

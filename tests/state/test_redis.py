@@ -1,0 +1,279 @@
+"""What the Redis backend adds to the contract: replicas (several States on one real
+``redis-server``) sharing locks, approvals and events; leases that lapse; Redis down or gone.
+
+The server is Debian's ``redis-server`` on a free loopback port (``tests/scale/infra.py``): these
+tests skip without it, naming the install command, and fail instead under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcp_agent.events import RecordingSink, RunEnded, RunStarted
+from mcp_agent.exceptions import ConfigError, StateError
+from mcp_agent.messages import Message
+from mcp_agent.state import Decision, StateLimits, open_state
+from mcp_agent.state.redis import RedisState
+from tests.scale.infra import RedisServer
+
+from .test_contract import TRANSCRIPT, approval, record
+
+BOUND = 20  # seconds: "does not hang" bounds, never timings
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    running = RedisServer(tmp_path).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+class Replicas:
+    """Opens States on one Redis, as separate gateway processes would; closes them all."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.opened: list[RedisState] = []
+
+    async def open(self, *, replica: str | None = None, **limits: float) -> RedisState:
+        state = await open_state(self.url, limits=StateLimits(**limits), replica=replica)  # type: ignore[arg-type]
+        assert isinstance(state, RedisState)
+        self.opened.append(state)
+        return state
+
+
+@pytest.fixture
+async def replicas(server: RedisServer) -> AsyncIterator[Replicas]:
+    made = Replicas(server.url)
+    try:
+        yield made
+    finally:
+        for state in made.opened:
+            await state.aclose()
+
+
+async def test_a_run_on_one_replica_makes_the_others_wait_and_they_see_its_transcript(
+    replicas: Replicas,
+) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    order: list[str] = []
+    a_in, release = anyio.Event(), anyio.Event()
+
+    async def on_a() -> None:
+        async with a.sessions.hold("conv") as session:
+            order.append("a in")
+            a_in.set()
+            await release.wait()
+            assert await a.sessions.save(session, TRANSCRIPT)
+            order.append("a out")
+
+    async def on_b() -> None:
+        await a_in.wait()
+        async with b.sessions.hold("conv") as session:
+            order.append("b in")
+            assert session.transcript == TRANSCRIPT
+
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(on_a)
+            tg.start_soon(on_b)
+            await a_in.wait()
+            for _ in range(30):
+                await anyio.sleep(0.01)
+            assert order == ["a in"]
+            assert [i.busy for i in await b.sessions.list()] == [True]
+            release.set()
+    assert order == ["a in", "a out", "b in"]
+
+
+async def test_a_lock_is_renewed_while_held_however_long(replicas: Replicas) -> None:
+    a, b = await replicas.open(lease_seconds=0.3), await replicas.open(lease_seconds=0.3)
+    with anyio.fail_after(BOUND):
+        async with a.sessions.hold("conv"):
+            with anyio.move_on_after(1.5) as waited:  # five leases: b must still be waiting
+                async with b.sessions.hold("conv"):
+                    raise AssertionError("b got in while a held the lock")
+            assert waited.cancelled_caught
+
+
+async def test_a_lock_of_a_replica_that_is_gone_is_broken_at_once(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    b = await replicas.open(lease_seconds=60)
+    # a crashed replica's lease on the session, 60 s long; its liveness lease is gone already
+    assert server.command("SET", "mcp-agent:lock:conv", "deadbeef:1234", "PX", "60000") == b"+OK\r\n"
+    with anyio.fail_after(BOUND):
+        async with b.sessions.hold("conv") as session:
+            assert session.id == "conv"
+
+
+async def test_a_lock_of_a_live_replica_elsewhere_lapses_with_its_lease(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    b = await replicas.open(lease_seconds=60)
+    elsewhere = json.dumps({"host": "another-host", "pidns": None, "pid": 1, "started": 1})
+    server.command("SET", "mcp-agent:replica:far", elsewhere, "PX", "60000")
+    server.command("HSET", "mcp-agent:replicas", "far", elsewhere)
+    server.command("SET", "mcp-agent:lock:conv", "far:1234", "PX", "700")  # its holder stopped renewing
+    with anyio.fail_after(BOUND):
+        async with b.sessions.hold("conv") as session:
+            assert session.id == "conv"
+
+
+async def test_a_decision_on_one_replica_wakes_the_run_waiting_on_another(replicas: Replicas) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    await a.approvals.add(approval("ap1", replica=a.replica))
+    got: list[Decision] = []
+
+    async def wait_on_a() -> None:
+        got.append(await a.approvals.wait("ap1"))
+
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_on_a)
+            [seen] = await b.approvals.pending()
+            assert seen.replica == a.replica
+            await anyio.sleep(0.05)
+            assert await b.approvals.decide("ap1", Decision(True, "go", by="ops"))
+            assert not await a.approvals.decide("ap1", Decision(False, "late", by="bob"))
+    assert [(d.approved, d.by) for d in got] == [(True, "ops")]
+
+
+async def test_waiting_on_an_unknown_approval_raises(replicas: Replicas) -> None:
+    a = await replicas.open()
+    with pytest.raises(KeyError):
+        await a.approvals.wait("never")
+
+
+async def test_a_replica_elsewhere_is_recovered_once_its_lease_lapses(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    far = await replicas.open(replica="far", lease_seconds=1)
+    await far.runs.begin(record("lost", started=time.time(), ended=False, replica="far"))
+    await far.approvals.add(approval("ap-lost", replica="far"))
+    survivor = await replicas.open(lease_seconds=1)
+    # "far" runs on another host (its process cannot be checked, only its lease) and froze
+    # holding a session's lock: nothing renews its leases any more
+    elsewhere = json.dumps({"host": "another-host", "pidns": None, "pid": 1, "started": 1})
+    server.command("SET", "mcp-agent:replica:far", elsewhere, "PX", "1000")
+    server.command("HSET", "mcp-agent:replicas", "far", elsewhere)
+    server.command("SET", "mcp-agent:lock:conv", "far:stalled", "PX", "60000")
+    server.command("SADD", "mcp-agent:locks:far", "conv")
+    assert (await survivor.recover()).runs == 0  # its lease holds yet
+    with anyio.fail_after(BOUND):
+        while not (await survivor.recover()).runs:
+            await anyio.sleep(0.1)
+    lost = await survivor.runs.get("lost")
+    assert lost is not None and lost.termination_reason == "terminal_error"
+    stored = await survivor.approvals.get("ap-lost")
+    assert stored is not None and stored.decision is not None and stored.decision.by == "recovery"
+    assert server.command("EXISTS", "mcp-agent:lock:conv") == b":0\r\n"
+
+
+async def test_events_of_one_replica_reach_the_others_and_not_itself(replicas: Replicas) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    seen_by_a, seen_by_b = RecordingSink(), RecordingSink()
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.events.relay, seen_by_a)
+            await tg.start(b.events.relay, seen_by_b)
+            while await a.client.pubsub_numsub(a._backend.keys.events) != [(b"mcp-agent:events", 2)]:
+                await anyio.sleep(0.02)
+            a.events.emit(RunStarted(run_id="r1", session_id="s", caller="alice", query="q"))
+            a.events.emit(RunEnded(run_id="r1", termination_reason="success", rounds=1))
+            while len(seen_by_b.events) < 2:
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+    assert seen_by_b.events == [
+        RunStarted(run_id="r1", session_id="s", caller="alice", query="q", ts=seen_by_b.events[0].ts),
+        RunEnded(run_id="r1", termination_reason="success", rounds=1, ts=seen_by_b.events[1].ts),
+    ]
+    assert seen_by_a.events == []
+
+
+async def test_redis_down_at_start_is_a_config_error_naming_state_url(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path)  # its port, with nothing listening
+    with pytest.raises(ConfigError) as caught:
+        await open_state(f"redis://:secret@127.0.0.1:{server.port}/0", limits=StateLimits())
+    message = str(caught.value)
+    assert caught.value.path == "state.url" and "state.url" in message and "redis-server" in message
+    assert "secret" not in message
+
+
+async def test_redis_gone_during_a_run_fails_the_save_not_the_run_and_keeps_what_was_stored(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    state = await replicas.open(lease_seconds=2)
+    async with state.sessions.hold("conv") as session:
+        assert await state.sessions.save(session, TRANSCRIPT)
+    with anyio.fail_after(BOUND):
+        async with state.sessions.hold("conv") as session:
+            server.stop()
+            with pytest.raises(StateError, match=r"state\.url redis://127\.0\.0\.1:\d+/0: Redis failed"):
+                await state.sessions.save(session, (*TRANSCRIPT, Message.user("lost")))
+        # leaving the block could not release the lock: logged, not raised (it lapses)
+    server.start()  # on the same port, with what it had written
+    with anyio.fail_after(BOUND):
+        async with state.sessions.hold("conv") as session:
+            assert session.transcript == TRANSCRIPT
+
+
+async def test_a_replica_of_this_host_whose_lease_lapsed_but_whose_process_runs_is_not_recovered(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    # as after a Redis outage longer than the lease: nobody could renew, but the process lives
+    lapsed = await replicas.open(lease_seconds=1)
+    await lapsed.runs.begin(record("running", started=time.time(), ended=False, replica=lapsed.replica))
+    server.command("DEL", f"mcp-agent:replica:{lapsed.replica}")
+    survivor = await replicas.open(lease_seconds=1)
+    await anyio.sleep(1.2)  # the survivor is settled: an outage is no excuse any more
+    assert await survivor.alive(lapsed.replica)
+    assert (await survivor.recover()).runs == 0
+    running = await survivor.runs.get("running")
+    assert running is not None and running.in_flight
+
+
+async def test_an_end_that_redis_missed_is_written_on_a_later_beat(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    state = await replicas.open(lease_seconds=2)
+    begun = record("r1", started=time.time(), ended=False, replica=state.replica)
+    await state.runs.begin(begun)
+    server.stop()
+    with pytest.raises(StateError):
+        await state.runs.end(record("r1", started=begun.started, replica=state.replica))
+    with pytest.raises(StateError):
+        await state.beat()
+    server.start()
+    with anyio.fail_after(BOUND):
+        await state.beat()
+    ended = await state.runs.get("r1")
+    assert ended is not None and ended.termination_reason == "success"
+
+
+async def test_a_transcript_is_parsed_once_per_version_and_read_again_when_another_replica_saved(
+    replicas: Replicas,
+) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    async with a.sessions.hold("conv") as session:
+        assert await a.sessions.save(session, TRANSCRIPT)
+    first = await a.sessions.get("conv")
+    again = await a.sessions.get("conv")
+    assert first is not None and again is not None
+    assert again.transcript is first.transcript  # not parsed again: the same objects
+    async with b.sessions.hold("conv") as on_b:  # another replica adds a turn
+        assert on_b.transcript == TRANSCRIPT
+        assert await b.sessions.save(on_b, (*TRANSCRIPT, Message.user("from b")))
+    async with a.sessions.hold("conv") as back:
+        assert back.transcript == (*TRANSCRIPT, Message.user("from b")) and back.runs == 2
+    assert await a.sessions.delete("conv")
+    async with a.sessions.hold("conv") as fresh:  # the same id anew: nothing of the old one
+        assert fresh.transcript == () and fresh.runs == 0
