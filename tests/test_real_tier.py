@@ -112,7 +112,7 @@ def test_a_part_is_built_again_only_when_its_pin_changes(tmp_path: Path) -> None
 def test_make_test_leaves_the_real_tier_out() -> None:
     options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     addopts = options["addopts"]
-    assert addopts[addopts.index("-m") + 1] == "not frameworks and not real and not browser"
+    assert "not real" in addopts[addopts.index("-m") + 1].split(" and ")
     makefile = (ROOT / "Makefile").read_text()
     recipe = makefile.split("\ntest-real:", 1)[1].split("\n\n", 1)[0]
     assert "tests/real/build.py" in recipe and "-m real tests/real" in recipe
