@@ -119,12 +119,16 @@ class EventBus:
 class SharedEvents(Protocol):
     """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``).
 
-    ``emit`` sends this replica's event to the others (never blocks, never raises); ``relay``
-    runs for the gateway's lifetime, handing the other replicas' events to ``sink`` (skipping
-    them unread while ``wanted()`` is False).
+    ``emit`` sends this replica's event to the others that listen (never blocks, never raises);
+    ``listening`` tells the others at once that this replica has a new listener of its own (so
+    they start sending; never raises, bounded); ``relay`` runs for the gateway's lifetime,
+    handing the other replicas' events to ``sink`` (skipping them unread while ``wanted()`` is
+    False).
     """
 
     def emit(self, event: Event) -> None: ...
+
+    async def listening(self) -> None: ...
 
     async def relay(
         self,

@@ -296,6 +296,8 @@ class RestAPI:
 
         async def produce(write: Callable[[bytes], Awaitable[None]], gone: anyio.Event) -> None:
             with bus.listen(visible=visible) as listener:
+                if self.service.shared_events is not None:  # other replicas send their runs' events
+                    await self.service.shared_events.listening()
                 await write(b": listening\n\n")
                 async with anyio.create_task_group() as tg:
 

@@ -40,7 +40,7 @@ from ..state.base import State
 from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
-from .eventbus import EventBus, FanOut
+from .eventbus import EventBus, FanOut, SharedEvents
 from .metrics import Metrics
 from .query_input import QueryInput
 
@@ -127,7 +127,7 @@ class GatewayService:
             share=self.callers.share_of,
         )
         self.bus = EventBus()
-        self.shared_events: EventSink | None = None
+        self.shared_events: SharedEvents | None = None
         """Where this replica's run events go for the others (a shared state backend's channel,
         ``lifespan`` sets it); their events come back into ``bus``."""
         self.metrics = Metrics.for_config(config, tools=self.tool_specs)

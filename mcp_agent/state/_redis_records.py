@@ -24,7 +24,7 @@ from typing import Any
 from ..exceptions import StateError
 from ._redis_base import Backend, dumps
 from ._redis_base import text as as_text
-from ._redis_scripts import DECIDE, RETAIN
+from ._redis_scripts import BEGIN_RUN, DECIDE, END_RUN, RETAIN
 from .base import Approval, Decision, RunRecord, StateLimits
 
 MAX_UNWRITTEN = 1000
@@ -131,18 +131,18 @@ class RedisRunStore:
         self.limits = limits
         self.replica = replica
         self._retain_script = backend.client.register_script(RETAIN)
+        self._begin_script = backend.client.register_script(BEGIN_RUN)
+        self._end_script = backend.client.register_script(END_RUN)
         self._ends = 0
         self._unwritten: dict[str, RunRecord] = {}
 
     async def begin(self, record: RunRecord) -> None:
         keys = self._keys
         with self._backend.failures(f"recording run {record.id!r}"):
-            pipe = self._backend.client.pipeline(transaction=True)
-            pipe.set(keys.run(record.id), dumps(record.to_dict()))
-            pipe.zadd(keys.runs, {record.id: record.started})
-            pipe.sadd(keys.live, record.id)
-            pipe.sadd(keys.runs_of(record.replica or self.replica), record.id)
-            await pipe.execute()
+            await self._begin_script(  # one script: one round trip, one reply
+                keys=[keys.run(record.id), keys.runs, keys.live, keys.runs_of(record.replica or self.replica)],
+                args=[dumps(record.to_dict()), repr(record.started), record.id],
+            )
 
     async def end(self, record: RunRecord) -> None:
         try:
@@ -170,13 +170,16 @@ class RedisRunStore:
     async def _end(self, record: RunRecord) -> None:
         keys = self._keys
         with self._backend.failures(f"recording the end of run {record.id!r}"):
-            pipe = self._backend.client.pipeline(transaction=True)
-            pipe.set(keys.run(record.id), dumps(record.to_dict()))
-            pipe.zadd(keys.runs, {record.id: record.started})
-            pipe.zadd(keys.ended, {record.id: record.ended or record.started})
-            pipe.srem(keys.live, record.id)
-            pipe.srem(keys.runs_of(record.replica or self.replica), record.id)
-            await pipe.execute()
+            await self._end_script(
+                keys=[
+                    keys.run(record.id),
+                    keys.runs,
+                    keys.ended,
+                    keys.live,
+                    keys.runs_of(record.replica or self.replica),
+                ],
+                args=[dumps(record.to_dict()), repr(record.started), repr(record.ended or record.started), record.id],
+            )
 
     async def retain(self) -> int:
         """Apply ``max_runs`` and ``max_run_age_days``; how many records went."""

@@ -26,6 +26,8 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 ``wake:lock:<id>``              channel: the session's lock was released
 ``wake:approval:<id>``          channel: the approval was decided
 ``events``                      channel: run events of every replica (``/api/v1/events`` fan-out)
+``events:listeners``            channel: ``+<replica>`` (it has ``/api/v1/events`` listeners) and
+                                ``?<replica>`` (it started: who listens?)
 ==============================  ================================================================
 
 Scripts name only their main keys in ``KEYS``; the eviction in ``OPEN_SESSION`` and the
@@ -51,6 +53,7 @@ class Keys:
         self.live = f"{prefix}runs:live"
         self.replicas = f"{prefix}replicas"
         self.events = f"{prefix}events"
+        self.listeners = f"{prefix}events:listeners"
 
     def session(self, session_id: str) -> str:
         return f"{self.prefix}session:{session_id}"
@@ -260,6 +263,27 @@ local replica = redis.call('HGET', KEYS[1], 'replica')
 if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 redis.call('PUBLISH', ARGV[4], '1')
+return 1
+"""
+
+BEGIN_RUN = """
+-- KEYS: run key, runs index, live set, runs of the replica
+-- ARGV: record (JSON), started (s), id
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('SADD', KEYS[4], ARGV[3])
+return 1
+"""
+
+END_RUN = """
+-- KEYS: run key, runs index, ended index, live set, runs of the replica
+-- ARGV: record (JSON), started (s), ended (s), id
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('SREM', KEYS[4], ARGV[4])
+redis.call('SREM', KEYS[5], ARGV[4])
 return 1
 """
 

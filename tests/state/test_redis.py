@@ -184,8 +184,8 @@ async def test_events_of_one_replica_reach_the_others_and_not_itself(replicas: R
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
             await tg.start(a.events.relay, seen_by_a)
-            await tg.start(b.events.relay, seen_by_b)
-            while await a.client.pubsub_numsub(a._backend.keys.events) != [(b"mcp-agent:events", 2)]:
+            await tg.start(b.events.relay, seen_by_b)  # listens (no ``wanted``: always)
+            while not a.events.heard():
                 await anyio.sleep(0.02)
             a.events.emit(RunStarted(run_id="r1", session_id="s", caller="alice", query="q"))
             a.events.emit(RunEnded(run_id="r1", termination_reason="success", rounds=1))
@@ -197,6 +197,109 @@ async def test_events_of_one_replica_reach_the_others_and_not_itself(replicas: R
         RunEnded(run_id="r1", termination_reason="success", rounds=1, ts=seen_by_b.events[1].ts),
     ]
     assert seen_by_a.events == []
+
+
+class Wanted:
+    """A replica's ``wanted``: whether its bus has listeners, switched by the test."""
+
+    def __init__(self) -> None:
+        self.value = False
+
+    def __call__(self) -> bool:
+        return self.value
+
+
+async def published(server: RedisServer, during: float) -> list[bytes]:
+    """What is published on the events channel for ``during`` seconds (a plain subscriber)."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(server.url)
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    seen: list[bytes] = []
+    try:
+        await pubsub.subscribe("mcp-agent:events")
+        with anyio.move_on_after(during):
+            while True:
+                message = await pubsub.get_message(timeout=during)
+                if message is not None:
+                    seen.append(message["data"])
+    finally:
+        await pubsub.aclose()  # type: ignore[no-untyped-call]
+        await client.aclose()
+    return seen
+
+
+async def test_with_nobody_listening_no_event_is_published_and_a_new_listener_is_heard_at_once(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    wanted_a, wanted_b = Wanted(), Wanted()
+    seen_by_b = RecordingSink()
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda **kw: a.events.relay(RecordingSink(), wanted=wanted_a, **kw))
+            await tg.start(lambda **kw: b.events.relay(seen_by_b, wanted=wanted_b, **kw))
+            async with anyio.create_task_group() as watch:
+                results: list[list[bytes]] = []
+
+                async def collect() -> None:
+                    results.append(await published(server, 0.5))
+
+                watch.start_soon(collect)
+                await anyio.sleep(0.1)
+                for index in range(20):
+                    a.events.emit(RunStarted(run_id=f"r{index}", session_id="s", caller="x", query="q"))
+            assert results == [[]]  # nobody listened: nothing went to Redis
+            assert a.events.unheard == 20 and not a.events.heard()
+            wanted_b.value = True
+            await b.events.listening()  # what the /api/v1/events route awaits before ": listening"
+            while not a.events.heard():  # a message away, no polling pause
+                await anyio.sleep(0.005)
+            a.events.emit(RunEnded(run_id="r1", termination_reason="success", rounds=1))
+            while not seen_by_b.events:
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+    assert [event.type for event in seen_by_b.events] == ["run_ended"]
+
+
+async def test_a_replica_that_starts_later_learns_at_once_who_listens(replicas: Replicas) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(b.events.relay, RecordingSink())  # b listens, announced when it started
+            await anyio.sleep(0.2)
+            started = time.monotonic()
+            await tg.start(a.events.relay, RecordingSink())  # a asks who listens; b answers
+            while not a.events.heard():
+                await anyio.sleep(0.005)
+            assert time.monotonic() - started < 5  # not the next periodic announcement
+            tg.cancel_scope.cancel()
+
+
+async def test_an_audience_that_stops_announcing_is_forgotten(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_agent.state import _redis_events
+
+    monkeypatch.setattr(_redis_events, "ANNOUNCE_EVERY", 0.1)
+    monkeypatch.setattr(_redis_events, "AUDIENCE_SECONDS", 0.3)
+    a, b = await replicas.open(), await replicas.open()
+    wanted_b = Wanted()
+    wanted_b.value = True
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(lambda **kw: a.events.relay(RecordingSink(), wanted=lambda: False, **kw))
+            await tg.start(lambda **kw: b.events.relay(RecordingSink(), wanted=wanted_b, **kw))
+            while not a.events.heard():
+                await anyio.sleep(0.02)
+            await anyio.sleep(1.0)  # b's announcements keep it heard past AUDIENCE_SECONDS
+            assert a.events.heard()
+            wanted_b.value = False  # b's last listener went
+            while a.events.heard():
+                await anyio.sleep(0.05)
+            a.events.emit(RunStarted(run_id="r", session_id="s", caller="x", query="q"))
+            assert a.events.unheard == 1
+            tg.cancel_scope.cancel()
 
 
 async def test_redis_down_at_start_is_a_config_error_naming_state_url(tmp_path: Path) -> None:
