@@ -158,13 +158,15 @@ class RedisEvents:
         self, sink: EventSink, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         client, keys = self._backend.client, self._backend.keys
-        pause = 0.1
+        pause, started = 0.1, False
         while True:
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(keys.events, keys.listeners)
                 await client.publish(keys.listeners, f"?{self.replica}")  # who listens?
-                task_status.started()
+                if not started:
+                    task_status.started()
+                    started = True
                 pause = 0.1
                 while True:
                     if self._wanted() and time.monotonic() - self._announced >= ANNOUNCE_EVERY:

@@ -380,3 +380,22 @@ async def test_a_transcript_is_parsed_once_per_version_and_read_again_when_anoth
     assert await a.sessions.delete("conv")
     async with a.sessions.hold("conv") as fresh:  # the same id anew: nothing of the old one
         assert fresh.transcript == () and fresh.runs == 0
+
+
+async def test_the_event_relay_outlives_a_redis_restart(replicas: Replicas, server: RedisServer) -> None:
+    a, b = await replicas.open(), await replicas.open()
+    seen_by_b = RecordingSink()
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:
+            await tg.start(a.events.relay, RecordingSink())
+            await tg.start(b.events.relay, seen_by_b)
+            while not a.events.heard():
+                await anyio.sleep(0.02)
+            server.stop()
+            await anyio.sleep(0.5)  # both relays lose Redis and try again, with a growing pause
+            server.start()
+            while not seen_by_b.events:  # once b is subscribed again and a hears it, events flow
+                a.events.emit(RunStarted(run_id="again", session_id="s", caller="x", query="q"))
+                await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+    assert seen_by_b.events[0].run_id == "again"
