@@ -37,6 +37,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Literal
 
 from .._types import JSONObject
@@ -77,61 +78,61 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP_WORDS = (
     "a an and are as at be been but by can could do does did for from get got has have how i if in "
     "into is it its let me my of on or our please show tell that the their them then there these "
-    "this those to us was we what when where which who why will with would you your give find "
-    "want need some any all about using use"
+    "this those to us was we what when where which who why will with would you your give "
+    "want need some any all about using use "
+    # quantifiers and filler that name no task ("everything" is also a server's name)
+    "every each everything anything something nothing stuff thing things just also "
+    # what every tool is, and a name's introduction: they say nothing about which tool
+    "tool tools call called named"
 )
 _STOP = frozenset(_STOP_WORDS.split())
-_SYNONYMS: Mapping[str, tuple[str, ...]] = {
-    # everyday words for what tool descriptions name otherwise (query side only)
-    "folder": ("directory",),
-    "folders": ("directory",),
-    "dir": ("directory",),
-    "ls": ("list", "directory"),
-    "download": ("fetch", "url"),
-    "webpage": ("url", "web", "page"),
-    "website": ("url", "web"),
-    "site": ("url", "web"),
-    "http": ("url",),
-    "https": ("url",),
-    "link": ("url",),
-    "internet": ("web", "url"),
-    "remove": ("delete",),
-    "erase": ("delete",),
-    "rename": ("move",),
-    "clock": ("time",),
-    "timezone": ("time", "zone"),
-    "timezones": ("time", "zone"),
-    "hour": ("time",),
-    "o'clock": ("time",),
-    "repo": ("git", "repository"),
-    "repository": ("git",),
-    "branches": ("branch",),
-    "checkout": ("switch", "branch"),
-    "history": ("log",),
-    "ram": ("memory",),
-    "cpu": ("process",),
-    "storage": ("disk",),
-    "space": ("disk",),
-    "drive": ("disk",),
-    "listening": ("port", "listen"),
-    "socket": ("port",),
-    "sum": ("add",),
-    "plus": ("add",),
-    "make": ("create",),
-    "modified": ("change",),
-    "changed": ("change",),
-    "edited": ("change",),
-    "remember": ("memory", "knowledge", "observation"),
-    "recall": ("memory", "knowledge", "search"),
-    "forget": ("delete", "memory", "knowledge"),
-    "know": ("knowledge",),
-    "note": ("observation",),
-    "notes": ("observation",),
-    "service": ("port", "listen"),
-    "services": ("port", "listen"),
-    "connection": ("port",),
-    "connections": ("port",),
-}
+
+_RELATED_WORDS = """
+file: document documents
+directory: folder dir subfolder subdirectory ls
+read content: open view print cat peek
+write: save put overwrite
+edit change replace: modify fix correct typo tweak patch amend alter insert
+move: rename relocate mv
+copy: duplicate cp
+delete: remove erase drop forget wipe discard purge rm unlink trash destroy
+create: make new build generate
+search: find locate lookup grep seek
+list: ls enumerate
+size: large big bigger biggest largest small smaller smallest huge heavy bytes kb mb gb
+image media: photo picture pic screenshot icon
+audio media: sound song music recording voice
+info metadata: details properties stat attributes
+allowed access: permission permissions permitted accessible allow
+compress gzip: zip archive
+url web fetch: download scrape crawl browse visit website webpage site link online internet http https
+diff: compare comparison difference differ delta
+log: history recent latest last
+status: uncommitted dirty untracked pending modified
+branch: checkout
+reset: undo revert unstage
+git repository: repo
+commit revision: sha hash tag head
+time: clock hour hours minute minutes oclock date day today tonight morning evening
+current: now currently
+timezone time: tz utc gmt zone
+convert: translate
+memory knowledge: remember recall memorize forget know knew
+observation: fact facts note notes detail
+entity: person people contact someone
+relation: relationship
+process: program programs app application task pid
+cpu process: processor load busy
+memory: ram swap
+disk: storage space drive partition volume mount
+port listen: listening socket bound bind service services connection connections tcp udp
+environment variable: env envvar envvars var vars
+sum add: plus total calculate compute addition
+echo: repeat parrot
+"""
+"""Everyday words and the words tool descriptions use for the same thing, one topic a line:
+``tool words: everyday words``. A query word adds the tool words at ``RELATED`` weight. Keyed by
+stem, so ``remembered`` finds what ``remember`` does. General tool vocabulary, not this eval's."""
 
 
 def _stem(word: str) -> str:
@@ -156,64 +157,140 @@ def _stem(word: str) -> str:
     return word
 
 
+def _related(table: str) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for line in table.strip().splitlines():
+        targets, _, everyday = line.partition(":")
+        for word in everyday.split():
+            out.setdefault(_stem(word), []).extend(_stem(t) for t in targets.split() if _stem(t) != _stem(word))
+    return {key: tuple(dict.fromkeys(value)) for key, value in out.items()}
+
+
+_SYNONYMS: Mapping[str, tuple[str, ...]] = _related(_RELATED_WORDS)
+
+
 def words(text: str) -> list[str]:
     """The lower-case words of ``text``, split at ``__``, ``_``, ``-``, camelCase and punctuation."""
     return _WORD.findall(_CAMEL.sub(" ", text).lower())
 
 
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+|\blocalhost:\d+\S*", re.IGNORECASE)
+_DOMAIN = re.compile(
+    r"\b(?:www\.)?(?:[a-z0-9-]+\.)+(?:com|org|net|io|dev|app|edu|gov|info|co|uk|de|fr|jp|eu|ca|au|nl|ch)\b(?:/\S*)?",
+    re.IGNORECASE,
+)
+_ZONE = re.compile(r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_]+")
+_CLOCK = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
+_REVISION = re.compile(r"\bHEAD(?:[~^]\d*)*(?![\w])|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
+_SUM = re.compile(r"\d\s*\+\s*\d")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+\.[\w.-]+\b")
 _PATH = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z][a-z0-9]{0,4}\b", re.IGNORECASE)
 _NOT_FILE = re.compile(r"^\d+(\.\d+)*$|^(e\.g|i\.e|etc)\.?$", re.IGNORECASE)
+_MEDIA = {
+    "image": "png jpg jpeg gif webp bmp svg ico heic tif tiff",
+    "audio": "mp3 wav ogg flac m4a aac opus",
+    "video": "mp4 mov avi mkv webm",
+}
+_MEDIA_KIND = {ext: kind for kind, exts in _MEDIA.items() for ext in exts.split()}
 
 
 def shapes(text: str) -> list[str]:
-    """Words for what the text holds besides words: a URL says ``url``; a file path or a file
-    name with an extension says ``file`` and ``path``."""
+    """Words for what the text holds besides words: a URL or a web address says ``url``; a file
+    path or a file name with an extension says ``file`` and ``path`` (an image, audio or video
+    file also ``media`` and its kind); an IANA zone ``timezone``; a clock time ``time``; a git
+    revision (``HEAD~1``, a hex hash) ``commit``; ``2 + 3`` says ``sum``; an email address ``email``."""
     out: list[str] = []
-    if _URL.search(text):
+    if _URL.search(text) or _DOMAIN.search(text):
         out.append("url")
-    rest = _URL.sub(" ", text)
-    if any(not _NOT_FILE.match(m.group().strip()) for m in _PATH.finditer(rest)):
+    rest = _EMAIL.sub(" ", _DOMAIN.sub(" ", _URL.sub(" ", text)))
+    if _ZONE.search(rest):
+        out += ["timezone", "time"]
+        rest = _ZONE.sub(" ", rest)
+    if _CLOCK.search(rest):
+        out.append("time")
+    if _REVISION.search(rest):
+        out.append("commit")
+    if _SUM.search(rest):
+        out.append("sum")
+    if _EMAIL.search(text):
+        out.append("email")
+    files = [m.group().strip() for m in _PATH.finditer(rest) if not _NOT_FILE.match(m.group().strip())]
+    if files:
         out += ["file", "path"]
-    return out
+    kinds = {_MEDIA_KIND.get(name.rpartition(".")[2].lower()) for name in files if "." in name}
+    for kind in sorted(k for k in kinds if k):
+        out += [kind, "media"]
+    return list(dict.fromkeys(out))
 
 
 def terms(text: str, *, expand: bool = False) -> list[str]:
     """The index terms of ``text``: its words less stop words, stemmed; with ``expand`` (queries),
-    also the synonyms of each word and the words its shapes suggest (``shapes``)."""
+    also the words its shapes suggest (``shapes``), each pair of adjacent words joined (``check
+    out`` is ``checkout``) and the related words of each (``expansions``)."""
     out: list[str] = [_stem(word) for word in shapes(text)] if expand else []
-    for word in words(text):
-        if word in _STOP:
-            continue
-        out.append(_stem(word))
-        if expand:
-            out.extend(_stem(synonym) for synonym in _SYNONYMS.get(word, ()))
+    found = words(text)
+    for word in found:
+        if word not in _STOP:
+            out.append(_stem(word))
+    if expand:
+        out += [_stem(a + b) for a, b in pairwise(found) if a not in _STOP and b not in _STOP]
     return out
+
+
+def expansions(term: str) -> tuple[str, ...]:
+    """The related tool words of a query ``term`` (a stem): ``folder`` → ``directory``."""
+    return _SYNONYMS.get(term, ())
 
 
 # --------------------------------------------------------------------------------------------
 # the index
 
-_FIELD_WEIGHTS = {"name": 3.0, "server": 1.0, "title": 2.0, "description": 1.0, "param": 1.5, "param_doc": 0.5}
+_FIELD_WEIGHTS = {
+    "name": 3.0,
+    "server": 1.0,
+    "title": 2.0,
+    "summary": 1.5,
+    "description": 0.5,
+    "param": 1.5,
+    "param_doc": 0.5,
+}
 _K1 = 1.2
 _B = 0.75
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+
+
+def _params(schema: object, names: list[str], docs: list[str], depth: int = 0) -> None:
+    """The parameter names, descriptions and enum values of ``schema``'s properties, and of
+    the objects nested in them (arrays of objects too), three levels deep."""
+    if not isinstance(schema, Mapping) or depth > 3:
+        return
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        for name, sub in properties.items():
+            names.append(str(name))
+            if isinstance(sub, Mapping):
+                if isinstance(sub.get("description"), str):
+                    docs.append(sub["description"])
+                enum = sub.get("enum")
+                if isinstance(enum, list):
+                    docs.extend(str(value) for value in enum if isinstance(value, str))
+                _params(sub, names, docs, depth + 1)
+    _params(schema.get("items"), names, docs, depth + 1)
 
 
 def _fields(spec: ToolSpec) -> dict[str, str]:
     server, _, tool = spec.name.rpartition("__")
     names: list[str] = []
     docs: list[str] = []
-    properties = spec.parameters.get("properties")
-    if isinstance(properties, Mapping):
-        for name, schema in properties.items():
-            names.append(str(name))
-            if isinstance(schema, Mapping) and isinstance(schema.get("description"), str):
-                docs.append(schema["description"])
+    _params(spec.parameters, names, docs)
+    parts = _SENTENCE_END.split(" ".join(spec.description.split()), maxsplit=1)
+    summary, rest = parts[0], (parts[1] if len(parts) > 1 else "")
     return {
         "name": tool or spec.name,
         "server": " ".join(part for part in (server, spec.server) if part),
         "title": spec.title or "",
-        "description": spec.description,
+        "summary": summary,
+        "description": rest,
         "param": " ".join(names),
         "param_doc": " ".join(docs),
     }
@@ -292,6 +369,36 @@ _RESULT_CHARS = 2_000
 _LOOKBACK = 12
 
 
+RELATED = 0.7
+"""A related word (``expansions``) counts this share of the word that suggested it."""
+QUOTED = 0.3
+"""Quoted text (``'fix login bug'``) is what a tool should work on, not which tool: its words
+count this share of the message's."""
+_QUOTE = re.compile(r"""(?<!\w)(['"`\u2018\u201c])(.+?)(?:\1|[\u2019\u201d])(?!\w)""")
+
+
+def text_query(text: str, weight: float = 1.0, into: dict[str, float] | None = None) -> dict[str, float]:
+    """``text`` as a weighted query (term → weight), merged into ``into`` keeping each term's
+    largest weight: its terms (``terms``) at ``weight``, quoted text at ``QUOTED`` of it, and the
+    related words of each at ``RELATED`` of what their word got."""
+    query = {} if into is None else into
+
+    def put(term: str, value: float) -> None:
+        if query.get(term, 0.0) < value:
+            query[term] = value
+
+    quoted = " ".join(match.group(2) for match in _QUOTE.finditer(text))
+    plain = _QUOTE.sub(" ", text)
+    for part, share in ((plain, 1.0), (quoted, QUOTED)):
+        if not part or weight * share <= 0:
+            continue
+        for term in terms(part, expand=True):
+            put(term, weight * share)
+            for related in expansions(term):
+                put(related, weight * share * RELATED)
+    return query
+
+
 def query_terms(
     messages: Sequence[Message], *, tool_results: float = TOOL_RESULTS, earlier: float = EARLIER_USER
 ) -> dict[str, float]:
@@ -300,17 +407,14 @@ def query_terms(
     The latest user message counts ``LATEST_USER``; earlier user messages ``earlier`` (halved for
     each older one); the assistant's words since the latest user message ``ASSISTANT``; the
     first ``_RESULT_CHARS`` of each tool result since then ``tool_results`` (0, the default, leaves
-    them out).
+    them out). Each message is read by ``text_query``.
     Only the last ``_LOOKBACK`` user messages are read.
     """
     query: dict[str, float] = {}
 
     def add(text: str, weight: float) -> None:
-        if weight <= 0:
-            return
-        for term in terms(text, expand=True):
-            if query.get(term, 0.0) < weight:
-                query[term] = weight
+        if weight > 0:
+            text_query(text, weight, query)
 
     latest = True
     seen_users = 0
@@ -499,7 +603,7 @@ class RoutedTools:
 
     def find(self, query: str) -> ToolResult:
         """``find_tools``' answer: the tools matching ``query``, now offered from the next round."""
-        weights = dict.fromkeys(terms(query, expand=True), 1.0)
+        weights = text_query(query)
         if not weights:
             return ToolResult("error: give find_tools a few words saying what the tool should do", is_error=True)
         tools = {spec.name: spec for spec in self.source.list_tools()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_agent.messages import Message, ToolCall, ToolSpec
-from mcp_agent.tools.router import ToolIndex, query_terms, shapes, terms, words
+from mcp_agent.tools.router import RELATED, ToolIndex, query_terms, shapes, terms, text_query, words
 
 
 def spec(name: str, description: str = "", title: str | None = None, **params: str) -> ToolSpec:
@@ -44,7 +44,8 @@ def stem(word: str) -> str:
 
 def test_stop_words_go_and_queries_expand() -> None:
     assert terms("What is the time in the folder?") == [stem("time"), stem("folder")]
-    assert terms("folder", expand=True) == [stem("folder"), stem("directory")]
+    assert terms("folder", expand=True) == [stem("folder")]
+    assert text_query("folder") == {stem("folder"): 1.0, stem("directory"): RELATED}
 
 
 @pytest.mark.parametrize(
