@@ -1,19 +1,25 @@
-"""The tool router on the labelled set: recall, ranking time and prompt tokens; prints one JSON object.
+"""The tool router on its three evaluation sets: recall, ranking time and prompt tokens; prints one JSON object.
 
-The set is ``tests/router/labelled.json`` (118 questions, 10 of them with an earlier exchange)
-over the 57 tools of the six reference MCP servers and the three bundled ones, as recorded in
-``tests/router/tool_lists/`` (offline: no server runs).
+The sets are over the 57 tools of the six reference MCP servers and the three bundled ones, as
+recorded in ``tests/router/tool_lists/`` (offline: no server runs):
 
-- ``recall_heldout``: the same on ``tests/router/heldout.json``, 30 questions written after the
-  ranker was tuned on the first set and never tuned on: the honest figure for unseen questions.
-- ``recall``: the share of questions with a right tool among the first k ranked, k = 1, 3, 5, 8;
-  ``recall_by_server`` is recall@8 per server of the right tool; ``ablations`` is recall with
-  parts of the query side left out (no synonyms and no shapes) and with a 2,000-character unrelated
-  tool result (a directory listing and a web page) after each question, weighted 0, 0.1 (the
-  default) and 0.3: tool results can only add noise on this set, which has no question whose
-  answer needs one, so it measures their cost, not their gain.
+- ``labelled``: ``tests/router/labelled.json``, 118 questions (10 with an earlier exchange) that
+  the ranker was tuned on first;
+- ``heldout``: ``heldout.json``, 30 questions written after that first tuning; the second round of
+  tuning (related words, shapes, quoted text, fields) looked at its misses too;
+- ``fresh``: ``fresh.json``, 71 questions written before that second round and never tuned on:
+  the honest figure for questions nobody tuned for.
+
+- ``recall``: per set, the share of questions with a right tool among the first k ranked,
+  k = 1, 3, 5, 8; ``misses_at_8``: per set, the questions with no right tool in the first 8.
+- ``recall_by_server``: recall@8 on the labelled set per server of the right tool.
+- ``ablations``: labelled recall with parts of the query side left out (no related words and no
+  shapes) and with a 2,000-character unrelated tool result (a directory listing and a web page)
+  after each question, weighted 0 (the default), 0.1 and 0.3: tool results can only add noise on
+  this set, which has no question whose answer needs one, so it measures their cost, not their
+  gain.
 - ``timing_ms``: building the index once, and one round's ranking (query from the conversation,
-  BM25F over 57 tools), median and p95 over the set, repeated.
+  BM25F over 57 tools), median and p95 over the labelled set, repeated.
 - ``prompt_tokens``: the tool definitions of one round, all 57 tools against what the router
   offers under ``toolBudget: "auto"`` (9 per round: 8 ranked and ``find_tools``), on each question.
   ``approx``: the project's own estimator (``providers/tokens.approx_tokens`` over the tools as a
@@ -40,7 +46,7 @@ from mcp_agent.messages import Message, ToolCall, ToolSpec
 from mcp_agent.providers.tokens import _tool_lines, approx_tokens
 from mcp_agent.tools import router
 from mcp_agent.tools.memory import MemoryToolSource
-from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, definition_tokens
+from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, _text, definition_tokens
 from tests.router._fixtures import Case, labelled, recall_at, reference_tools
 
 KS = (1, 3, 5, 8)
@@ -61,12 +67,12 @@ def recalls(cases: list[Case], ranked: list[list[str]]) -> dict[str, float]:
 
 @contextmanager
 def without_expansion() -> Iterator[None]:
-    synonyms, shapes = router._SYNONYMS, router.shapes
-    router._SYNONYMS, router.shapes = {}, lambda text: []  # type: ignore[assignment]
+    related, shapes = _text._RELATED, _text.shapes
+    _text._RELATED, _text.shapes = {}, lambda text: []  # type: ignore[assignment]
     try:
         yield
     finally:
-        router._SYNONYMS, router.shapes = synonyms, shapes  # type: ignore[assignment]
+        _text._RELATED, _text.shapes = related, shapes  # type: ignore[assignment]
 
 
 def with_noise(case: Case) -> list[Message]:
@@ -122,30 +128,32 @@ def prompt_tokens(tools: list[ToolSpec], cases: list[Case]) -> dict[str, Any]:
     return out
 
 
+SETS = ("labelled", "heldout", "fresh")
+
+
 def main() -> None:
-    tools, cases = reference_tools(), labelled()
+    tools = reference_tools()
     index = ToolIndex.build(tools)
-    ranked = ranks(index, cases)
+    sets = {name: labelled(f"{name}.json") for name in SETS}
+    ranked = {name: ranks(index, cases) for name, cases in sets.items()}
+    cases = sets["labelled"]
     by_server: dict[str, list[int]] = {}
-    for case, ranking in zip(cases, ranked, strict=True):
+    for case, ranking in zip(cases, ranked["labelled"], strict=True):
         server = case.tools[0].split("__")[0]
         by_server.setdefault(server, []).append(int(bool(set(case.tools) & set(ranking[:8]))))
     with without_expansion():
         bare = recalls(cases, ranks(index, cases))
-    heldout = labelled("heldout.json")
-    heldout_ranked = ranks(index, heldout)
     report = {
         "tools": len(tools),
-        "questions": len(cases),
-        "recall": recalls(cases, ranked),
-        "recall_heldout": recalls(heldout, heldout_ranked),
-        "misses_at_8_heldout": [
-            c.question for c, r in zip(heldout, heldout_ranked, strict=True) if not set(c.tools) & set(r[:8])
-        ],
+        "questions": {name: len(sets[name]) for name in SETS},
+        "recall": {name: recalls(sets[name], ranked[name]) for name in SETS},
+        "misses_at_8": {
+            name: [c.question for c, r in zip(sets[name], ranked[name], strict=True) if not set(c.tools) & set(r[:8])]
+            for name in SETS
+        },
         "recall_by_server": {s: round(sum(h) / len(h), 3) for s, h in sorted(by_server.items())},
-        "misses_at_8": [c.question for c, r in zip(cases, ranked, strict=True) if not set(c.tools) & set(r[:8])],
         "ablations": {
-            "no_synonyms_no_shapes": bare,
+            "no_related_words_no_shapes": bare,
             "recall_at_8_with_an_unrelated_tool_result": {
                 str(w): noisy_recall(index, cases, w) for w in (0.0, 0.1, 0.3)
             },

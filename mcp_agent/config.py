@@ -140,7 +140,7 @@ class LLMConfig(_Model):
     tool_budget: Annotated[int, Field(strict=True, ge=0)] | Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = (
         "auto"
     )
-    """How many tools one round may offer before the tool router picks them (``tools/router.py``):
+    """How many tools one round may offer before the tool router picks them (``tools/router/``):
     a count (``find_tools`` included; 0 = never route), a share of the model's context window
     (0.25: the offered definitions take at most a quarter of it), or ``auto``: 9 tools when the
     model server is local (llama.cpp, Ollama, LM Studio, Lemonade) or the window is at most
