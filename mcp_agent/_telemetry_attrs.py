@@ -47,6 +47,7 @@ MAX_TEXT_CHARS = 16_000
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256)
 def provider_name(api: str | None, url: str | None) -> str:
     """``gen_ai.provider.name`` for a call to ``url`` over the ``api`` wire format.
 

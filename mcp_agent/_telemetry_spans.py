@@ -229,6 +229,14 @@ class _Recording(RunTrace):
         self.settings = settings
         self.common = attrs.drop_none({"gen_ai.conversation.id": session_id})
         """On every span of the run (the run id only on the run's span: the trace ties the rest)."""
+        self.chat_common: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": attrs.provider_name(settings.api, settings.endpoint),
+            **attrs.drop_none({"gen_ai.request.model": settings.request_model}),
+            **self.common,
+            **attrs.server_of(settings.endpoint),
+        }
+        """What every ``chat`` span of the run starts with (worked out once a run)."""
         self.span: Span | None = None
         if not run_span:
             return
@@ -272,24 +280,16 @@ class _Recording(RunTrace):
     ) -> ModelSpan:
         settings = self.settings
         model = settings.request_model
-        found: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": attrs.provider_name(settings.api, settings.endpoint),
-            "gen_ai.request.model": model,
-            "gen_ai.request.max_tokens": max_output_tokens,
-            "gen_ai.request.temperature": temperature,
-            "mcp_agent.round": round,
-            **self.common,
-            **attrs.server_of(settings.endpoint),
-        }
+        found: dict[str, Any] = {**self.chat_common, "mcp_agent.round": round}
+        if max_output_tokens is not None:
+            found["gen_ai.request.max_tokens"] = max_output_tokens
+        if temperature is not None:
+            found["gen_ai.request.temperature"] = temperature
         if settings.capture_content:
             found["gen_ai.input.messages"] = attrs.input_messages(messages)
             found["gen_ai.system_instructions"] = attrs.system_instructions(messages)
         span = self.tracer.start_span(
-            f"chat {model}" if model else "chat",
-            context=self._parent(),
-            kind=SpanKind.CLIENT,
-            attributes=attrs.drop_none(found),
+            f"chat {model}" if model else "chat", context=self._parent(), kind=SpanKind.CLIENT, attributes=found
         )
         notes_span = _RecordingModelSpan(span, settings)
         notes_span.notes.model = model

@@ -264,12 +264,16 @@ class MemoryRunStore:
         self.max_runs = max_runs
         self.max_age_seconds = max_age_seconds
         self._runs: dict[str, RunRecord] = {}
+        self._live: set[str] = set()  # the ids of the runs in flight
 
     async def begin(self, record: RunRecord) -> None:
         self._runs[record.id] = record
+        if record.in_flight:
+            self._live.add(record.id)
 
     async def end(self, record: RunRecord) -> None:
         self._runs[record.id] = record
+        self._live.discard(record.id)
         self.prune()
 
     async def get(self, run_id: str) -> RunRecord | None:
@@ -288,13 +292,23 @@ class MemoryRunStore:
         found.sort(key=lambda r: r.started, reverse=True)
         return found[: max(limit, 0)]
 
-    def prune(self) -> None:
-        finished = sorted((r for r in self._runs.values() if not r.in_flight), key=lambda r: r.started)
-        drop = max(len(finished) - self.max_runs, 0) if self.max_runs else 0
+    def prune(self, *, full: bool = False) -> None:
+        """Drop the oldest finished records beyond ``max_runs`` and those older than
+        ``max_age_seconds`` (runs in flight are skipped, never dropped). The dict keeps records
+        in the order they began, so after a run's end only the oldest are looked at: it costs
+        O(dropped), not a sort of every record. ``full`` (the state's ``beat``) looks at every
+        record, for one that was ended without having begun here."""
+        excess = len(self._runs) - len(self._live) - self.max_runs if self.max_runs else 0
         cutoff = time.time() - self.max_age_seconds if self.max_age_seconds else None
-        for index, record in enumerate(finished):
-            if index < drop or (cutoff is not None and (record.ended or record.started) < cutoff):
-                del self._runs[record.id]
+        drop: list[str] = []
+        for record in self._runs.values():
+            old = cutoff is not None and (record.ended or record.started) < cutoff
+            if not full and len(drop) >= excess and not old and (cutoff is None or record.started >= cutoff):
+                break  # every later record began later still: none is old, none is in excess
+            if not record.in_flight and (len(drop) < excess or old):
+                drop.append(record.id)
+        for run_id in drop:
+            del self._runs[run_id]
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -332,7 +346,7 @@ class MemoryState:
         return self._limits
 
     async def beat(self) -> None:
-        self._runs.prune()
+        self._runs.prune(full=True)
         self._approvals.prune()
 
     async def recover(self) -> Recovery:
