@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench._gateway import GatewayProcess, free_port  # noqa: E402
 from mcp_agent.messages import Usage  # noqa: E402
 from mcp_agent.state import open_state  # noqa: E402
 from mcp_agent.state.base import RunRecord  # noqa: E402
@@ -80,12 +79,6 @@ async def _fill(path: Path, runs: int) -> None:
         await state.aclose()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
@@ -98,28 +91,22 @@ def main() -> None:
         db = folder / "state.db"
         anyio.run(_fill, db, args.runs)
         config = {
-            "llm": {"endpoint": f"http://127.0.0.1:{_free_port()}/v1", "model": "m", "provider": "openai"},
+            "llm": {"endpoint": f"http://127.0.0.1:{free_port()}/v1", "model": "m", "provider": "openai"},
             "mcpServers": {},
             "state": {"url": f"sqlite:///{db}"},
         }
         (folder / "agent.json").write_text(json.dumps(config))
-        port = _free_port()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": tmp}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(folder / "agent.json"), "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=str(ROOT), env=env,
+        port = free_port()
+        gateway = GatewayProcess(
+            ["-m", "mcp_agent", "serve", "--config", str(folder / "agent.json"), "--port", str(port)],
+            port=port,
+            env={**os.environ, "MCP_AGENT_STATE_DIR": tmp},
+            quiet=True,
+            cwd=ROOT,
         )
-        url = f"http://127.0.0.1:{port}/"
+        url = gateway.url + "/"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(url + "api/v1/health", timeout=5).status_code < 500:
-                        break
-                except httpx.TransportError:
-                    if time.monotonic() > deadline:
-                        raise
-                time.sleep(0.1)
+            gateway.wait_ready()
             results: dict[str, list[float]] = {"fp": [], "fcp": [], "runs": [], "load": []}
             with sync_playwright() as p:
                 browser = p.chromium.launch(
@@ -145,8 +132,7 @@ def main() -> None:
                         results[key].append(float(figures[key]))
                 browser.close()
         finally:
-            process.terminate()
-            process.wait(30)
+            gateway.stop(timeout=30)
 
     def summary(values: list[float]) -> dict[str, float]:
         return {"median": round(statistics.median(values), 1), "max": round(max(values), 1)}

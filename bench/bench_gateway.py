@@ -21,9 +21,7 @@ import argparse
 import itertools
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 from mcp import ClientSession
 from mcp.client.sse import sse_client
@@ -41,6 +38,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._gateway import GatewayProcess, free_port  # noqa: E402
 
 LEVELS = (1, 16, 64)
 TRANSPORTS = ("http", "sse")
@@ -157,12 +156,6 @@ async def level(url: str, transport: str, clients: int, calls: int, kind: str) -
     }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def measure(url: str, calls: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for transport in TRANSPORTS:
@@ -185,30 +178,12 @@ def main() -> None:
         serve(args.serve)
         return
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port)], env=env, stdout=subprocess.DEVNULL
-    )
+    gateway = GatewayProcess([__file__, "--serve", str(port)], port=port)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/api/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the gateway did not start")
-            time.sleep(0.1)
-        results = anyio.run(measure, url, args.calls)
+        gateway.wait_ready()
+        results = anyio.run(measure, gateway.url, args.calls)
     finally:
-        server.terminate()
-        try:
-            exit_code = server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            exit_code = None
+        exit_code = gateway.stop()
     print(
         json.dumps(
             {

@@ -33,13 +33,11 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import ExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 import psutil
 from mcp import ClientSession
@@ -48,7 +46,8 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.scale.infra import INSTALL, HAProxy, RedisServer, free_port, wait_for  # noqa: E402
+from bench._gateway import GatewayProcess, free_port  # noqa: E402
+from tests.scale.infra import INSTALL, HAProxy, RedisServer  # noqa: E402
 
 # ------------------------------------------------------------------------------------ the server side
 
@@ -130,45 +129,12 @@ def serve(port: int, state_url: str) -> None:
     anyio.run(main)
 
 
-@dataclass
-class Gateway:
-    """A ``--serve`` process of this script (``name`` and ``port``, as HAProxy wants them)."""
-
-    name: str
-    state_url: str
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Gateway:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(self.port), "--state-url", self.state_url],
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
-
-        def healthy() -> bool:
-            assert self.process is not None and self.process.poll() is None, "the gateway exited"
-            try:
-                return httpx.get(f"{self.url}/api/v1/health", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        wait_for(healthy, f"gateway {self.name}", timeout=60)
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(15)
+def start_gateway(name: str, state_url: str) -> GatewayProcess:
+    """A ``--serve`` process of this script, started, not waited for (HAProxy reads its ``name``
+    and ``port``)."""
+    port = free_port()
+    args = [__file__, "--serve", str(port), "--state-url", state_url]
+    return GatewayProcess(args, port=port, name=name)
 
 
 # ------------------------------------------------------------------------------------ the client side
@@ -329,12 +295,14 @@ def main() -> None:
         rows = []
         for replicas in (1, 2):
             redis.command("FLUSHALL")
-            gateways = [Gateway(name, redis.url).start() for name in "ab"[:replicas]]
+            gateways = [start_gateway(name, redis.url) for name in "ab"[:replicas]]
             balancer = HAProxy(folder / f"haproxy-{replicas}", gateways)  # type: ignore[arg-type]
             try:
+                for gateway in gateways:
+                    gateway.wait_ready()
                 balancer.start()
                 WATCHED.clear()
-                WATCHED["gateways"] = [g.process.pid for g in gateways if g.process is not None]
+                WATCHED["gateways"] = [g.process.pid for g in gateways]
                 WATCHED["redis"] = [redis.process.pid] if redis.process is not None else []
                 WATCHED["haproxy"] = [balancer.process.pid] if balancer.process is not None else []
                 measured = anyio.run(

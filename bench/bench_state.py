@@ -31,9 +31,7 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +46,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._gateway import GatewayProcess, free_port  # noqa: E402
 
 CONVERSATIONS = 16
 BLOCKS = 6
@@ -92,48 +92,16 @@ def serve_main(url: str, port: int, keep: int, sessions: int) -> None:
 # ------------------------------------------------------------------------------------ the client side
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-class Gateway:
-    """A gateway process serving with the state at ``url``."""
-
-    def __init__(self, url: str, keep: int = 10_000, sessions: int = 1000) -> None:
-        self.url = url
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                *("--serve", url, "--port", str(self.port), "--keep", str(keep), "--max-sessions", str(sessions)),
-            ],
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        self.base = f"http://127.0.0.1:{self.port}"
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base}/api/v1/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise SystemExit(f"the gateway on {self.url} did not start")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
+def start_gateway(url: str, keep: int = 10_000, sessions: int = 1000) -> GatewayProcess:
+    """A gateway process serving with the state at ``url``; started, not waited for."""
+    port = free_port()
+    args = ["--serve", url, "--port", str(port), "--keep", str(keep), "--max-sessions", str(sessions)]
+    return GatewayProcess([__file__, *args], port=port, quiet=True)
 
 
 async def session_calls(base: str, calls: int) -> list[float]:
@@ -157,21 +125,21 @@ async def session_calls(base: str, calls: int) -> list[float]:
 
 
 def latency(urls: list[str], calls: int) -> dict[str, Any]:
-    gateways = {url: Gateway(url) for url in ["memory://", *urls]}
-    for gateway in gateways.values():
-        gateway.wait_ready()
+    gateways = {url: start_gateway(url) for url in ["memory://", *urls]}
     samples: dict[str, list[float]] = {url: [] for url in gateways}
     cpu: dict[str, float] = dict.fromkeys(gateways, 0.0)
-    try:
+    try:  # every gateway that started is stopped, also when another one did not start
+        for gateway in gateways.values():
+            gateway.wait_ready()
         for _ in range(BLOCKS):
             for url, gateway in gateways.items():
                 process = psutil.Process(gateway.process.pid)
                 before = sum(process.cpu_times()[:2])
-                samples[url] += anyio.run(session_calls, gateway.base, calls // BLOCKS)
+                samples[url] += anyio.run(session_calls, gateway.url, calls // BLOCKS)
                 cpu[url] += sum(process.cpu_times()[:2]) - before
     finally:
         for gateway in gateways.values():
-            gateway.stop()
+            gateway.stop(timeout=30)
     rows = {}
     memory_p50 = statistics.median(samples["memory://"]) * 1000
     for url, values in samples.items():
@@ -189,13 +157,12 @@ def latency(urls: list[str], calls: int) -> dict[str, Any]:
 
 def soak(folder: Path, queries: int, keep: int, sessions: int) -> dict[str, Any]:
     database = folder / "soak.db"
-    gateway = Gateway(f"sqlite:///{database}", keep=keep, sessions=sessions)
-    gateway.wait_ready()
+    gateway = start_gateway(f"sqlite:///{database}", keep=keep, sessions=sessions).wait_ready()
     process = psutil.Process(gateway.process.pid)
     samples: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
-        with httpx.Client(base_url=gateway.base, timeout=60) as http:
+        with httpx.Client(base_url=gateway.url, timeout=60) as http:
             session: str | None = None
             for index in range(1, queries + 1):
                 if index % 20 == 1:
@@ -214,7 +181,7 @@ def soak(folder: Path, queries: int, keep: int, sessions: int) -> dict[str, Any]
                     )
             runs = http.get("/api/v1/runs", params={"limit": 500}).json()["count"]
     finally:
-        gateway.stop()
+        gateway.stop(timeout=30)
     middle, last = samples[len(samples) // 2], samples[-1]
     return {
         "queries": queries,

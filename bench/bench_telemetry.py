@@ -30,8 +30,6 @@ import argparse
 import itertools
 import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,13 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._gateway import GatewayProcess, free_port  # noqa: E402
 
 MODES = ("off", "on")
 
@@ -118,43 +117,18 @@ def serve(port: int, mode: str) -> None:
         print(json.dumps({"spans": len(exporter.get_finished_spans())}), flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_gateway(mode: str) -> tuple[subprocess.Popen[str], str]:
+def start_gateway(mode: str) -> GatewayProcess:
+    """The gateway of ``mode``, serving with its echo server up (no ``OTEL_*`` variables)."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port), "--mode", mode],
-        env={**env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=2).json().get("status") == "ok":
-                return server, url
-        except (httpx.TransportError, ValueError):
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            stop_gateway(server)
-            raise SystemExit("the gateway did not start")
-        time.sleep(0.1)
+    args = [__file__, "--serve", str(port), "--mode", mode]
+    return GatewayProcess(args, port=port, env=env, capture_stdout=True).wait_ready(all_up=True)
 
 
-def stop_gateway(server: subprocess.Popen[str]) -> dict[str, Any]:
-    server.send_signal(signal.SIGTERM)
-    try:
-        out, _ = server.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        out, _ = server.communicate()
-    lines = [line for line in out.splitlines() if line.startswith("{")]
+def stop_gateway(gateway: GatewayProcess) -> dict[str, Any]:
+    """Stop the gateway; the last JSON line it printed (the span count), or ``{}``."""
+    gateway.stop(timeout=30)
+    lines = [line for line in gateway.stdout.splitlines() if line.startswith("{")]
     found: dict[str, Any] = json.loads(lines[-1]) if lines else {}
     return found
 
@@ -201,13 +175,13 @@ def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
     pooled: dict[str, list[float]] = {mode: [] for mode in MODES}
     spans = 0
     for _ in range(rounds):
-        servers: dict[str, tuple[subprocess.Popen[str], str]] = {}
+        servers: dict[str, GatewayProcess] = {}
         try:  # a gateway that started is stopped, also when the other one did not start
             for mode in MODES:
                 servers[mode] = start_gateway(mode)
-            samples, failures = anyio.run(latencies, {mode: url for mode, (_, url) in servers.items()}, calls, warmup)
+            samples, failures = anyio.run(latencies, {mode: server.url for mode, server in servers.items()}, calls, warmup)
         finally:
-            for mode, (server, _) in servers.items():
+            for mode, server in servers.items():
                 found = stop_gateway(server)
                 spans = found.get("spans", spans) if mode == "on" else spans
         row: dict[str, Any] = {"calls_per_mode": calls, "failures": failures}

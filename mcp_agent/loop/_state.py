@@ -25,7 +25,9 @@ from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
 from ..providers.base import Provider
 from ..telemetry import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
-from ._dispatch import Dispatcher, Emitter, Plan
+from ._dispatch import Dispatcher
+from ._emitter import Emitter
+from ._plan import Plan
 from .approvals import ApprovalQueue, Gate
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history

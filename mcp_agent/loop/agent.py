@@ -57,7 +57,8 @@ from ..state.base import RunStore, Session, SessionStore, State, valid_session_i
 from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools, ToolRouter
-from ._dispatch import Dispatcher, Emitter
+from ._dispatch import Dispatcher
+from ._emitter import Emitter
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole

@@ -43,12 +43,12 @@ from ._record_format import (
     request_to_dict,
     spec_to_dict,
 )
+from ._replay_report import Divergence, ReplayReport
 
 if TYPE_CHECKING:
     from ..config import AgentConfig, Limits
     from ..events import Event
     from ..providers.server_info import ServerInfo
-    from ._replay import Divergence, ReplayReport
     from .result import RunResult
 
 __all__ = [
@@ -275,14 +275,6 @@ async def replay(
     from ._replay import replay as _run_replay
 
     return await _run_replay(path, config=config)
-
-
-def __getattr__(name: str) -> Any:  # the report types live with the replay
-    if name in ("Divergence", "ReplayReport"):
-        from . import _replay
-
-        return getattr(_replay, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _ = RecordingError  # re-exported

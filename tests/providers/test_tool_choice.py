@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_agent.config import ConfigError, LLMConfig, parse_config
+from mcp_agent.config import LLMConfig, parse_config
+from mcp_agent.exceptions import ConfigError
 from mcp_agent.loop.agent import Agent, run
 from mcp_agent.loop.result import TerminationReason
 from mcp_agent.messages import Message, ToolCall, ToolSpec

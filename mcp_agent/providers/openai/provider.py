@@ -4,7 +4,8 @@ One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (a
 when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
 callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
 returns a ``Turn``; the body is built by the pure ``_request`` module and the answer read by
-the pure ``_response`` module.
+the pure ``_response`` module: a whole answer by ``_answer``, a stream's events by ``_stream``.
+This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
 
 Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
@@ -45,26 +46,22 @@ placeholders. Every turn says which model answered (``Turn.model``: ``llm.model`
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, replace
 
-import anyio
 import httpx
 
 from ...config import LLMConfig
-from ...exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
-from ...messages import Delta, Turn
+from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
+from ...messages import Turn
 from ...telemetry import note_model_call
-from .. import _turns
-from .._classify import classify_error, error_info, request_id_from
-from .._foreign import foreign_answer
+from .._classify import classify_error, request_id_from
 from .._images import accepts_images, fit_images
 from .._response_limit import capped_bytes, read_body
-from .._sse import SSEEvent, aiter_sse, parse_sse
+from .._sse import aiter_sse
 from .._transport_errors import map_transport_errors, timed_out_text
 from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
@@ -75,8 +72,10 @@ from ..output_cap import output_cap
 from ..retry import RetryPolicy
 from ..server_info import ServerInfo
 from ..tokens import UsageEstimator
+from ._answer import foreign_error, recover_calls, report_turn, whole_answer
 from ._request import ToolCallStyle, build_chat_body
 from ._response import ChunkAccumulator, finish_turn
+from ._stream import EarlyEnd, drain, fold_stream
 
 __all__ = ["DROPS_STREAMED_TOOLS", "TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 
@@ -90,9 +89,6 @@ DROPS_STREAMED_TOOLS = frozenset({"llama-cpp-python"})
 """Server kinds (``ServerInfo.kind``) that answer a streamed request with tools with nothing
 (llama-cpp-python: "Automatic streaming tool choice is not supported"): tools go unstreamed."""
 
-DRAIN_SECONDS = 1.0
-"""After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
-
 _NO_NATIVE_TOOLS = re.compile(
     r"does not support tools|enable-auto-tool-choice|tools? (?:is|are) not supported"
     r"|does not support (?:function|tool) call",
@@ -104,33 +100,6 @@ def prefers_text_tools(model: str) -> bool:
     """True when ``model`` is in ``TEXT_TOOL_MODELS``."""
     name = model.lower().rsplit("/", 1)[-1]
     return name.startswith(TEXT_TOOL_MODELS)
-
-
-def _report(turn: Turn, out: DeltaReporter) -> None:
-    if turn.reasoning:
-        out(Delta("reasoning", turn.reasoning))
-    if turn.content:
-        out(Delta("text", turn.content))
-    for index, call in enumerate(turn.tool_calls):
-        out(Delta("tool_call", index=index, name=call.name))
-
-
-async def _drain(events: AsyncIterator[SSEEvent]) -> None:
-    """Read what follows ``[DONE]`` (the end of the chunked body) so the connection is reused."""
-    with anyio.move_on_after(DRAIN_SECONDS):
-        try:
-            async for _ in events:
-                pass
-        except httpx.TransportError:
-            pass
-
-
-class _EarlyEnd(Exception):
-    """The stream ended (``broke``: broke off) before anything was handed out."""
-
-    def __init__(self, message: str, *, broke: bool = False) -> None:
-        super().__init__(message)
-        self.broke = broke
 
 
 @dataclass
@@ -217,7 +186,7 @@ class OpenAICompatProvider:
                 note_model_call(api="openai", url=url, model=model, stream=True)
                 try:
                     return await self._streamed(request, out, style)
-                except _EarlyEnd as exc:
+                except EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
                     state.stream, state.fell_back = False, not exc.broke
             note_model_call(api="openai", url=url, model=model, stream=False)
@@ -239,7 +208,7 @@ class OpenAICompatProvider:
             raise
         turn = await self.usage_estimator.settle(request, turn, self.server_info)
         if not out.count:  # answered whole: report it once, as the streamed path would have
-            _report(turn, out)
+            report_turn(turn, out)
         return replace(turn, model=self.llm.model, max_output_tokens=self.output_cap(request))
 
     def output_cap(self, request: ModelRequest) -> int:
@@ -314,12 +283,20 @@ class OpenAICompatProvider:
                 chunks = capped_bytes(response, self.llm.max_response_bytes)
                 async with aclosing(aiter_sse(chunks)) as events:
                     try:
-                        recovered = await self._fold(events, acc, out, request, style, request_id)
+                        recovered = await fold_stream(
+                            events,
+                            acc,
+                            out,
+                            request,
+                            style,
+                            request_id,
+                            max_argument_chars=self.llm.max_tool_argument_chars,
+                        )
                     except httpx.TransportError as exc:
                         if isinstance(exc, httpx.TimeoutException) and not out.count:
                             raise  # a slow server, not a broken stream: retried as a timeout
                         if not out.count and not acc.has_output:
-                            raise _EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
+                            raise EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
                         raise ProviderResponseError(
                             f"the stream broke off after {acc.chunks} chunks: {timed_out_text(exc)}",
                             request_id=request_id,
@@ -327,9 +304,9 @@ class OpenAICompatProvider:
                     if recovered is not None:
                         return recovered
                     if acc.done:
-                        await _drain(events)
+                        await drain(events)
         if not out.count and not acc.has_output:
-            raise _EarlyEnd("ended before any output" if not acc.finished else "had no output")
+            raise EarlyEnd("ended before any output" if not acc.finished else "had no output")
         for delta in acc.flush():  # text held back while it looked like the start of a tag
             out(delta)
         if not acc.finished:
@@ -338,46 +315,6 @@ class OpenAICompatProvider:
                 request_id=request_id,
             )
         return self._finish(acc, request, style, request_id)
-
-    async def _fold(
-        self,
-        events: AsyncIterator[SSEEvent],
-        acc: ChunkAccumulator,
-        out: DeltaReporter,
-        request: ModelRequest,
-        style: ToolCallStyle,
-        request_id: str | None,
-    ) -> Turn | None:
-        """Feed the stream's events to ``acc`` until ``[DONE]`` or EOF; a Turn only when recovered."""
-        async for event in events:
-            data = event.data.strip()
-            if event.event == "ping" or not data:
-                continue
-            if event.is_done:
-                acc.done = True
-                return None
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
-                continue
-            if event.event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
-                chunk = {"error": chunk}
-            if not isinstance(chunk, dict):
-                continue
-            try:
-                deltas = acc.feed(chunk)
-            except ProviderError as exc:
-                recovered = None if out.count else self._recover(chunk, request, style)
-                if recovered is not None:
-                    return recovered
-                exc.request_id = exc.request_id or request_id
-                if out.count:  # text was handed out: asking again would repeat it
-                    exc.retryable, exc.terminal = False, False
-                raise
-            for delta in deltas:
-                out(delta)
-        return None
 
     # ------------------------------------------------------------------------------ plain
 
@@ -396,58 +333,25 @@ class OpenAICompatProvider:
     def _whole_answer(
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
-        """A complete answer body (``content``): JSON (or, from a server that streamed anyway, SSE text)."""
-        request_id = request_id_from(response.headers)
-        acc = ChunkAccumulator()
-        if "event-stream" in response.headers.get("content-type", ""):
-            for event in parse_sse(content.decode("utf-8", "replace")):
-                if event.is_done:
-                    acc.done = True
-                    break
-                try:
-                    chunk = event.json()
-                except ValueError:
-                    continue
-                if isinstance(chunk, Mapping):
-                    acc.feed(chunk)
-            return self._finish(acc, request, style, request_id)
-        try:
-            data = json.loads(content)
-        except ValueError:
-            foreign = self._foreign(response, content)
-            if foreign is not None:
-                raise foreign from None
-            raise ProviderResponseError(
-                f"the answer is not JSON: {content[:200].decode('utf-8', 'replace')!r}",
-                status=response.status_code,
-                request_id=request_id,
-                retryable=True,
-            ) from None
-        if not isinstance(data, Mapping):
-            raise ProviderResponseError(
-                "the answer is not a JSON object", request_id=request_id, retryable=True
-            )
-        if "choices" not in data and error_info(data) is not None:  # LM Studio: HTTP 200, error body
-            recovered = self._recover(data, request, style)
-            if recovered is not None:
-                return recovered
-            raise classify_error(None, data, response.headers, request_id=request_id)
-        try:
-            acc.feed_completion(data)
-        except ProviderError as exc:
-            exc.request_id = exc.request_id or request_id
-            raise
-        return self._finish(acc, request, style, request_id)
+        """A complete answer body: ``_answer.whole_answer`` with this server's URL and limits."""
+        return whole_answer(
+            response,
+            content,
+            request,
+            style,
+            chat_url=self.endpoint.chat_url,
+            max_argument_chars=self.llm.max_tool_argument_chars,
+        )
 
     def _error_answer(
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
         """An error status: a Groq ``tool_use_failed`` that can be read, or the classified error."""
-        foreign = self._foreign(response, content)
+        foreign = foreign_error(response, content, chat_url=self.endpoint.chat_url)
         if foreign is not None:
             raise foreign
         if response.status_code == 400:
-            recovered = self._recover(content, request, style)
+            recovered = recover_calls(content, request, style, max_argument_chars=self.llm.max_tool_argument_chars)
             if recovered is not None:
                 return recovered
         error = classify_error(response.status_code, content, response.headers)
@@ -466,28 +370,3 @@ class OpenAICompatProvider:
         self.server_info = replace(self.server_info, context_window=window, context_source=source)
         with contextlib.suppress(Exception):  # keeping it is a bonus, as for every lesson
             self.learned.keep(context_window=window, context_source=source)
-
-    def _foreign(self, response: httpx.Response, content: bytes) -> ProviderError | None:
-        """The error for an answer that is not from a Chat Completions API (an HTML page...)."""
-        error = foreign_answer(
-            response.status_code, response.headers, content, url=self.endpoint.chat_url, api="openai"
-        )
-        if error is not None:
-            error.request_id = request_id_from(response.headers)
-        return error
-
-    def _recover(self, body: object, request: ModelRequest, style: ToolCallStyle) -> Turn | None:
-        """Calls from Groq's ``failed_generation`` (the model's raw text), when they can be read."""
-        info = error_info(body)
-        if info is None or info.code != "tool_use_failed" or not request.tools or style == "native":
-            return None
-        generation = info.raw.get("failed_generation")
-        if not isinstance(generation, str) or not generation.strip():
-            return None
-        turn = _turns.finish_turn(
-            Turn(content=generation), request, style=style, max_argument_chars=self.llm.max_tool_argument_chars
-        )
-        if not turn.tool_calls:
-            return None
-        logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))
-        return turn
