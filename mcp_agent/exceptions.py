@@ -186,6 +186,23 @@ class StateError(MCPAgentError):
     """
 
 
+class LeaseLost(StateError):
+    """A run's lock on its conversation lapsed before it saved (its process stalled longer than
+    ``state.leaseSeconds``, or the lock was broken as a dead replica's): another run may have
+    written the conversation since, so this run's transcript is not saved over it.
+
+    Args:
+        session_id: the conversation.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r}: this run's lock on it lapsed before the save (a stall longer than "
+            "state.leaseSeconds), and another run may have written it since; the transcript was not saved over it"
+        )
+        self.session_id = session_id
+
+
 class SessionTooLarge(StateError):
     """A conversation's stored form is over the store's cap (``state.maxSessionBytes``).
 

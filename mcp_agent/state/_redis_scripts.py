@@ -203,10 +203,12 @@ return read(KEYS[1], ARGV[1], ARGV[2])
 )
 
 SAVE_SESSION = """
--- KEYS: session key, sessions index
--- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id
--- Returns the new run count, or nil when the session is gone (deleted or expired).
+-- KEYS: session key, sessions index, the session's lock
+-- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id, lock token ("" = none)
+-- Returns the new run count, nil when the session is gone (deleted or expired), or -1 when the
+-- lock is no longer the token's (it lapsed: another run may have written; nothing is written).
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then return -1 end
 redis.call('HSET', KEYS[1], 'transcript', ARGV[1], 'messages', ARGV[2], 'updated', ARGV[3])
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end

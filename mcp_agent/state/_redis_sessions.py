@@ -9,7 +9,10 @@ renews the lease (and the session's TTL, and this replica's liveness) every thir
 ``lease_seconds``; leaving the block deletes the lease only if it still holds our token (a
 compare-and-delete script) and publishes a wake-up, so that a run waiting on another replica
 starts at once. A waiter that finds the holder's replica dead (its liveness lease lapsed, or,
-on this host, its process gone) breaks the lock rather than wait out the lease.
+on this host, its process gone) breaks the lock rather than wait out the lease. The lock's
+token fences the save: the save script writes only while the lock is still that token's, so a
+replica that stalled past its lease (and was taken for dead) gets ``LeaseLost`` instead of
+writing over the run that took the lock.
 
 Releasing never raises: a Redis that went away while the run went on must not cost the run its
 result; the lease then lapses by itself.
@@ -33,7 +36,7 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import SessionTooLarge, StateError
+from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
@@ -157,6 +160,8 @@ class RedisSessionStore:
                     found = self._session(session_id, reply[1:])
                     if found is None:  # the version parsed here went meanwhile: read it whole
                         found = await self._open(session_id, owner, create=True, ttl=self._held_ttl)
+                    if found is not None:
+                        found.lease = token  # the save's fencing token
                     return found
                 holder = text(await self._backend.client.get(keys.lock(session_id)))
             if holder and not await self._holder_alive(holder.partition(":")[0]):
@@ -316,7 +321,7 @@ class RedisSessionStore:
         now = time.time()
         with self._backend.failures(f"saving session {session.id!r}"):
             runs = await self._save_script(
-                keys=[self._keys.session(session.id), self._keys.sessions],
+                keys=[self._keys.session(session.id), self._keys.sessions, self._keys.lock(session.id)],
                 args=[
                     data,
                     len(messages),
@@ -324,8 +329,11 @@ class RedisSessionStore:
                     int(now * 1000),
                     self._held_ttl,
                     session.id,
+                    session.lease or "",
                 ],
             )
+        if runs == -1:
+            raise LeaseLost(session.id)
         if runs is None:
             self._parsed.pop(session.id, None)
             return False

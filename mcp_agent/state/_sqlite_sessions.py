@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from ..exceptions import SessionTooLarge, StateError
+from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._sqlite_db import POLL_SECONDS, Database, first_row, holder_alive
@@ -95,6 +95,7 @@ class SqliteSessionStore:
         async with self._local.hold(session_id):
             holder = secrets.token_hex(8)
             session = await self._acquire(session_id, owner, holder)
+            session.lease = holder  # the save's fencing token
             error: BaseException | None = None
             try:
                 async with anyio.create_task_group() as tg:
@@ -228,6 +229,10 @@ class SqliteSessionStore:
         saved = tuple(transcript)
 
         def save(db: sqlite3.Connection) -> int | None:
+            if session.lease is not None and first_row(db.execute(
+                "SELECT 1 FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, session.lease)
+            )) is None and first_row(db.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,))) is not None:
+                raise LeaseLost(session.id)  # in the write transaction: nobody takes the lock meanwhile
             cursor = db.execute(
                 "UPDATE sessions SET transcript = ?, messages = ?, updated = ?, used = ?, runs = runs + 1 "
                 "WHERE id = ? RETURNING created, runs",

@@ -131,6 +131,8 @@ class Session:
         updated: wall time of the last save.
         runs: how many runs saved into it.
         owner: the caller that started it (the gateway's caller name), if any.
+        lease: the token of the lock the ``hold`` that yielded it took (None from ``get``): a
+            save writes only while that lock is still this token's (a fencing token).
     """
 
     id: str
@@ -139,6 +141,7 @@ class Session:
     updated: float = field(default_factory=time.time)
     runs: int = 0
     owner: str | None = None
+    lease: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -395,7 +398,9 @@ class SessionStore(Protocol):
     ``save(session, transcript)`` stores a run's transcript into the session a ``hold`` yielded,
     whole or not at all, and updates that object (``transcript``, ``updated``, ``runs``). False
     when the session was deleted meanwhile (it stays deleted). Raises ``SessionTooLarge`` over
-    ``max_session_bytes`` (nothing is written) and ``StateError`` when the backend fails.
+    ``max_session_bytes`` (nothing is written), ``LeaseLost`` when a shared backend's lock of
+    that hold lapsed meanwhile and so another run may have written (nothing is written: the
+    lock's token fences the save), and ``StateError`` when the backend fails.
 
     ``create(owner)`` stores a new empty session under a new, unguessable id. ``get`` reads one
     (None when unknown or expired), ``list`` describes all, ``delete`` removes one (False when

@@ -15,7 +15,9 @@ Two processes on one machine may share the file:
 - a session's lock is a row in ``session_locks`` with a lease (``lease_seconds``, renewed by the
   holder every third of it). A run in another process waits for it (polling, from 20 ms up to
   ``POLL_SECONDS``); runs of this process queue on an in-process lock first. A lease whose
-  holder's process is gone (same host, its pid dead) or that lapsed is taken over;
+  holder's process is gone (same host, its pid dead) or that lapsed is taken over; the save
+  checks, in its write transaction, that the lock is still its hold's (``LeaseLost`` if not:
+  a stalled run never writes over the run that took its lock);
 - a decision on an approval wakes a waiter in this process at once, and one in another process
   within ``POLL_SECONDS`` (it polls the row);
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from mcp_agent.events import RecordingSink, RunEnded, RunStarted
-from mcp_agent.exceptions import ConfigError, StateError
+from mcp_agent.exceptions import ConfigError, LeaseLost, StateError
 from mcp_agent.messages import Message
 from mcp_agent.state import Decision, StateLimits, open_state
 from mcp_agent.state.redis import RedisState
@@ -399,3 +399,20 @@ async def test_the_event_relay_outlives_a_redis_restart(replicas: Replicas, serv
                 await anyio.sleep(0.1)
             tg.cancel_scope.cancel()
     assert seen_by_b.events[0].run_id == "again"
+
+
+async def test_a_run_whose_lock_was_taken_over_does_not_save_over_the_new_holder(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    state = await replicas.open()
+    async with state.sessions.hold("conv") as first:
+        assert await state.sessions.save(first, TRANSCRIPT)
+    with anyio.fail_after(BOUND):
+        async with state.sessions.hold("conv") as stalled:
+            # the lease lapsed while this replica stalled, and another replica's run took the lock
+            server.command("SET", "mcp-agent:lock:conv", "other:token")
+            with pytest.raises(LeaseLost, match=r"state\.leaseSeconds"):
+                await state.sessions.save(stalled, (*TRANSCRIPT, Message.user("stale")))
+    assert server.command("GET", "mcp-agent:lock:conv").endswith(b"other:token\r\n")  # not released by us
+    found = await state.sessions.get("conv")
+    assert found is not None and found.transcript == TRANSCRIPT

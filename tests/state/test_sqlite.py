@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcp_agent.exceptions import ConfigError, StateError
+from mcp_agent.exceptions import ConfigError, LeaseLost, StateError
 from mcp_agent.messages import Message
 from mcp_agent.state import INTERRUPTED, RunRecord, StateLimits, open_state
 from mcp_agent.state._sqlite_schema import SCHEMA_VERSION
@@ -378,3 +378,21 @@ async def test_a_later_schema_version_migrates_an_earlier_file_in_place(tmp_path
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
         assert db.execute("SELECT title, transcript FROM sessions WHERE id = 'kept'").fetchone()[0] == ""
+
+
+async def test_a_run_whose_lock_was_taken_over_does_not_save_over_the_new_holder(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    try:
+        async with state.sessions.hold("conv") as first:
+            assert await state.sessions.save(first, (Message.user("one"),))
+        async with state.sessions.hold("conv") as stalled:
+            # the lease lapsed while this run stalled, and another process's run took the lock
+            with sqlite3.connect(path) as other:
+                other.execute("UPDATE session_locks SET holder = 'other', replica = 'other' WHERE session_id = 'conv'")
+            with pytest.raises(LeaseLost, match=r"state\.leaseSeconds"):
+                await state.sessions.save(stalled, (Message.user("one"), Message.user("stale")))
+        found = await state.sessions.get("conv")
+        assert found is not None and found.transcript == (Message.user("one"),)
+    finally:
+        await state.aclose()
