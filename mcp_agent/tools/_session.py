@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -33,6 +33,8 @@ from ._stdio import StdioChild
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = TypeVar("P")
+E = TypeVar("E")
 
 CLIENT_INFO = types.Implementation(name="mcp-agent", version="0.1.0")
 MAX_PAGES = 100
@@ -56,22 +58,43 @@ class LiveSession:
     """Set when the transport's read side ended: the server exited or the connection dropped."""
 
 
-async def list_tool_pages(live: LiveSession, server: str) -> list[types.Tool]:
-    """Every page of ``tools/list`` (at most ``MAX_PAGES``)."""
-    listed: list[types.Tool] = []
+async def list_pages(
+    live: LiveSession,
+    server: str,
+    what: str,
+    fetch: Callable[[ClientSession, types.PaginatedRequestParams | None], Awaitable[P]],
+    items_of: Callable[[P], Sequence[E]],
+    *,
+    max_items: int | None = None,
+) -> list[E] | None:
+    """Every page of one list (at most ``MAX_PAGES``); None when it has more than ``max_items``."""
+    listed: list[E] = []
     cursor: str | None = None
     seen: set[str] = set()
     for _ in range(MAX_PAGES):
         params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-        page = await live.session.list_tools(params=params)
-        listed.extend(page.tools)
-        cursor = page.next_cursor
+        page = await fetch(live.session, params)
+        listed.extend(items_of(page))
+        if max_items is not None and len(listed) > max_items:
+            return None
+        cursor = getattr(page, "next_cursor", None)
         if not cursor or cursor in seen:
             break
         seen.add(cursor)
     else:
-        logger.warning("%s: stopped listing tools after %d pages", server, MAX_PAGES)
+        logger.warning("%s: stopped listing %s after %d pages", server, what, MAX_PAGES)
     return listed
+
+
+async def _tools_page(
+    session: ClientSession, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return await session.list_tools(params=params)
+
+
+async def list_tool_pages(live: LiveSession, server: str) -> list[types.Tool]:
+    """Every page of ``tools/list`` (at most ``MAX_PAGES``)."""
+    return await list_pages(live, server, "tools", _tools_page, lambda page: page.tools) or []
 
 
 async def ask_on(

@@ -131,21 +131,6 @@ class ServerConnection:
                 self.state = "idle"
 
     @property
-    def from_cache(self) -> bool:
-        """Its tools were read from the tool cache (the server has not listed them yet)."""
-        return self._lists.from_cache
-
-    @property
-    def cache_note(self) -> str | None:
-        """For ``doctor``: how the server's cached list compared with the one it gave."""
-        return self._lists.cache_note
-
-    @property
-    def glob_warnings(self) -> tuple[str, ...]:
-        """Its ``allowTools``/``denyTools`` globs that match none of the tools it last listed."""
-        return self._lists.glob_warnings
-
-    @property
     def junk_lines(self) -> int:
         """Non-JSON-RPC stdout lines seen over every incarnation."""
         return self._junk_before + (self._child.junk_lines if self._child else 0)
@@ -187,7 +172,7 @@ class ServerConnection:
                 if self.config.disabled:
                     task_status.started()
                     return
-                if self.from_cache:  # offered from the cache: the hub need not wait for the start
+                if self._lists.from_cache:  # offered from the cache: the hub need not wait for the start
                     task_status.started()
                     task_status = anyio.TASK_STATUS_IGNORED
                 await self._supervise(task_status)
@@ -290,7 +275,7 @@ class ServerConnection:
 
         try:
             await attempt.run(
-                on_child=on_child, on_catalog_change=self._on_catalog_change, up=self._up, down=down
+                on_child=on_child, on_catalog_change=self._catalog_changed, up=self._up, down=down
             )
         finally:
             if self._live is not None and self._live.child is attempt.child:
@@ -312,6 +297,8 @@ class ServerConnection:
         self._last_used = time.monotonic()
         self._set("up")
         tasks.start_soon(self._refresh_tools, live, tools_changed)
+        if self._lists.caching:
+            tasks.start_soon(self._lists.keep_catalog, live, self.capabilities, self._on_catalog_change)
         if self.config.lazy and self.config.idle_seconds:
             tasks.start_soon(self._stop_when_idle, attempt)
 
@@ -342,17 +329,38 @@ class ServerConnection:
             self.tools = tools
             self._on_change()
 
+    def _catalog_changed(self, kind: CatalogKind) -> None:
+        """The server announced ``resources/list_changed`` or ``prompts/list_changed``: tell the
+        hub, and list again for the cache."""
+        self._on_catalog_change(kind)
+        self._lists.catalog_changed()
+
     # ------------------------------------------------------------ other requests
 
+    @property
+    def lists(self) -> KnownLists:
+        """Its lists as last known (cached or listed): the catalog serves them while it starts."""
+        return self._lists
+
     def offers(self, kind: CatalogKind) -> bool:
-        """Whether the server is up and declared the ``resources`` or ``prompts`` capability."""
-        capabilities = self.capabilities
-        return self.state == "up" and capabilities is not None and getattr(capabilities, kind) is not None
+        """Whether the server's ``resources`` (with their templates) or ``prompts`` are listed now.
+
+        They are while it is up and declares them (asked of it), and while it is starting, idle
+        or restarting when its lists are known (``lists``, from the cache or its last start);
+        not while it has failed (a read says why: see ``catalog.py``).
+        """
+        if self.state == "up":
+            capabilities = self.capabilities
+            return capabilities is not None and getattr(capabilities, kind) is not None
+        if self.state == "restarting" or (self.state in ("starting", "idle") and self._start_mode != "wait"):
+            return self._lists.known(kind)
+        return False
 
     async def ask(
         self, what: str, request: Callable[[ClientSession], Awaitable[T]], *, timeout: float | None = None
     ) -> T:
-        """Send one request (not a tool call) through the live session.
+        """Send one request (not a tool call) through the live session (a server that is starting
+        or idle is waited for first, as for a tool call).
 
         Args:
             what: the request, for messages (``resources/read demo://x``).
@@ -364,6 +372,8 @@ class ServerConnection:
                 which: ``REQUEST_TIMEOUT``, ``INTERNAL_ERROR`` for a server that is down, a
                 dropped connection or an invalid result).
         """
+        if self.state in ("starting", "idle"):
+            await self.wait_started()
         live = self._live
         if live is None or live.ended.is_set() or self.state != "up":
             reason = f": {self.error}" if self.error else ""

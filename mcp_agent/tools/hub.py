@@ -19,9 +19,10 @@ server comes up, restarts, fails or announces ``tools/list_changed``; subscriber
 when it actually changed.
 
 With ``hub.catalog`` (``catalog.py``) the servers' resources and prompts are listed, read and
-got through the same live sessions; ``subscribe_catalog`` tells when they changed: a server
-announced ``resources/list_changed`` or ``prompts/list_changed``, or a server offering them
-came up or went down.
+got through the same live sessions (a starting server's from the cache); ``subscribe_catalog``
+tells when they changed: a server announced ``resources/list_changed`` or
+``prompts/list_changed``, a server offering them came up or went down, or a server that started
+lists something else than the cache held.
 
 Per-call timeout: the server's ``callTimeoutSeconds`` when set, else the ``timeout`` argument
 (the loop passes ``limits.toolTimeoutSeconds``), else the hub's ``default_timeout``; 0 or None
@@ -207,10 +208,10 @@ class ToolHub:
                 startup_ms=c.startup_ms,
                 restarts=c.restarts,
                 junk_lines=c.junk_lines,
-                glob_warnings=c.glob_warnings,
-                from_cache=c.from_cache,
+                glob_warnings=c.lists.glob_warnings,
+                from_cache=c.lists.from_cache,
                 lazy=c.config.lazy,
-                cache_note=c.cache_note,
+                cache_note=c.lists.cache_note,
             )
             for c in self._connections.values()
         ]
