@@ -48,6 +48,7 @@ from ._lists import KnownLists
 from ._orphans import ChildRecords
 from ._server_tools import ServerTool
 from ._session import LiveSession, ProgressCallback, ask_on, call_tool_on
+from ._start_queue import SLOT_SECONDS, Slot, StartQueue
 from ._stdio import StdioChild
 from .cache import ToolCache
 from .restart import RestartPolicy
@@ -99,6 +100,7 @@ class ServerConnection:
         records: ChildRecords | None = None,
         cache: ToolCache | None = None,
         start: StartMode = "background",
+        queue: StartQueue | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -118,6 +120,7 @@ class ServerConnection:
         self._child: StdioChild | None = None
         self._scope = anyio.CancelScope()
         self._records = records
+        self._queue = queue
         self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
         self._lists = KnownLists(name, config, cache)
         self._wanted = anyio.Event()
@@ -182,6 +185,7 @@ class ServerConnection:
 
     async def _supervise(self, task_status: anyio.abc.TaskStatus[None]) -> None:
         first = True
+        queued = self._lists.from_cache and self._queue is not None  # a background start
         recent: collections.deque[float] = collections.deque()
         failed_starts = 0
         async with anyio.create_task_group() as tg:
@@ -192,7 +196,9 @@ class ServerConnection:
                         first = False
                     await self._wanted.wait()
                     self._set("starting")
-                attempt = await self._start_once(tg)
+                slot = await self._queue.turn(self._wanted) if queued and self._queue else Slot()
+                queued = False
+                attempt = await self._start_once(tg, slot)
                 if attempt.error is None:
                     failed_starts = 0
                     if first:
@@ -245,12 +251,18 @@ class ServerConnection:
                 self._set("restarting", reason)
                 await anyio.sleep(delay)
 
-    async def _start_once(self, tg: anyio.abc.TaskGroup) -> Incarnation:
-        """Start one incarnation and wait until it serves, fails, or runs out of time."""
+    async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
+        """Start one incarnation and wait until it serves, fails, or runs out of time (giving
+        its place in the start queue back when it is up, or after ``SLOT_SECONDS``)."""
         attempt = Incarnation(self.name, self.config, self._records)
         tg.start_soon(self._incarnation, attempt)
         timeout = self.config.startup_timeout_seconds or None
         with anyio.move_on_after(timeout):
+            try:
+                with anyio.move_on_after(SLOT_SECONDS):
+                    await attempt.ready.wait()
+            finally:
+                slot.release()
             await attempt.ready.wait()
         if not attempt.ready.is_set():
             # The incarnation is cancelled and reaps its process in the background.

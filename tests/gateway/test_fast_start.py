@@ -97,6 +97,22 @@ async def test_cached_tools_are_listed_before_the_server_is_up_and_a_change_is_a
         assert status["g"]["status"] == "up" and status["g"]["from_cache"] is False
 
 
+async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Path) -> None:
+    config = gated_config(tmp_path)
+    await warm(tmp_path, config)
+    (tmp_path / "gate").touch()
+    async with running_gateway(config, factory=lambda c: Agent.from_config(c, hold_starts=True)) as gateway:
+        hub = gateway.app.service.agent.tools  # the gateway's own factory holds them too
+        assert not hub.starts_held  # released by the lifespan once the agent was attached
+        async with gateway.client() as http:
+
+            async def up() -> bool:
+                servers = (await http.get("/api/v1/tools")).json()["servers"]
+                return bool(servers[0]["status"] == "up")
+
+            await eventually(up, timeout=20)  # started with no call asking for it
+
+
 # ------------------------------------------------------------------ resources and prompts
 
 
