@@ -24,11 +24,12 @@ from mcp.client._transport import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..exceptions import ToolServerError
-from ._failures import crash_error, start_error
+from ..exceptions import ToolServerError, ToolServerStartError
+from ._failures import STDERR_SHOWN, crash_error, start_error
 from ._orphans import ChildRecords
 from ._repair import ResponseRepairer
 from ._session import CLIENT_INFO, LiveSession
+from ._start_queue import SLOT_SECONDS, Slot
 from ._stdio import StdioChild
 from ._transports import open_server_transport
 
@@ -80,6 +81,25 @@ class Incarnation:
     started_at: float = field(default_factory=time.perf_counter)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     idle_stopped: bool = False
+
+    async def until_ready(self, slot: Slot) -> None:
+        """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
+        cancelled, reaping its process in the background, and ``error`` says so). ``slot``, its
+        place in the start queue, is given back when it is up, or after ``SLOT_SECONDS``."""
+        timeout = self.config.startup_timeout_seconds or None
+        with anyio.move_on_after(timeout):
+            try:
+                with anyio.move_on_after(SLOT_SECONDS):
+                    await self.ready.wait()
+            finally:
+                slot.release()
+            await self.ready.wait()
+        if not self.ready.is_set():
+            self.scope.cancel()
+            tail = self.child.stderr_tail(STDERR_SHOWN) if self.child else ()
+            self.error = ToolServerStartError(
+                f"did not start within {timeout:g} s", server=self.name, stderr_tail=tail
+            )
 
     async def run(
         self,

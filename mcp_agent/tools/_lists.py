@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp_types import METHOD_NOT_FOUND
 from pydantic import BaseModel, ValidationError
@@ -138,6 +138,26 @@ class KnownLists:
             if (tool := server_tool(self.name, self.config, t, live.repairer.raw_tools.get(t.name)))
             is not None
         )
+
+    async def keep_tools(
+        self,
+        live: LiveSession,
+        capabilities: types.ServerCapabilities | None,
+        requests: MemoryObjectReceiveStream[None],
+        on_change: Callable[[tuple[ServerTool, ...]], None],
+    ) -> None:
+        """While ``live`` serves: list the tools again after each ``tools/list_changed`` (one
+        item of ``requests``) and give them to ``on_change``; a listing that fails keeps the old
+        list (the next change tries again)."""
+        async for _ in requests:
+            try:
+                with anyio.fail_after(self.config.startup_timeout_seconds or None):
+                    tools = await self.list_tools(live, capabilities)
+            except Exception as exc:
+                logger.warning("%s: re-listing tools after tools/list_changed failed: %r", self.name, exc)
+                continue
+            logger.info("%s: tools changed (%d now)", self.name, len(tools))
+            on_change(tools)
 
     def _remember(self, raw: list[JSONObject], capabilities: JSONObject) -> None:
         """Cache what the server listed when it differs from what the cache holds."""

@@ -24,7 +24,6 @@ the call on the server. Message sizes (``maxMessageBytes``): see ``_transports.p
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,19 +38,20 @@ from mcp_types import INTERNAL_ERROR
 
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..exceptions import ToolServerExited, ToolServerStartError
+from ..exceptions import ToolServerExited
 from ..messages import ToolResult
-from ._failures import STDERR_SHOWN, error_text
+from ._demand import Demand
 from ._failures import _leaves as _leaves  # importable here, as before the split
+from ._failures import error_text
 from ._incarnation import CatalogKind, Incarnation
 from ._lists import KnownLists
 from ._orphans import ChildRecords
 from ._server_tools import ServerTool
 from ._session import LiveSession, ProgressCallback, ask_on, call_tool_on
-from ._start_queue import SLOT_SECONDS, Slot, StartQueue
+from ._start_queue import Slot, StartQueue
 from ._stdio import StdioChild
 from .cache import ToolCache
-from .restart import RestartPolicy
+from .restart import RestartBudget, RestartPolicy
 
 __all__ = [
     "CatalogKind",
@@ -123,10 +123,8 @@ class ServerConnection:
         self._queue = queue
         self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
         self._lists = KnownLists(name, config, cache)
-        self._wanted = anyio.Event()
+        self._demand = Demand()
         self._changed = anyio.Event()
-        self._in_flight = 0
-        self._last_used = time.monotonic()
         if self._lists.cached is not None and self._start_mode != "wait":
             self.tools = self._lists.cached_tools()
             self._lists.from_cache = True
@@ -150,12 +148,16 @@ class ServerConnection:
 
     def _deferred(self) -> bool:
         """Whether to wait for a call before starting (a lazy server whose list is known)."""
-        return self._start_mode == "on_call" and self._lists.cached is not None and not self._wanted.is_set()
+        return (
+            self._start_mode == "on_call"
+            and self._lists.cached is not None
+            and not self._demand.wanted.is_set()
+        )
 
     async def wait_started(self) -> None:
         """Ask a lazy or idle server to start, and wait until it is up or has failed (bounded by
         its ``startupTimeoutSeconds``, plus a second for the process to be spawned)."""
-        self._wanted.set()
+        self._demand.wanted.set()
         timeout = self.config.startup_timeout_seconds
         with anyio.move_on_after(timeout + 1.0 if timeout else None):
             while self.state in ("starting", "idle") and not self._scope.cancel_called:
@@ -184,26 +186,28 @@ class ServerConnection:
             self.stopped.set()
 
     async def _supervise(self, task_status: anyio.abc.TaskStatus[None]) -> None:
-        first = True
+        told: list[bool] = []
+
+        def started() -> None:  # the first start has succeeded or failed (or is deferred)
+            if not told:
+                told.append(True)
+                task_status.started()
+
         queued = self._lists.from_cache and self._queue is not None  # a background start
-        recent: collections.deque[float] = collections.deque()
+        budget = RestartBudget(self._policy)
         failed_starts = 0
         async with anyio.create_task_group() as tg:
             while True:
                 if self._deferred():
-                    if first:
-                        task_status.started()
-                        first = False
-                    await self._wanted.wait()
+                    started()
+                    await self._demand.wanted.wait()
                     self._set("starting")
-                slot = await self._queue.turn(self._wanted) if queued and self._queue else Slot()
+                slot = await self._queue.turn(self._demand.wanted) if queued and self._queue else Slot()
                 queued = False
                 attempt = await self._start_once(tg, slot)
                 if attempt.error is None:
                     failed_starts = 0
-                    if first:
-                        task_status.started()
-                        first = False
+                    started()
                     await attempt.done.wait()
                     if attempt.idle_stopped:
                         logger.info(
@@ -223,56 +227,31 @@ class ServerConnection:
                         logger.warning("tool server %s (retrying in %g s)", attempt.error, delay)
                     else:
                         logger.info("tool server %s (retry %d in %g s)", attempt.error, failed_starts, delay)
-                    if first:
-                        task_status.started()
-                        first = False
+                    started()
                     await attempt.done.wait()
                     await anyio.sleep(delay)
                     continue
                 else:
                     failure = attempt.error
                 await attempt.done.wait()
-                now = time.monotonic()
-                while recent and now - recent[0] > self._policy.window_seconds:
-                    recent.popleft()
                 reason = error_text(failure)
-                if len(recent) >= self._policy.max_restarts:
+                restart_in = budget.spend()
+                if restart_in is None:
                     self.tools = ()
-                    self._set(
-                        "failed",
-                        f"gave up after {len(recent)} restarts in {self._policy.window_seconds:g} s: {reason}",
-                    )
+                    window = self._policy.window_seconds
+                    self._set("failed", f"gave up after {budget.used} restarts in {window:g} s: {reason}")
                     logger.error("tool server %s: gave up restarting: %s", self.name, reason)
                     return
-                recent.append(now)
                 self.restarts += 1
-                delay = self._policy.delay(len(recent))
-                logger.warning("tool server %s; restarting in %g s", failure, delay)
+                logger.warning("tool server %s; restarting in %g s", failure, restart_in)
                 self._set("restarting", reason)
-                await anyio.sleep(delay)
+                await anyio.sleep(restart_in)
 
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
-        """Start one incarnation and wait until it serves, fails, or runs out of time (giving
-        its place in the start queue back when it is up, or after ``SLOT_SECONDS``)."""
+        """Start one incarnation and wait until it serves, fails, or runs out of time."""
         attempt = Incarnation(self.name, self.config, self._records)
         tg.start_soon(self._incarnation, attempt)
-        timeout = self.config.startup_timeout_seconds or None
-        with anyio.move_on_after(timeout):
-            try:
-                with anyio.move_on_after(SLOT_SECONDS):
-                    await attempt.ready.wait()
-            finally:
-                slot.release()
-            await attempt.ready.wait()
-        if not attempt.ready.is_set():
-            # The incarnation is cancelled and reaps its process in the background.
-            attempt.scope.cancel()
-            child = attempt.child
-            attempt.error = ToolServerStartError(
-                f"did not start within {timeout:g} s",
-                server=self.name,
-                stderr_tail=child.stderr_tail(STDERR_SHOWN) if child else (),
-            )
+        await attempt.until_ready(slot)
         return attempt
 
     async def _incarnation(self, attempt: Incarnation) -> None:
@@ -306,9 +285,9 @@ class ServerConnection:
         self.tools = await self._lists.list_tools(live, self.capabilities)
         self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
         self._live = live
-        self._last_used = time.monotonic()
+        self._demand.touch()
         self._set("up")
-        tasks.start_soon(self._refresh_tools, live, tools_changed)
+        tasks.start_soon(self._lists.keep_tools, live, self.capabilities, tools_changed, self._tools_changed)
         if self._lists.caching:
             tasks.start_soon(self._lists.keep_catalog, live, self.capabilities, self._on_catalog_change)
         if self.config.lazy and self.config.idle_seconds:
@@ -316,30 +295,17 @@ class ServerConnection:
 
     async def _stop_when_idle(self, attempt: Incarnation) -> None:
         """End this incarnation once no call has run for ``idleSeconds`` (a lazy server)."""
-        idle = self.config.idle_seconds
-        while True:
-            left = self._last_used + idle - time.monotonic()
-            if left <= 0 and self._in_flight == 0:
-                break
-            await anyio.sleep(left if left > 0 else idle)
+        await self._demand.until_idle(self.config.idle_seconds)
         # "idle" before the process goes: a call from now on asks for a new start
         attempt.idle_stopped = True
-        self._wanted = anyio.Event()
+        self._demand.forget()
         self._live = None
         self._set("idle")
         attempt.scope.cancel()
 
-    async def _refresh_tools(self, live: LiveSession, requests: MemoryObjectReceiveStream[None]) -> None:
-        async for _ in requests:
-            try:
-                with anyio.fail_after(self.config.startup_timeout_seconds or None):
-                    tools = await self._lists.list_tools(live, self.capabilities)
-            except Exception as exc:  # the old list stays; the next change tries again
-                logger.warning("%s: re-listing tools after tools/list_changed failed: %r", self.name, exc)
-                continue
-            logger.info("%s: tools changed (%d now)", self.name, len(tools))
-            self.tools = tools
-            self._on_change()
+    def _tools_changed(self, tools: tuple[ServerTool, ...]) -> None:
+        self.tools = tools
+        self._on_change()
 
     def _catalog_changed(self, kind: CatalogKind) -> None:
         """The server announced ``resources/list_changed`` or ``prompts/list_changed``: tell the
@@ -415,8 +381,7 @@ class ServerConnection:
         """
         shown = display_name or mcp_name
         start = time.perf_counter()
-        self._in_flight += 1
-        try:
+        with self._demand.call():
             if self.state in ("starting", "idle"):
                 await self.wait_started()
             live = self._live
@@ -436,6 +401,3 @@ class ServerConnection:
                 timeout=timeout,
                 on_progress=on_progress,
             )
-        finally:
-            self._in_flight -= 1
-            self._last_used = time.monotonic()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import time
 from dataclasses import dataclass
 
 
@@ -25,3 +27,26 @@ class RestartPolicy:
     def delay(self, restart: int) -> float:
         """The wait before the ``restart``-th restart of the window (1-based)."""
         return float(min(self.max_delay, self.first_delay * 2.0 ** max(0, restart - 1)))
+
+
+class RestartBudget:
+    """The restarts of one server within its policy's window."""
+
+    def __init__(self, policy: RestartPolicy) -> None:
+        self.policy = policy
+        self._recent: collections.deque[float] = collections.deque()
+
+    @property
+    def used(self) -> int:
+        """The restarts within the window, as of the last ``spend``."""
+        return len(self._recent)
+
+    def spend(self) -> float | None:
+        """Count one more restart: the wait before it, or None when the budget is spent."""
+        now = time.monotonic()
+        while self._recent and now - self._recent[0] > self.policy.window_seconds:
+            self._recent.popleft()
+        if len(self._recent) >= self.policy.max_restarts:
+            return None
+        self._recent.append(now)
+        return self.policy.delay(len(self._recent))
