@@ -107,9 +107,11 @@ def default_factory(state: State) -> AgentFactory:
     def factory(config: AgentConfig) -> Any:  # gateway.recordDir: each run recorded (loop/recording.py)
         record_dir = config.gateway.record_dir
         if not record_dir:
-            return Agent.from_config(config, state=state)
+            return Agent.from_config(config, state=state, hold_starts=True)
         folder = config.base_dir / record_dir
-        return Agent.from_config(config, state=state, record=lambda run_id: folder / f"{run_id}.jsonl")
+        return Agent.from_config(
+            config, state=state, hold_starts=True, record=lambda run_id: folder / f"{run_id}.jsonl"
+        )
 
     return factory
 
@@ -236,6 +238,7 @@ async def _run_service(
         if probe:
             spawned.start_soon(watch_model_server, service)
         await tg.start(own_agent)
+        service.now_serving()  # the lifespan is done: the transport accepts requests from now on
         try:
             yield service
         finally:

@@ -151,6 +151,7 @@ class GatewayService:
         start-up, every 30 s and after a failed model call)."""
         self.model_failures = ModelFailures()
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._serving = False
 
     def spawn(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run ``work`` in the service's own task group: work that outlives the request that
@@ -185,6 +186,21 @@ class GatewayService:
                     logger.exception("could not %s to tool changes", name)
         self.ready.set()
         self.notify_tools_changed()
+        self._release_starts()
+
+    def now_serving(self) -> None:
+        """The transport accepts requests (the lifespan says so when it has started): the tool
+        servers' background starts, held so far (``hold_starts``), may begin once the agent is
+        attached too, so they do not slow the gateway's own start."""
+        self._serving = True
+        self._release_starts()
+
+    def _release_starts(self) -> None:
+        if not self._serving or self.agent is None:
+            return
+        release = getattr(getattr(self.agent, "tools", None), "release_starts", None)
+        if callable(release):
+            release()
 
     def _apply_shares(self, agent: AgentLike) -> None:
         """Bound each caller's conversations and pending approvals to its share."""

@@ -309,7 +309,12 @@ class Agent:
 
     @classmethod
     def from_config(
-        cls, config: AgentConfig | str | os.PathLike[str], *, record_children: bool = True, **options: Any
+        cls,
+        config: AgentConfig | str | os.PathLike[str],
+        *,
+        record_children: bool = True,
+        hold_starts: bool = False,
+        **options: Any,
     ) -> AbstractAsyncContextManager[Agent]:
         """An Agent over the configured model server and tool servers, for ``async with``.
 
@@ -319,12 +324,14 @@ class Agent:
         servers' processes are recorded in the state folder (``$MCP_AGENT_STATE_DIR``, else
         ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``), and what an earlier,
         killed process left there is reaped first. Once the servers are up, each
-        ``approvals.require`` glob that matches no offered tool is logged as a warning.
+        ``approvals.require`` glob that matches no offered tool is logged as a warning. With
+        ``hold_starts`` the servers offered from the tool cache do not start until
+        ``agent.tools.release_starts()`` (the gateway calls it once it serves; 5 s at most).
 
         Raises:
             ConfigError: the config file is missing or invalid.
         """
-        return _open_agent(cls, config, options, record_children=record_children)
+        return _open_agent(cls, config, options, record_children=record_children, hold_starts=hold_starts)
 
     @property
     def tools(self) -> ToolSource:
@@ -589,6 +596,7 @@ async def _open_agent(
     options: dict[str, Any],
     *,
     record_children: bool,
+    hold_starts: bool = False,
 ) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
     from .._paths import state_dir
@@ -605,6 +613,7 @@ async def _open_agent(
             config.servers(),
             default_timeout=config.limits.tool_timeout_seconds,
             state_dir=state_dir() if record_children else None,
+            hold_starts=hold_starts,
         ) as hub,
     ):
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]

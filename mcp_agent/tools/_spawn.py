@@ -61,17 +61,20 @@ async def open_child_process(
         hook = None
     if hook is None:
         return await anyio.open_process(list(argv), env=env, cwd=cwd, start_new_session=True)
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _Protocol(loop),
-        *argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=hook,
-    )
+    # shielded: cancelled halfway, asyncio kills the child but no longer waits for it, and the
+    # child is reaped (if ever) by a watcher whose loop may be gone; whole, the caller stops it
+    with anyio.CancelScope(shield=True):
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(loop),
+            *argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=hook,
+        )
     return _Process(transport, protocol)
 
 

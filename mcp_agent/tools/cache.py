@@ -5,12 +5,18 @@ server sent them, before filtering and compiling) to ``<state dir>/tool-cache/<s
 (atomically: a temporary file renamed over the old one). ``ToolCache.load`` reads it back on the
 next start, when the server's configuration still has the same ``cache_key``.
 
+The same entry holds the server's resources, resource templates and prompts when it declared
+them (listed after its start, see ``_lists.py``), so the gateway can list those too while the
+server starts. Each is absent when it is not known: the server does not offer it, has not
+listed it yet, or has more than ``MAX_CACHED_ENTRIES`` of it (such a list is asked of the server
+once it is up, as without a cache).
+
 The key is a hash of everything that can change what the server lists: its command, args, cwd,
 env names and values, url, transport and headers, its ``allowTools``/``denyTools``, and the
 modification time of every argument that names an existing file (a script in ``servers/``, a
-fixture server). Secrets go into the hash only: a cache file holds the key and the tools, never
-the configuration. A cache file that cannot be read or parsed is ignored with a warning (and
-overwritten by the next save).
+fixture server). Secrets go into the hash only: a cache file holds the key and the lists, never
+the configuration. A cache file that cannot be read or parsed is ignored with a warning, one of
+another ``CACHE_VERSION`` silently (each is overwritten by the next save).
 """
 
 from __future__ import annotations
@@ -32,21 +38,54 @@ from ..config import RemoteServerConfig, StdioServerConfig
 
 logger = logging.getLogger(__name__)
 
-CACHE_VERSION = 1
-"""Bumped when the file format or the meaning of a cached list changes: older files are ignored."""
+CACHE_VERSION = 2
+"""Bumped when the file format or the meaning of a cached list changes: older files are ignored
+(2: resources, resource templates and prompts)."""
+MAX_CACHED_ENTRIES = 1000
+"""The most resources, resource templates or prompts of one server the cache holds: a longer
+list is not cached."""
+
+_CATALOG_FIELDS = (
+    ("resources", "resources", "uri"),
+    ("resource_templates", "resourceTemplates", "uriTemplate"),
+    ("prompts", "prompts", "name"),
+)
+"""Each list of the catalog: its ``CachedList`` field, its name in the file, the key each entry has."""
 
 
 @dataclass(frozen=True)
 class CachedList:
-    """A server's tools as it last listed them.
+    """A server's lists as it last gave them (wire JSON, before filtering and compiling).
 
     Attributes:
-        tools: the tools as the server sent them (wire JSON, before filtering and compiling).
-        capabilities: the capabilities the server declared (wire JSON).
+        tools: its tools.
+        capabilities: the capabilities the server declared.
+        resources: its resources, or None when not known (see the module docstring).
+        resource_templates: its resource templates, or None when not known.
+        prompts: its prompts, or None when not known.
     """
 
     tools: tuple[JSONObject, ...]
     capabilities: JSONObject
+    resources: tuple[JSONObject, ...] | None = None
+    resource_templates: tuple[JSONObject, ...] | None = None
+    prompts: tuple[JSONObject, ...] | None = None
+
+
+def _entries(data: dict[str, Any], wire: str, key: str) -> tuple[JSONObject, ...] | None:
+    """The list ``data[wire]`` of objects that each have a string ``key``, or None when absent.
+
+    Raises:
+        ValueError: it is something else.
+    """
+    value = data.get(wire)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(e, dict) and isinstance(e.get(key), str) for e in value
+    ):
+        raise ValueError(f"{wire!r} is not a list of objects with a {key!r}")
+    return tuple(value)
 
 
 def _file_stamps(args: Sequence[str], cwd: str | None) -> dict[str, int]:
@@ -125,36 +164,40 @@ class ToolCache:
             return None
         try:
             data = json.loads(text)
-            if not isinstance(data, dict) or data.get("version") != CACHE_VERSION:
-                raise ValueError("not a tool cache file of this version")
+            if not isinstance(data, dict) or not isinstance(data.get("version"), int):
+                raise ValueError("not a tool cache file")
+            if data["version"] != CACHE_VERSION:  # written by another version: not ours to read
+                logger.debug(
+                    "tool cache: %s has version %s, not %d (ignored)", path, data["version"], CACHE_VERSION
+                )
+                return None
             tools = data["tools"]
             capabilities = data.get("capabilities") or {}
             if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t for t in tools):
                 raise ValueError("'tools' is not a list of tools")
             if not isinstance(capabilities, dict):
                 raise ValueError("'capabilities' is not an object")
+            catalog = {field: _entries(data, wire, key) for field, wire, key in _CATALOG_FIELDS}
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("tool cache: ignoring corrupt file %s: %s", path, exc)
             return None
         if data.get("key") != cache_key(config):
             return None  # the configuration (or the script) changed since
-        return CachedList(tuple(tools), capabilities)
+        return CachedList(tuple(tools), capabilities, **catalog)
 
-    def save(
-        self,
-        server: str,
-        config: StdioServerConfig | RemoteServerConfig,
-        tools: Sequence[JSONObject],
-        capabilities: JSONObject | None = None,
-    ) -> bool:
-        """Write the list ``server`` just gave; returns whether it was written."""
-        data = {
+    def save(self, server: str, config: StdioServerConfig | RemoteServerConfig, listed: CachedList) -> bool:
+        """Write the lists ``server`` just gave; returns whether they were written."""
+        data: dict[str, Any] = {
             "version": CACHE_VERSION,
             "server": server,
             "key": cache_key(config),
-            "capabilities": capabilities or {},
-            "tools": list(tools),
+            "capabilities": listed.capabilities,
+            "tools": list(listed.tools),
         }
+        for field, wire, _ in _CATALOG_FIELDS:
+            entries = getattr(listed, field)
+            if entries is not None:
+                data[wire] = list(entries)
         path = self.path(server)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)

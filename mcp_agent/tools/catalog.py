@@ -1,9 +1,18 @@
 """Resources, resource templates and prompts of every tool server, behind one catalog.
 
 The gateway offers them with ``exposeTools`` (``gateway/mcp_catalog.py``); the loop never sees
-them. Nothing is cached: every listing asks the servers that are up and declared the capability,
-so a list is as fresh as the servers' own (their ``list_changed`` notifications reach the
-gateway's clients through the hub).
+them. A listing asks the servers that are up and declared the capability, so a list is as fresh
+as the servers' own (their ``list_changed`` notifications reach the gateway's clients through
+the hub). A server that is starting, idle (lazy) or restarting is listed from its known lists
+(the tool cache's, or its last start's: ``_lists.py``) when there are any, so a warm start lists
+at once what the server will offer; once it is up, a list that differs is announced with
+``list_changed``. A read or a get on such a server waits for its start (bounded by its
+``startupTimeoutSeconds``), as a tool call does.
+
+A server that has failed (its start is retried with backoff, or it gave up restarting) is not
+listed, as its tools are not: listing what cannot be read would only move the failure to the
+read. Its clients are told (``list_changed``), and a read of one of its URIs, or a get of one of
+its prompts, answers an error that names the server and why it is down, not "not found".
 
 - **Resources keep their URIs.** A URI is a global identifier that clients show, open and
   match (``file:///…``), and that tool results, embedded resources and prompt messages quote:
@@ -39,7 +48,7 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from .connection import CatalogKind, ServerConnection
 from .naming import NamedTool, assign_names
@@ -119,6 +128,15 @@ async def _list_prompts(
     return await session.list_prompts(params=params)
 
 
+def _unavailable(what: str, connection: ServerConnection, kind: CatalogKind) -> MCPError:
+    """The error of a read or get whose server lists it no more: down (and why), or it stopped
+    offering ``kind``."""
+    if connection.state == "up":
+        return MCPError(INTERNAL_ERROR, f"{what}: server {connection.name} offers no {kind} now")
+    reason = f": {connection.error}" if connection.error else ""
+    return MCPError(INTERNAL_ERROR, f"{what}: server {connection.name} is {connection.state}{reason}")
+
+
 # ------------------------------------------------------------------------------ the catalog
 
 
@@ -138,10 +156,12 @@ class Catalog:
         self._owners: dict[str, str] = {}
         self._templates: dict[tuple[str, str], re.Pattern[str]] = {}
         self._prompts: dict[str, tuple[str, str]] = {}
+        self._gone_prompts: dict[str, tuple[str, str]] = {}
         self._collisions: set[str] = set()
 
     def servers(self, kind: CatalogKind) -> list[ServerConnection]:
-        """The servers that are up and offer ``kind``, in configuration order."""
+        """The servers whose ``kind`` is listed now (``ServerConnection.offers``), in configuration
+        order."""
         return [c for c in self._connections.values() if c.offers(kind)]
 
     def _timeout(self, connection: ServerConnection) -> float | None:
@@ -162,6 +182,7 @@ class Catalog:
             "resources/list",
             lambda session, params: session.list_resources(params=params),
             lambda page: page.resources,
+            lambda connection: connection.lists.entries("resources", types.Resource),
         )
         for server, resource in items:
             self._own(resource.uri, server)
@@ -174,6 +195,7 @@ class Catalog:
             "resources/templates/list",
             lambda session, params: session.list_resource_templates(params=params),
             lambda page: page.resource_templates,
+            lambda connection: connection.lists.entries("resource_templates", types.ResourceTemplate),
         )
         for server, template in items:
             _remember(
@@ -194,13 +216,24 @@ class Catalog:
             )
 
     def owner(self, uri: str) -> str | None:
-        """The server a read of ``uri`` goes to, from what the listings showed (None: unknown)."""
+        """The server a read of ``uri`` goes to, from what the listings showed, else from what
+        the servers are known to list (None: unknown)."""
         owner = self._owners.get(uri)
         if owner is not None:
             return owner
         order = list(self._connections)
         matches = [server for (server, _), pattern in self._templates.items() if pattern.fullmatch(uri)]
-        return min(matches, key=order.index) if matches else None
+        if matches:
+            return min(matches, key=order.index)
+        known = [c.lists for c in self._connections.values()]
+        for lists in known:
+            if any(resource.uri == uri for resource in lists.entries("resources", types.Resource)):
+                return lists.name
+        for lists in known:
+            templates = lists.entries("resource_templates", types.ResourceTemplate)
+            if any(template_pattern(t.uri_template).fullmatch(uri) for t in templates):
+                return lists.name
+        return None
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read ``uri`` from the server that owns it (see the module docstring).
@@ -213,6 +246,8 @@ class Catalog:
         owner = self.owner(uri)
         if owner in servers:
             return await self._ask(servers[owner], what, lambda session: session.read_resource(uri))
+        if owner is not None:  # its server lists it no more: say why rather than "not found"
+            raise _unavailable(what, self._connections[owner], "resources")
         first: MCPError | None = None
         for connection in servers.values():
             try:
@@ -232,11 +267,13 @@ class Catalog:
         method: str,
         fetch: Callable[[ClientSession, types.PaginatedRequestParams | None], Awaitable[Any]],
         items_of: Callable[[Any], Sequence[P]],
+        known: Callable[[ServerConnection], Sequence[P]],
     ) -> tuple[list[tuple[str, P]], str | None]:
         """One upstream page, from the server (and its cursor) that ``cursor`` names.
 
-        A server that fails is skipped with a warning, and so is one with nothing to list, so a
-        page is empty only at the end.
+        A server that is not up gives its ``known`` list as one page. A server that fails is
+        skipped with a warning, and so is one with nothing to list, so a page is empty only at
+        the end.
         """
         servers = self.servers("resources")
         names = [c.name for c in servers]
@@ -248,13 +285,17 @@ class Catalog:
             index = names.index(server)
         for connection in servers[index:]:
             params = types.PaginatedRequestParams(cursor=upstream) if upstream is not None else None
-            try:
-                page = await self._ask(connection, method, functools.partial(_with_params, fetch, params))
-            except MCPError as exc:
-                logger.warning("%s: %s failed: %s", connection.name, method, exc.message)
-                page = None
-            items = [(connection.name, item) for item in items_of(page)] if page is not None else []
-            following = page.next_cursor if page is not None else None
+            page: Any = None
+            if connection.state != "up":  # its known list, whole (none left after a live page)
+                cached = known(connection) if upstream is None else []
+                items, following = [(connection.name, item) for item in cached], None
+            else:
+                try:
+                    page = await self._ask(connection, method, functools.partial(_with_params, fetch, params))
+                except MCPError as exc:
+                    logger.warning("%s: %s failed: %s", connection.name, method, exc.message)
+                items = [(connection.name, item) for item in items_of(page)] if page is not None else []
+                following = page.next_cursor if page is not None else None
             if following and pages + 1 < MAX_PAGES:
                 return items, encode_cursor(connection.name, following, pages + 1)
             if following:
@@ -272,7 +313,10 @@ class Catalog:
         listed: list[tuple[ServerConnection, types.Prompt]] = []
         for connection in self.servers("prompts"):
             try:
-                prompts = await self._all_prompts(connection)
+                if connection.state == "up":
+                    prompts = await self._all_prompts(connection)
+                else:
+                    prompts = connection.lists.entries("prompts", types.Prompt)
             except MCPError as exc:
                 logger.warning("%s: prompts/list failed: %s", connection.name, exc.message)
                 continue
@@ -287,8 +331,30 @@ class Catalog:
             exposed = names[(connection.name, prompt.name)]
             routes[exposed] = (connection.name, prompt.name)
             exposed_prompts.append(prompt.model_copy(update={"name": exposed}))
+        for name, route in self._prompts.items():  # a prompt whose server went: kept to say why
+            if name not in routes and route[0] not in {c.name for c, _ in listed}:
+                _remember(self._gone_prompts, name, route)
+        for name in routes:
+            self._gone_prompts.pop(name, None)
         self._prompts = routes
         return types.ListPromptsResult(prompts=exposed_prompts)
+
+    def _gone(self, name: str) -> ServerConnection | None:
+        """The server that listed the prompt ``name`` (earlier, or in its known lists) and lists
+        it no more."""
+        gone = self._gone_prompts.get(name)
+        if gone is not None:
+            return self._connections.get(gone[0])
+        for connection in self._connections.values():
+            if connection.offers("prompts"):
+                continue
+            prompts = connection.lists.entries("prompts", types.Prompt)
+            names, _ = assign_names(
+                [NamedTool(connection.name, p.name, connection.config.tool_prefix) for p in prompts]
+            )
+            if name in names.values():
+                return connection
+        return None
 
     async def _all_prompts(self, connection: ServerConnection) -> list[types.Prompt]:
         prompts: list[types.Prompt] = []
@@ -319,6 +385,9 @@ class Catalog:
         if name not in self._prompts:  # not listed yet, or changed since
             await self.list_prompts()
         route = self._prompts.get(name)
+        gone = self._gone(name) if route is None else None
+        if gone is not None:  # its server lists it no more: say why rather than "unknown"
+            raise _unavailable(f"prompts/get {name}", gone, "prompts")
         connection = self._connections.get(route[0]) if route is not None else None
         if route is None or connection is None:
             known = ", ".join(sorted(self._prompts)[:50]) or "(none)"

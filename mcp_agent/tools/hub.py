@@ -6,8 +6,10 @@ and yields when every one is up or has failed; a server that failed is reported 
 tools appear when it comes up). With a state folder, a server whose tool list is cached
 (``cache.py``) does not hold the hub back: its cached tools are offered at once, it starts in
 the background, a call to it waits for its start, and a real list that differs replaces the
-cached one (subscribers are told). ``lazy`` servers start on their first call and stop after
-``idleSeconds`` without calls. The hub owns one ``ServerConnection`` task per
+cached one (subscribers are told). These background starts run a few at a time (half the
+CPUs), so that they leave the gateway room to answer, and a call to a server that has not started
+yet jumps the queue (``_start_queue.py``). ``lazy`` servers start on their first call and stop
+after ``idleSeconds`` without calls. The hub owns one ``ServerConnection`` task per
 server in its task group (structured concurrency): leaving the context, calling ``aclose()`` or
 cancelling the owner stops every server and reaps every process, grandchildren included.
 Given a state folder (the CLI and the gateway give theirs), the hub first reaps what an earlier,
@@ -19,9 +21,10 @@ server comes up, restarts, fails or announces ``tools/list_changed``; subscriber
 when it actually changed.
 
 With ``hub.catalog`` (``catalog.py``) the servers' resources and prompts are listed, read and
-got through the same live sessions; ``subscribe_catalog`` tells when they changed: a server
-announced ``resources/list_changed`` or ``prompts/list_changed``, or a server offering them
-came up or went down.
+got through the same live sessions (a starting server's from the cache); ``subscribe_catalog``
+tells when they changed: a server announced ``resources/list_changed`` or
+``prompts/list_changed``, a server offering them came up or went down, or a server that started
+lists something else than the cache held.
 
 Per-call timeout: the server's ``callTimeoutSeconds`` when set, else the ``timeout`` argument
 (the loop passes ``limits.toolTimeoutSeconds``), else the hub's ``default_timeout``; 0 or None
@@ -45,6 +48,7 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult, ToolSpec
 from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
+from ._start_queue import StartQueue
 from .cache import ToolCache
 from .catalog import Catalog
 from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, ServerState, StartMode
@@ -116,8 +120,11 @@ class ToolHub:
         records: ChildRecords | None = None,
         cache: ToolCache | None = None,
         start: StartMode = "background",
+        hold_starts: bool = False,
+        start_limit: int | None = None,
     ) -> None:
         self._default_timeout = default_timeout
+        self._queue = StartQueue(held=hold_starts, limit=start_limit)
         self._connections = {
             name: ServerConnection(
                 name,
@@ -128,6 +135,7 @@ class ToolHub:
                 records=records,
                 cache=cache,
                 start=start,
+                queue=self._queue,
             )
             for name, config in servers.items()
         }
@@ -207,10 +215,10 @@ class ToolHub:
                 startup_ms=c.startup_ms,
                 restarts=c.restarts,
                 junk_lines=c.junk_lines,
-                glob_warnings=c.glob_warnings,
-                from_cache=c.from_cache,
+                glob_warnings=c.lists.glob_warnings,
+                from_cache=c.lists.from_cache,
                 lazy=c.config.lazy,
-                cache_note=c.cache_note,
+                cache_note=c.lists.cache_note,
             )
             for c in self._connections.values()
         ]
@@ -255,6 +263,16 @@ class ToolHub:
                 logger.exception("catalog subscriber %r raised", callback)
 
     # ------------------------------------------------------------ life cycle
+
+    def release_starts(self) -> None:
+        """Let the background starts held by ``hold_starts`` begin (the gateway calls it once it
+        serves). Idempotent."""
+        self._queue.release()
+
+    @property
+    def starts_held(self) -> bool:
+        """Whether background starts still wait for ``release_starts`` (``hold_starts``)."""
+        return self._queue.held
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         """Start every enabled server concurrently; return when each is up or has failed."""
@@ -340,6 +358,8 @@ async def open_tool_hub(
     state_dir: str | os.PathLike[str] | None = None,
     cache: bool = True,
     start: StartMode = "background",
+    hold_starts: bool = False,
+    start_limit: int | None = None,
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -359,6 +379,10 @@ async def open_tool_hub(
             ``wait`` (the hub yields when every server is up or has failed, as without a cache),
             ``on_call`` (it starts on its first call; ``mcp-agent tools``). Servers with
             ``lazy: true`` start on their first call unless ``start`` is ``wait``.
+        hold_starts: the background starts (``start="background"`` with a cached list) wait
+            for ``hub.release_starts()`` (5 s at most); the gateway releases them once it serves.
+        start_limit: how many background starts run at once (default: half the CPUs, at least
+            one; ``_start_queue.py``). A call to a server that has not started jumps the queue.
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
@@ -374,6 +398,8 @@ async def open_tool_hub(
         records=records,
         cache=tool_cache,
         start=start,
+        hold_starts=hold_starts,
+        start_limit=start_limit,
     )
     async with anyio.create_task_group() as tg:
         try:

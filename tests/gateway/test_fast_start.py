@@ -1,5 +1,8 @@
 """Fast start: a gateway whose tool servers' lists are cached answers at once, and tells its MCP
-clients (``tools/list_changed``) when a server's real list differs from the cached one."""
+clients (``tools/list_changed``) when a server's real list differs from the cached one. The same
+for the servers' resources and prompts (``exposeTools``): listed from the cache while a server
+starts, reads and gets wait for it, a stale list is replaced and announced, and a server that
+fails to start is withdrawn with reads that say why."""
 
 from __future__ import annotations
 
@@ -10,14 +13,17 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import ClientSession, MCPError
 
 from mcp_agent._paths import state_dir
-from mcp_agent.config import AgentConfig, parse_config
+from mcp_agent.config import AgentConfig, StdioServerConfig, parse_config
 from mcp_agent.loop.agent import Agent
+from mcp_agent.tools.cache import CachedList, ToolCache
 from mcp_agent.tools.hub import open_tool_hub
 
 from .conftest import eventually, running_gateway
 from .test_mcp import connect
+from .test_passthrough import pages
 
 GATED = str(Path(__file__).resolve().parent.parent / "servers" / "gated.py")
 
@@ -89,3 +95,241 @@ async def test_cached_tools_are_listed_before_the_server_is_up_and_a_change_is_a
         async with gateway.client() as http:
             status = {s["name"]: s for s in (await http.get("/api/v1/tools")).json()["servers"]}
         assert status["g"]["status"] == "up" and status["g"]["from_cache"] is False
+
+
+async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Path) -> None:
+    config = gated_config(tmp_path)
+    await warm(tmp_path, config)
+    (tmp_path / "gate").touch()
+    async with running_gateway(config, factory=lambda c: Agent.from_config(c, hold_starts=True)) as gateway:
+        hub = gateway.app.service.agent.tools  # the gateway's own factory holds them too
+        assert not hub.starts_held  # released by the lifespan once the agent was attached
+        async with gateway.client() as http:
+
+            async def up() -> bool:
+                servers = (await http.get("/api/v1/tools")).json()["servers"]
+                return bool(servers[0]["status"] == "up")
+
+            await eventually(up, timeout=20)  # started with no call asking for it
+
+
+# ------------------------------------------------------------------ resources and prompts
+
+
+def catalog_config(tmp_path: Path, **env: str) -> AgentConfig:
+    """The gated server with resources (three notes and a template) and prompts (two)."""
+    config = gated_config(tmp_path)
+    server = config.mcp_servers["g"]
+    assert isinstance(server, StdioServerConfig)
+    catalog = {
+        "GATED_RESOURCES": str(tmp_path / "resources.txt"),
+        "GATED_PROMPTS": str(tmp_path / "prompts.txt"),
+    }
+    server = server.model_copy(update={"env": {**server.env, **catalog, **env}})
+    return config.model_copy(update={"mcp_servers": {"g": server}})
+
+
+def write_catalog(tmp_path: Path, resources: list[str], prompts: list[str]) -> None:
+    (tmp_path / "resources.txt").write_text("".join(f"{line}\n" for line in resources))
+    (tmp_path / "prompts.txt").write_text("".join(f"{line}\n" for line in prompts))
+
+
+NOTES = ["gated://notes/1", "gated://notes/2", "gated://notes/3", "gated://t/{id}"]
+
+
+def cached(config: AgentConfig) -> CachedList | None:
+    return ToolCache(state_dir() / "tool-cache").load("g", config.servers()["g"])
+
+
+async def warm_catalog(tmp_path: Path, config: AgentConfig) -> None:
+    """One start with the gate open that lists (and caches) the tools, resources and prompts."""
+    (tmp_path / "tools.txt").write_text("echo\nannounce\n")
+    (tmp_path / "gate").touch()
+    async with open_tool_hub(config.servers(), state_dir=state_dir()) as hub:
+        assert len(hub.list_tools()) == 2
+
+        def listed() -> bool:
+            entry = cached(config)
+            return entry is not None and entry.resources is not None and entry.prompts is not None
+
+        await eventually(listed, timeout=20)
+    (tmp_path / "gate").unlink()
+    (tmp_path / "log").write_text("")
+
+
+def requests(tmp_path: Path) -> list[str]:
+    """The catalog requests the gated server got (see tests/servers/gated.py)."""
+    log = tmp_path / "log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [line for line in lines if line.startswith(("resources/", "prompts/"))]
+
+
+async def all_resources(client: Any) -> list[str]:
+    return [r.uri for r in await pages(client, "list_resources")]
+
+
+async def all_templates(client: Any) -> list[str]:
+    return [t.uri_template for t in await pages(client, "list_resource_templates")]
+
+
+async def prompt_names(client: Any) -> list[str]:
+    listed = await (
+        client.list_prompts()
+        if isinstance(client, ClientSession)
+        else client.list_prompts(cache_mode="bypass")
+    )
+    return [p.name for p in listed.prompts]
+
+
+async def test_cached_resources_and_prompts_are_listed_before_the_server_is_up_and_reads_wait(
+    tmp_path: Path,
+) -> None:
+    config = catalog_config(tmp_path)
+    write_catalog(tmp_path, NOTES, ["alpha", "beta"])
+    await warm_catalog(tmp_path, config)
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", "legacy") as client,
+    ):
+        # the gate is shut: the server has not answered initialize, yet all of it is listed
+        assert await all_resources(client) == NOTES[:3]
+        assert await all_templates(client) == ["gated://t/{id}"]
+        prompts = await client.list_prompts()
+        assert [p.name for p in prompts.prompts] == ["g__alpha", "g__beta"]
+        assert prompts.prompts[0].description == "The alpha prompt."
+        assert requests(tmp_path) == []  # from the cache, not from the server
+        results: dict[str, Any] = {}
+        async with anyio.create_task_group() as tg:
+
+            async def read(uri: str) -> None:
+                results[uri] = await client.read_resource(uri)
+
+            async def get() -> None:
+                results["prompt"] = await client.get_prompt("g__beta")
+
+            tg.start_soon(read, "gated://notes/2")
+            tg.start_soon(read, "gated://t/42")  # routed by the cached template
+            tg.start_soon(get)
+            await anyio.sleep(0.3)
+            assert results == {}  # waiting for the start, not failed
+            (tmp_path / "gate").touch()
+        assert results["gated://notes/2"].contents[0].text == "read gated://notes/2"
+        assert results["gated://t/42"].contents[0].text == "read gated://t/42"
+        assert results["prompt"].messages[0].content.text == "prompt beta"
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_stale_cached_catalog_is_replaced_and_announced(tmp_path: Path, era: str) -> None:
+    config = catalog_config(tmp_path)
+    write_catalog(tmp_path, NOTES, ["alpha", "beta"])
+    await warm_catalog(tmp_path, config)
+    write_catalog(tmp_path, ["gated://notes/1", "gated://notes/9", "gated://u/{id}"], ["alpha", "gamma"])
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(message)
+
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", era, message_handler=on_message) as client,
+    ):
+        assert await all_resources(client) == NOTES[:3]  # the cached (stale) list, at once
+        assert await prompt_names(client) == ["g__alpha", "g__beta"]
+        if era == "modern":
+            async with client.listen(resources_list_changed=True, prompts_list_changed=True) as subscription:
+                (tmp_path / "gate").touch()
+                kinds: set[str] = set()
+                with anyio.fail_after(20):
+                    async for event in subscription:
+                        kinds.add(type(event).__name__)
+                        if kinds == {"ResourcesListChanged", "PromptsListChanged"}:
+                            break
+        else:
+            (tmp_path / "gate").touch()
+            for kind in (types.ResourceListChangedNotification, types.PromptListChangedNotification):
+                await eventually(lambda kind=kind: any(isinstance(m, kind) for m in seen), timeout=20)
+        assert await all_resources(client) == ["gated://notes/1", "gated://notes/9"]
+        assert await all_templates(client) == ["gated://u/{id}"]
+        assert await prompt_names(client) == ["g__alpha", "g__gamma"]
+        assert (await client.read_resource("gated://notes/9")).contents[0].text == "read gated://notes/9"
+    entry = cached(config)
+    assert entry is not None and entry.resources is not None and entry.prompts is not None
+    assert [r["uri"] for r in entry.resources] == ["gated://notes/1", "gated://notes/9"]
+    assert [p["name"] for p in entry.prompts] == ["alpha", "gamma"]
+
+
+async def test_the_same_catalog_is_not_announced(tmp_path: Path) -> None:
+    config = catalog_config(tmp_path)
+    write_catalog(tmp_path, NOTES, ["alpha", "beta"])
+    await warm_catalog(tmp_path, config)
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(message)
+
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", "legacy", message_handler=on_message) as client,
+    ):
+        assert await all_resources(client) == NOTES[:3]
+        (tmp_path / "gate").touch()
+        # the server is up and has been listed in full (prompts: one a page, two pages)
+        await eventually(lambda: requests(tmp_path).count("prompts/list") == 2, timeout=20)
+        await anyio.sleep(0.5)
+        assert not [m for m in seen if isinstance(m, types.ResourceListChangedNotification)]
+        assert not [m for m in seen if isinstance(m, types.PromptListChangedNotification)]
+        assert await all_resources(client) == NOTES[:3]
+
+
+async def test_a_cached_server_that_fails_to_start_is_withdrawn_and_reads_say_why(tmp_path: Path) -> None:
+    config = catalog_config(tmp_path, GATED_FAIL_UNLESS=str(tmp_path / "ok"), GATED_FAIL_AT_GATE="1")
+    (tmp_path / "ok").touch()
+    write_catalog(tmp_path, NOTES, ["alpha"])
+    await warm_catalog(tmp_path, config)
+    (tmp_path / "ok").unlink()
+    seen: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        seen.append(message)
+
+    def told(kind: type) -> bool:
+        return any(isinstance(m, kind) for m in seen)
+
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", "legacy", message_handler=on_message) as client,
+    ):
+        # listed from the cache while it starts; a read waits for the start, which then fails
+        assert await all_resources(client) == NOTES[:3]
+        errors: list[MCPError] = []
+        async with anyio.create_task_group() as tg:
+
+            async def read() -> None:
+                with pytest.raises(MCPError) as caught:
+                    await client.read_resource("gated://notes/1")
+                errors.append(caught.value)
+
+            tg.start_soon(read)
+            await anyio.sleep(0.3)
+            assert errors == []  # waiting for the start
+            (tmp_path / "gate").touch()
+        assert "server g is failed: exited during start-up" in errors[0].message
+        await eventually(
+            lambda: told(types.ResourceListChangedNotification) and told(types.PromptListChangedNotification)
+        )
+        assert await all_resources(client) == []  # withdrawn, as its tools are
+        assert await all_templates(client) == []
+        assert await prompt_names(client) == []
+        for uri in ("gated://notes/3", "gated://t/7"):  # known URIs say why, not "not found"
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource(uri)
+            assert "server g is failed: exited during start-up" in caught.value.message
+        with pytest.raises(MCPError) as caught:
+            await client.get_prompt("g__alpha")
+        assert "server g is failed: exited during start-up" in caught.value.message
+        # it is retried with backoff: once it starts, all of it is back, and clients are told
+        seen.clear()
+        (tmp_path / "ok").touch()
+        await eventually(lambda: told(types.ResourceListChangedNotification), timeout=30)
+        assert await all_resources(client) == NOTES[:3]
+        assert (await client.get_prompt("g__alpha")).messages[0].content.text == "prompt alpha"

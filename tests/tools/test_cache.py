@@ -1,4 +1,5 @@
-"""Cached tool lists: warm starts, calls that wait, changed lists, lazy servers, retries, keys.
+"""Cached tool lists: warm starts, calls that wait, changed lists, lazy servers, retries, keys;
+the resources and prompts in the same entry (the gateway's side: tests/gateway/test_fast_start.py).
 
 Real fixture servers (``tests/servers/gated.py``) whose start the test holds back with a gate
 file, so "the list was offered before the server was up" is a fact, not a timing.
@@ -9,15 +10,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import MCPError
 
 from mcp_agent.config import StdioServerConfig
-from mcp_agent.tools.cache import ToolCache, cache_key
+from mcp_agent.tools.cache import CACHE_VERSION, MAX_CACHED_ENTRIES, CachedList, ToolCache, cache_key
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
+from mcp_agent.tools.restart import RestartPolicy
 
 from .conftest import FAST_RESTARTS, server
 
@@ -46,7 +50,11 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def gated(files: dict[str, Path], **options: Any) -> StdioServerConfig:
-    env = {"GATED_LOG": str(files["log"]), "GATED_GATE": str(files["gate"]), "GATED_TOOLS": str(files["tools"])}
+    env = {
+        "GATED_LOG": str(files["log"]),
+        "GATED_GATE": str(files["gate"]),
+        "GATED_TOOLS": str(files["tools"]),
+    }
     env.update(options.pop("env", {}))
     return server("gated.py", env=env, **options)
 
@@ -109,7 +117,9 @@ async def test_the_same_list_sends_no_change(files: dict[str, Path]) -> None:
         assert changes == []
 
 
-async def test_changing_args_env_or_filters_invalidates_the_cache(files: dict[str, Path], tmp_path: Path) -> None:
+async def test_changing_args_env_or_filters_invalidates_the_cache(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
     config = gated(files)
     await warm(files, config)
     cache = ToolCache(files["state"] / "tool-cache")
@@ -137,7 +147,7 @@ async def test_changing_args_env_or_filters_invalidates_the_cache(files: dict[st
         os.utime(script, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     # secrets are hashed into the key, never written
     secret = config.model_copy(update={"env": {**config.env, "TOKEN": "s3cret-value"}})
-    assert cache.save("s", secret, [{"name": "x", "inputSchema": {"type": "object"}}])
+    assert cache.save("s", secret, CachedList(({"name": "x", "inputSchema": {"type": "object"}},), {}))
     assert "s3cret-value" not in cache.path("s").read_text()
 
 
@@ -147,7 +157,16 @@ async def test_a_corrupt_cache_file_is_ignored_with_a_warning(
     config = gated(files)
     await warm(files, config)
     path = ToolCache(files["state"] / "tool-cache").path("g")
-    for junk in ["{not json", json.dumps({"version": 1, "key": cache_key(config), "tools": "nope"}), ""]:
+    key, tools = cache_key(config), [{"name": "echo"}]
+    junks = [
+        "{not json",
+        json.dumps({"version": CACHE_VERSION, "key": key, "tools": "nope"}),
+        "",
+        json.dumps({"version": CACHE_VERSION, "key": key, "tools": tools, "resources": [{"name": "no uri"}]}),
+        json.dumps({"version": CACHE_VERSION, "key": key, "tools": tools, "prompts": "nope"}),
+        json.dumps({"version": "2", "key": key, "tools": tools}),
+    ]
+    for junk in junks:
         path.write_text(junk)
         caplog.clear()
         files["gate"].touch()
@@ -173,7 +192,9 @@ async def test_a_cached_server_that_fails_to_start_says_it_is_down(files: dict[s
         assert status(hub).status == "failed"
 
 
-async def test_a_failed_first_start_is_retried_with_backoff_and_its_tools_appear(files: dict[str, Path]) -> None:
+async def test_a_failed_first_start_is_retried_with_backoff_and_its_tools_appear(
+    files: dict[str, Path],
+) -> None:
     files["gate"].touch()
     config = gated(files, env={"GATED_FAIL_UNLESS": str(files["ok"])})
     async with open_tool_hub({"g": config}, state_dir=files["state"], restart_policy=FAST_RESTARTS) as hub:
@@ -224,3 +245,150 @@ async def test_on_call_mode_starts_nothing_until_called(files: dict[str, Path]) 
         assert status(hub).from_cache and status(hub).status == "idle"
         assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
     assert starts(files["log"]) == 1
+
+
+async def test_a_cache_file_of_another_version_is_ignored_quietly(
+    files: dict[str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    config = gated(files)
+    await warm(files, config)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "version": CACHE_VERSION - 1}))
+    files["gate"].touch()
+    with caplog.at_level(logging.WARNING):
+        async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+            assert status(hub).status == "up" and not status(hub).from_cache  # started as without a cache
+    assert caplog.text == ""
+    assert json.loads(path.read_text())["version"] == CACHE_VERSION
+
+
+# ------------------------------------------------------------------ resources and prompts
+
+
+def test_the_catalog_round_trips_through_the_file(tmp_path: Path) -> None:
+    config = server("gated.py")
+    cache = ToolCache(tmp_path)
+    listed = CachedList(
+        tools=({"name": "echo", "inputSchema": {"type": "object"}},),
+        capabilities={"resources": {"listChanged": True}, "prompts": {}},
+        resources=({"uri": "a://1", "name": "one"},),
+        resource_templates=(),
+        prompts=({"name": "p", "arguments": [{"name": "x", "required": True}]},),
+    )
+    assert cache.save("g", config, listed)
+    assert cache.load("g", config) == listed
+    bare = CachedList(tools=listed.tools, capabilities={})
+    assert cache.save("g", config, bare)
+    assert cache.load("g", config) == bare  # unknown lists stay unknown, not empty
+    assert "resources" not in json.loads(cache.path("g").read_text())
+
+
+def with_catalog(
+    files: dict[str, Path], resources: list[str], prompts: list[str], **options: Any
+) -> StdioServerConfig:
+    files["resources"] = files["tools"].with_name("resources.txt")
+    files["prompts"] = files["tools"].with_name("prompts.txt")
+    files["resources"].write_text("".join(f"{line}\n" for line in resources))
+    files["prompts"].write_text("".join(f"{line}\n" for line in prompts))
+    env = {"GATED_RESOURCES": str(files["resources"]), "GATED_PROMPTS": str(files["prompts"])}
+    env.update(options.pop("env", {}))
+    return gated(files, env=env, **options)
+
+
+def cached(files: dict[str, Path], config: StdioServerConfig) -> CachedList | None:
+    return ToolCache(files["state"] / "tool-cache").load("g", config)
+
+
+def catalog_known(files: dict[str, Path], config: StdioServerConfig) -> bool:
+    entry = cached(files, config)
+    return entry is not None and entry.resources is not None and entry.prompts is not None
+
+
+async def uris(hub: ToolHub) -> list[str]:
+    return [r.uri for r in (await hub.catalog.list_resources()).resources]
+
+
+async def test_a_lazy_server_lists_its_cached_catalog_without_starting_and_a_read_starts_it(
+    files: dict[str, Path],
+) -> None:
+    files["gate"].touch()
+    config = with_catalog(files, ["gated://a", "gated://b"], ["p"], lazy=True, idle_seconds=0.5)
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        await until(lambda: catalog_known(files, config))  # learnt at its first start
+        await until(lambda: status(hub).status == "idle")
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "idle"
+        assert await uris(hub) == ["gated://a", "gated://b"]
+        assert [p.name for p in (await hub.catalog.list_prompts()).prompts] == ["g__p"]
+        assert starts(files["log"]) == 1  # listed without starting it
+        read = await hub.catalog.read_resource("gated://b")
+        assert read.contents[0].text == "read gated://b"  # type: ignore[union-attr]
+        assert starts(files["log"]) == 2 and status(hub).status == "up"
+        await until(lambda: status(hub).status == "idle")
+        assert await uris(hub) == ["gated://a", "gated://b"]  # still listed while idle
+
+
+async def test_a_servers_own_list_changed_updates_the_cached_catalog(files: dict[str, Path]) -> None:
+    files["gate"].touch()
+    files["tools"].write_text("echo\nannounce\n")
+    config = with_catalog(files, ["gated://a"], ["p"])
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        await until(lambda: catalog_known(files, config))
+        told: list[str] = []
+        hub.subscribe_catalog(told.append)
+        files["resources"].write_text("gated://a\ngated://c\n")
+        files["prompts"].write_text("q\n")
+        await hub.call_tool("g__announce", {})
+
+        def updated() -> bool:
+            entry = cached(files, config)
+            return entry is not None and len(entry.resources or ()) == 2 and len(entry.prompts or ()) == 1
+
+        await until(lambda: updated() and entry_prompts(files, config) == ["q"])
+        assert sorted(told) == ["prompts", "resources"]  # the server's notifications, once each
+        assert await uris(hub) == ["gated://a", "gated://c"]
+
+
+def entry_prompts(files: dict[str, Path], config: StdioServerConfig) -> list[str]:
+    entry = cached(files, config)
+    return [p["name"] for p in (entry.prompts or ())] if entry else []
+
+
+async def test_a_catalog_longer_than_the_cache_holds_is_not_cached(files: dict[str, Path]) -> None:
+    files["gate"].touch()
+    many = [f"gated://n/{i}" for i in range(MAX_CACHED_ENTRIES + 1)]
+    config = with_catalog(files, many, ["p"], env={"GATED_PAGE": str(MAX_CACHED_ENTRIES)})
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        await until(lambda: entry_prompts(files, config) == ["p"])
+        entry = cached(files, config)
+        assert entry is not None and entry.resources is None and entry.resource_templates == ()
+        assert (
+            len((await hub.catalog.list_resources()).resources) == MAX_CACHED_ENTRIES
+        )  # asked of the server
+    files["gate"].unlink()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "starting"
+        assert await uris(hub) == []  # not known while it starts
+        assert [p.name for p in (await hub.catalog.list_prompts()).prompts] == ["g__p"]
+
+
+async def test_a_restarting_server_keeps_its_catalog_listed_and_reads_say_it_restarts(
+    files: dict[str, Path],
+) -> None:
+    files["gate"].touch()
+    config = with_catalog(files, ["gated://a"], ["p"])
+    slow = RestartPolicy(first_delay=30, max_delay=30, max_restarts=5, window_seconds=300)
+    async with open_tool_hub({"g": config}, state_dir=files["state"], restart_policy=slow) as hub:
+        await until(lambda: catalog_known(files, config))
+        told: list[str] = []
+        hub.subscribe_catalog(told.append)
+        pid = int(files["log"].read_text().split()[1])
+        os.kill(pid, signal.SIGKILL)
+        await until(lambda: status(hub).status == "restarting")
+        assert await uris(hub) == ["gated://a"]
+        assert [p.name for p in (await hub.catalog.list_prompts()).prompts] == ["g__p"]
+        with pytest.raises(MCPError) as caught:
+            await hub.catalog.read_resource("gated://a")
+        assert "server g is restarting" in caught.value.message
+        assert told == []  # nothing was withdrawn
