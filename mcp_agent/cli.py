@@ -164,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrap_streams(stdout=not (args.command == "serve" and args.stdio), json_stderr=args.log_format == "json")
     try:
         return _command(args, handler)
+    except BrokenPipeError:  # stdout's reader went away (``mcp-agent tools | head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # so that Python's own flush at exit fails quietly
+        return EXIT_OK
     finally:
         unwrap_streams()
 
@@ -212,15 +215,22 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     from ._paths import state_dir
     from .providers.endpoints import resolve_endpoint
-    from .tools.hub import open_tool_hub
 
     dialect = resolve_endpoint(config.llm).provider
-    timeout = config.limits.tool_timeout_seconds
-    # a server whose list is cached is not started: its list is shown "from cache"
-    async with open_tool_hub(
-        config.servers(), default_timeout=timeout, state_dir=state_dir(), start="wait" if args.fresh else "on_call"
-    ) as hub:
-        report = tools_report(hub, dialect)
+    listed = None if args.fresh else _cached_listing(config)
+    if listed is not None:  # every list is cached: nothing to start, and no MCP SDK to load
+        report = tools_report(listed[0], listed[1], dialect)
+    else:
+        from .tools.hub import open_tool_hub
+
+        # a server whose list is cached is not started: its list is shown "from cache"
+        async with open_tool_hub(
+            config.servers(),
+            default_timeout=config.limits.tool_timeout_seconds,
+            state_dir=state_dir(),
+            start="wait" if args.fresh else "on_call",
+        ) as hub:
+            report = tools_report(hub.list_tools(), hub.status(), dialect)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -228,8 +238,17 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
-    """The ``tools --json`` object of DESIGN.md."""
+def _cached_listing(config: AgentConfig) -> Any:
+    """Every server's tools from the tool cache, or None when one has no cached list."""
+    from ._paths import state_dir
+    from .tools.cache import ToolCache
+    from .tools.cached import cached_listing
+
+    return cached_listing(config.servers(), ToolCache.of_state_dir(state_dir()))
+
+
+def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) -> dict[str, Any]:
+    """The ``tools --json`` object of DESIGN.md, from the hub's tools and statuses (or the cache's)."""
     return {
         "tools": [
             {
@@ -240,7 +259,7 @@ def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
                 "parameters": spec.schema_for(dialect),
                 "changes": list(spec.changes_for(dialect)),
             }
-            for spec in hub.list_tools()
+            for spec in tools
         ],
         "servers": [
             {
@@ -251,7 +270,7 @@ def tools_report(hub: Any, dialect: str) -> dict[str, Any]:
                 "startup_ms": None if status.startup_ms is None else round(status.startup_ms, 1),
                 "from_cache": status.from_cache,
             }
-            for status in hub.status()
+            for status in statuses
         ],
     }
 

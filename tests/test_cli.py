@@ -496,3 +496,22 @@ def test_query_on_a_terminal_with_input_closed_denies(tmp_path, model):
     assert (code, out) == (0, "Closed.\n"), screen
     [result] = _tool_messages(model.requests[1])
     assert result == "[DENIED: the terminal's input is closed (no answer)] Do NOT retry this tool"
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
+    path = write_config(tmp_path, None)
+    assert run_cli("tools", "--config", str(path)).returncode == 0  # the list is cached now
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before a byte is written (``mcp-agent tools | head`` at its end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "mcp_agent", "tools", "--config", str(path)],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr

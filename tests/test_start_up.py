@@ -1,5 +1,6 @@
 """Start-up loads only what it uses: ``import mcp_agent``, ``--help`` and ``--version`` load no
-third-party package at all, and ``tools`` loads neither the gateway nor the agent loop.
+third-party package at all, ``tools`` loads neither the gateway nor the agent loop, and on a warm
+tool cache not even the MCP SDK.
 
 Behavioural checks on fresh interpreters (what ``sys.modules`` holds afterwards), not timings:
 ``bench/bench_cli_start.py`` measures the time.
@@ -83,12 +84,43 @@ def test_help_of_a_command_loads_nothing_heavy() -> None:
     assert not {name.split(".")[0] for name in loaded} & set(HEAVY)
 
 
-def test_tools_loads_the_tool_hub_but_not_the_gateway_nor_the_loop(tmp_path: Path) -> None:
+def _tools_config(tmp_path: Path, servers: dict[str, object]) -> Path:
     config = tmp_path / "agent.json"
-    config.write_text(json.dumps({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}, "mcpServers": {}}))
-    code, loaded, out, _ = _loaded(_cli("tools", "--json", "--config", str(config)))
-    assert code == 0 and json.loads(out) == {"tools": [], "servers": []}
-    assert "mcp_agent.tools.hub" in loaded
+    config.write_text(json.dumps({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}, "mcpServers": servers}))
+    return config
+
+
+def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> None:
+    echo = {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "echo.py")]}
+    config = _tools_config(tmp_path, {"echo": echo, "off": {**echo, "disabled": True}})
+    env = {"MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
+    # a cold cache: the hub starts the server (and caches its list)
+    code, loaded, out, _ = _loaded(_cli("tools", "--json", "--config", str(config)), env=env)
+    assert code == 0 and "mcp_agent.tools.hub" in loaded and "mcp" in loaded
+    started = json.loads(out)
+    # warm: the same tools, read from the cache alone
+    code, loaded, out, _ = _loaded(_cli("tools", "--json", "--config", str(config)), env=env)
+    cached = json.loads(out)
+    assert code == 0 and cached["tools"] == started["tools"] and len(cached["tools"]) == 2
+    assert cached["servers"] == [
+        {"name": "echo", "status": "idle", "error": None, "tool_count": 2, "startup_ms": None, "from_cache": True},
+        {"name": "off", "status": "disabled", "error": None, "tool_count": 0, "startup_ms": None, "from_cache": False},
+    ]
+    assert not [name for name in loaded if name.split(".")[0] in ("mcp", "mcp_types")]
+    assert not [name for name in loaded if name.startswith(("mcp_agent.tools.hub", "mcp_agent.tools.connection"))]
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     # no model client: tools never talks to the model server (it only reads the provider's dialect)
+    assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == ["mcp_agent.providers.endpoints"]
+    # --fresh starts the servers
+    code, loaded, out, _ = _loaded(_cli("tools", "--json", "--fresh", "--config", str(config)), env=env)
+    assert code == 0 and "mcp_agent.tools.hub" in loaded and json.loads(out)["servers"][0]["status"] == "up"
+
+
+def test_tools_with_a_server_not_cached_opens_the_hub_but_not_the_gateway_nor_the_loop(tmp_path: Path) -> None:
+    config = _tools_config(tmp_path, {"gone": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]}})
+    env = {"MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
+    code, loaded, out, _ = _loaded(_cli("tools", "--json", "--config", str(config)), env=env)
+    assert code == 0 and json.loads(out)["servers"][0]["status"] == "failed"
+    assert "mcp_agent.tools.hub" in loaded
+    assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == ["mcp_agent.providers.endpoints"]

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ._incarnation import CatalogKind
-from ._server_tools import ServerTool, filter_warnings, server_tool
+from ._server_tools import ServerTool, cached_tools, filter_warnings, server_tool
 from ._session import LiveSession, list_pages, list_tool_pages
 from .cache import MAX_CACHED_ENTRIES, CachedList, ToolCache
 
@@ -97,27 +97,7 @@ class KnownLists:
 
     def cached_tools(self) -> tuple[ServerTool, ...]:
         """The cached tools, filtered and compiled (empty without a cached entry)."""
-        if self.cached is None:
-            return ()
-        tools: list[ServerTool] = []
-        for raw in self.cached.tools:
-            try:
-                shell = types.Tool.model_validate(
-                    {
-                        "name": raw["name"],
-                        "description": raw.get("description")
-                        if isinstance(raw.get("description"), str)
-                        else None,
-                        "inputSchema": {"type": "object"},
-                        "execution": raw.get("execution") if isinstance(raw.get("execution"), dict) else None,
-                    }
-                )
-            except ValidationError:
-                shell = types.Tool(name=str(raw["name"]), input_schema={"type": "object"})
-            tool = server_tool(self.name, self.config, shell, raw)
-            if tool is not None:
-                tools.append(tool)
-        return tuple(tools)
+        return () if self.cached is None else cached_tools(self.name, self.config, self.cached.tools)
 
     async def list_tools(
         self, live: LiveSession, capabilities: types.ServerCapabilities | None
@@ -132,12 +112,18 @@ class KnownLists:
         for warning in [w for w in warnings if w not in self.glob_warnings]:
             logger.warning("%s", warning)
         self.glob_warnings = warnings
-        return tuple(
-            tool
+        tools = (
+            server_tool(
+                self.name,
+                self.config,
+                live.repairer.raw_tools.get(t.name) or _wire(t),
+                name=t.name,
+                description=t.description or "",
+                task_required=t.execution is not None and t.execution.task_support == "required",
+            )
             for t in listed
-            if (tool := server_tool(self.name, self.config, t, live.repairer.raw_tools.get(t.name)))
-            is not None
         )
+        return tuple(tool for tool in tools if tool is not None)
 
     async def keep_tools(
         self,

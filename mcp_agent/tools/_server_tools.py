@@ -1,8 +1,10 @@
 """A server's tools and results as the hub sees them: filtered, compiled, converted.
 
-``server_tool`` turns one listed MCP tool into a ``ServerTool`` (or None: skipped by
+``server_tool`` turns one listed MCP tool (wire JSON) into a ``ServerTool`` (or None: skipped by
 ``allowTools``/``denyTools``, needing task-augmented execution, or with a schema that cannot be
-compiled); ``filter_warnings`` names the ``allowTools``/``denyTools`` globs that match none of
+compiled), ``cached_tools`` does it for a cached list (this module needs nothing of the MCP
+SDK but its types' names, so that ``tools/cached.py`` lists cached tools without loading it);
+``filter_warnings`` names the ``allowTools``/``denyTools`` globs that match none of
 the listed tools; ``call_result`` turns a ``CallToolResult`` into the ``ToolResult`` the model reads.
 """
 
@@ -13,9 +15,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import mcp_types as types
+from typing import TYPE_CHECKING, Any
 
 from .._globs import unmatched_globs
 from .._types import JSONObject
@@ -23,6 +23,9 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult
 from .content import content_to_text
 from .schema import CompiledSchema, compile_tool_schema
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 logger = logging.getLogger(__name__)
 
@@ -73,38 +76,66 @@ def filter_warnings(
 
 
 def server_tool(
-    server: str, config: StdioServerConfig | RemoteServerConfig, tool: types.Tool, raw: JSONObject | None
+    server: str,
+    config: StdioServerConfig | RemoteServerConfig,
+    raw: JSONObject,
+    *,
+    name: str,
+    description: str,
+    task_required: bool = False,
 ) -> ServerTool | None:
-    """``tool`` as offered by ``server``, or None when it is not offered.
+    """A listed tool as offered by ``server``, or None when it is not offered.
 
     Args:
-        raw: the tool as the server sent it (before the repair), whose ``inputSchema`` is
-            compiled; None to use the SDK's own copy.
+        raw: the tool as the server sent it (wire JSON, before the repair), whose
+            ``inputSchema`` is compiled and whose ``annotations``, ``title`` and ``outputSchema``
+            are kept.
+        name, description: the tool's name and description (as the SDK read them, or as cached).
+        task_required: it needs task-augmented execution (``execution.taskSupport: required``).
     """
-    if tool.execution is not None and tool.execution.task_support == "required":
-        logger.warning("%s: skipping tool %s: it requires task-augmented execution", server, tool.name)
+    if task_required:
+        logger.warning("%s: skipping tool %s: it requires task-augmented execution", server, name)
         return None
-    if not tool_allowed(tool.name, config.allow_tools, config.deny_tools):
+    if not tool_allowed(name, config.allow_tools, config.deny_tools):
         return None
-    if raw is None:  # not seen by the repairer (cannot happen on our transports)
-        raw = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
     try:
         schema = compile_tool_schema(raw.get("inputSchema"))
     except Exception:
-        logger.exception("%s: skipping tool %s: its input schema could not be compiled", server, tool.name)
+        logger.exception("%s: skipping tool %s: its input schema could not be compiled", server, name)
         return None
     annotations = raw.get("annotations")
     title = raw.get("title")
     output_schema = raw.get("outputSchema")
     return ServerTool(
         server=server,
-        mcp_name=tool.name,
-        description=tool.description or "",
+        mcp_name=name,
+        description=description,
         schema=schema,
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
         title=title if isinstance(title, str) and title else None,
         output_schema=dict(output_schema) if isinstance(output_schema, dict) else None,
     )
+
+
+def cached_tools(
+    server: str, config: StdioServerConfig | RemoteServerConfig, raws: Iterable[JSONObject]
+) -> tuple[ServerTool, ...]:
+    """The tools of a cached list (wire JSON, as the server sent them), filtered and compiled."""
+    tools: list[ServerTool] = []
+    for raw in raws:
+        description = raw.get("description")
+        execution = raw.get("execution")
+        tool = server_tool(
+            server,
+            config,
+            raw,
+            name=str(raw["name"]),
+            description=description if isinstance(description, str) else "",
+            task_required=isinstance(execution, dict) and execution.get("taskSupport") == "required",
+        )
+        if tool is not None:
+            tools.append(tool)
+    return tuple(tools)
 
 
 def call_result(result: types.CallToolResult, start: float) -> ToolResult:

@@ -148,6 +148,11 @@ class ToolCache:
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
 
+    @classmethod
+    def of_state_dir(cls, state_dir: str | os.PathLike[str]) -> ToolCache:
+        """The cache of a state folder (``$MCP_AGENT_STATE_DIR``): its ``tool-cache`` folder."""
+        return cls(Path(state_dir) / "tool-cache")
+
     def path(self, server: str) -> Path:
         """The cache file of ``server``."""
         return self.folder / _file_name(server)

@@ -52,6 +52,7 @@ from ._start_queue import Slot, StartQueue
 from ._stdio import StdioChild
 from .cache import ToolCache
 from .restart import RestartBudget, RestartPolicy
+from .status import ServerState
 
 __all__ = [
     "CatalogKind",
@@ -64,7 +65,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ServerState = Literal["starting", "up", "failed", "disabled", "restarting", "idle"]
 T = TypeVar("T")
 
 

@@ -37,7 +37,6 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -48,60 +47,16 @@ from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolResult, ToolSpec
 from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
+from ._specs import exposed_specs
 from ._start_queue import StartQueue
 from .cache import ToolCache
 from .catalog import Catalog
-from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, ServerState, StartMode
-from .naming import NamedTool, assign_names
+from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, StartMode
+from .status import ServerStatus
 
 logger = logging.getLogger(__name__)
 
 _MAX_LISTED_NAMES = 50
-
-
-@dataclass(frozen=True)
-class ServerStatus:
-    """How one tool server is doing.
-
-    Attributes:
-        name: the server's name in agent.json.
-        status: ``up``, ``failed``, ``disabled``, ``starting`` or ``restarting``.
-        error: why it is not up (for ``restarting``: the crash it restarts from), else None.
-        tool_count: how many of its tools are offered.
-        startup_ms: how long its last successful start took, from spawn to tools listed.
-        restarts: how many times it was restarted after a crash.
-        junk_lines: how many non-JSON lines it printed on stdout.
-        glob_warnings: its ``allowTools``/``denyTools`` globs that match none of its tools.
-        from_cache: its tools were read from the tool cache (the server has not listed them in
-            this process yet: it is starting, or lazy and not started).
-        lazy: it starts on its first call and stops when idle (``lazy`` in agent.json).
-        cache_note: how its cached list compared with the one it listed (None: no cache, or not
-            listed yet).
-    """
-
-    name: str
-    status: ServerState
-    error: str | None = None
-    tool_count: int = 0
-    startup_ms: float | None = None
-    restarts: int = 0
-    junk_lines: int = 0
-    glob_warnings: tuple[str, ...] = ()
-    from_cache: bool = False
-    lazy: bool = False
-    cache_note: str | None = None
-
-    def to_dict(self) -> JSONObject:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "error": self.error,
-            "tool_count": self.tool_count,
-            "startup_ms": self.startup_ms,
-            "restarts": self.restarts,
-            "junk_lines": self.junk_lines,
-            "from_cache": self.from_cache,
-        }
 
 
 class ToolHub:
@@ -308,29 +263,8 @@ class ToolHub:
             c for c in self._connections.values() if c.state in ("up", "restarting", "starting", "idle")
         ]
         tools = [tool for c in serving for tool in c.tools]
-        names, warnings = assign_names(
-            [NamedTool(t.server, t.mcp_name, self._connections[t.server].config.tool_prefix) for t in tools]
-        )
-        specs: list[ToolSpec] = []
-        routes: dict[str, tuple[ServerConnection, str]] = {}
-        for tool in tools:
-            exposed = names[(tool.server, tool.mcp_name)]
-            specs.append(
-                ToolSpec(
-                    name=exposed,
-                    description=tool.description,
-                    parameters=tool.schema.parameters,
-                    variants=dict(tool.schema.variants),
-                    server=tool.server,
-                    mcp_name=tool.mcp_name,
-                    changes=tuple(tool.schema.changes),
-                    annotations=dict(tool.annotations),
-                    timeout_seconds=self._connections[tool.server].config.call_timeout_seconds,
-                    title=tool.title,
-                    output_schema=tool.output_schema,
-                )
-            )
-            routes[exposed] = (self._connections[tool.server], tool.mcp_name)
+        specs, names, warnings = exposed_specs(tools, {name: c.config for name, c in self._connections.items()})
+        routes = {exposed: (self._connections[server], mcp_name) for exposed, (server, mcp_name) in names.items()}
         if tuple(warnings) != self._warnings:
             for warning in warnings:
                 logger.warning("tool names: %s", warning)
@@ -390,7 +324,7 @@ async def open_tool_hub(
     if state_dir is not None and _procfs.available():
         records = ChildRecords(Path(state_dir) / "children")
         await reap_orphans(records.folder)
-    tool_cache = ToolCache(Path(state_dir) / "tool-cache") if state_dir is not None and cache else None
+    tool_cache = ToolCache.of_state_dir(state_dir) if state_dir is not None and cache else None
     hub = ToolHub(
         servers,
         default_timeout=default_timeout,
