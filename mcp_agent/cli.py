@@ -217,7 +217,7 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     from .providers.endpoints import resolve_endpoint
 
     dialect = resolve_endpoint(config.llm).provider
-    listed = None if args.fresh else _cached_listing(config)
+    listed = None if args.fresh else await _cached_listing(config)
     if listed is not None:  # every list is cached: nothing to start, and no MCP SDK to load
         report = tools_report(listed[0], listed[1], dialect)
     else:
@@ -238,12 +238,14 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cached_listing(config: AgentConfig) -> Any:
-    """Every server's tools from the tool cache, or None when one has no cached list."""
+async def _cached_listing(config: AgentConfig) -> Any:
+    """Every server's tools from the tool cache, or None when one has no cached list. What
+    killed gateways left is reaped first, as a hub does when it opens."""
     from ._paths import state_dir
     from .tools.cache import ToolCache
-    from .tools.cached import cached_listing
+    from .tools.cached import cached_listing, reap_what_killed_gateways_left
 
+    await reap_what_killed_gateways_left(state_dir())
     return cached_listing(config.servers(), ToolCache.of_state_dir(state_dir()))
 
 

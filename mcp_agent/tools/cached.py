@@ -10,9 +10,12 @@ configuration it returns None, and the caller opens the hub, which starts that s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import ToolSpec
+from . import _procfs
+from ._orphans import reap_orphans
 from ._server_tools import ServerTool, cached_tools
 from ._specs import exposed_specs
 from .cache import ToolCache
@@ -45,3 +48,10 @@ def cached_listing(
         for name, config in servers.items()
     ]
     return specs, statuses
+
+
+async def reap_what_killed_gateways_left(state_dir: Path) -> None:
+    """What a hub does first when it opens (``_orphans.py``): stop the tool servers' children that
+    killed gateways left behind. A listing from the cache starts nothing, but it is a start."""
+    if _procfs.available():
+        await reap_orphans(state_dir / "children")
