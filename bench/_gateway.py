@@ -11,6 +11,7 @@ asked for, what it printed.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -108,3 +110,22 @@ class GatewayProcess:
             out, _ = self.process.communicate()
         self.stdout = out or ""
         return self.exit_code
+
+
+class EchoOnceModel:
+    """A zero-latency Provider for the gateway benchmarks: call ``tool`` with the query, then
+    answer with its result."""
+
+    def __init__(self, tool: str = "echo__echo") -> None:
+        self.tool = tool
+        self.ids = itertools.count()
+
+    async def complete(self, request: Any, on_delta: Any = None) -> Any:
+        from mcp_agent.messages import ToolCall, Usage
+        from mcp_agent.providers.fake import text_turn, tool_turn
+
+        last = request.messages[-1]
+        usage = Usage(10, 5, 15)
+        if last.role == "tool":
+            return text_turn(f"echo: {last.content}", usage=usage)
+        return tool_turn(ToolCall(f"c{next(self.ids)}", self.tool, {"text": last.content}), usage=usage)

@@ -22,7 +22,6 @@ Run: ``.venv/bin/python bench/bench_scale.py [--clients 16] [--calls 40] [--turn
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import shutil
@@ -46,27 +45,10 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._gateway import GatewayProcess, free_port  # noqa: E402
+from bench._gateway import EchoOnceModel, GatewayProcess, free_port  # noqa: E402
 from tests.scale.infra import INSTALL, HAProxy, RedisServer  # noqa: E402
 
 # ------------------------------------------------------------------------------------ the server side
-
-
-class EchoOnceModel:
-    """A zero-latency Provider: call ``echo`` with the query, then answer with its result."""
-
-    def __init__(self) -> None:
-        self.ids = itertools.count()
-
-    async def complete(self, request: Any, on_delta: Any = None) -> Any:
-        from mcp_agent.messages import ToolCall, Usage
-        from mcp_agent.providers.fake import text_turn, tool_turn
-
-        last = request.messages[-1]
-        usage = Usage(10, 5, 15)
-        if last.role == "tool":
-            return text_turn(f"echo: {last.content}", usage=usage)
-        return tool_turn(ToolCall(f"c{next(self.ids)}", "echo", {"text": last.content}), usage=usage)
 
 
 class Tools:
@@ -119,7 +101,7 @@ def serve(port: int, state_url: str) -> None:
 
             @asynccontextmanager
             async def factory(config: Any) -> AsyncIterator[Any]:
-                yield Agent(EchoOnceModel(), Tools(), config, state=state)  # type: ignore[arg-type]
+                yield Agent(EchoOnceModel("echo"), Tools(), config, state=state)  # type: ignore[arg-type]
 
             app = create_app(config, factory=factory, bind_host="127.0.0.1", stateless=True, state=state)
             await serve_app(app, bind_socket("127.0.0.1", port))

@@ -27,7 +27,6 @@ round, 3 rounds per mode).
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -48,29 +47,12 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._gateway import GatewayProcess, free_port  # noqa: E402
+from bench._gateway import EchoOnceModel, GatewayProcess, free_port  # noqa: E402
 
 MODES = ("off", "on")
 
 
 # ------------------------------------------------------------------------------------ the gateway process
-
-
-class EchoOnceModel:
-    """A zero-latency Provider: call ``echo__echo`` with the query, then answer with its result."""
-
-    def __init__(self) -> None:
-        self.ids = itertools.count()
-
-    async def complete(self, request: Any, on_delta: Any = None) -> Any:
-        from mcp_agent.messages import ToolCall, Usage
-        from mcp_agent.providers.fake import text_turn, tool_turn
-
-        last = request.messages[-1]
-        usage = Usage(10, 5, 15)
-        if last.role == "tool":
-            return text_turn(f"echo: {last.content}", usage=usage)
-        return tool_turn(ToolCall(f"c{next(self.ids)}", "echo__echo", {"text": last.content}), usage=usage)
 
 
 def serve(port: int, mode: str) -> None:
