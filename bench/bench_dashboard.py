@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from bench._gateway import GatewayProcess, free_port  # noqa: E402
 from mcp_agent.messages import Usage  # noqa: E402
 from mcp_agent.state import open_state  # noqa: E402
-from mcp_agent.state.base import RunRecord  # noqa: E402
+from mcp_agent.state.records import RunRecord  # noqa: E402
 
 REASONS = ["success"] * 8 + ["max_rounds", "llm_error"]
 

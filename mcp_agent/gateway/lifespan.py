@@ -21,7 +21,8 @@ from anyio.abc import TaskStatus
 
 from ..exceptions import StateError
 from ..loop._records import open_agent_state
-from ..state.base import Recovery, State
+from ..state.base import State
+from ..state.records import Recovery
 from .eventbus import SharedEvents
 from .service import AgentFactory, GatewayService
 

@@ -18,8 +18,9 @@ from .._types import JSONObject
 from ..config import AgentConfig
 from ..exceptions import StateError
 from ..state import open_state
-from ..state.base import RunRecord, State, StateLimits
+from ..state.base import State
 from ..state.memory import MemoryState
+from ..state.records import RunRecord, StateLimits
 from .result import RunResult
 
 logger = logging.getLogger(__name__)

@@ -53,7 +53,8 @@ from ..exceptions import ConfigError, StateError
 from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..providers.base import Provider, ToolChoice
 from ..providers.server_info import server_info_of
-from ..state.base import RunStore, Session, SessionStore, State, valid_session_id
+from ..state.base import RunStore, SessionStore, State
+from ..state.records import Session, valid_session_id
 from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools, ToolRouter

@@ -40,8 +40,9 @@ import anyio
 
 from .._globs import unmatched_globs
 from ..messages import ToolCall, ToolSpec
-from ..state.base import Approval, ApprovalStore, Decision
+from ..state.base import ApprovalStore
 from ..state.memory import MemoryApprovalStore
+from ..state.records import Approval, Decision
 from ..tools.base import ToolSource
 
 PendingApproval = Approval

@@ -16,15 +16,9 @@ those files into it once (see ``mcp_agent/state/_legacy.py``).
 from __future__ import annotations
 
 from ..state._legacy import import_session_files
-from ..state.base import (
-    SESSION_ID_PATTERN,
-    Session,
-    SessionInfo,
-    SessionStore,
-    new_session_id,
-    valid_session_id,
-)
+from ..state.base import SessionStore
 from ..state.memory import MemorySessionStore
+from ..state.records import SESSION_ID_PATTERN, Session, SessionInfo, new_session_id, valid_session_id
 
 __all__ = [
     "SESSION_ID_PATTERN",

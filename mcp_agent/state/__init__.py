@@ -17,18 +17,15 @@ import importlib
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError
-from .base import (
+from .base import ApprovalStore, RunStore, SessionStore, State
+from .records import (
     INTERRUPTED,
     Approval,
-    ApprovalStore,
     Decision,
     Recovery,
     RunRecord,
-    RunStore,
     Session,
     SessionInfo,
-    SessionStore,
-    State,
     StateLimits,
     new_replica_id,
     new_session_id,

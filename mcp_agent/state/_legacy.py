@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 
 from ..messages import Message
-from .base import SessionStore, valid_session_id
+from .base import SessionStore
+from .records import valid_session_id
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from ..exceptions import StateError
 from ._redis_base import Backend, dumps
 from ._redis_base import text as as_text
 from ._redis_scripts import BEGIN_RUN, DECIDE, END_RUN, RETAIN
-from .base import Approval, Decision, RunRecord, StateLimits
+from .records import Approval, Decision, RunRecord, StateLimits
 
 MAX_UNWRITTEN = 1000
 """Ends kept for a later ``flush`` while Redis is away; beyond, the oldest are given up."""

@@ -41,7 +41,7 @@ from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
 from ._redis_scripts import BREAK, HOLD_SESSION, OPEN_SESSION, READ_SESSION, RELEASE, RENEW, SAVE_SESSION
-from .base import Session, SessionInfo, StateLimits, new_session_id
+from .records import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
 

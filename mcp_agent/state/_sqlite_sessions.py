@@ -17,13 +17,8 @@ from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._sqlite_db import POLL_SECONDS, Database, first_row, holder_alive
-from .base import (
-    Session,
-    SessionInfo,
-    StateLimits,
-    new_session_id,
-)
 from .memory import transcript_bytes
+from .records import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from ..exceptions import SessionTooLarge
 from ..messages import Message
 from ._encode import to_json
 from ._keyed import KeyedLocks
-from .base import (
+from .records import (
     Approval,
     Decision,
     Recovery,

@@ -55,7 +55,7 @@ from ._redis_events import RedisEvents
 from ._redis_records import RedisApprovalStore, RedisRunStore
 from ._redis_scripts import BREAK, Keys
 from ._redis_sessions import RedisSessionStore
-from .base import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
+from .records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
 
 __all__ = ["RedisState", "open_redis_state"]
 

@@ -45,15 +45,7 @@ from ._encode import clean_text, to_json
 from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
 from ._sqlite_schema import connect, database_path
 from ._sqlite_sessions import SqliteSessionStore
-from .base import (
-    INTERRUPTED,
-    Approval,
-    Decision,
-    Recovery,
-    RunRecord,
-    StateLimits,
-    new_replica_id,
-)
+from .records import INTERRUPTED, Approval, Decision, Recovery, RunRecord, StateLimits, new_replica_id
 
 logger = logging.getLogger(__name__)
 

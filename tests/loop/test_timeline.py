@@ -18,7 +18,7 @@ from mcp_agent.loop._timeline import MAX_ARGUMENT_CHARS, MAX_SPANS, TimelineSink
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.state.base import RunRecord
+from mcp_agent.state.records import RunRecord
 
 from ._helpers import call, echo_tools
 

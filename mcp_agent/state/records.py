@@ -1,0 +1,352 @@
+"""The values of the state seam (``base.py`` has its protocols): ids, limits, sessions,
+approvals and their decisions, run records, and what ``State.recover`` found.
+
+They are frozen dataclasses (``Session`` is the one mutable value: the store updates the object
+a ``hold`` yielded when it saves it) with their wire forms (``to_dict``/``from_dict``) for the
+backends that store JSON. This module imports nothing above ``messages``/``_types``.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._types import JSONObject
+from ..messages import Message, Usage
+
+__all__ = [
+    "INTERRUPTED",
+    "SESSION_ID_PATTERN",
+    "Approval",
+    "Decision",
+    "Recovery",
+    "RunRecord",
+    "Session",
+    "SessionInfo",
+    "StateLimits",
+    "new_replica_id",
+    "new_session_id",
+    "valid_session_id",
+]
+
+
+SESSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+"""What a session id may look like: 1-128 characters of letters, digits and ``. _ : @ -``,
+starting with a letter or digit. Always matched whole (``fullmatch``: no trailing newline)."""
+_ID_ALPHABET = string.ascii_letters + string.digits
+_ID_LENGTH = 24
+
+INTERRUPTED = "interrupted by a gateway restart"
+"""The ``detail`` of a run that was in flight on a replica that died (``State.recover``)."""
+
+
+def new_session_id() -> str:
+    """A new, unguessable session id: 24 random letters and digits (about 142 bits)."""
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(_ID_LENGTH))
+
+
+def valid_session_id(value: str) -> bool:
+    """Whether ``value`` is a well-formed session id (see ``SESSION_ID_PATTERN``)."""
+    return SESSION_ID_PATTERN.fullmatch(value) is not None
+
+
+def new_replica_id() -> str:
+    """A new id for one gateway process (one incarnation: a restart gets a new one)."""
+    return secrets.token_hex(6)
+
+
+# --------------------------------------------------------------------------------------------
+# values
+
+
+@dataclass(frozen=True)
+class StateLimits:
+    """How much the state keeps, and how long a lease lasts (``state`` in agent.json).
+
+    Attributes:
+        session_ttl_seconds: a conversation idle this long is forgotten (0 = never).
+        max_sessions: beyond this many conversations the least recently used idle ones go, first
+            those of the owner holding the most (0 = no cap).
+        max_sessions_per_owner: one owner's least recently used idle conversation goes when it
+            would hold more (0 = no cap of its own; the gateway sets each caller's share).
+        max_session_bytes: a transcript whose stored form (JSON, UTF-8) is bigger is refused
+            with ``SessionTooLarge`` (0 = no cap).
+        max_runs: run records kept; the oldest finished ones go first (0 = no cap).
+        max_run_age_days: finished run records older than this go (0 = kept forever).
+        lease_seconds: a session lock, and a replica's liveness lease, lapse this long after
+            their holder last renewed them (holders renew every third of it).
+    """
+
+    session_ttl_seconds: float = 1800
+    max_sessions: int = 1000
+    max_sessions_per_owner: int = 0
+    max_session_bytes: int = 16 * 1024 * 1024
+    max_runs: int = 10_000
+    max_run_age_days: float = 30
+    lease_seconds: float = 30
+
+
+@dataclass
+class Session:
+    """One conversation, as a ``hold`` or ``get`` read it.
+
+    Attributes:
+        id: the session id.
+        transcript: the conversation so far, system prompt first.
+        created: wall time of creation.
+        updated: wall time of the last save.
+        runs: how many runs saved into it.
+        owner: the caller that started it (the gateway's caller name), if any.
+        lease: the token of the lock the ``hold`` that yielded it took (None from ``get``): a
+            save writes only while that lock is still this token's (a fencing token).
+    """
+
+    id: str
+    transcript: tuple[Message, ...] = ()
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    runs: int = 0
+    owner: str | None = None
+    lease: str | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A session as the gateway lists it (``busy``: a run holds its lock now)."""
+
+    id: str
+    messages: int
+    runs: int
+    created: float
+    updated: float
+    busy: bool
+    owner: str | None = None
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "id": self.id,
+            "owner": self.owner,
+            "messages": self.messages,
+            "runs": self.runs,
+            "created": self.created,
+            "updated": self.updated,
+            "busy": self.busy,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How an approval ended.
+
+    Attributes:
+        approved: whether the call may run.
+        reason: why (the model reads it when denied).
+        by: who decided (a caller's name; ``timeout``, ``run`` or ``recovery`` for the system).
+        at: wall time of the decision.
+    """
+
+    approved: bool
+    reason: str = ""
+    by: str | None = None
+    at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> JSONObject:
+        return {"approved": self.approved, "reason": self.reason, "by": self.by, "at": self.at}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decision:
+        return cls(bool(data["approved"]), str(data.get("reason", "")), data.get("by"), float(data.get("at", 0.0)))
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A tool call that needs a human's yes: asked, and (once decided) its decision.
+
+    Attributes:
+        id: unguessable (``secrets.token_urlsafe``).
+        run_id: the run that made the call.
+        session_id: its conversation, if any.
+        call_id: the tool call's id.
+        name: the exposed tool name.
+        arguments: the validated, coerced arguments.
+        created: wall time of the request.
+        caller: who asked for the run (the gateway's caller name).
+        replica: the gateway process whose run waits on it (``State.replica``).
+        decision: None while pending.
+    """
+
+    id: str
+    run_id: str
+    session_id: str | None
+    call_id: str
+    name: str
+    arguments: JSONObject
+    created: float = field(default_factory=time.time)
+    caller: str | None = None
+    replica: str = ""
+    decision: Decision | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.decision is None
+
+    def to_dict(self) -> JSONObject:
+        """The REST shape (``GET /api/v1/approvals``); ``decision`` only once decided."""
+        data: JSONObject = {
+            "id": self.id,
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "caller": self.caller,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "created": self.created,
+        }
+        if self.decision is not None:
+            data["decision"] = self.decision.to_dict()
+        return data
+
+    def to_record(self) -> JSONObject:
+        """Everything, for a backend to store (``from_record`` reads it back)."""
+        return {**self.to_dict(), "replica": self.replica}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> Approval:
+        decision = data.get("decision")
+        return cls(
+            id=str(data["id"]),
+            run_id=str(data["run_id"]),
+            session_id=data.get("session_id"),
+            call_id=str(data["call_id"]),
+            name=str(data["name"]),
+            arguments=dict(data.get("arguments") or {}),
+            created=float(data.get("created", 0.0)),
+            caller=data.get("caller"),
+            replica=str(data.get("replica", "")),
+            decision=Decision.from_dict(decision) if decision else None,
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run, as ``GET /api/v1/runs`` shows it. In flight while ``termination_reason`` is None.
+
+    Attributes:
+        id: the run id (every event of the run carries it).
+        session_id: its conversation, if any.
+        caller: who asked.
+        query: the question.
+        started: wall time of the start.
+        ended: wall time of the end (None in flight).
+        termination_reason: a ``TerminationReason`` value (None in flight).
+        answer: the answer (may be empty).
+        detail: what happened, when not a plain success.
+        early_stopped: the answer was written by the early-stop synthesis.
+        truncated: the answer was cut off at the length limit.
+        usage: the tokens the run used.
+        tool_calls: one ``{"name", "ok", "ms", ...}`` per call (``ToolCallRecord.to_dict``).
+        rounds: model rounds.
+        elapsed_ms: the run's wall time.
+        model: the model that answered.
+        replica: the gateway process that ran it (``State.replica``).
+        timeline: its model and tool calls as spans (start offset, duration, tokens, arguments,
+            a result preview), in start order; bounded (``loop/_timeline.py``). Empty in flight
+            and for records written before it existed.
+    """
+
+    id: str
+    session_id: str | None = None
+    caller: str | None = None
+    query: str = ""
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    termination_reason: str | None = None
+    answer: str = ""
+    detail: str = ""
+    early_stopped: bool = False
+    truncated: bool = False
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: tuple[JSONObject, ...] = ()
+    rounds: int = 0
+    elapsed_ms: float = 0.0
+    model: str | None = None
+    replica: str = ""
+    timeline: tuple[JSONObject, ...] = ()
+
+    @property
+    def in_flight(self) -> bool:
+        return self.termination_reason is None
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "caller": self.caller,
+            "query": self.query,
+            "started": self.started,
+            "ended": self.ended,
+            "termination_reason": self.termination_reason,
+            "answer": self.answer,
+            "detail": self.detail,
+            "early_stopped": self.early_stopped,
+            "truncated": self.truncated,
+            "usage": self.usage.to_dict(),
+            "tool_calls": [dict(call) for call in self.tool_calls],
+            "rounds": self.rounds,
+            "elapsed_ms": self.elapsed_ms,
+            "model": self.model,
+            "replica": self.replica,
+            "timeline": [dict(span) for span in self.timeline],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunRecord:
+        ended = data.get("ended")
+        return cls(
+            id=str(data["id"]),
+            session_id=data.get("session_id"),
+            caller=data.get("caller"),
+            query=str(data.get("query", "")),
+            started=float(data.get("started", 0.0)),
+            ended=None if ended is None else float(ended),
+            termination_reason=data.get("termination_reason"),
+            answer=str(data.get("answer", "")),
+            detail=str(data.get("detail", "")),
+            early_stopped=bool(data.get("early_stopped", False)),
+            truncated=bool(data.get("truncated", False)),
+            usage=Usage.from_dict(data.get("usage") or {}),
+            tool_calls=tuple(dict(call) for call in data.get("tool_calls") or ()),
+            rounds=int(data.get("rounds", 0)),
+            elapsed_ms=float(data.get("elapsed_ms", 0.0)),
+            model=data.get("model"),
+            replica=str(data.get("replica", "")),
+            timeline=tuple(dict(span) for span in data.get("timeline") or ()),
+        )
+
+    def matches(self, *, caller: str | None, reason: str | None, text: str | None, before: float | None) -> bool:
+        """Whether ``RunStore.list`` with these filters shows this record (the reference rule)."""
+        if caller is not None and self.caller != caller:
+            return False
+        if reason is not None and self.termination_reason != reason:
+            return False
+        if before is not None and not self.started < before:
+            return False
+        if text:
+            needle = text.casefold()
+            return needle in self.query.casefold() or needle in self.answer.casefold()
+        return True
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What ``State.recover`` found of dead replicas: runs marked interrupted, approvals
+    expired, session locks released."""
+
+    runs: int = 0
+    approvals: int = 0
+    locks: int = 0
