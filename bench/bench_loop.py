@@ -25,7 +25,7 @@ import anyio
 
 from mcp_agent.config import Limits
 from mcp_agent.events import Event
-from mcp_agent.loop.agent import run
+from mcp_agent.loop.run import run
 from mcp_agent.messages import ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.tools.memory import MemoryToolSource

@@ -30,9 +30,9 @@ from typing import Any
 import anyio
 
 from mcp_agent.config import Limits
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.guards import cut_text
 from mcp_agent.loop.pages import PageStore, RunPages
+from mcp_agent.loop.run import run
 from mcp_agent.messages import ToolCall
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn

@@ -39,13 +39,13 @@ if TYPE_CHECKING:
     from .exceptions import ToolServerExited as ToolServerExited
     from .exceptions import ToolServerStartError as ToolServerStartError
     from .loop.agent import Agent as Agent
-    from .loop.agent import run as run
     from .loop.approvals import ApprovalQueue as ApprovalQueue
     from .loop.approvals import Gate as Gate
     from .loop.approvals import GlobGate as GlobGate
     from .loop.approvals import Verdict as Verdict
     from .loop.result import RunResult as RunResult
     from .loop.result import TerminationReason as TerminationReason
+    from .loop.run import run as run
     from .loop.sessions import MemorySessionStore as MemorySessionStore
     from .loop.sessions import SessionStore as SessionStore
     from .messages import Message as Message
@@ -113,7 +113,7 @@ _EXPORTS: dict[str, str] = {
     "open_state": ".state",
     "open_tool_hub": ".tools.hub",
     "parse_config": ".config",
-    "run": ".loop.agent",
+    "run": ".loop.run",
 }
 """Each public name and the module that defines it."""
 

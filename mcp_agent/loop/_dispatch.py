@@ -1,6 +1,6 @@
 """Tool dispatch for one turn: prepare every call in order, run them in parallel, answer each once.
 
-The run (``loop/agent.py``) hands each turn's calls to a ``Dispatcher``, which lives as long as
+The run (``loop/run.py``) hands each turn's calls to a ``Dispatcher``, which lives as long as
 the run and owns the per-run guards (failure ledger, call book, executed-call count):
 
 1. ``prepare`` (in call order): a withdrawn tool → ``disabled``; an unknown name → the list of

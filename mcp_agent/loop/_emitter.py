@@ -1,6 +1,6 @@
 """How a run emits its events: ``Emitter`` stamps each with the run's ids and hands it to every sink.
 
-The run (``loop/agent.py``, ``loop/_state.py``) and the tool dispatch (``loop/_dispatch.py``)
+The run (``loop/run.py``, ``loop/_state.py``) and the tool dispatch (``loop/_dispatch.py``)
 emit through one ``Emitter`` per run. A sink that raises is logged and ignored: events must
 never break a run.
 """

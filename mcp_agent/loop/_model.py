@@ -1,4 +1,4 @@
-"""The loop's model calls (used by ``agent.run``): one call between its events, the context-length
+"""The loop's model calls (used by ``run.run``): one call between its events, the context-length
 retry, the continuation of an answer cut off at the output cap, and the loop's own instructions.
 
 - ``call_model``: one call on the trimmed history; a ``ContextLengthError`` trims hard and tries

@@ -1,4 +1,4 @@
-"""The state of one run and the checks at its commit points (used by ``agent.run``).
+"""The state of one run and the checks at its commit points (used by ``run.run``).
 
 ``RunState`` holds what one run needs and throws away at the end: the messages, the counters,
 the dispatcher (with the per-run failure ledger and fingerprints) and the event emitter. Each

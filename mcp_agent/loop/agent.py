@@ -1,31 +1,10 @@
-"""The agent loop: ``run()``, one query end to end, and the ``Agent`` that holds sessions.
+"""The ``Agent``: a model, its tools and their sessions, the library face of mcp_agent.
 
-``run`` is a stateless async function: prior messages and a query in, a ``RunResult`` out. Each
-round follows DESIGN.md's "One query, end to end":
-
-1. check the limits before the model call: cancellation, deadline, rounds (the token budget
-   was checked after the previous model call, in step 4, so the run is never over it here);
-2. call the model with the trimmed history and the tools still offered;
-3. take the turn's tool calls (native, or parsed from text by the provider); none is the answer;
-4. check cancellation, the deadline and the token budget again before anything is dispatched;
-5. prepare each call: resolve the name, validate and coerce the arguments, fingerprint, gate;
-   then the loop guard and the tool-call budget (a turn runs whole or not at all);
-6. run the calls in parallel (bounded), each under its timeout;
-7. append the results in call order; the failure ledger has marked failures.
-
-Whatever happens, every tool call in the transcript gets exactly one result, and ``RunEnded`` is
-emitted with the reason: on every ending, on the caller's own cancellation (then re-raised) and
-on a programming error (re-raised as well; the event says ``terminal_error``, "internal error").
-A ``cancel`` event ends the run ``cancelled``, the run's deadline ends it ``timeout``; both cut
-off in-flight model and tool calls at once.
-
-Choices made: a second context-length error (after the hard trim) ends the run
-``terminal_error``, since trimming again cannot help; a failed or empty early-stop synthesis, or
-one that writes the instruction back, keeps the reason that triggered it, with ``early_stopped``
-False and the failure in ``detail``; an early-stop answer's ``detail`` names the stop; a turn
-that answers in text ends ``success`` even when it used up the token budget (the budget guards
-further spending, and none follows); an answer cut off at our output cap is continued once
-(``_model.finish_answer``) and, if still cut off, ends ``success`` flagged ``truncated``.
+It runs each query through the loop (``run.py``'s ``run``) with the configured limits, gate,
+approvals, pages and tracing; holds the query's session for the run (``SessionStore.hold``) and
+saves its transcript; records every run in ``state.runs`` (in flight, then its ending); and makes
+single tool calls from outside the loop (the gateway's ``exposeTools``) go through the same
+guards. ``Agent.from_config`` opens the provider, the tool servers and the state of an agent.json.
 """
 
 from __future__ import annotations
@@ -35,7 +14,6 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -45,24 +23,19 @@ from .._types import JSONObject
 from ..config import AgentConfig, Limits, load_config
 from ..events import (
     EventSink,
-    RoundEnded,
-    RoundStarted,
-    RunStarted,
 )
 from ..exceptions import ConfigError, StateError
-from ..messages import Message, ToolCall, ToolResult, ToolSpec
-from ..providers.base import Provider, ToolChoice
+from ..messages import Message, ToolCall, ToolResult
+from ..providers.base import Provider
 from ..providers.server_info import server_info_of
 from ..state.base import RunStore, SessionStore, State
 from ..state.records import Session, valid_session_id
 from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
-from ..tools.router import RoutedTools, ToolRouter
+from ..tools.router import ToolRouter
 from ._dispatch import Dispatcher
 from ._emitter import Emitter
-from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
-from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from ._timeline import TimelineSink
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
@@ -70,180 +43,11 @@ from .history import trim_history
 from .pages import PageStore
 from .recording import RecordTo
 from .result import RunResult, TerminationReason
+from .run import run
 
 logger = logging.getLogger(__name__)
 
 R = TerminationReason
-
-
-async def run(
-    query: str,
-    *,
-    provider: Provider,
-    tools: ToolSource,
-    limits: Limits | None = None,
-    system_prompt: str | None = None,
-    history: Sequence[Message] = (),
-    events: EventSink | Sequence[EventSink] | None = None,
-    cancel: anyio.Event | None = None,
-    gate: Gate | None = None,
-    approvals: ApprovalQueue | None = None,
-    run_id: str | None = None,
-    session_id: str | None = None,
-    temperature: float | None = None,
-    max_output_tokens: int | None = None,
-    input_error: str | None = None,
-    caller: str | None = None,
-    tool_choice: ToolChoice = "auto",
-    pages: PageStore | None = None,
-    telemetry: TraceSettings | None = None,
-) -> RunResult:
-    """Answer ``query`` with the model and the tools, within ``limits``.
-
-    Args:
-        query: the user's question.
-        provider: the model server.
-        tools: the tools on offer.
-        limits: budgets and guards (0 = off for every number); the defaults when None.
-        system_prompt: put first, unless ``history`` already starts with a system message.
-        history: the conversation so far (a session's transcript); it must be valid.
-        events: one sink or several; each gets every event of the run.
-        cancel: when set, the run ends ``cancelled`` and in-flight calls are cut off.
-        gate: decides which calls may run; None allows all.
-        approvals: where calls that need approval wait (without it they are denied).
-        run_id: this run's id (a new one when None); every event carries it.
-        session_id: the conversation this run belongs to, carried into events and the result.
-        temperature: passed on to the model server.
-        max_output_tokens: passed on to the model server.
-        input_error: the caller found the input unusable: the run starts and ends at once as
-            ``terminal_error`` with this detail. A query that is not a string or cannot be
-            encoded (a lone surrogate) ends the same way by itself.
-        caller: who asked (the gateway's caller name): carried in every event and approval.
-        tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
-        pages: where long results are kept for ``read_result`` (``loop/pages.py``): the Agent's
-            store, so a session's next run can read them; None keeps them for this run only.
-        telemetry: what the run's spans say and whether they carry content (``telemetry.py``);
-            spans are made only when a TracerProvider is installed.
-
-    Returns:
-        The RunResult, for every ending. Only a programming error or the caller's own
-        cancellation propagate (after ``RunEnded`` has been emitted).
-    """
-    run_id = run_id or secrets.token_hex(8)
-    trace = RunTrace.start(
-        run_id=run_id,
-        session_id=session_id,
-        caller=caller,
-        query=query if isinstance(query, str) else "",
-        settings=telemetry,
-    )
-    r = RunState(
-        query,
-        provider=provider,
-        tools=tools,
-        limits=limits or Limits(),
-        system_prompt=system_prompt,
-        history=history,
-        sinks=as_sinks(events),
-        cancel=cancel,
-        gate=gate,
-        approvals=approvals,
-        run_id=run_id,
-        session_id=session_id,
-        request=dict(temperature=temperature, max_output_tokens=max_output_tokens, tool_choice=tool_choice),
-        input_error=input_error,
-        caller=caller,
-        pages=pages,
-        trace=trace,
-    )
-    r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
-    ending: Ending | None = r.invalid_input()
-    if ending is not None:
-        return r.result(ending)
-    try:
-        async with cancelled_by(cancel):
-            with anyio.move_on_after(r.limits.timeout_seconds or None):
-                trigger = await _rounds(r)
-                ending = await _early_stop(r, trigger) if r.wants_early_stop(trigger) else trigger
-    except BaseException as exc:  # the caller cancelled us, or a bug: still end the run visibly
-        inner = sole(exc)
-        r.end_abruptly(inner)
-        if inner is exc:
-            raise
-        raise inner from None
-    return r.result(ending or r.interrupted() or r.timed_out())
-
-
-async def _rounds(r: RunState) -> Ending:
-    """The rounds of one run, until an answer or a guard ends it."""
-    while True:
-        # 1. the limits, before the model call (tokens were checked after the last one, in 4)
-        if stop := r.interrupted() or r.out_of_rounds():
-            return stop
-        r.rounds += 1
-        r.emit(RoundStarted, round=r.rounds, max_rounds=r.limits.max_rounds)
-        calls: tuple[ToolCall, ...] = ()
-        try:
-            # 2. the model call, on the trimmed history, offering the tools not withdrawn
-            r.offered = r.dispatcher.offered()
-            turn = await call_model(r, _routed(r))
-            if isinstance(turn, Ending):
-                return turn
-            # 3. the calls (native, or parsed from text by the provider); none: the answer
-            calls = r.name_calls(turn.tool_calls)
-            if not calls:  # the answer (continued once if our output cap cut it off)
-                return await finish_answer(r, turn)
-            # 4. cancellation, deadline and token budget again: a late turn starts nothing
-            if stop := r.interrupted() or r.out_of_tokens():
-                r.commit(turn, r.dispatcher.unprepared(calls, r.rounds))
-                return stop
-            # 5. per call: resolve, validate and coerce, fingerprint, gate; then the turn's guards
-            plan = await r.dispatcher.prepare(calls, round=r.rounds, tainted=r.tainted, offered=r.offered)
-            r.commit(turn, plan)
-            if stop := r.loop_detected(plan) or r.out_of_tool_calls(plan):
-                return stop
-            # 6. the calls, in parallel (bounded), each under its timeout
-            await r.dispatcher.execute(plan)
-            # 7. the results, in call order (the ledger has marked failures)
-            r.close_turn("")
-        finally:
-            r.emit(RoundEnded, round=r.rounds, tool_calls=len(calls))
-
-
-def _routed(r: RunState) -> list[ToolSpec]:
-    """The tools this round offers the model: all offered ones, unless a ``RoutedTools`` picks.
-
-    The rest stay callable: a call to a real tool that was not offered this round still runs.
-    """
-    tools = r.dispatcher.tools
-    if not isinstance(tools, RoutedTools):
-        return r.offered
-    used = {record.name for record in r.dispatcher.records if record.verdict == "run"}
-    return tools.select(r.offered, r.messages, used)
-
-
-async def _early_stop(r: RunState, trigger: Ending) -> Ending:
-    """DESIGN guard 9: one more model call, without tools, for a best-effort answer.
-
-    A reply that writes the instruction back (a small model parroted "[SYSTEM: The run was
-    stopped ...]") is no answer: the run keeps the reason that triggered the stop.
-    """
-    r.close_turn(trigger.why)  # every call answered first: the request must be a valid transcript
-    ask = Message.user(EARLY_STOP_PROMPT.format(detail=trigger.detail))
-    turn = await call_model(r, (), extra=[ask])
-    if isinstance(turn, Ending):
-        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis failed: {turn.detail}")
-    if not turn.content.strip():
-        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis gave no answer")
-    if echoes_instruction(turn.content, trigger.detail):
-        logger.warning("the early-stop answer repeats the loop's instruction; dropped: %.200r", turn.content)
-        return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis repeated its instruction")
-    r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
-    detail = f"stopped early ({trigger.detail}); the answer was written from the work so far, without more tools"
-    truncated = turn.finish_reason == "length"
-    if truncated:
-        detail += "; it was cut off at the length limit"
-    return replace(trigger, answer=turn.content.strip(), early_stopped=True, detail=detail, truncated=truncated)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The loop's guards as pure values and functions: budgets, the failure ledger, call fingerprints.
 
-Nothing here does I/O or awaits; the loop (``loop/agent.py``, ``loop/_dispatch.py``) asks these
+Nothing here does I/O or awaits; the loop (``loop/run.py``, ``loop/_dispatch.py``) asks these
 questions at its commit points and acts on the answers. Every numeric limit follows the config
 rule: **0 means off**.
 

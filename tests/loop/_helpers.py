@@ -10,8 +10,8 @@ import anyio
 import anyio.lowlevel
 
 from mcp_agent.events import RecordingSink, RunEnded, ToolCallEnded
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import RunResult
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, Turn, Usage
 from mcp_agent.providers.base import DeltaCallback, ModelRequest, Provider
 from mcp_agent.tools.base import ToolSource

@@ -7,9 +7,9 @@ import pytest
 
 from mcp_agent.config import Limits
 from mcp_agent.events import ApprovalRequested, ApprovalResolved, RecordingSink
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.approvals import ApprovalQueue, GlobGate, Verdict, denied_text, is_destructive
 from mcp_agent.loop.result import TerminationReason as R
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.tools.memory import MemoryToolSource

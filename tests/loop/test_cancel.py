@@ -8,8 +8,8 @@ import pytest
 
 from mcp_agent.config import Limits
 from mcp_agent.events import ModelCallEnded, RecordingSink, RunEnded, ToolCallEnded, describe
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason as R
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn

@@ -8,8 +8,8 @@ import pytest
 from mcp_agent.config import Limits
 from mcp_agent.events import ModelCallEnded, ModelDelta, RecordingSink, RunEnded
 from mcp_agent.exceptions import ContextLengthError, ProviderError
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason as R
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall, Turn, Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.tools.memory import MemoryToolSource

@@ -18,7 +18,7 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from mcp_agent.loop.agent import run
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.anthropic import _wire as wire

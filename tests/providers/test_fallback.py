@@ -24,8 +24,8 @@ from mcp_agent.exceptions import (
     ProviderResponseError,
 )
 from mcp_agent.gateway.metrics import Metrics
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import RESULT_SCHEMA, TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import open_provider

@@ -12,8 +12,8 @@ import pytest
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.exceptions import ProviderError
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.providers._foreign import foreign_answer
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest

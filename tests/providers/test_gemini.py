@@ -13,7 +13,7 @@ import pytest
 
 from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
-from mcp_agent.loop.agent import run
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from mcp_agent.config import LLMConfig
-from mcp_agent.loop.agent import Agent, run
+from mcp_agent.loop.agent import Agent
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Image, Message, ToolCall, ToolResult
 from mcp_agent.providers._images import (
     MAX_IMAGE_BYTES,

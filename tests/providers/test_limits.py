@@ -12,8 +12,8 @@ import pytest
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.exceptions import ProviderResponseError
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn
 from mcp_agent.providers._turns import bound_arguments
 from mcp_agent.providers.anthropic import AnthropicProvider

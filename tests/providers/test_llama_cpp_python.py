@@ -14,8 +14,8 @@ import pytest
 
 from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderHTTPError
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint

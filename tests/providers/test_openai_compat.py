@@ -20,8 +20,8 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers._sse import aiter_sse
 from mcp_agent.providers.base import ModelRequest

@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from mcp_agent.config import LLMConfig
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import RESULT_SCHEMA, TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolSpec, Turn, Usage
 from mcp_agent.providers._turns import estimate_usage
 from mcp_agent.providers.base import ModelRequest

@@ -8,8 +8,9 @@ import pytest
 
 from mcp_agent.config import LLMConfig, parse_config
 from mcp_agent.exceptions import ConfigError
-from mcp_agent.loop.agent import Agent, run
+from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.result import TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall, ToolSpec
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import capabilities_for

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 
 from mcp_agent.config import Limits, LLMConfig
-from mcp_agent.loop.agent import run
 from mcp_agent.loop.result import RESULT_SCHEMA, TerminationReason
+from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, Turn, Usage
 from mcp_agent.providers._turns import estimate_usage, finish_turn
 from mcp_agent.providers._usage import MAX_TOKENS_PER_CALL, UNTRUSTED, token_count, trusted_usage
