@@ -184,8 +184,3 @@ def text_messages(role: str, text: str) -> str:
     if role == "assistant":
         message["finish_reason"] = "stop"
     return _dumps([message])
-
-
-def drop_none(attributes: Mapping[str, Any]) -> dict[str, Any]:
-    """The attributes whose value is set (OpenTelemetry rejects None)."""
-    return {key: value for key, value in attributes.items() if value is not None}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context, use_span
+from opentelemetry import context as otel_context
+from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
 from . import _telemetry_attrs as attrs
 from ._redact import redact_text
@@ -32,8 +33,6 @@ from .telemetry import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
@@ -96,18 +95,17 @@ class _RecordingModelSpan(ModelSpan):
         super().__init__()
         self.span = self.notes.span = span
         self.settings = settings
-        self._used: AbstractContextManager[object] | None = None
+        self._attached: object = None
 
     def __enter__(self) -> ModelNotes:
-        self._used = use_span(self.span, record_exception=False, set_status_on_exception=False)
-        self._used.__enter__()
+        self._attached = otel_context.attach(set_span_in_context(self.span))
         return super().__enter__()
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
-        used, self._used = self._used, None
-        if used is not None:
-            used.__exit__(None, None, None)
+        attached, self._attached = self._attached, None
+        if attached is not None:
+            otel_context.detach(attached)  # type: ignore[arg-type]
 
     @_quiet(_nothing)
     def ended(
@@ -127,29 +125,23 @@ class _RecordingModelSpan(ModelSpan):
         self, turn: Turn | None, error: str, exc: BaseException | None, ttft_ms: float | None
     ) -> None:
         span, notes, settings = self.span, self.notes, self.settings
-        found: dict[str, Any] = {"gen_ai.request.stream": notes.stream}
+        found: dict[str, Any] = {}
+        if notes.stream is not None:
+            found["gen_ai.request.stream"] = notes.stream
         # what the provider said, where it differs from what the span was started with (fallbacks)
-        if notes.model != settings.request_model:
+        if notes.model != settings.request_model and notes.model is not None:
             found["gen_ai.request.model"] = notes.model
         if notes.url is not None:
-            server = attrs.server_of(notes.url)
-            if server != attrs.server_of(settings.endpoint):
-                found.update(server)
-            name = attrs.provider_name(notes.api, notes.url)
-            if name != attrs.provider_name(settings.api, settings.endpoint):
-                found["gen_ai.provider.name"] = name
+            found.update(_served_by(notes.api, notes.url, settings.api, settings.endpoint))
         if notes.retries:
             found["mcp_agent.model.retries"] = notes.retries
         if turn is not None:
-            found.update(
-                {
-                    "gen_ai.response.model": turn.model,
-                    "gen_ai.response.finish_reasons": [turn.finish_reason or "stop"],
-                    "gen_ai.usage.input_tokens": turn.usage.prompt_tokens,
-                    "gen_ai.usage.output_tokens": turn.usage.completion_tokens,
-                    "mcp_agent.model.tool_calls": len(turn.tool_calls),
-                }
-            )
+            if turn.model:
+                found["gen_ai.response.model"] = turn.model
+            found["gen_ai.response.finish_reasons"] = [turn.finish_reason or "stop"]
+            found["gen_ai.usage.input_tokens"] = turn.usage.prompt_tokens
+            found["gen_ai.usage.output_tokens"] = turn.usage.completion_tokens
+            found["mcp_agent.model.tool_calls"] = len(turn.tool_calls)
             if turn.request_id:
                 found["mcp_agent.model.request_id"] = turn.request_id
             if ttft_ms is not None and notes.stream:
@@ -160,7 +152,21 @@ class _RecordingModelSpan(ModelSpan):
             kind = attrs.error_type(exc, _cut_off_type(error))
             found["error.type"] = kind
             span.set_status(StatusCode.ERROR, redact_text(error)[:500])
-        span.set_attributes(attrs.drop_none(found))
+        span.set_attributes(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _served_by(api: str | None, url: str, configured_api: str | None, endpoint: str | None) -> dict[str, Any]:
+    """The attributes of the server that answered (``url``), where they differ from those of the
+    configured one that the ``chat`` span started with: a fallback's server and provider name."""
+    found: dict[str, Any] = {}
+    server = attrs.server_of(url)
+    if server != attrs.server_of(endpoint):
+        found.update(server)
+    name = attrs.provider_name(api, url)
+    if name != attrs.provider_name(configured_api, endpoint):
+        found["gen_ai.provider.name"] = name
+    return found
 
 
 class _RecordingToolSpan(ToolSpan):
@@ -168,15 +174,21 @@ class _RecordingToolSpan(ToolSpan):
         self.span = span
         self.settings = settings
         self.notes = ToolNotes()
+        self._tokens: tuple[Any, object] | None = None
 
-    @contextmanager
-    def current(self) -> Iterator[object]:
-        token = _tool_notes.set(self.notes)
-        try:
-            with use_span(self.span, record_exception=False, set_status_on_exception=False):
-                yield self.span
-        finally:
-            _tool_notes.reset(token)
+    def current(self) -> _RecordingToolSpan:
+        """Inside: the call's notes go to this span, and the span is current."""
+        return self
+
+    def __enter__(self) -> Span:
+        self._tokens = (_tool_notes.set(self.notes), otel_context.attach(set_span_in_context(self.span)))
+        return self.span
+
+    def __exit__(self, *exc: object) -> None:
+        tokens, self._tokens = self._tokens, None
+        if tokens is not None:
+            otel_context.detach(tokens[1])  # type: ignore[arg-type]
+            _tool_notes.reset(tokens[0])
 
     @_quiet(_nothing)
     def event(self, name: str, attributes: Mapping[str, str | bool | int | float]) -> None:
@@ -200,8 +212,10 @@ class _RecordingToolSpan(ToolSpan):
         if notes.transport is not None:  # the call went to an MCP server (not an in-process tool)
             found["mcp.method.name"] = "tools/call"
             found["network.transport"] = notes.transport
-            found["mcp.protocol.version"] = notes.protocol_version
-        found.update(attrs.server_of(notes.url))
+            if notes.protocol_version is not None:
+                found["mcp.protocol.version"] = notes.protocol_version
+            if notes.url is not None:
+                found.update(attrs.server_of(notes.url))
         if is_error:
             found["error.type"] = "tool_error" if verdict == "run" else verdict
             self.span.set_status(
@@ -209,7 +223,31 @@ class _RecordingToolSpan(ToolSpan):
             )
         if self.settings.capture_content and verdict in ("run", "shared"):
             found["gen_ai.tool.call.result"] = attrs.redacted_text(text)
-        self.span.set_attributes(attrs.drop_none(found))
+        self.span.set_attributes(found)
+
+
+@functools.lru_cache(maxsize=16)
+def _bases(settings: TraceSettings) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """What every ``invoke_agent`` and every ``chat`` span starts with, worked out once per settings.
+
+    The run span is an in-process agent's: the model server's address is on the ``chat`` spans."""
+    model = {"gen_ai.request.model": settings.request_model} if settings.request_model else {}
+    provider = attrs.provider_name(settings.api, settings.endpoint)
+    run: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": provider,
+        "gen_ai.agent.name": AGENT_NAME,
+        **model,
+    }
+    if settings.agent_description:
+        run["gen_ai.agent.description"] = settings.agent_description
+    chat = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        **model,
+        **attrs.server_of(settings.endpoint),
+    }
+    return MappingProxyType(run), MappingProxyType(chat)
 
 
 class _Recording(RunTrace):
@@ -227,47 +265,28 @@ class _Recording(RunTrace):
     ) -> None:
         self.tracer = tracer
         self.settings = settings
-        self.common = attrs.drop_none({"gen_ai.conversation.id": session_id})
+        self.common: dict[str, Any] = {"gen_ai.conversation.id": session_id} if session_id else {}
         """On every span of the run (the run id only on the run's span: the trace ties the rest)."""
-        self.chat_common: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": attrs.provider_name(settings.api, settings.endpoint),
-            **attrs.drop_none({"gen_ai.request.model": settings.request_model}),
-            **self.common,
-            **attrs.server_of(settings.endpoint),
-        }
+        run_base, chat_base = _bases(settings)
+        self.chat_common = {**chat_base, **self.common}
         """What every ``chat`` span of the run starts with (worked out once a run)."""
         self.span: Span | None = None
+        self.parent: Context | None = None
+        """The run span as the parent of a call's span (None: the current context, no run span).
+        Explicit, so the run span need not be current anywhere: a call's span is, while it runs."""
         if not run_span:
             return
-        found: dict[str, Any] = {
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.provider.name": attrs.provider_name(settings.api, settings.endpoint),
-            "gen_ai.agent.name": AGENT_NAME,
-            "gen_ai.agent.description": settings.agent_description,
-            "gen_ai.request.model": settings.request_model,
-            "mcp_agent.caller": caller,
-            "mcp_agent.run.id": run_id,
-            **self.common,
-            **attrs.server_of(settings.endpoint),
-        }
+        found: dict[str, Any] = {**run_base, "mcp_agent.run.id": run_id, **self.common}
+        if caller is not None:
+            found["mcp_agent.caller"] = caller
         if settings.capture_content:
             found["gen_ai.input.messages"] = attrs.text_messages("user", query)
-        self.span = tracer.start_span(
-            f"invoke_agent {AGENT_NAME}", kind=SpanKind.INTERNAL, attributes=attrs.drop_none(found)
-        )
+        self.span = tracer.start_span(f"invoke_agent {AGENT_NAME}", kind=SpanKind.INTERNAL, attributes=found)
+        self.parent = set_span_in_context(self.span)
 
     @property
     def recording(self) -> bool:
         return True
-
-    def _parent(self) -> Context | None:
-        """The run span as the parent of a call's span (None, the current context: no run span).
-
-        Explicit, so the run span need not be current anywhere: a call's span is, while it runs."""
-        if self.span is None:
-            return None
-        return set_span_in_context(self.span)
 
     @_quiet(ModelSpan)
     def model_call(
@@ -287,9 +306,11 @@ class _Recording(RunTrace):
             found["gen_ai.request.temperature"] = temperature
         if settings.capture_content:
             found["gen_ai.input.messages"] = attrs.input_messages(messages)
-            found["gen_ai.system_instructions"] = attrs.system_instructions(messages)
+            instructions = attrs.system_instructions(messages)
+            if instructions is not None:
+                found["gen_ai.system_instructions"] = instructions
         span = self.tracer.start_span(
-            f"chat {model}" if model else "chat", context=self._parent(), kind=SpanKind.CLIENT, attributes=found
+            f"chat {model}" if model else "chat", context=self.parent, kind=SpanKind.CLIENT, attributes=found
         )
         notes_span = _RecordingModelSpan(span, settings)
         notes_span.notes.model = model
@@ -306,20 +327,16 @@ class _Recording(RunTrace):
             **self.common,
         }
         if spec is not None:
-            found.update(
-                {
-                    "gen_ai.tool.description": spec.description[:1000] or None,
-                    "mcp_agent.tool.server": spec.server or None,
-                    "mcp_agent.tool.mcp_name": spec.mcp_name or None,
-                }
-            )
+            if spec.description:
+                found["gen_ai.tool.description"] = spec.description[:1000]
+            if spec.server:
+                found["mcp_agent.tool.server"] = spec.server
+            if spec.mcp_name:
+                found["mcp_agent.tool.mcp_name"] = spec.mcp_name
         if self.settings.capture_content:
             found["gen_ai.tool.call.arguments"] = attrs.redacted_json(dict(call.arguments))
         span = self.tracer.start_span(
-            f"execute_tool {call.name}",
-            context=self._parent(),
-            kind=SpanKind.INTERNAL,
-            attributes=attrs.drop_none(found),
+            f"execute_tool {call.name}", context=self.parent, kind=SpanKind.INTERNAL, attributes=found
         )
         return _RecordingToolSpan(span, self.settings)
 

@@ -99,6 +99,10 @@ def spans() -> Iterator[Spans]:
         yield Spans(exporter)
     finally:
         switch.target = None
+    # every test also checks that no span of ours carries an unset (None) attribute
+    ours = [span for span in exporter.get_finished_spans() if span.instrumentation_scope.name == "mcp_agent"]
+    unset = [(span.name, key) for span in ours for key, value in span.attributes.items() if value is None]
+    assert not unset, f"attributes without a value: {unset}"
 
 
 def traceparent(trace_id: int, span_id: int) -> str:

@@ -94,7 +94,3 @@ def test_redacted_json_reaches_nested_strings() -> None:
     value = {"a": [f"x {SECRET}", {"b": SECRET}], "n": 3, "raw": b"bytes"}
     text = attrs.redacted_json(value)
     assert SECRET not in text and json.loads(text)["n"] == 3
-
-
-def test_drop_none() -> None:
-    assert attrs.drop_none({"a": None, "b": 0, "c": ""}) == {"b": 0, "c": ""}
