@@ -11,7 +11,11 @@ Two measures, printed as one JSON object:
    is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms);
    ``gateway_cpu_ms_per_query`` is the gateway process's CPU time per call (user + system),
    which a busy machine does not skew the way it skews wall time.
-2. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST (a new
+2. ``at_cap``: in-process, each store holding ``--cap`` conversations of one owner at its caps
+   (``sessions.maxSessions`` and ``maxSessionsPerOwner``, so each new conversation evicts the
+   least recently used one): the median time to open a new conversation (``hold`` with a new id)
+   next to the same store holding 10. About equal means eviction does not walk every session.
+3. ``soak`` (SQLite only, ``--soak N``, default 2000): N session queries over REST (a new
    conversation every 20 turns) on one gateway whose state keeps at most ``--keep`` runs
    (``state.runs.maxCount``, default 200) and ``--max-sessions`` conversations
    (``sessions.maxSessions``, default 50); every 200 queries the database size (file + WAL) and
@@ -195,6 +199,39 @@ def soak(folder: Path, queries: int, keep: int, sessions: int) -> dict[str, Any]
     }
 
 
+async def _new_session_us(url: str, cap: int, opens: int) -> float:
+    """The median time to open a new conversation in a store at its caps, holding ``cap``."""
+    from mcp_agent.state import open_state
+    from mcp_agent.state.records import StateLimits
+
+    limits = StateLimits(max_sessions=cap, max_sessions_per_owner=cap)
+    state = await open_state(url, limits=limits)
+    try:
+        for n in range(cap):
+            async with state.sessions.hold(f"old-{cap}-{n}", owner="bench"):
+                pass
+        times = []
+        for n in range(opens):
+            start = time.perf_counter()
+            async with state.sessions.hold(f"new-{cap}-{n}", owner="bench"):
+                pass
+            times.append(time.perf_counter() - start)
+        return round(statistics.median(times) * 1e6, 1)
+    finally:
+        await state.aclose()
+
+
+def at_cap(urls: list[str], cap: int, folder: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {"cap": cap}
+    for index, url in enumerate(["memory://", *urls]):
+        if url.startswith("sqlite"):  # a file of its own each time
+            url = f"sqlite:///{folder}/at-cap-{index}-{{}}.db"
+        small = anyio.run(_new_session_us, url.format("small"), 10, 200)
+        large = anyio.run(_new_session_us, url.format("large"), cap, 200)
+        found[url.split(":")[0]] = {"us_at_10": small, f"us_at_{cap}": large, "ratio": round(large / small, 2)}
+    return found
+
+
 def _size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
@@ -203,6 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=600)
     parser.add_argument("--soak", type=int, default=2000)
+    parser.add_argument("--cap", type=int, default=2000, help="conversations held in the at_cap measure (0: skip)")
     parser.add_argument("--keep", type=int, default=200, help="state.runs.maxCount in the soak")
     parser.add_argument("--max-sessions", type=int, default=50, help="sessions.maxSessions in the soak")
     parser.add_argument("--state-url", action="append", default=[], help="a store to compare with memory://")
@@ -224,6 +262,8 @@ def main() -> None:
             stack.callback(redis.stop)
             urls.append(redis.url)
         report: dict[str, Any] = {"latency": latency(urls, args.calls)} if args.calls else {}
+        if args.cap:
+            report["at_cap"] = at_cap(urls, args.cap, Path(folder))
         if args.soak:
             report["soak"] = soak(Path(folder), args.soak, args.keep, args.max_sessions)
     report["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}

@@ -81,7 +81,10 @@ class MemorySessionStore:
         self.max_session_bytes = max_session_bytes
         self._clock = clock
         self._sessions: dict[str, Session] = {}
-        self._used: dict[str, float] = {}  # the store's clock, for eviction
+        self._used: collections.OrderedDict[str, float] = collections.OrderedDict()
+        """When each session was last used (the store's clock), least recently used first."""
+        self._owned: dict[str | None, collections.OrderedDict[str, None]] = {}
+        """Each owner's sessions, least recently used first."""
         self._locks = KeyedLocks()
 
     @classmethod
@@ -108,7 +111,8 @@ class MemorySessionStore:
             session = self._sessions.get(session_id)
             if session is None:
                 session = self._add(Session(session_id, owner=owner))
-            self._used[session_id] = self._clock()
+            else:
+                self._touch(session)
             yield session
 
     async def create(self, owner: str | None = None) -> Session:
@@ -129,7 +133,7 @@ class MemorySessionStore:
         session.transcript = tuple(transcript)
         session.updated = time.time()
         session.runs += 1
-        self._used[session.id] = self._clock()
+        self._touch(session)
         return True
 
     async def list(self) -> list[SessionInfo]:
@@ -140,61 +144,82 @@ class MemorySessionStore:
         ]
 
     async def delete(self, session_id: str) -> bool:
-        self._used.pop(session_id, None)
-        return self._sessions.pop(session_id, None) is not None
+        if session_id not in self._sessions:
+            return False
+        self._remove(session_id)
+        return True
 
     def _busy(self, session_id: str) -> bool:
         return self._locks.locked(session_id)
 
+    def _touch(self, session: Session) -> None:
+        self._used[session.id] = self._clock()
+        self._used.move_to_end(session.id)
+        self._owned[session.owner].move_to_end(session.id)
+
     def _remove(self, session_id: str) -> None:
-        del self._sessions[session_id]
-        self._used.pop(session_id, None)
+        owner = self._sessions.pop(session_id).owner
+        del self._used[session_id]
+        owned = self._owned[owner]
+        del owned[session_id]
+        if not owned:
+            del self._owned[owner]
 
     def _add(self, session: Session) -> Session:
         if self.max_per_owner:
             self._shrink_owner(session.owner, self.max_per_owner - 1)
         if self.max_sessions:
             self._shrink(self.max_sessions - 1)
-        self._used[session.id] = self._clock()
         self._sessions[session.id] = session
+        self._used[session.id] = self._clock()
+        self._owned.setdefault(session.owner, collections.OrderedDict())[session.id] = None
         return session
 
     def _evict(self) -> None:
-        if self.ttl_seconds:
-            cutoff = self._clock() - self.ttl_seconds
-            for session_id in [i for i in self._sessions if self._used.get(i, 0.0) <= cutoff]:
-                if not self._busy(session_id):
-                    self._remove(session_id)
+        """Forget the idle sessions unused for ``ttl_seconds``: a walk from the least recently
+        used one to the first that is young enough (past busy ones, which stay)."""
+        if not self.ttl_seconds:
+            return
+        cutoff = self._clock() - self.ttl_seconds
+        expired = []
+        for session_id, used in self._used.items():
+            if used > cutoff:
+                break
+            if not self._busy(session_id):
+                expired.append(session_id)
+        for session_id in expired:
+            self._remove(session_id)
 
-    def _idle_oldest_first(self, owner: object = ...) -> builtins.list[Session]:
-        idle = [s for s in self._sessions.values() if not self._busy(s.id) and (owner is ... or s.owner == owner)]
-        return sorted(idle, key=lambda s: self._used.get(s.id, 0.0))
+    def _oldest_idle(self, owner: str | None, count: int) -> builtins.list[str]:
+        """Up to ``count`` of ``owner``'s idle sessions, least recently used first."""
+        found: builtins.list[str] = []
+        for session_id in self._owned.get(owner, ()):
+            if len(found) == count:
+                break
+            if not self._busy(session_id):
+                found.append(session_id)
+        return found
 
     def _shrink(self, keep: int) -> None:
-        """Drop idle sessions until at most ``keep`` remain: always the least recently used one
-        of the owner holding the most sessions."""
-        excess = len(self._sessions) - keep
-        if excess <= 0:
-            return
-        counts = collections.Counter(s.owner for s in self._sessions.values())
-        idle: dict[str | None, list[Session]] = {}
-        for s in reversed(self._idle_oldest_first()):
-            idle.setdefault(s.owner, []).append(s)  # newest first: pop() takes the oldest
-        for _ in range(excess):
-            if not idle:
+        """Drop idle sessions until at most ``keep`` remain: always the least recently used idle
+        one of the owner holding the most sessions (of the owners with an idle one; between
+        owners holding as many, the least recently used idle session of all goes)."""
+        while len(self._sessions) > keep:
+            candidates = []
+            for owner, owned in self._owned.items():
+                oldest = self._oldest_idle(owner, 1)
+                if oldest:
+                    candidates.append((-len(owned), self._used[oldest[0]], oldest[0]))
+            if not candidates:
                 return  # every session left is busy: nothing can go
-            owner = max(idle, key=lambda o: counts[o])
-            victim = idle[owner].pop()
-            if not idle[owner]:
-                del idle[owner]
-            counts[owner] -= 1
-            self._remove(victim.id)
+            self._remove(min(candidates)[2])
 
     def _shrink_owner(self, owner: str | None, keep: int) -> None:
         """Drop ``owner``'s least recently used idle sessions until it holds at most ``keep``."""
-        mine = sum(1 for s in self._sessions.values() if s.owner == owner)
-        for session in self._idle_oldest_first(owner)[: max(mine - keep, 0)]:
-            self._remove(session.id)
+        excess = len(self._owned.get(owner, ())) - keep
+        if excess > 0:
+            for session_id in self._oldest_idle(owner, excess):
+                self._remove(session_id)
 
 
 class MemoryApprovalStore:

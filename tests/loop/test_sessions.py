@@ -440,3 +440,20 @@ async def test_a_failing_run_store_costs_nothing_but_the_record() -> None:
     agent = Agent(ScriptedProvider([text_turn("fine")]), echo_tools(), state=state)
     result = await agent.query("q")
     assert result.ok and result.answer == "fine" and result.detail == ""
+
+
+async def test_max_sessions_between_owners_holding_as_many_drops_the_oldest_of_all() -> None:
+    clock = Clock()
+    store = MemorySessionStore(ttl_seconds=0, max_sessions=4, clock=clock)
+    for owner, name in (("b", "b1"), ("a", "a1"), ("a", "a2"), ("b", "b2")):
+        clock.now += 1
+        async with store.hold(name, owner=owner):
+            pass
+    clock.now += 1
+    async with store.hold("b1", owner="b"):  # b1 used again: a1 is now the oldest of all
+        pass
+    clock.now += 1
+    async with store.hold("c1", owner="c"):
+        pass
+    assert sorted(i.id for i in await store.list()) == ["a2", "b1", "b2", "c1"]
+
