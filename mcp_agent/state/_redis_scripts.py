@@ -8,6 +8,12 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 ``messages``, ``transcript`` (JSON); expires when idle (TTL;
                                 while held, one lease later, renewed with the lock)
 ``sessions``                    sorted set: session id → last use (ms), for listing and eviction
+``sessions:owner``              hash: session id → its owner (JSON), to find a session's entries
+                                below once its hash has expired
+``sessions:of:<owner>``         sorted set: the owner's (JSON) session ids → last use (ms)
+``sessions:owners``             sorted set: owner (JSON) → how many sessions it holds
+``sessions:indexed``            set once the three keys above cover every session (sessions of
+                                a build before them are indexed by the first that needs them)
 ``lock:<id>``                   the session's lease: ``<replica>:<random>``, with a PX expiry
 ``locks:<replica>``             set: the session locks a replica holds (for ``recover``)
 ``approval:<id>``               hash: ``record`` (JSON), ``replica``, ``decision`` (once decided)
@@ -30,9 +36,14 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 ``?<replica>`` (it started: who listens?)
 ==============================  ================================================================
 
-Scripts name only their main keys in ``KEYS``; the eviction in ``OPEN_SESSION`` and the
-retention in ``RETAIN`` touch further keys under the prefix, which a single Redis (not a Redis
-Cluster) allows.
+Scripts name only their main keys in ``KEYS``; the session indexes and eviction in the session
+scripts and the retention in ``RETAIN`` touch further keys under the prefix, which a single
+Redis (not a Redis Cluster) allows.
+
+A session's hash expires by itself (its TTL); the indexes learn it lazily: opening a new session
+first forgets up to 100 sessions unused for longer than the TTL whose hash is gone, and the
+eviction walks forget the gone ones they meet. So making room for a new session looks at the
+owner's oldest sessions (and the owners holding the most), never at every session.
 """
 
 from __future__ import annotations
@@ -103,8 +114,118 @@ local function read(key, known_created, known_runs)
 end
 """
 
+_INDEX = """
+-- The session indexes (see the key table): every session id is in ``sessions`` and, with its
+-- owner, in ``sessions:owner``, ``sessions:of:<owner>`` and the owner's count in
+-- ``sessions:owners``.
+local function forget(prefix, id)
+  redis.call('ZREM', prefix .. 'sessions', id)
+  local owner = redis.call('HGET', prefix .. 'sessions:owner', id)
+  if owner then
+    redis.call('HDEL', prefix .. 'sessions:owner', id)
+    if redis.call('ZREM', prefix .. 'sessions:of:' .. owner, id) == 1 then
+      if tonumber(redis.call('ZINCRBY', prefix .. 'sessions:owners', -1, owner)) <= 0 then
+        redis.call('ZREM', prefix .. 'sessions:owners', owner)
+      end
+    end
+  end
+end
+
+-- the session was used now (a session of an earlier build, not indexed yet, is taken in)
+local function touch(prefix, id, owner, now_ms)
+  redis.call('ZADD', prefix .. 'sessions', now_ms, id)
+  if redis.call('HSETNX', prefix .. 'sessions:owner', id, owner) == 1 then
+    redis.call('ZINCRBY', prefix .. 'sessions:owners', 1, owner)
+  else
+    owner = redis.call('HGET', prefix .. 'sessions:owner', id)
+  end
+  redis.call('ZADD', prefix .. 'sessions:of:' .. owner, now_ms, id)
+end
+
+-- once: index the sessions of a build that kept only ``sessions``
+local function indexed(prefix)
+  if redis.call('EXISTS', prefix .. 'sessions:indexed') == 1 then return end
+  local all = redis.call('ZRANGE', prefix .. 'sessions', 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local owner = redis.call('HGET', prefix .. 'session:' .. all[i], 'owner')
+    if owner then touch(prefix, all[i], owner, all[i + 1]) else forget(prefix, all[i]) end
+  end
+  redis.call('SET', prefix .. 'sessions:indexed', '1')
+end
+
+-- forget sessions unused for longer than ``ttl`` whose hash has expired (100 at most a call)
+local function sweep(prefix, now_ms, ttl)
+  if ttl <= 0 then return end
+  local old = redis.call('ZRANGEBYSCORE', prefix .. 'sessions', '-inf', now_ms - ttl, 'LIMIT', 0, 100)
+  for _, id in ipairs(old) do
+    if redis.call('EXISTS', prefix .. 'session:' .. id) == 0 then forget(prefix, id) end
+  end
+end
+
+-- the owner's least recently used idle session and its last use, or nil; gone ones met on the
+-- way are forgotten
+local function oldest_idle(prefix, owner)
+  local of, start = prefix .. 'sessions:of:' .. owner, 0
+  while true do
+    local page = redis.call('ZRANGE', of, start, start + 15, 'WITHSCORES')
+    if #page == 0 then return nil end
+    local kept = 0
+    for i = 1, #page, 2 do
+      local id = page[i]
+      if redis.call('EXISTS', prefix .. 'session:' .. id) == 0 then
+        forget(prefix, id)
+      elseif redis.call('EXISTS', prefix .. 'lock:' .. id) == 0 then
+        return id, tonumber(page[i + 1])
+      else
+        kept = kept + 1
+      end
+    end
+    start = start + kept
+  end
+end
+
+local function drop(prefix, id)
+  redis.call('DEL', prefix .. 'session:' .. id)
+  forget(prefix, id)
+end
+
+-- room for one more session of ``owner``: first the owner's own least recently used idle ones
+-- beyond its cap, then, beyond the total cap, the least recently used idle session of the owner
+-- holding the most (between owners holding as many, the least recently used of all)
+local function make_room(prefix, owner, max_owner, max_total)
+  if max_owner > 0 then
+    while redis.call('ZCARD', prefix .. 'sessions:of:' .. owner) > max_owner - 1 do
+      local id = oldest_idle(prefix, owner)
+      if not id then break end
+      drop(prefix, id)
+    end
+  end
+  if max_total > 0 then
+    while redis.call('ZCARD', prefix .. 'sessions') > max_total - 1 do
+      local best, most, since, start = nil, nil, nil, 0
+      while true do
+        local page = redis.call('ZREVRANGE', prefix .. 'sessions:owners', start, start + 15, 'WITHSCORES')
+        if #page == 0 then break end
+        local done = false
+        for i = 1, #page, 2 do
+          local count = tonumber(page[i + 1])
+          if most and count < most then done = true break end
+          local id, used = oldest_idle(prefix, page[i])
+          if id and (not best or used < since) then best, most, since = id, count, used end
+        end
+        if done then break end
+        start = start + 16
+      end
+      if not best then break end
+      drop(prefix, best)
+    end
+  end
+end
+"""
+
 _OPEN = (
     _READ
+    + _INDEX
     + """
 -- KEYS: session key, sessions index
 -- ARGV: prefix, id, owner (JSON), now (s), now (ms), ttl (ms, 0 = none), max sessions,
@@ -112,61 +233,22 @@ _OPEN = (
 --       the created and runs of the transcript the caller has parsed ("" when none)
 -- open() returns the session (``read``), touched; or an empty list when missing and not created.
 local function open()
-  local key, index, prefix, id, owner = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+  local key, prefix, id, owner = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
   local ttl, max_total, max_owner = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
   if redis.call('EXISTS', key) == 1 then
     if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-    redis.call('ZADD', index, ARGV[5], id)
+    touch(prefix, id, redis.call('HGET', key, 'owner'), ARGV[5])
     return read(key, ARGV[10], ARGV[11])
   end
   if ARGV[9] ~= '1' then return {} end
-  if max_owner > 0 or (max_total > 0 and redis.call('ZCARD', index) >= max_total) then
-    -- the owner-aware eviction of the memory store: first the owner's own beyond its cap, then,
-    -- beyond the total cap, the least recently used idle session of the owner holding the most
-    local counts, idle, total = {}, {}, 0
-    for _, sid in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-      local o = redis.call('HGET', prefix .. 'session:' .. sid, 'owner')
-      if not o then
-        redis.call('ZREM', index, sid)
-      else
-        total = total + 1
-        counts[o] = (counts[o] or 0) + 1
-        if redis.call('EXISTS', prefix .. 'lock:' .. sid) == 0 then
-          if not idle[o] then idle[o] = {} end
-          table.insert(idle[o], sid)
-        end
-      end
-    end
-    local function drop(o)
-      local sid = table.remove(idle[o], 1)
-      redis.call('DEL', prefix .. 'session:' .. sid)
-      redis.call('ZREM', index, sid)
-      counts[o] = counts[o] - 1
-      total = total - 1
-    end
-    if max_owner > 0 then
-      while (counts[owner] or 0) > max_owner - 1 and idle[owner] and #idle[owner] > 0 do drop(owner) end
-    end
-    if max_total > 0 then
-      while total > max_total - 1 do
-        local best, most, oldest = nil, -1, nil
-        for o, list in pairs(idle) do
-          if #list > 0 then
-            local since = tonumber(redis.call('ZSCORE', index, list[1]))
-            if counts[o] > most or (counts[o] == most and since < oldest) then
-              best, most, oldest = o, counts[o], since
-            end
-          end
-        end
-        if not best then break end
-        drop(best)
-      end
-    end
-  end
+  indexed(prefix)
+  forget(prefix, id)  -- an id whose session expired starts afresh, maybe for another owner
+  sweep(prefix, tonumber(ARGV[5]), ttl)
+  make_room(prefix, owner, max_owner, max_total)
   redis.call('HSET', key, 'owner', owner, 'created', ARGV[4], 'updated', ARGV[4], 'runs', 0,
              'messages', 0, 'transcript', '[]')
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-  redis.call('ZADD', index, ARGV[5], id)
+  touch(prefix, id, owner, ARGV[5])
   return read(key, '', '')
 end
 """
@@ -202,9 +284,11 @@ return read(KEYS[1], ARGV[1], ARGV[2])
 """
 )
 
-SAVE_SESSION = """
+SAVE_SESSION = (
+    _INDEX
+    + """
 -- KEYS: session key, sessions index, the session's lock
--- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id, lock token ("" = none)
+-- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id, lock token ("" = none), prefix
 -- Returns the new run count, nil when the session is gone (deleted or expired), or -1 when the
 -- lock is no longer the token's (it lapsed: another run may have written; nothing is written).
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
@@ -212,9 +296,33 @@ if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then return -1 end
 redis.call('HSET', KEYS[1], 'transcript', ARGV[1], 'messages', ARGV[2], 'updated', ARGV[3])
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6])
+touch(ARGV[8], ARGV[6], redis.call('HGET', KEYS[1], 'owner'), ARGV[4])
 return runs
 """
+)
+
+DELETE_SESSION = (
+    _INDEX
+    + """
+-- KEYS: session key. ARGV: prefix, id
+-- Deletes the session and its index entries: 1 when it was there.
+local deleted = redis.call('DEL', KEYS[1])
+forget(ARGV[1], ARGV[2])
+return deleted
+"""
+)
+
+FORGET_SESSIONS = (
+    _INDEX
+    + """
+-- ARGV: prefix, then session ids whose hash has expired
+-- Forgets their index entries (each only if its hash is still gone).
+for i = 2, #ARGV do
+  if redis.call('EXISTS', ARGV[1] .. 'session:' .. ARGV[i]) == 0 then forget(ARGV[1], ARGV[i]) end
+end
+return 1
+"""
+)
 
 RENEW = """
 -- KEYS: lock, session key. ARGV: token, lease (ms), session ttl (ms, 0 = none)

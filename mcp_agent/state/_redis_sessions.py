@@ -40,7 +40,17 @@ from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
-from ._redis_scripts import BREAK, HOLD_SESSION, OPEN_SESSION, READ_SESSION, RELEASE, RENEW, SAVE_SESSION
+from ._redis_scripts import (
+    BREAK,
+    DELETE_SESSION,
+    FORGET_SESSIONS,
+    HOLD_SESSION,
+    OPEN_SESSION,
+    READ_SESSION,
+    RELEASE,
+    RENEW,
+    SAVE_SESSION,
+)
 from .records import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)
@@ -94,6 +104,8 @@ class RedisSessionStore:
         self._renew_script = client.register_script(RENEW)
         self._release_script = client.register_script(RELEASE)
         self._break_script = client.register_script(BREAK)
+        self._delete_script = client.register_script(DELETE_SESSION)
+        self._forget_script = client.register_script(FORGET_SESSIONS)
 
     # ---------------------------------------------------------------- the lock
 
@@ -330,6 +342,7 @@ class RedisSessionStore:
                     self._held_ttl,
                     session.id,
                     session.lease or "",
+                    self._keys.prefix,
                 ],
             )
         if runs == -1:
@@ -374,17 +387,15 @@ class RedisSessionStore:
                 )
             if gone:
                 with suppress(Exception):
-                    await client.zrem(keys.sessions, *gone)
+                    await self._forget_script(args=[keys.prefix, *gone])
         return found
 
     async def delete(self, session_id: str) -> bool:
         if not isinstance(session_id, str) or not session_id:
             return False
-        client = self._backend.client
         with self._backend.failures(f"deleting session {session_id!r}"):
-            pipe = client.pipeline(transaction=True)
-            pipe.delete(self._keys.session(session_id))
-            pipe.zrem(self._keys.sessions, session_id)
-            deleted, _ = await pipe.execute()
+            deleted = await self._delete_script(
+                keys=[self._keys.session(session_id)], args=[self._keys.prefix, session_id]
+            )
         self._parsed.pop(session_id, None)
         return bool(deleted)

@@ -212,6 +212,22 @@ async def test_the_count_cap_evicts_the_oldest_idle_session_of_the_owner_holding
     assert a1.id not in left
 
 
+async def test_between_owners_holding_as_many_the_least_recently_used_idle_session_goes(
+    backend: Backend,
+) -> None:
+    state = await backend.open(max_sessions=4)
+    made = {}
+    for name, owner in (("b1", "b"), ("a1", "a"), ("a2", "a"), ("b2", "b")):
+        made[name] = await state.sessions.create(owner=owner)
+        await anyio.sleep(0.01)
+    async with state.sessions.hold(made["b1"].id, owner="b"):  # b1 used again: a1 is the oldest now
+        pass
+    await anyio.sleep(0.01)
+    await state.sessions.create(owner="c")  # a and b hold two each: the oldest of all goes
+    left = {i.id for i in await state.sessions.list()}
+    assert made["a1"].id not in left and {made[n].id for n in ("a2", "b1", "b2")} <= left
+
+
 async def test_the_per_owner_cap_evicts_that_owners_own_oldest(backend: Backend) -> None:
     state = await backend.open(max_sessions_per_owner=2)
     a1 = await state.sessions.create(owner="a")
