@@ -8,8 +8,10 @@
    answer) and the stdio echo server of ``tests/servers/echo.py`` behind the real ToolHub: one
    query is two model turns and one stdio tool call, so a traced query makes the MCP SDK's server
    span, ``invoke_agent``, two ``chat``, one ``execute_tool`` and the SDK's ``MCP send`` span.
-   Both gateways run at once and the client alternates between them call by call (which goes
-   first alternates too), so the load of a shared machine falls on both alike. The figures to read
+   A third gateway, **sdk**, has the same provider but ``telemetry.enabled`` false: only the MCP
+   SDK's own two spans are made, which shows how much of the cost is the SDK's and how much ours.
+   The gateways run at once and the client takes them in turn call by call (which goes first
+   rotates too), so the load of a shared machine falls on all alike. The figures to read
    pool every call of every round: p50 and p95 per mode, and the paired estimate, the median of
    (traced call − the untraced call next to it), which cancels most of the drift of a busy
    machine. Per-round figures are kept to show the spread. Target: on ≤ +5 % of off at p50.
@@ -49,7 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench._gateway import EchoOnceModel, GatewayProcess, free_port  # noqa: E402
 
-MODES = ("off", "on")
+MODES = ("off", "on", "sdk")
+"""off: no TracerProvider; on: traced into memory; sdk: the same provider, ``telemetry.enabled``
+false, so only the MCP SDK's own spans are made (what the SDK costs by itself)."""
 
 
 # ------------------------------------------------------------------------------------ the gateway process
@@ -65,7 +69,7 @@ def serve(port: int, mode: str) -> None:
     from mcp_agent.tools.hub import open_tool_hub
 
     exporter = None
-    if mode == "on":
+    if mode in ("on", "sdk"):
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -85,6 +89,7 @@ def serve(port: int, mode: str) -> None:
                 "echo": {"command": sys.executable, "args": [str(ROOT / "tests" / "servers" / "echo.py")]}
             },
             "gateway": {"maxConcurrentQueries": 0},
+            "telemetry": {"enabled": mode != "sdk"},
         },
         environ={},
     )
@@ -133,10 +138,10 @@ async def latencies(urls: dict[str, str], calls: int, warmup: int) -> tuple[dict
     """``calls`` agent_query calls to each gateway, alternating between them call by call."""
     samples: dict[str, list[float]] = {mode: [] for mode in urls}
     failures = 0
-    async with session(urls["off"]) as off, session(urls["on"]) as on:
-        sessions = {"off": off, "on": on}
+    async with session(urls["off"]) as off, session(urls["on"]) as on, session(urls["sdk"]) as sdk:
+        sessions = {"off": off, "on": on, "sdk": sdk}
         for n in range(warmup + calls):
-            order = MODES if n % 2 == 0 else MODES[::-1]
+            order = MODES[n % 3 :] + MODES[: n % 3]  # which goes first rotates
             for mode in order:
                 start = time.perf_counter()
                 result = await sessions[mode].call_tool("agent_query", {"query": f"q{n}"})
@@ -187,6 +192,10 @@ def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
     deltas = [on - off for off, on in zip(pooled["off"], pooled["on"], strict=True)]
     summary["paired_median_delta_ms"] = round(statistics.median(deltas) * 1000, 3)
     summary["paired_overhead_pct"] = round(statistics.median(deltas) / statistics.median(pooled["off"]) * 100, 2)
+    # of that, the MCP SDK's own two spans (server span of agent_query, client span of the tool call)
+    sdk = [sdk - off for off, sdk in zip(pooled["off"], pooled["sdk"], strict=True)]
+    summary["sdk_spans_only_paired_delta_ms"] = round(statistics.median(sdk) * 1000, 3)
+    summary["sdk_spans_only_overhead_pct"] = round(statistics.median(sdk) / statistics.median(pooled["off"]) * 100, 2)
     summary["p50_overhead_pct_by_round"] = [row["p50_overhead_pct"] for row in rows]
     summary["spans_per_query"] = round(spans / (calls + warmup), 2)
     return {"rounds": rows, **summary, "target_p50_overhead_pct": 5.0}
