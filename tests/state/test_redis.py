@@ -251,10 +251,12 @@ async def test_with_nobody_listening_no_event_is_published_and_a_new_listener_is
                     a.events.emit(RunStarted(run_id=f"r{index}", session_id="s", caller="x", query="q"))
             assert results == [[]]  # nobody listened: nothing went to Redis
             assert a.events.unheard == 20 and not a.events.heard()
-            wanted_b.value = True
-            await b.events.listening()  # what the /api/v1/events route awaits before ": listening"
+            # what the /api/v1/events route awaits before ": listening". b's relay announces only
+            # while it wants events, and it does not yet: the announcement a hears is this one
+            await b.events.listening()
             while not a.events.heard():  # a message away, no polling pause
                 await anyio.sleep(0.005)
+            wanted_b.value = True  # b decodes what arrives from now on
             a.events.emit(RunEnded(run_id="r1", termination_reason="success", rounds=1))
             while not seen_by_b.events:
                 await anyio.sleep(0.02)
