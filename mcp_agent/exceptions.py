@@ -14,6 +14,7 @@ The hierarchy::
     │   └── ToolServerExited          it exited while in use (.exit_code, .stderr_tail)
     ├── ToolCallError                 a tool call could not be made (unknown tool, server down)
     ├── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
+    ├── ApprovalsFull                 too many approvals wait, in all or a caller's (.waiting, .limit, .caller)
     └── StateError                    the state store (``state.url``) failed: disk, database, network
         └── SessionTooLarge           a conversation is over ``state.maxSessionBytes`` (.size, .limit)
 
@@ -174,6 +175,36 @@ class ArgumentValidationError(MCPAgentError):
         super().__init__(message)
         self.message = message
         self.errors = list(errors)
+
+
+class ApprovalsFull(MCPAgentError):
+    """Too many approvals are waiting, in all (``approvals.maxPending``) or for one caller (its
+    share of it): the call is denied at once, and nothing is stored.
+
+    The store raises it from ``ApprovalStore.add``, whose count and add are one atomic step (in
+    every process sharing the store); the loop turns it into the denial the model reads.
+
+    Args:
+        waiting: how many approvals wait now (in all, or the caller's).
+        limit: the cap they reached.
+        caller: the caller whose share is full; None when the total cap is.
+    """
+
+    def __init__(self, waiting: int, limit: int, caller: str | None = None) -> None:
+        if caller is None:
+            message = (
+                f"too many approvals are waiting ({waiting}, approvals.maxPending); "
+                "try again once some are answered"
+            )
+        else:
+            message = (
+                f"too many approvals of caller {caller!r} are waiting ({waiting}, its share of "
+                "approvals.maxPending); try again once some are answered"
+            )
+        super().__init__(message)
+        self.waiting = waiting
+        self.limit = limit
+        self.caller = caller
 
 
 class StateError(MCPAgentError):

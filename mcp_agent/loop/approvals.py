@@ -22,10 +22,10 @@ and exactly one resolver wins (a second ``resolve`` of the same id, or an unknow
 The queue is bounded: at most ``max_pending`` approvals wait at once, and at most
 ``max_per_caller`` of them for one caller (the gateway sets it to each caller's share). A call
 beyond either is denied at once (``submit`` raises ``ApprovalsFull``), so a flood of gated calls
-neither grows without bound nor crowds out other callers' approvals. (With a shared store the
-counts are of every replica's pending approvals, read just before the new one is added; in one
-process submits are serialised, but two replicas submitting at the same instant may both take
-the last place.)
+neither grows without bound nor crowds out other callers' approvals. The store checks the caps
+and adds in one atomic step (``ApprovalStore.add``): with a shared store the counts are of every
+replica's pending approvals, and replicas submitting at the same instant never both take the
+last place.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from .._globs import unmatched_globs
+from ..exceptions import ApprovalsFull
 from ..messages import ToolCall, ToolSpec
 from ..state.base import ApprovalStore
 from ..state.memory import MemoryApprovalStore
@@ -171,10 +172,6 @@ def require_warnings(require: Iterable[str], tools: ToolSource, *, down: Sequenc
     ]
 
 
-class ApprovalsFull(Exception):
-    """Too many approvals are waiting (in all, or for this caller): the call is denied at once."""
-
-
 class ApprovalQueue:
     """Calls waiting for approval, shared by every run of an Agent (and, with a shared store,
     every replica's).
@@ -202,7 +199,6 @@ class ApprovalQueue:
         self.max_per_caller = max_per_caller
         self.store: ApprovalStore = store if store is not None else MemoryApprovalStore()
         self.replica = replica
-        self._submitting = anyio.Lock()
 
     async def submit(
         self, call: ToolCall, *, run_id: str, session_id: str | None = None, caller: str | None = None
@@ -211,27 +207,9 @@ class ApprovalQueue:
 
         Raises:
             ApprovalsFull: ``max_pending`` approvals wait already, or ``max_per_caller`` of this
-                caller's.
+                caller's (nothing is stored).
             StateError: the store failed.
         """
-        async with self._submitting:  # the count and the add, one submit at a time in this process
-            return await self._submit(call, run_id=run_id, session_id=session_id, caller=caller)
-
-    async def _submit(self, call: ToolCall, *, run_id: str, session_id: str | None, caller: str | None) -> Approval:
-        if self.max_pending or self.max_per_caller:
-            waiting = await self.store.pending()
-            if self.max_pending and len(waiting) >= self.max_pending:
-                raise ApprovalsFull(
-                    f"too many approvals are waiting ({len(waiting)}, approvals.maxPending); "
-                    "try again once some are answered"
-                )
-            if self.max_per_caller and caller is not None:
-                mine = sum(1 for approval in waiting if approval.caller == caller)
-                if mine >= self.max_per_caller:
-                    raise ApprovalsFull(
-                        f"too many approvals of caller {caller!r} are waiting ({mine}, its share of "
-                        "approvals.maxPending); try again once some are answered"
-                    )
         approval = Approval(
             id=secrets.token_urlsafe(16),
             run_id=run_id,
@@ -242,7 +220,7 @@ class ApprovalQueue:
             caller=caller,
             replica=self.replica,
         )
-        await self.store.add(approval)
+        await self.store.add(approval, max_pending=self.max_pending, max_per_caller=self.max_per_caller)
         return approval
 
     async def wait(self, approval_id: str) -> Decision:

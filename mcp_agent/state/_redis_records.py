@@ -1,9 +1,15 @@
 """Approvals and run records in Redis, visible to every replica.
 
-An approval is a hash (its record, the replica whose run waits on it, and once decided the
-decision); the pending ones are also in a sorted set by creation time. ``decide`` is one script
-(exactly one decider wins, in every process) that also publishes a wake-up on the approval's
-channel, so ``wait`` returns at once wherever the run waits. Decided approvals are dropped with the
+An approval is a hash (its record, the replica whose run waits on it, its caller, and once
+decided the decision); the pending ones are also in a sorted set by creation time and in a set
+per caller. ``add`` is one script that counts those (ZCARD, SCARD: no record is read) and adds,
+so replicas adding at once never overshoot ``approvals.maxPending`` or a caller's share of it.
+``decide`` is one script (exactly one decider wins, in every process) that takes the approval
+out of the pending index and both sets, and publishes a wake-up on the approval's channel, so
+``wait`` returns at once wherever the run waits. A decision is the only way out of pending (an
+answer, a timeout, a withdrawal, recovery), so the counts do not drift; and before ``add``
+refuses a caller it drops from the caller's set whatever is no longer pending (left there by a
+version without these sets, during a rolling upgrade). Decided approvals are dropped with the
 run records' age limit (by when they were decided), on retention.
 
 A run record is one JSON string; a sorted set by start time lists them newest first, a set holds
@@ -21,10 +27,10 @@ import json
 import time
 from typing import Any
 
-from ..exceptions import StateError
+from ..exceptions import ApprovalsFull, StateError
 from ._redis_base import Backend, dumps
 from ._redis_base import text as as_text
-from ._redis_scripts import BEGIN_RUN, DECIDE, END_RUN, RETAIN
+from ._redis_scripts import ADD_APPROVAL, BEGIN_RUN, DECIDE, END_RUN, RETAIN
 from .records import Approval, Decision, RunRecord, StateLimits
 
 MAX_UNWRITTEN = 1000
@@ -42,22 +48,34 @@ class RedisApprovalStore:
         self._keys = backend.keys
         self.limits = limits
         self.replica = replica
+        self._add_script = backend.client.register_script(ADD_APPROVAL)
         self._decide_script = backend.client.register_script(DECIDE)
 
-    async def add(self, approval: Approval) -> None:
+    async def add(self, approval: Approval, *, max_pending: int = 0, max_per_caller: int = 0) -> None:
         keys = self._keys
         replica = approval.replica or self.replica
-        record = {k: v for k, v in approval.to_record().items() if k not in ("decision", "replica")}
-        with self._backend.failures(f"recording approval {approval.id!r}"):
-            pipe = self._backend.client.pipeline(transaction=True)
-            pipe.hset(keys.approval(approval.id), mapping={"record": dumps(record), "replica": replica})
-            if approval.decision is None:
-                pipe.zadd(keys.pending, {approval.id: approval.created})
-                pipe.sadd(keys.approvals_of(replica), approval.id)
-            else:
+        record = dumps({k: v for k, v in approval.to_record().items() if k not in ("decision", "replica")})
+        if approval.decision is not None:  # on record only: never counted, never refused
+            with self._backend.failures(f"recording approval {approval.id!r}"):
+                pipe = self._backend.client.pipeline(transaction=True)
+                pipe.hset(keys.approval(approval.id), mapping={"record": record, "replica": replica})
                 pipe.hset(keys.approval(approval.id), "decision", dumps(approval.decision.to_dict()))
                 pipe.zadd(keys.decided_index, {approval.id: approval.decision.at})
-            await pipe.execute()
+                await pipe.execute()
+            return
+        caller = approval.caller
+        mine = [keys.approvals_of_caller(caller)] if caller is not None else []
+        with self._backend.failures(f"recording approval {approval.id!r}"):
+            added, waiting = await self._add_script(
+                keys=[keys.approval(approval.id), keys.pending, keys.approvals_of(replica), *mine],
+                args=[
+                    record, replica, approval.id, repr(approval.created), caller or "", max_pending, max_per_caller
+                ],
+            )
+        if added == 0:
+            raise ApprovalsFull(int(waiting), max_pending)
+        if added == -1:
+            raise ApprovalsFull(int(waiting), max_per_caller, caller)
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         keys = self._keys
@@ -70,6 +88,7 @@ class RedisApprovalStore:
                     approval_id,
                     keys.decided(approval_id),
                     keys.approvals_of(""),
+                    keys.approvals_of_caller(""),
                 ],
             )
         return bool(won == 1)

@@ -16,10 +16,15 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 a build before them are indexed by the first that needs them)
 ``lock:<id>``                   the session's lease: ``<replica>:<random>``, with a PX expiry
 ``locks:<replica>``             set: the session locks a replica holds (for ``recover``)
-``approval:<id>``               hash: ``record`` (JSON), ``replica``, ``decision`` (once decided)
-``approvals:pending``           sorted set: pending approval id → created
+``approval:<id>``               hash: ``record`` (JSON), ``replica``, ``caller`` (when it has
+                                one), ``decision`` (once decided)
+``approvals:pending``           sorted set: pending approval id → created (its ZCARD is what
+                                ``approvals.maxPending`` caps)
 ``approvals:decided``           sorted set: decided approval id → decided at (for retention)
 ``approvals:of:<replica>``      set: the pending approvals a replica's runs wait on
+``approvals:caller:<name>``     set: a caller's pending approvals (what its share caps); added
+                                to by ``ADD_APPROVAL``, removed from by ``DECIDE`` (the one
+                                way out of pending: answers, timeouts, withdrawals, recovery)
 ``run:<id>``                    the run record (JSON)
 ``runs``                        sorted set: run id → started
 ``runs:ended``                  sorted set: finished run id → ended (for retention by age)
@@ -80,6 +85,9 @@ class Keys:
 
     def approvals_of(self, replica: str) -> str:
         return f"{self.prefix}approvals:of:{replica}"
+
+    def approvals_of_caller(self, caller: str) -> str:
+        return f"{self.prefix}approvals:caller:{caller}"
 
     def run(self, run_id: str) -> str:
         return f"{self.prefix}run:{run_id}"
@@ -361,16 +369,49 @@ end
 return 0
 """
 
+ADD_APPROVAL = """
+-- KEYS: approval key, pending index, approvals of its replica[, its caller's pending set]
+-- ARGV: record (JSON), replica, id, created (s), caller ("" when none), max pending, max per
+--       caller (0 = no cap)
+-- Adds a pending approval when there is room, in the step that counts: {1, 0}. Else nothing
+-- is stored, and the reply names the cap that is full: {0, pending in all} or {-1, the caller's}.
+-- Before it refuses a caller, it drops from the caller's set what is no longer pending (a
+-- decision written by a version without these sets), so that a share never fills with ghosts.
+local pending, mine = KEYS[2], KEYS[4]
+local max_pending, max_mine = tonumber(ARGV[6]), tonumber(ARGV[7])
+if max_pending > 0 then
+  local waiting = redis.call('ZCARD', pending)
+  if waiting >= max_pending then return {0, waiting} end
+end
+if mine and max_mine > 0 and redis.call('SCARD', mine) >= max_mine then
+  for _, id in ipairs(redis.call('SMEMBERS', mine)) do
+    if not redis.call('ZSCORE', pending, id) then redis.call('SREM', mine, id) end
+  end
+  local count = redis.call('SCARD', mine)
+  if count >= max_mine then return {-1, count} end
+end
+redis.call('HSET', KEYS[1], 'record', ARGV[1], 'replica', ARGV[2])
+redis.call('ZADD', pending, ARGV[4], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+if mine then
+  redis.call('HSET', KEYS[1], 'caller', ARGV[5])
+  redis.call('SADD', mine, ARGV[3])
+end
+return {1, 0}
+"""
+
 DECIDE = """
 -- KEYS: approval key, pending index, decided index
--- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix
--- Exactly one decider wins: 0 for an unknown or already decided approval.
+-- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix, caller's set prefix
+-- Exactly one decider wins: 0 for an unknown or already decided approval. The approval leaves
+-- the pending index and its replica's and caller's sets in the same step.
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('HEXISTS', KEYS[1], 'decision') == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'decision', ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[3])
-local replica = redis.call('HGET', KEYS[1], 'replica')
+local replica, caller = unpack(redis.call('HMGET', KEYS[1], 'replica', 'caller'))
 if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
+if caller then redis.call('SREM', ARGV[6] .. caller, ARGV[3]) end
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
 redis.call('PUBLISH', ARGV[4], '1')
 return 1

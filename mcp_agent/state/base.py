@@ -22,7 +22,8 @@ contract suite (``tests/state/test_contract.py``), parametrised over the backend
 Contracts every backend keeps:
 
 - Operations are async and raise ``StateError`` (never a driver's own exception) when the
-  backend fails; ``SessionTooLarge`` when a transcript is over ``max_session_bytes``.
+  backend fails; ``SessionTooLarge`` when a transcript is over ``max_session_bytes``;
+  ``ApprovalsFull`` when an approval is beyond the caps ``add`` was given.
 - A transcript is saved whole or not at all, and a deleted session stays deleted.
 - Values are the frozen dataclasses of ``records.py`` (``Session`` is the one mutable value: the
   store updates the object a ``hold`` yielded when it saves it).
@@ -85,7 +86,12 @@ class SessionStore(Protocol):
 class ApprovalStore(Protocol):
     """Approvals asked and decided, and the wake-up of the run waiting on one.
 
-    ``add`` records a pending approval. ``decide`` writes the decision on a *pending* one and
+    ``add`` records a pending approval, unless as many as ``max_pending`` are pending already
+    (in all, in every process sharing the store), or ``max_per_caller`` of ``approval.caller``'s
+    (0: no cap; a caller of None has no share): it then raises ``ApprovalsFull`` and stores
+    nothing. The count and the add are one atomic step for every process sharing the store, so
+    replicas adding at the same instant never overshoot a cap. (An approval added decided
+    already is neither counted nor refused.) ``decide`` writes the decision on a *pending* one and
     wakes its waiter wherever it is: exactly one decider wins, in every process (False for an
     unknown or already decided id, and nothing changes). ``wait`` returns the decision once
     there is one (at once when decided already); it has no timeout of its own (the caller sets
@@ -94,7 +100,7 @@ class ApprovalStore(Protocol):
     records' age limit) and then dropped.
     """
 
-    async def add(self, approval: Approval) -> None: ...
+    async def add(self, approval: Approval, *, max_pending: int = 0, max_per_caller: int = 0) -> None: ...
 
     async def decide(self, approval_id: str, decision: Decision) -> bool: ...
 

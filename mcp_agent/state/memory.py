@@ -34,6 +34,7 @@ from .records import (
     Session,
     SessionInfo,
     StateLimits,
+    check_room,
     new_replica_id,
     new_session_id,
 )
@@ -223,7 +224,9 @@ class MemorySessionStore:
 
 
 class MemoryApprovalStore:
-    """Approvals in a dict; a decision wakes its waiter through an ``anyio.Event``.
+    """Approvals in a dict; a decision wakes its waiter through an ``anyio.Event``. How many are
+    pending, in all and per caller, is counted as they come and go, so ``add`` checks its caps
+    without a walk.
 
     Args:
         keep_seconds: decided approvals older than this are dropped on ``prune`` (0 = kept).
@@ -237,19 +240,38 @@ class MemoryApprovalStore:
         self._approvals: dict[str, Approval] = {}
         self._decided: dict[str, anyio.Event] = {}
         self._order: collections.OrderedDict[str, None] = collections.OrderedDict()  # decided, oldest first
+        self._waiting = 0  # pending approvals
+        self._mine: collections.Counter[str] = collections.Counter()  # pending approvals per caller
 
-    async def add(self, approval: Approval) -> None:
+    async def add(self, approval: Approval, *, max_pending: int = 0, max_per_caller: int = 0) -> None:
+        caller = approval.caller
+        if approval.pending:
+            mine = self._mine[caller] if caller is not None else 0
+            check_room(self._waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller)
+        previous = self._approvals.get(approval.id)
+        if previous is not None and previous.pending:
+            self._count(previous, -1)  # the same id again replaces the one counted
+        self._order.pop(approval.id, None)
         self._approvals[approval.id] = approval
         if approval.decision is None:
+            self._count(approval, 1)
             self._decided.setdefault(approval.id, anyio.Event())
         else:
             self._order[approval.id] = None
+
+    def _count(self, approval: Approval, step: int) -> None:
+        self._waiting += step
+        if approval.caller is not None:
+            self._mine[approval.caller] += step
+            if not self._mine[approval.caller]:
+                del self._mine[approval.caller]
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         approval = self._approvals.get(approval_id)
         if approval is None or approval.decision is not None:
             return False
         self._approvals[approval_id] = replace(approval, decision=decision)
+        self._count(approval, -1)
         self._decided.pop(approval_id, anyio.Event()).set()
         self._order[approval_id] = None
         while self.max_decided and len(self._order) > self.max_decided:

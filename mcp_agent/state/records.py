@@ -3,7 +3,7 @@ approvals and their decisions, run records, and what ``State.recover`` found.
 
 They are frozen dataclasses (``Session`` is the one mutable value: the store updates the object
 a ``hold`` yielded when it saves it) with their wire forms (``to_dict``/``from_dict``) for the
-backends that store JSON. This module imports nothing above ``messages``/``_types``.
+backends that store JSON. This module imports nothing above ``messages``/``_types``/``exceptions``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._types import JSONObject
+from ..exceptions import ApprovalsFull
 from ..messages import Message, Usage
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "Session",
     "SessionInfo",
     "StateLimits",
+    "check_room",
     "new_replica_id",
     "new_session_id",
     "valid_session_id",
@@ -230,6 +232,20 @@ class Approval:
             replica=str(data.get("replica", "")),
             decision=Decision.from_dict(decision) if decision else None,
         )
+
+
+def check_room(waiting: int, mine: int, *, max_pending: int, max_per_caller: int, caller: str | None) -> None:
+    """Refuse one more pending approval beyond a cap (``ApprovalStore.add`` calls it, in the
+    step that then adds): ``waiting`` approvals are pending in all, ``mine`` of them
+    ``caller``'s. A cap of 0 is none; a caller of None has no share of its own.
+
+    Raises:
+        ApprovalsFull: ``waiting`` reached ``max_pending``, or ``mine`` reached ``max_per_caller``.
+    """
+    if max_pending and waiting >= max_pending:
+        raise ApprovalsFull(waiting, max_pending)
+    if max_per_caller and caller is not None and mine >= max_per_caller:
+        raise ApprovalsFull(mine, max_per_caller, caller)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,9 @@ Two processes on one machine may share the file:
   holder's process is gone (same host, its pid dead) or that lapsed is taken over; the save
   checks, in its write transaction, that the lock is still its hold's (``LeaseLost`` if not:
   a stalled run never writes over the run that took its lock);
+- an approval's ``add`` counts the pending ones (in all, and its caller's: from indexes, no
+  record is read) and inserts it in one write transaction, so processes adding at once never
+  overshoot ``approvals.maxPending`` or a caller's share of it;
 - a decision on an approval wakes a waiter in this process at once, and one in another process
   within ``POLL_SECONDS`` (it polls the row);
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can
@@ -45,7 +48,16 @@ from ._encode import clean_text, to_json
 from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
 from ._sqlite_schema import connect, database_path
 from ._sqlite_sessions import SqliteSessionStore
-from .records import INTERRUPTED, Approval, Decision, Recovery, RunRecord, StateLimits, new_replica_id
+from .records import (
+    INTERRUPTED,
+    Approval,
+    Decision,
+    Recovery,
+    RunRecord,
+    StateLimits,
+    check_room,
+    new_replica_id,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +71,12 @@ def _record(approval: Approval) -> str:
     return to_json(approval.to_record())
 
 
+def _count(db: sqlite3.Connection, where: str, *args: Any) -> int:
+    """How many approvals are pending (and match ``where``): read from an index, never a record."""
+    row = db.execute(f"SELECT count(*) FROM approvals WHERE decided IS NULL {where}", args).fetchone()
+    return int(row[0])
+
+
 class SqliteApprovalStore:
     """Approvals in the ``approvals`` table (the whole record as JSON, plus what is queried)."""
 
@@ -66,15 +84,22 @@ class SqliteApprovalStore:
         self._db = database
         self._decided: dict[str, anyio.Event] = {}  # waiters in this process
 
-    async def add(self, approval: Approval) -> None:
+    async def add(self, approval: Approval, *, max_pending: int = 0, max_per_caller: int = 0) -> None:
         decided = approval.decision.at if approval.decision is not None else None
-        await self._db.run(
-            lambda db: db.execute(
-                "INSERT INTO approvals (id, replica, created, decided, record) VALUES (?, ?, ?, ?, ?)",
-                (approval.id, approval.replica, approval.created, decided, _record(approval)),
-            ),
-            write=True,
-        )
+        caller = approval.caller
+
+        def add(db: sqlite3.Connection) -> None:  # one write transaction: the counts, then the insert
+            if approval.pending and (max_pending or max_per_caller):
+                waiting = _count(db, "") if max_pending else 0
+                mine = _count(db, "AND caller = ?", caller) if max_per_caller and caller is not None else 0
+                check_room(waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller)
+            db.execute(
+                "INSERT INTO approvals (id, replica, created, decided, caller, record) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (approval.id, approval.replica, approval.created, decided, caller, _record(approval)),
+            )
+
+        await self._db.run(add, write=True)
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         def decide(db: sqlite3.Connection) -> bool:

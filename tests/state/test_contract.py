@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import anyio
 import pytest
 
-from mcp_agent.exceptions import SessionTooLarge
+from mcp_agent.exceptions import ApprovalsFull, SessionTooLarge
+from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import Message, ToolCall, Usage
 from mcp_agent.state import (
     INTERRUPTED,
@@ -296,6 +298,57 @@ async def test_pending_lists_oldest_first(state: State) -> None:
     assert [a.id for a in await state.approvals.pending()] == ["a", "b", "c"]
 
 
+async def test_add_beyond_the_cap_raises_and_stores_nothing(state: State) -> None:
+    for id_ in ("a1", "a2", "a3"):
+        await state.approvals.add(approval(id_, caller=id_), max_pending=3)
+    with pytest.raises(ApprovalsFull, match=r"^too many approvals are waiting \(3, approvals\.maxPending\); try ag"):
+        await state.approvals.add(approval("a4", caller="someone new"), max_pending=3)
+    assert await state.approvals.get("a4") is None
+    assert [a.id for a in await state.approvals.pending()] == ["a1", "a2", "a3"]
+    await state.approvals.add(approval("a5"))  # no cap given: none applies
+    assert len(await state.approvals.pending()) == 4
+    decided = replace(approval("a6", replica=state.replica), decision=Decision(True, by="ops"))
+    await state.approvals.add(decided, max_pending=1)  # decided already: nothing waits, nothing is refused
+    assert await state.approvals.get("a6") == decided
+
+
+async def test_add_beyond_a_callers_share_raises_naming_the_caller_and_others_still_fit(state: State) -> None:
+    for index in range(2):
+        await state.approvals.add(approval(f"alice-{index}", caller="alice"), max_pending=5, max_per_caller=2)
+    with pytest.raises(ApprovalsFull, match=r"^too many approvals of caller 'alice' are waiting \(2, its share") as refused:
+        await state.approvals.add(approval("alice-2", caller="alice"), max_pending=5, max_per_caller=2)
+    assert (refused.value.waiting, refused.value.limit, refused.value.caller) == (2, 2, "alice")
+    assert await state.approvals.get("alice-2") is None
+    await state.approvals.add(approval("bob-0", caller="bob"), max_pending=5, max_per_caller=2)
+    for index in range(2):  # no caller: no share of its own, only the total cap
+        await state.approvals.add(approval(f"anon-{index}", caller=None), max_pending=5, max_per_caller=1)
+    with pytest.raises(ApprovalsFull, match=r"waiting \(5, approvals\.maxPending"):
+        await state.approvals.add(approval("bob-1", caller="bob"), max_pending=5, max_per_caller=2)
+    assert sorted(a.id for a in await state.approvals.pending()) == ["alice-0", "alice-1", "anon-0", "anon-1", "bob-0"]
+
+
+async def test_every_way_out_of_pending_frees_room(state: State) -> None:
+    """An answer, a timeout and a withdrawal (the queue's decisions) each free a place, in all
+    and in the caller's share; a caller's room is its own."""
+    queue = ApprovalQueue(timeout_seconds=0.05, max_pending=5, max_per_caller=4, store=state.approvals)
+    calls = [ToolCall(f"c{index}", "fs__write", {}) for index in range(6)]
+    mine = [await queue.submit(call, run_id="r", caller="alice") for call in calls[:4]]
+    with pytest.raises(ApprovalsFull, match="caller 'alice'"):
+        await queue.submit(calls[4], run_id="r", caller="alice")
+    await queue.submit(calls[4], run_id="r", caller="bob")
+    assert await queue.resolve(mine[0].id, True)  # answered
+    with anyio.fail_after(20):
+        assert (await queue.wait(mine[1].id)).by == "timeout"  # timed out
+    with anyio.move_on_after(0.05):
+        await ApprovalQueue(timeout_seconds=0, store=state.approvals).wait(mine[2].id)  # withdrawn
+    assert sorted(a.caller or "" for a in await queue.pending()) == ["alice", "bob"]
+    for call in calls[:3]:
+        await queue.submit(call, run_id="r", caller="alice")
+    with pytest.raises(ApprovalsFull, match=r"waiting \(5, approvals.maxPending"):
+        await queue.submit(calls[5], run_id="r", caller="carol")
+    assert sorted(a.caller or "" for a in await queue.pending()) == ["alice"] * 4 + ["bob"]
+
+
 # --------------------------------------------------------------------------------------------
 # runs
 
@@ -424,3 +477,26 @@ async def test_a_replica_that_is_gone_has_its_runs_interrupted_and_its_approvals
     alive = await survivor.runs.get("alive")
     assert alive is not None and alive.in_flight
     assert (await survivor.recover()).runs == 0  # once only
+
+
+async def test_the_caps_count_every_replicas_approvals_and_a_dead_ones_are_freed_by_recovery(
+    backend: Backend,
+) -> None:
+    if not backend.shared:
+        pytest.skip("memory:// is one process: no other replica shares its approvals")
+    gone, survivor = await backend.open(), await backend.open()
+    caps = {"max_pending": 3, "max_per_caller": 2}
+    for id_ in ("g1", "g2"):
+        await gone.approvals.add(approval(id_, replica=gone.replica), **caps)
+    with pytest.raises(ApprovalsFull, match="caller 'alice'"):
+        await survivor.approvals.add(approval("s1", replica=survivor.replica), **caps)
+    await survivor.approvals.add(approval("s2", replica=survivor.replica, caller="bob"), **caps)
+    with pytest.raises(ApprovalsFull, match=r"waiting \(3, approvals\.maxPending"):
+        await gone.approvals.add(approval("g3", replica=gone.replica, caller="carol"), **caps)
+    await gone.aclose()
+    assert (await survivor.recover()).approvals == 2
+    for id_ in ("s1", "s3"):
+        await survivor.approvals.add(approval(id_, replica=survivor.replica), **caps)
+    with pytest.raises(ApprovalsFull, match=r"waiting \(3, approvals\.maxPending"):
+        await survivor.approvals.add(approval("s4", replica=survivor.replica, caller="carol"), **caps)
+    assert sorted(a.id for a in await survivor.approvals.pending()) == ["s1", "s2", "s3"]

@@ -16,9 +16,11 @@ import anyio
 import pytest
 
 from mcp_agent.events import RecordingSink, RunEnded, RunStarted
-from mcp_agent.exceptions import ConfigError, LeaseLost, StateError
-from mcp_agent.messages import Message
+from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateError
+from mcp_agent.loop.approvals import ApprovalQueue
+from mcp_agent.messages import Message, ToolCall
 from mcp_agent.state import Decision, StateLimits, open_state
+from mcp_agent.state._redis_scripts import Keys
 from mcp_agent.state.redis import RedisState
 from tests.scale.infra import RedisServer
 
@@ -145,6 +147,63 @@ async def test_a_decision_on_one_replica_wakes_the_run_waiting_on_another(replic
             assert await b.approvals.decide("ap1", Decision(True, "go", by="ops"))
             assert not await a.approvals.decide("ap1", Decision(False, "late", by="bob"))
     assert [(d.approved, d.by) for d in got] == [(True, "ops")]
+
+
+async def test_each_callers_count_follows_every_way_out_of_pending(replicas: Replicas) -> None:
+    """A caller's share is counted from a set of its pending approvals, kept beside the pending
+    index: after approvals are answered, time out, are withdrawn and are recovered from a dead
+    replica, each set holds exactly its caller's pending approvals, and an empty one is gone."""
+    a, gone = await replicas.open(), await replicas.open()
+    queue = ApprovalQueue(0.05, max_pending=100, max_per_caller=50, store=a.approvals, replica=a.replica)
+    lost = ApprovalQueue(0, max_pending=100, max_per_caller=50, store=gone.approvals, replica=gone.replica)
+
+    async def submit(on: ApprovalQueue, caller: str | None, count: int) -> list[str]:
+        return [(await on.submit(ToolCall("c", "fs__write", {}), run_id="r", caller=caller)).id for _ in range(count)]
+
+    made = {caller: await submit(queue, caller, 6) for caller in ("alice", "bob", "carol")}
+    await submit(lost, "alice", 3)
+    await submit(lost, "bob", 3)
+    await submit(queue, None, 1)
+    assert await queue.resolve(made["alice"][0], True) and await queue.resolve(made["bob"][0], False)  # answered
+    with anyio.fail_after(BOUND):
+        async with anyio.create_task_group() as tg:  # timed out
+            for approval_id in (made["alice"][1], made["carol"][1]):
+                tg.start_soon(queue.wait, approval_id)
+    with anyio.move_on_after(0.05):
+        await ApprovalQueue(0, store=a.approvals).wait(made["bob"][2])  # withdrawn by its run
+    for approval_id in made["carol"][2:]:
+        assert await queue.resolve(approval_id, True)
+    assert await queue.resolve(made["carol"][0], True)
+    await gone.aclose()
+    assert (await a.recover()).approvals == 6  # expired: its replica is gone
+
+    keys, pending = Keys(), await a.approvals.pending()
+    counts = {caller: await a.client.scard(keys.approvals_of_caller(caller)) for caller in ("alice", "bob", "carol")}
+    assert counts == {"alice": 4, "bob": 4, "carol": 0}
+    assert counts == {caller: sum(p.caller == caller for p in pending) for caller in counts}
+    for caller in ("alice", "bob"):
+        assert {i.decode() for i in await a.client.smembers(keys.approvals_of_caller(caller))} == {
+            p.id for p in pending if p.caller == caller
+        }
+    assert await a.client.exists(keys.approvals_of_caller("carol")) == 0
+    assert await a.client.zcard(keys.pending) == len(pending) == 9
+
+
+async def test_a_callers_share_is_not_filled_by_approvals_no_longer_pending(
+    replicas: Replicas, server: RedisServer
+) -> None:
+    """A decision written by a replica of a version without the callers' sets (a rolling upgrade)
+    leaves its approval in its caller's set; the share then counts only what still is pending."""
+    a = await replicas.open()
+    for index in range(2):
+        await a.approvals.add(approval(f"ap{index}"), max_per_caller=2)
+    server.command("ZREM", "mcp-agent:approvals:pending", "ap0")  # as the older DECIDE did
+    server.command("HSET", "mcp-agent:approval:ap0", "decision", json.dumps(Decision(True).to_dict()))
+    await a.approvals.add(approval("ap2"), max_per_caller=2)
+    with pytest.raises(ApprovalsFull, match=r"caller 'alice' are waiting \(2, its share"):
+        await a.approvals.add(approval("ap3"), max_per_caller=2)
+    members = await a.client.smembers(Keys().approvals_of_caller("alice"))
+    assert {i.decode() for i in members} == {"ap1", "ap2"}
 
 
 async def test_waiting_on_an_unknown_approval_raises(replicas: Replicas) -> None:

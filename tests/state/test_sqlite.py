@@ -3,6 +3,7 @@ processes on one file (the session lease, a holder killed), a writer killed mid-
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -10,17 +11,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 
-from mcp_agent.exceptions import ConfigError, LeaseLost, StateError
+from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateError
 from mcp_agent.messages import Message
-from mcp_agent.state import INTERRUPTED, RunRecord, StateLimits, open_state
+from mcp_agent.state import INTERRUPTED, Approval, RunRecord, StateLimits, open_state
 from mcp_agent.state._sqlite_schema import SCHEMA_VERSION
 from mcp_agent.state.sqlite import SqliteState
+
+from .test_contract import approval
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = str(Path(__file__).with_name("_sqlite_child.py"))
@@ -171,7 +174,7 @@ async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> Non
     await (await opened(path)).aclose()
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-    with pytest.raises(ConfigError, match=r"newer mcp-agent \(schema 2"):
+    with pytest.raises(ConfigError, match=rf"newer mcp-agent \(schema {SCHEMA_VERSION + 1}"):
         await opened(path)
 
 
@@ -353,31 +356,66 @@ async def test_retention_keeps_the_file_from_growing(tmp_path: Path) -> None:
 
 
 async def test_a_later_schema_version_migrates_an_earlier_file_in_place(tmp_path: Path) -> None:
-    """The migration path: a v1 file with data, opened by a version that adds a step, keeps its
+    """The migration path: a file with data, opened by a version that adds a step, keeps its
     data and gets the new step once; a step that fails leaves the file at its old version."""
     from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
 
     path = tmp_path / "state.db"
     state = await opened(path)
     async with state.sessions.hold("kept") as session:
-        await state.sessions.save(session, [Message.user("from version 1")])
+        await state.sessions.save(session, [Message.user("from this version")])
     await state.aclose()
 
-    def v2(db: sqlite3.Connection) -> None:
+    def later(db: sqlite3.Connection) -> None:
         db.execute("ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''")
 
-    def broken_v3(db: sqlite3.Connection) -> None:
+    def broken(db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE extra (x)")
         raise sqlite3.OperationalError("disk I/O error (injected)")
 
+    now = len(MIGRATIONS)
     with sqlite3.connect(path, isolation_level=None) as db:
-        assert migrate(db, [*MIGRATIONS, v2]) == 1
-        assert migrate(db, [*MIGRATIONS, v2]) == 2  # once only
+        assert migrate(db, [*MIGRATIONS, later]) == now
+        assert migrate(db, [*MIGRATIONS, later]) == now + 1  # once only
         with pytest.raises(sqlite3.OperationalError, match="injected"):
-            migrate(db, [*MIGRATIONS, v2, broken_v3])
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+            migrate(db, [*MIGRATIONS, later, broken])
+        assert db.execute("PRAGMA user_version").fetchone()[0] == now + 1
         assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'extra'").fetchone()[0] == 0
         assert db.execute("SELECT title, transcript FROM sessions WHERE id = 'kept'").fetchone()[0] == ""
+
+
+async def test_a_version_1_file_gets_its_approvals_callers_and_the_caps_count_them_from_an_index(
+    tmp_path: Path,
+) -> None:
+    """Schema 2 keeps each approval's caller in a column, indexed among the pending ones: a
+    version 1 file with approvals waiting is migrated in place, and the caps count them."""
+    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
+
+    path = tmp_path / "state.db"
+    with closing(sqlite3.connect(path, isolation_level=None)) as db:
+        migrate(db, MIGRATIONS[:1])
+        for id_, caller in (("p1", "alice"), ("p2", "alice"), ("p3", None)):
+            record = Approval(id_, "r1", None, "c1", "fs__write", {}, time.time(), caller, "gone").to_record()
+            db.execute(
+                "INSERT INTO approvals (id, replica, created, decided, record) VALUES (?, ?, ?, NULL, ?)",
+                (id_, "gone", record["created"], json.dumps(record)),
+            )
+    state = await opened(path)
+    with pytest.raises(ApprovalsFull, match=r"caller 'alice' are waiting \(2, its share"):
+        await state.approvals.add(approval("new", caller="alice"), max_per_caller=2)
+    with pytest.raises(ApprovalsFull, match=r"waiting \(3, approvals\.maxPending"):
+        await state.approvals.add(approval("new", caller="bob"), max_pending=3)
+    await state.approvals.add(approval("new", caller="bob"), max_pending=4, max_per_caller=2)
+    await state.aclose()
+    with closing(sqlite3.connect(path)) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert dict(db.execute("SELECT id, caller FROM approvals")) == {
+            "p1": "alice", "p2": "alice", "p3": None, "new": "bob"
+        }
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT count(*) FROM approvals WHERE decided IS NULL AND caller = ?", ("alice",)
+        ).fetchall()
+        assert "approvals_pending_by_caller" in " ".join(str(row[-1]) for row in plan)
 
 
 async def test_a_run_whose_lock_was_taken_over_does_not_save_over_the_new_holder(tmp_path: Path) -> None:
