@@ -98,6 +98,36 @@ def _v2(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX approvals_pending_by_caller ON approvals (caller) WHERE decided IS NULL")
 
 
+def _v3(db: sqlite3.Connection) -> None:
+    """Each owner's session count, kept by triggers (``session_owners``): the caps read an
+    owner's count, and find the owners holding the most, without a walk of the sessions."""
+    db.execute("CREATE TABLE session_owners (key TEXT PRIMARY KEY, owner TEXT, n INTEGER NOT NULL)")
+    db.execute("CREATE INDEX session_owners_by_count ON session_owners (n)")
+    db.execute(
+        f"CREATE TRIGGER sessions_counted AFTER INSERT ON sessions BEGIN "
+        f"INSERT INTO session_owners (key, owner, n) VALUES ({OWNER_KEY.format('NEW.owner')}, NEW.owner, 1) "
+        f"ON CONFLICT (key) DO UPDATE SET n = n + 1; END"
+    )
+    db.execute(
+        f"CREATE TRIGGER sessions_uncounted AFTER DELETE ON sessions BEGIN "
+        f"UPDATE session_owners SET n = n - 1 WHERE key = {OWNER_KEY.format('OLD.owner')}; "
+        f"DELETE FROM session_owners WHERE key = {OWNER_KEY.format('OLD.owner')} AND n <= 0; END"
+    )
+    db.execute(
+        f"INSERT INTO session_owners (key, owner, n) "
+        f"SELECT {OWNER_KEY.format('owner')}, owner, count(*) FROM sessions GROUP BY owner"
+    )
+
+
+OWNER_KEY = "ifnull('s:' || {}, 'n')"
+"""``session_owners.key`` of an owner column (SQL): one key for every owner, NULL included."""
+
+
+def owner_key(owner: str | None) -> str:
+    """``OWNER_KEY``, in Python."""
+    return "n" if owner is None else f"s:{owner}"
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Each statement of ``script``, inside the caller's transaction (``executescript`` would
     commit it first)."""
@@ -106,7 +136,7 @@ def _script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2)
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3)
 """``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
 appends a step here; the steps already released never change."""
 SCHEMA_VERSION = len(MIGRATIONS)

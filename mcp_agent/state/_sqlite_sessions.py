@@ -17,6 +17,7 @@ from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._sqlite_db import POLL_SECONDS, Database, first_row, holder_alive
+from ._sqlite_schema import OWNER_KEY, owner_key
 from .memory import transcript_bytes
 from .records import Session, SessionInfo, StateLimits, new_session_id
 
@@ -153,29 +154,55 @@ class SqliteSessionStore:
             db.execute(f"DELETE FROM sessions AS s WHERE s.used < ? AND {_IDLE}", (self._cutoff(now), now))
 
     def _evict(self, db: sqlite3.Connection, now: float, owner: str | None) -> None:
-        """Expired idle sessions go; then the caps make room for one more (idle ones only)."""
-        idle = _IDLE
+        """Expired idle sessions go; then the caps make room for one more (idle ones only). The
+        counts come from ``session_owners`` (kept by triggers), the oldest sessions from indexes."""
         self.expire(db, now)
         if self.max_per_owner:
-            mine = first_row(db.execute("SELECT count(*) FROM sessions WHERE owner IS ?", (owner,)))[0]
-            excess = mine - (self.max_per_owner - 1)
+            found = first_row(db.execute("SELECT n FROM session_owners WHERE key = ?", (owner_key(owner),)))
+            excess = (found[0] if found else 0) - (self.max_per_owner - 1)
             if excess > 0:
                 db.execute(
-                    f"DELETE FROM sessions WHERE id IN (SELECT id FROM sessions AS s WHERE s.owner IS ? AND {idle} "
+                    f"DELETE FROM sessions WHERE id IN (SELECT id FROM sessions AS s WHERE s.owner IS ? AND {_IDLE} "
                     "ORDER BY s.used LIMIT ?)",
                     (owner, now, excess),
                 )
         if self.max_sessions:
             excess = first_row(db.execute("SELECT count(*) FROM sessions"))[0] - (self.max_sessions - 1)
-            for _ in range(max(excess, 0)):  # the oldest idle one of the owner holding the most
-                victim = first_row(db.execute(
-                    f"SELECT s.id FROM sessions AS s JOIN (SELECT owner, count(*) AS n FROM sessions GROUP BY owner) "
-                    f"AS c ON c.owner IS s.owner WHERE {idle} ORDER BY c.n DESC, s.used LIMIT 1",
-                    (now,),
-                ))
+            for _ in range(max(excess, 0)):
+                victim = self._victim(db, now)
                 if victim is None:
                     return  # every session left is busy
-                db.execute("DELETE FROM sessions WHERE id = ?", victim)
+                db.execute("DELETE FROM sessions WHERE id = ?", (victim,))
+
+    @staticmethod
+    def _victim(db: sqlite3.Connection, now: float) -> str | None:
+        """The least recently used idle session of the owner holding the most (of the owners with
+        an idle one; between owners holding as many, the least recently used of all): each owner's
+        oldest idle session from the ``(owner, used)`` index, or, when many owners hold as many,
+        the oldest idle session of theirs from the ``used`` index."""
+        for (count,) in db.execute("SELECT DISTINCT n FROM session_owners ORDER BY n DESC").fetchall():
+            owners = db.execute("SELECT owner FROM session_owners WHERE n = ? LIMIT 17", (count,)).fetchall()
+            if len(owners) > 16:
+                found = first_row(db.execute(
+                    f"SELECT s.id FROM sessions AS s INDEXED BY sessions_by_use WHERE "
+                    f"(SELECT n FROM session_owners WHERE key = {OWNER_KEY.format('s.owner')}) = ? AND {_IDLE} "
+                    "ORDER BY s.used LIMIT 1",
+                    (count, now),
+                ))
+                if found is not None:
+                    return str(found[0])
+                continue
+            oldest = [
+                first_row(db.execute(
+                    f"SELECT s.used, s.id FROM sessions AS s WHERE s.owner IS ? AND {_IDLE} ORDER BY s.used LIMIT 1",
+                    (owner, now),
+                ))
+                for (owner,) in owners
+            ]
+            idle = [row for row in oldest if row is not None]
+            if idle:
+                return str(min(idle)[1])
+        return None
 
     async def _renew(self, session_id: str, holder: str) -> None:
         while True:
