@@ -34,11 +34,12 @@ class Limits(ConfigModel):
     page_results: bool = True
     """Page long results (``loop/pages.py``); false cuts them, with a note, as before."""
     max_paged_bytes: int = Field(default=8_000_000, ge=0)
-    """The most memory the paged results of one run (or one session) hold; its least recently
+    """The most bytes the paged results of one run (or one session) hold; its least recently
     read results go first, and a bigger result is kept up to this size."""
     max_paged_bytes_total: int = Field(default=64_000_000, ge=0)
-    """The most memory paged results hold in all, per Agent (process); least recently used go
-    first. Read from the config when the Agent starts; a query's limits do not change it."""
+    """The most bytes paged results hold in all: those of runs without a session in the Agent's
+    memory, those of sessions in the state store; least recently used go first. Read from the
+    config when the Agent and the state start; a query's limits do not change it."""
     max_history_chars: int = Field(default=80_000, ge=0)
     """History is trimmed to this size before each model call."""
     max_parallel_tools: int = Field(default=4, ge=0)

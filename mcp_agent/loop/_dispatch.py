@@ -237,7 +237,7 @@ class Dispatcher:
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
             slot.images = tuple(content_images(result.content))
-            text = self._shorten(slot, result.text)
+            text = await self._shorten(slot, result.text)
             if slot.repeat_of is not None:
                 text = f"{text}\n\n[NOTE: identical to a call in round {slot.repeat_of}]"
             slot.answer(
@@ -247,15 +247,18 @@ class Dispatcher:
             if slot.started:
                 self._ended(round, slot)
 
-    def _shorten(self, slot: Slot, text: str) -> str:
-        """A result the model can take: paged, or cut with a note, when longer than a page."""
+    async def _shorten(self, slot: Slot, text: str) -> str:
+        """A result the model can take: paged, or cut with a note, when longer than a page (cut
+        too when its pages cannot be kept: the store failed, or the session is gone)."""
         limit = self.limits.max_result_chars
         if not limit or len(text) <= limit or self._reads_pages(slot.call.name):
             return text
-        if self.pages is None or not self.limits.page_results:
+        paged = None
+        if self.pages is not None and self.limits.page_results:
+            paged = await self.pages.page(slot.call.name, text)
+        if paged is None:
             text, slot.truncated = cut_text(text, limit)
             return text
-        paged = self.pages.page(slot.call.name, text)
         slot.pages, slot.total_chars, slot.handle = paged.pages, paged.total_chars, paged.handle
         return paged.text
 
@@ -303,7 +306,7 @@ class Dispatcher:
 
     async def _call(self, call: ToolCall, timeout: float | None) -> ToolResult:
         if self.pages is not None and self.pages.is_tool(call.name):
-            return self.pages.read(call.arguments)
+            return await self.pages.read(call.arguments)
         bound = safety_bound(timeout) if timeout else None
         try:
             with anyio.move_on_after(bound):

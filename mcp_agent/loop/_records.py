@@ -36,6 +36,7 @@ def state_limits(config: AgentConfig, *, per_owner: int = 0) -> StateLimits:
         max_runs=config.state.runs.max_count,
         max_run_age_days=config.state.runs.max_age_days,
         lease_seconds=config.state.lease_seconds,
+        max_paged_bytes_total=config.limits.max_paged_bytes_total,
     )
 
 

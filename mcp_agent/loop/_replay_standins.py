@@ -26,11 +26,11 @@ from ..exceptions import (
 from ..messages import ToolResult, ToolSpec, Turn, Usage
 from ..providers.base import DeltaCallback, ModelRequest
 from ..providers.server_info import ServerInfo
+from ..state.memory import MemoryPageStore
 from ._record_format import Recording, request_to_dict, result_from_dict
 from ._replay_compare import COMPARED, event_what, json_diff, of_name, plain, request_difference, where
 from ._replay_report import Divergence
 from .agent import Agent
-from .pages import PageStore
 
 _ERRORS: dict[str, type[ProviderError]] = {
     cls.__name__: cls
@@ -161,15 +161,15 @@ class ReplayTools:
         return ToolResult("error: replay stopped at the first divergence", is_error=True)
 
 
-class ReplayPages(PageStore):
-    """A PageStore that hands out the recorded page handles, in recorded order."""
+class ReplayPages(MemoryPageStore):
+    """An in-memory PageStore that hands out the recorded page handles, in recorded order."""
 
     def __init__(self, max_bytes: int, handles: Sequence[str]) -> None:
         super().__init__(max_bytes)
         self._handles = list(handles)
 
-    def _new_handle(self) -> str:
-        return self._handles.pop(0) if self._handles else super()._new_handle()
+    def _new_handle(self, scope: str) -> str:
+        return self._handles.pop(0) if self._handles else super()._new_handle(scope)
 
 
 class EventCheck:

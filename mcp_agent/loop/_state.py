@@ -23,6 +23,8 @@ from ..config import Limits
 from ..events import EventSink, RunEnded
 from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
 from ..providers.base import Provider
+from ..state.base import PageStore
+from ..state.memory import MemoryPageStore
 from ..telemetry import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher
@@ -31,7 +33,7 @@ from ._plan import Plan
 from .approvals import ApprovalQueue, Gate
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history
-from .pages import PageStore, RunPages
+from .pages import RunPages
 from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -264,8 +266,6 @@ class RunState:
         answer: str = "",
         error: BaseException | None = None,
     ) -> None:
-        if self.pages is not None:
-            self.pages.close()
         logger.debug("run %s ended: %s %s", self.run_id, reason.value, detail)
         # a turn cut off from outside was never closed: its calls count too
         tool_calls = len(self.dispatcher.records) + (len(self.open_plan.slots) if self.open_plan else 0)
@@ -299,11 +299,12 @@ def _run_pages(
     if not limits.page_results or not limits.max_result_chars:
         return None
     return RunPages.for_run(
-        store if store is not None else PageStore(limits.max_paged_bytes_total),
+        store if store is not None else MemoryPageStore(limits.max_paged_bytes_total),
         run_id=run_id,
         session_id=session_id,
         page_chars=limits.max_result_chars,
         max_scope_bytes=limits.max_paged_bytes,
+        max_total_bytes=limits.max_paged_bytes_total,
         history=history,
     )
 

@@ -1,10 +1,10 @@
 """The ``Agent``: a model, its tools and their sessions, the library face of mcp_agent.
 
 It runs each query through the loop (``run.py``'s ``run``) with the configured limits, gate,
-approvals, pages and tracing; holds the query's session for the run (``SessionStore.hold``) and
-saves its transcript; records every run in ``state.runs`` (in flight, then its ending); and makes
-single tool calls from outside the loop (the gateway's ``exposeTools``) go through the same
-guards. ``Agent.from_config`` opens the provider, the tool servers and the state of an agent.json.
+approvals, pages (a session's in the state, beside it; a run's own in memory) and tracing;
+holds the query's session for the run (``SessionStore.hold``) and saves its transcript; records
+every run in ``state.runs`` (in flight, then its ending); and makes single tool calls from
+outside the loop (the gateway's ``exposeTools``) go through the same guards. ``Agent.from_config`` opens the provider, the tool servers and the state of an agent.json.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from ..exceptions import ConfigError, StateError
 from ..messages import Message, ToolCall, ToolResult
 from ..providers.base import Provider
 from ..providers.server_info import server_info_of
-from ..state.base import RunStore, SessionStore, State
+from ..state.base import PageStore, RunStore, SessionStore, State
+from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
 from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
@@ -40,7 +41,6 @@ from ._timeline import TimelineSink
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
 from .guards import cut_parts
 from .history import trim_history
-from .pages import PageStore
 from .recording import RecordTo
 from .result import RunResult, TerminationReason
 from .run import run
@@ -108,7 +108,8 @@ class Agent:
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
-        self._pages = PageStore(self.config.limits.max_paged_bytes_total)
+        self._pages: PageStore = MemoryPageStore(self.config.limits.max_paged_bytes_total)
+        """Paged results of the runs without a session (those of sessions go beside them: ``_pages_for``)."""
         self._router = ToolRouter(self.config.llm.tool_budget, self.config.llm.pinned_tools)
         self._trace_settings = TraceSettings.from_config(self.config)
 
@@ -374,10 +375,18 @@ class Agent:
             tool_choice=self.config.llm.tool_choice,
             input_error=input_error,
             caller=caller,
-            pages=self._pages,
+            pages=self._pages_for(session_id),
             run_id=run_id,
             telemetry=self._trace_settings,
         )
+
+    def _pages_for(self, session_id: str | None) -> PageStore:
+        """Where a run keeps its paged results: a session's in the state, beside the session (any
+        process sharing the state reads them), as long as the sessions are the state's; else in
+        this Agent's memory."""
+        if session_id and self._sessions is self._state.sessions:
+            return self._state.pages
+        return self._pages
 
     def _routed_tools(self, tools: ToolSource) -> ToolSource:
         """The tools for one run: routed (``llm.toolBudget``) when the budget applies to this model

@@ -3,25 +3,31 @@
 Instead of cutting a long result (and losing the rest), the dispatcher hands it to ``RunPages``:
 the model gets the first page, the total size, the page count and a handle, with a note that
 says how to read on; the ``read_result(handle, page)`` tool returns page N. The tool is offered
-only while the run can read a handle (one of its own, one of its session's, or one its history
-mentions, so an expired one is answered "expired" rather than "unknown tool").
+only while the run can read a handle (one it paged, or one its history mentions, so an expired
+one is answered "expired" rather than "unknown tool").
 
-- **Pages** (``page_starts``) hold at most ``maxResultChars`` characters each. A page ends after
-  the last line break in the second half of its window, else at the window's end, stepped back
-  so that a combining mark, a variation selector or a zero-width joiner stays with its base
+- **Pages** (``page_starts``, pure) hold at most ``maxResultChars`` characters each. A page ends
+  after the last line break in the second half of its window, else at the window's end, stepped
+  back so that a combining mark, a variation selector or a zero-width joiner stays with its base
   character. Python strings index code points, so a page never splits one. Only the result's
   text is paged (the text the model reads: text parts joined, media summarised); images a tool
   returned ride along whole on the first page's message, as before.
-- **Lifetime.** A handle belongs to its run or, when the run has a session, to the session (the
-  next query on the session can read pages its history refers to). A run without a session
-  releases its handles when it ends. Everything lives in one ``PageStore`` per ``Agent``, in
-  memory: pages do not outlive the process, nor a session store written to disk.
+- **Where they live.** The pages go to a ``PageStore`` (``state/base.py``) under a scope. A run
+  with a session keeps them in the state, beside the session (``State.pages``: SQLite, Redis or
+  memory): the next query on the session reads pages its history refers to, in this process or
+  in any other sharing the store, and after a restart with a durable one; they go when the
+  session is deleted or expires. A run without a session keeps them in the Agent's own
+  in-memory store (no round trips) and releases them when it ends. Storing a page costs one
+  round trip, reading one another (one script on Redis, one transaction on SQLite); a store that
+  fails, or a session deleted meanwhile, makes the result cut instead, as ``pageResults: false``
+  would.
 - **Bounds.** ``limits.maxPagedBytes`` caps what one run (or session) holds: its least recently
-  read results go first, and a single result bigger than the cap is kept up to the cap (the
-  note says how much was dropped). ``limits.maxPagedBytesTotal`` caps the store (the
-  configured value, read when the Agent starts): least recently used first, across runs and
-  sessions. Sizes are the strings' memory (``sys.getsizeof``). An evicted handle is remembered
-  (the last ``TOMBSTONES``) so that reading it says it expired; any failure to read is an
+  read results go first, and a single result bigger than the cap is kept up to the cap
+  (``kept_pages``: whole pages, then part of one; the note says how much was dropped).
+  ``limits.maxPagedBytesTotal`` caps each store (the configured value, read when the Agent and
+  the state start): least recently used first, across runs or sessions. Sizes are the pages'
+  UTF-8 bytes plus 16 a page (``state.records.paged_size``), on every backend. An evicted handle
+  is remembered (a bounded number) so that reading it says it expired; any failure to read is an
   error *result* that lists the results and pages that can be read, never an exception.
 - **Naming.** The tool is ``read_result``; when a server tool has that exposed name (possible
   with ``toolPrefix: ""``), the paging tool takes the first free name of ``read_result_page``,
@@ -32,24 +38,22 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
-import sys
 import unicodedata
-from array import array
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import StateError
 from ..messages import Message, ToolResult, ToolSpec
+from ..state.base import PageStore
+from ..state.records import PAGE_OVERHEAD, paged_size
 
 logger = logging.getLogger(__name__)
 
 PAGE_TOOL = "read_result"
 """The paging tool's name, unless a server tool already has it."""
-TOMBSTONES = 4096
-"""How many evicted handles are remembered, to answer "expired" rather than "unknown"."""
 _HANDLE = re.compile(r"paged result (r[0-9a-f]{8})\b")
+_HANDLE_ALONE = re.compile(r"r[0-9a-f]{8}")
 _JOINERS = frozenset("\u200c\u200d\ufe0e\ufe0f")
 _MAX_STEP_BACK = 16
 
@@ -90,130 +94,41 @@ def _clings(char: str, before: str) -> bool:
     return char in _JOINERS or before in _JOINERS or unicodedata.combining(char) != 0
 
 
-# --------------------------------------------------------------------------------------------
-# the store: process-wide, bounded
+def split_pages(text: str, page_chars: int) -> list[str]:
+    """``text`` in pages (``page_starts``)."""
+    starts = page_starts(text, page_chars)
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)], strict=True)]
 
 
-@dataclass
-class PagedText:
-    """One paged result in the store.
-
-    Attributes:
-        handle: its handle (``r`` and eight hex digits).
-        scope: the run or session that may read it.
-        tool: the tool that produced it.
-        text: the text kept (all of it, unless a byte cap cut its tail).
-        starts: where each page starts in ``text`` (8 bytes a page).
-        total_chars: the length of the whole result, as the tool returned it.
-        size: the memory ``text`` and ``starts`` take, in bytes.
-    """
-
-    handle: str
-    scope: str
-    tool: str
-    text: str
-    starts: array[int]
-    total_chars: int
-    size: int
-
-    @property
-    def pages(self) -> int:
-        return len(self.starts)
-
-    def page(self, number: int) -> str:
-        """Page ``number`` (1-based, valid)."""
-        end = self.starts[number] if number < len(self.starts) else len(self.text)
-        return self.text[self.starts[number - 1] : end]
-
-    def span(self, number: int) -> tuple[int, int]:
-        end = self.starts[number] if number < len(self.starts) else len(self.text)
-        return self.starts[number - 1], end
+def kept_pages(pages: Sequence[str], max_bytes: int) -> list[str]:
+    """The pages that fit in ``max_bytes`` (``paged_size``; 0 = no cap): whole pages from the
+    first, then the part of the next one that fits. The first page is always kept (the model
+    reads it at once)."""
+    if not max_bytes or paged_size(pages) <= max_bytes:
+        return list(pages)
+    kept = [pages[0]]
+    room = max_bytes - paged_size(kept)
+    for page in pages[1:]:
+        size = paged_size([page])
+        if size > room:
+            part = _prefix_within(page, room - PAGE_OVERHEAD)
+            if part:
+                kept.append(part)
+            break
+        kept.append(page)
+        room -= size
+    return kept
 
 
-class PageStore:
-    """Paged results of many runs and sessions, bounded by bytes, least recently used out first.
-
-    Synchronous and never awaiting, so concurrent runs on one event loop need no lock.
-
-    Args:
-        max_bytes: the most bytes kept in all (0 = no cap): ``limits.maxPagedBytesTotal``.
-    """
-
-    def __init__(self, max_bytes: int = 64_000_000) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._entries: OrderedDict[str, PagedText] = OrderedDict()  # least recently used first
-        self._scope_bytes: dict[str, int] = {}
-        self._gone: OrderedDict[str, str] = OrderedDict()  # handle -> its scope
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def put(self, scope: str, tool: str, text: str, page_chars: int, max_scope_bytes: int = 0) -> PagedText:
-        """Keep ``text`` for ``scope`` and return its entry; older entries go to make room."""
-        total = len(text)
-        caps = [cap for cap in (max_scope_bytes, self.max_bytes) if cap]
-        if caps and sys.getsizeof(text) + 16 * (total // page_chars + 1) > min(caps):  # keep what fits
-            overhead = sys.getsizeof(text[:0]) + sys.getsizeof(array("q")) + 8
-            width = max(1, (sys.getsizeof(text) - sys.getsizeof(text[:0])) // max(1, total))  # uniform
-            # pages are at least half a page long: at most 16 bytes of page offsets per page_chars
-            text = text[: max(0, int((min(caps) - overhead) / (width + 16 / page_chars)))]
-        handle = self._new_handle()
-        starts = array("q", page_starts(text, page_chars))
-        size = sys.getsizeof(text) + sys.getsizeof(starts)
-        entry = PagedText(handle, scope, tool, text, starts, total, size)
-        self._make_room(scope, entry.size, max_scope_bytes)
-        self._entries[handle] = entry
-        self.bytes += entry.size
-        self._scope_bytes[scope] = self._scope_bytes.get(scope, 0) + entry.size
-        return entry
-
-    def get(self, handle: str, scope: str) -> PagedText | None:
-        """The entry of ``handle`` if ``scope`` may read it (and it is still kept); marks it used."""
-        entry = self._entries.get(handle)
-        if entry is None or entry.scope != scope:
-            return None
-        self._entries.move_to_end(handle)
-        return entry
-
-    def expired(self, handle: str, scope: str) -> bool:
-        """Whether ``handle`` was ``scope``'s and has been evicted."""
-        return self._gone.get(handle) == scope
-
-    def entries(self, scope: str) -> list[PagedText]:
-        """``scope``'s entries, oldest first."""
-        return [entry for entry in self._entries.values() if entry.scope == scope]
-
-    def release(self, scope: str) -> None:
-        """Forget every entry of ``scope`` (a run without a session, at its end)."""
-        for entry in self.entries(scope):
-            self._drop(entry.handle, remember=False)
-        self._scope_bytes.pop(scope, None)
-
-    def _new_handle(self) -> str:
-        while True:
-            handle = "r" + secrets.token_hex(4)
-            if handle not in self._entries and handle not in self._gone:
-                return handle
-
-    def _make_room(self, scope: str, size: int, max_scope_bytes: int) -> None:
-        if max_scope_bytes:
-            for entry in self.entries(scope):
-                if self._scope_bytes.get(scope, 0) + size <= max_scope_bytes:
-                    break
-                self._drop(entry.handle)
-        while self.max_bytes and self._entries and self.bytes + size > self.max_bytes:
-            self._drop(next(iter(self._entries)))
-
-    def _drop(self, handle: str, *, remember: bool = True) -> None:
-        entry = self._entries.pop(handle)
-        self.bytes -= entry.size
-        self._scope_bytes[entry.scope] = self._scope_bytes.get(entry.scope, 0) - entry.size
-        if remember:
-            logger.debug("paged result %s of %s evicted (%d bytes)", handle, entry.scope, entry.size)
-            self._gone[handle] = entry.scope
-            while len(self._gone) > TOMBSTONES:
-                self._gone.popitem(last=False)
+def _prefix_within(text: str, budget: int) -> str:
+    """The longest start of ``text`` whose stored form (UTF-8, surrogates passed) fits ``budget``."""
+    data = text.encode("utf-8", "surrogatepass")[: max(budget, 0)]
+    for cut in range(len(data), max(len(data) - 4, -1), -1):  # a code point is at most 4 bytes
+        try:
+            return data[:cut].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            continue
+    return ""  # pragma: no cover (a cut within 4 bytes of the end always decodes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,11 +156,14 @@ class RunPages:
     """What one run can page and read: its own results and its session's.
 
     Args:
-        store: the store shared by the Agent's runs.
-        scope: ``session:<id>`` for a run with a session, else ``run:<id>``.
+        store: where the pages go: the state's ``PageStore`` for a run with a session, the
+            Agent's in-memory one for a run without.
+        scope: the session id, or ``run:<id>`` for a run without a session.
         page_chars: the page size (``maxResultChars``).
         max_scope_bytes: ``limits.maxPagedBytes``.
+        max_total_bytes: ``limits.maxPagedBytesTotal`` (a result is cut to fit it too).
         history: the messages before this run; handles its tool results mention can be asked for.
+        release: forget the scope's results when the run ends (a run without a session).
     """
 
     def __init__(
@@ -255,11 +173,16 @@ class RunPages:
         page_chars: int,
         max_scope_bytes: int = 0,
         history: Sequence[Message] = (),
+        *,
+        max_total_bytes: int = 0,
+        release: bool = False,
     ) -> None:
         self.store = store
         self.scope = scope
         self.page_chars = page_chars
         self.max_scope_bytes = max_scope_bytes
+        self.max_result_bytes = min((cap for cap in (max_scope_bytes, max_total_bytes) if cap), default=0)
+        self.release = release
         self.mentioned = set(mentioned_handles(history))
         self.name = PAGE_TOOL
 
@@ -272,15 +195,27 @@ class RunPages:
         session_id: str | None,
         page_chars: int,
         max_scope_bytes: int = 0,
+        max_total_bytes: int = 0,
         history: Sequence[Message] = (),
     ) -> RunPages:
-        scope = f"session:{session_id}" if session_id else f"run:{run_id}"
-        return cls(store, scope, page_chars, max_scope_bytes, history)
+        scope = session_id if session_id else f"run:{run_id}"
+        return cls(
+            store,
+            scope,
+            page_chars,
+            max_scope_bytes,
+            history,
+            max_total_bytes=max_total_bytes,
+            release=not session_id,
+        )
 
-    def close(self) -> None:
-        """The run ended: a run without a session frees its pages."""
-        if self.scope.startswith("run:"):
-            self.store.release(self.scope)
+    async def close(self) -> None:
+        """The run ended: a run without a session frees its pages (never raises)."""
+        if self.release:
+            try:
+                await self.store.release(self.scope)
+            except StateError as exc:
+                logger.warning("could not release the paged results of %s: %s", self.scope, exc)
 
     # offering the tool
 
@@ -293,7 +228,7 @@ class RunPages:
         if name != self.name:
             logger.warning("a tool named %r is on offer: paged results are read with %r", PAGE_TOOL, name)
             self.name = name
-        if not (self.mentioned or self.store.entries(self.scope)):
+        if not self.mentioned:
             return None
         return ToolSpec(
             name=name,
@@ -317,60 +252,72 @@ class RunPages:
 
     # paging
 
-    def page(self, tool: str, text: str) -> Paged:
-        """Keep ``text`` (longer than a page) and return its first page with the note."""
-        entry = self.store.put(self.scope, tool, text, self.page_chars, self.max_scope_bytes)
-        self.mentioned.add(entry.handle)
-        first = entry.page(1)
-        note = (
-            f"[... paged result {entry.handle}: {entry.total_chars} characters in {entry.pages} "
-            f"pages; this is page 1"
-        )
-        if entry.pages > 1:
-            note += f". Read on with {self.name}(handle=\"{entry.handle}\", page=2), up to page {entry.pages}"
-        dropped = entry.total_chars - len(entry.text)
+    async def page(self, tool: str, text: str) -> Paged | None:
+        """Keep ``text`` (longer than a page) and return its first page with the note; None when
+        it cannot be kept (the store failed, or the session is gone: the caller cuts it)."""
+        kept = kept_pages(split_pages(text, self.page_chars), self.max_result_bytes)
+        try:
+            info = await self.store.put(self.scope, tool, kept, len(text), max_scope_bytes=self.max_scope_bytes)
+        except StateError as exc:
+            logger.warning("a long result of %s could not be kept for paging, so it is cut: %s", tool, exc)
+            return None
+        if info is None:
+            logger.warning("a long result of %s is cut: its conversation %s is gone", tool, self.scope)
+            return None
+        self.mentioned.add(info.handle)
+        note = f"[... paged result {info.handle}: {info.total_chars} characters in {info.pages} pages; this is page 1"
+        if info.pages > 1:
+            note += f". Read on with {self.name}(handle=\"{info.handle}\", page=2), up to page {info.pages}"
+        dropped = info.total_chars - info.kept_chars
         if dropped:
             note += f". The last {dropped} characters were not kept (limits.maxPagedBytes)"
-        return Paged(f"{first}\n{note}]", entry.handle, entry.total_chars, entry.pages)
+        return Paged(f"{kept[0]}\n{note}]", info.handle, info.total_chars, info.pages)
 
     # reading
 
-    def read(self, arguments: Mapping[str, Any]) -> ToolResult:
+    async def read(self, arguments: Mapping[str, Any]) -> ToolResult:
         """Answer one ``read_result`` call: the page, or an error that says what can be read."""
         handle = str(arguments.get("handle", "")).strip().strip("\"'")
         page = arguments.get("page")
         if isinstance(page, float) and page.is_integer():
             page = int(page)
-        entry = self.store.get(handle, self.scope)
-        if entry is None:
-            if self.store.expired(handle, self.scope) or handle in self.mentioned:
+        number = page if isinstance(page, int) and not isinstance(page, bool) else 0
+        try:
+            found = await self.store.read(self.scope, handle, number) if _HANDLE_ALONE.fullmatch(handle) else None
+        except StateError as exc:
+            return ToolResult(f"error: paged result {handle} could not be read now ({exc}).", is_error=True)
+        if found is None or found.result is None:
+            if found is not None or handle in self.mentioned:
                 why = (
-                    f"error: paged result {handle} has expired (paged results are kept in memory within "
-                    "limits.maxPagedBytes and limits.maxPagedBytesTotal, and not across restarts). "
-                    "Call the tool that produced it again if you still need it."
+                    f"error: paged result {handle} has expired (paged results are kept within "
+                    "limits.maxPagedBytes and limits.maxPagedBytesTotal, a run's until it ends and a "
+                    "conversation's while it lasts). Call the tool that produced it again if you still need it."
                 )
             else:
                 why = f"error: there is no paged result {handle!r} in this conversation."
-            return ToolResult(f"{why} {self.readable()}", is_error=True)
-        if not isinstance(page, int) or isinstance(page, bool) or not 1 <= page <= entry.pages:
+            return ToolResult(f"{why} {await self.readable()}", is_error=True)
+        result = found.result
+        if found.text is None:
             return ToolResult(
-                f"error: paged result {handle} has {entry.pages} pages; there is no page {page!r}. "
-                f"Read pages 1-{entry.pages}.",
+                f"error: paged result {handle} has {result.pages} pages; there is no page {page!r}. "
+                f"Read pages 1-{result.pages}.",
                 is_error=True,
             )
-        start, end = entry.span(page)
-        head = f"[paged result {handle} ({entry.tool}), page {page} of {entry.pages}: characters {start}-{end - 1}"
-        head += f" of {entry.total_chars}]"
-        body = f"{head}\n{entry.page(page)}"
-        if page < entry.pages:
-            body += f"\n[... read on with {self.name}(handle=\"{handle}\", page={page + 1})]"
-        elif len(entry.text) < entry.total_chars:
-            body += f"\n[... the last {entry.total_chars - len(entry.text)} characters were not kept]"
+        head = f"[paged result {handle} ({result.tool}), page {number} of {result.pages}: "
+        head += f"characters {found.start}-{found.end - 1} of {result.total_chars}]"
+        body = f"{head}\n{found.text}"
+        if number < result.pages:
+            body += f"\n[... read on with {self.name}(handle=\"{handle}\", page={number + 1})]"
+        elif result.kept_chars < result.total_chars:
+            body += f"\n[... the last {result.total_chars - result.kept_chars} characters were not kept]"
         return ToolResult(body)
 
-    def readable(self) -> str:
+    async def readable(self) -> str:
         """The results this run can read, as a sentence."""
-        entries = self.store.entries(self.scope)
+        try:
+            entries = await self.store.entries(self.scope)
+        except StateError as exc:
+            return f"The results that can be read could not be listed ({exc})."
         if not entries:
             return "No paged results can be read now."
         listed = ", ".join(f"{e.handle} from {e.tool} (pages 1-{e.pages})" for e in entries[-10:])

@@ -46,13 +46,13 @@ from ..events import (
 )
 from ..messages import Message, ToolCall, ToolSpec
 from ..providers.base import Provider, ToolChoice
+from ..state.base import PageStore
 from ..telemetry import RunTrace, TraceSettings
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate
-from .pages import PageStore
 from .result import RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -104,8 +104,10 @@ async def run(
             encoded (a lone surrogate) ends the same way by itself.
         caller: who asked (the gateway's caller name): carried in every event and approval.
         tool_choice: ``llm.toolChoice``; ``required`` applies to the first round only.
-        pages: where long results are kept for ``read_result`` (``loop/pages.py``): the Agent's
-            store, so a session's next run can read them; None keeps them for this run only.
+        pages: where long results are kept for ``read_result`` (``loop/pages.py``): with a
+            session, the state's store, so the session's next run can read them (in any process
+            sharing it); without, the Agent's in-memory store, released when the run ends. None:
+            a store of this run's own.
         telemetry: what the run's spans say and whether they carry content (``telemetry.py``);
             spans are made only when a TracerProvider is installed.
 
@@ -140,6 +142,15 @@ async def run(
         pages=pages,
         trace=trace,
     )
+    try:
+        return await _run(r, cancel)
+    finally:
+        if r.pages is not None:  # a run without a session frees its pages
+            with anyio.CancelScope(shield=True):
+                await r.pages.close()
+
+
+async def _run(r: RunState, cancel: anyio.Event | None) -> RunResult:
     r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = r.invalid_input()
     if ending is not None:

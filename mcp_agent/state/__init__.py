@@ -1,4 +1,5 @@
-"""Conversations, approvals and run records kept outside a run: the seam and ``open_state``.
+"""Conversations, approvals, run records and a session's paged results kept outside a run: the
+seam and ``open_state``.
 
 ``open_state(url)`` picks the backend by the URL's scheme (``state.url`` in agent.json):
 
@@ -17,11 +18,13 @@ import importlib
 from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError
-from .base import ApprovalStore, RunStore, SessionStore, State
+from .base import ApprovalStore, PageStore, RunStore, SessionStore, State
 from .records import (
     INTERRUPTED,
     Approval,
     Decision,
+    Page,
+    PageInfo,
     Recovery,
     RunRecord,
     Session,
@@ -37,6 +40,9 @@ __all__ = [
     "Approval",
     "ApprovalStore",
     "Decision",
+    "Page",
+    "PageInfo",
+    "PageStore",
     "Recovery",
     "RunRecord",
     "RunStore",

@@ -6,7 +6,12 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 ==============================  ================================================================
 ``session:<id>``                hash: ``owner`` (JSON), ``created``, ``updated``, ``runs``,
                                 ``messages``, ``transcript`` (JSON); expires when idle (TTL;
-                                while held, one lease later, renewed with the lock)
+                                while held, one lease later, renewed with the lock). Also its
+                                paged results (``_redis_pages``), which so go with it:
+                                ``pages`` (JSON: the results kept, least recently used first,
+                                with their sizes; the handles evicted), ``p:<handle>`` (a
+                                result: JSON; ``""`` once evicted), ``p:<handle>:<n>`` (page n:
+                                ``<start>:`` and its UTF-8 text)
 ``sessions``                    sorted set: session id → last use (ms), for listing and eviction
 ``sessions:owner``              hash: session id → its owner (JSON), to find a session's entries
                                 below once its hash has expired
@@ -26,6 +31,9 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 to by ``ADD_APPROVAL``, removed from by ``DECIDE`` (the one
                                 way out of pending: answers, timeouts, withdrawals, recovery)
 ``run:<id>``                    the run record (JSON)
+``pages``                       sorted set: ``<handle> <size> <session id>`` → last use (the
+                                logical clock below), for the total cap across sessions
+``pages:totals``                hash: ``bytes`` (the sizes in ``pages`` summed), ``clock``
 ``runs``                        sorted set: run id → started
 ``runs:ended``                  sorted set: finished run id → ended (for retention by age)
 ``runs:live``                   set: runs in flight (never dropped by retention)
@@ -48,7 +56,10 @@ Redis (not a Redis Cluster) allows.
 A session's hash expires by itself (its TTL); the indexes learn it lazily: opening a new session
 first forgets up to 100 sessions unused for longer than the TTL whose hash is gone, and the
 eviction walks forget the gone ones they meet. So making room for a new session looks at the
-owner's oldest sessions (and the owners holding the most), never at every session.
+owner's oldest sessions (and the owners holding the most), never at every session. A session
+dropped or deleted by a script takes its paged results out of ``pages`` and ``pages:totals``;
+one that expired leaves them there until the total cap reaches them (they are the least
+recently used by then) and finds their session gone.
 """
 
 from __future__ import annotations
@@ -68,6 +79,8 @@ class Keys:
         self.ended = f"{prefix}runs:ended"
         self.live = f"{prefix}runs:live"
         self.replicas = f"{prefix}replicas"
+        self.pages = f"{prefix}pages"
+        self.page_totals = f"{prefix}pages:totals"
         self.events = f"{prefix}events"
         self.listeners = f"{prefix}events:listeners"
 
@@ -122,7 +135,31 @@ local function read(key, known_created, known_runs)
 end
 """
 
-_INDEX = """
+_PAGES = """
+-- A session's paged results live in its hash (see the key table); ``pages`` and
+-- ``pages:totals`` follow them across sessions.
+local function pages_index(key)
+  local raw = redis.call('HGET', key, 'pages')
+  if raw then return cjson.decode(raw) end
+  return {live = {}, gone = {}, bytes = 0}
+end
+
+local function page_member(handle, bytes, id)
+  return handle .. ' ' .. bytes .. ' ' .. id
+end
+
+-- the session ``id`` (its hash ``key``) goes: its results leave ``pages`` and the sum
+local function forget_pages(prefix, key, id)
+  local raw = redis.call('HGET', key, 'pages')
+  if not raw then return end
+  for _, entry in ipairs(cjson.decode(raw).live) do
+    redis.call('ZREM', prefix .. 'pages', page_member(entry[1], entry[2], id))
+    redis.call('HINCRBY', prefix .. 'pages:totals', 'bytes', -entry[2])
+  end
+end
+"""
+
+_INDEX = _PAGES + """
 -- The session indexes (see the key table): every session id is in ``sessions`` and, with its
 -- owner, in ``sessions:owner``, ``sessions:of:<owner>`` and the owner's count in
 -- ``sessions:owners``.
@@ -193,6 +230,7 @@ local function oldest_idle(prefix, owner)
 end
 
 local function drop(prefix, id)
+  forget_pages(prefix, prefix .. 'session:' .. id, id)
   redis.call('DEL', prefix .. 'session:' .. id)
   forget(prefix, id)
 end
@@ -313,7 +351,8 @@ DELETE_SESSION = (
     _INDEX
     + """
 -- KEYS: session key. ARGV: prefix, id
--- Deletes the session and its index entries: 1 when it was there.
+-- Deletes the session (its paged results too) and its index entries: 1 when it was there.
+forget_pages(ARGV[1], KEYS[1], ARGV[2])
 local deleted = redis.call('DEL', KEYS[1])
 forget(ARGV[1], ARGV[2])
 return deleted

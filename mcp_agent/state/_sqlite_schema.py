@@ -128,6 +128,48 @@ def owner_key(owner: str | None) -> str:
     return "n" if owner is None else f"s:{owner}"
 
 
+def _v4_pages(db: sqlite3.Connection) -> None:
+    """Paged tool results of the sessions (``_sqlite_pages.py``): one row a result, one a page;
+    a session's rows go with it, and ``page_totals`` keeps the sum of their sizes (triggers)."""
+    for statement in (
+        """CREATE TABLE paged_results (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            handle TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            pages INTEGER NOT NULL,
+            total_chars INTEGER NOT NULL,
+            kept_chars INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            used INTEGER,
+            evicted INTEGER,
+            PRIMARY KEY (session_id, handle)
+        )""",
+        "CREATE INDEX paged_results_by_use ON paged_results (used)",
+        "CREATE INDEX paged_results_of_session ON paged_results (session_id, used)",
+        """CREATE TABLE result_pages (
+            session_id TEXT NOT NULL,
+            handle TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            text BLOB NOT NULL,
+            PRIMARY KEY (session_id, handle, number),
+            FOREIGN KEY (session_id, handle) REFERENCES paged_results (session_id, handle) ON DELETE CASCADE
+        )""",
+        "CREATE TABLE page_totals (id INTEGER PRIMARY KEY CHECK (id = 1), bytes INTEGER NOT NULL, clock INTEGER NOT NULL)",
+        "INSERT INTO page_totals (id, bytes, clock) VALUES (1, 0, 0)",
+        """CREATE TRIGGER paged_results_added AFTER INSERT ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes + NEW.bytes WHERE id = 1;
+        END""",
+        """CREATE TRIGGER paged_results_resized AFTER UPDATE OF bytes ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes + NEW.bytes - OLD.bytes WHERE id = 1;
+        END""",
+        """CREATE TRIGGER paged_results_dropped AFTER DELETE ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes - OLD.bytes WHERE id = 1;
+        END""",
+    ):
+        db.execute(statement)
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Each statement of ``script``, inside the caller's transaction (``executescript`` would
     commit it first)."""
@@ -136,7 +178,7 @@ def _script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3)
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages)
 """``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
 appends a step here; the steps already released never change."""
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,6 +1,6 @@
 """The state seam: what the loop and the gateway keep outside a run, as small async Protocols.
 
-Three stores and the bundle that owns them:
+Four stores and the bundle that owns them:
 
 - ``SessionStore``: conversations (a transcript, its owner) and the lock that serialises runs on
   one conversation: in one process, and across processes for the shared backends, with a lease
@@ -9,7 +9,9 @@ Three stores and the bundle that owns them:
   writing a decision wakes the run waiting on it, in any process of the shared backends;
 - ``RunStore``: one ``RunRecord`` per run, written at its start (in flight) and at its end, kept
   within ``StateLimits.max_runs`` and ``max_run_age_days``;
-- ``State``: the three, the process's ``replica`` id, ``beat()`` (its liveness lease) and
+- ``PageStore``: the pages of long tool results a session's runs paged (``loop/pages.py``), kept
+  beside the session (readable from every process sharing the backend) and gone with it;
+- ``State``: the four, the process's ``replica`` id, ``beat()`` (its liveness lease) and
   ``recover()`` (what dead replicas left behind: runs become ``terminal_error`` "interrupted by a
   gateway restart", their pending approvals are expired, their session locks are released).
 
@@ -39,9 +41,19 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from ..messages import Message
-from .records import Approval, Decision, Recovery, RunRecord, Session, SessionInfo, StateLimits
+from .records import (
+    Approval,
+    Decision,
+    Page,
+    PageInfo,
+    Recovery,
+    RunRecord,
+    Session,
+    SessionInfo,
+    StateLimits,
+)
 
-__all__ = ["ApprovalStore", "RunStore", "SessionStore", "State"]
+__all__ = ["ApprovalStore", "PageStore", "RunStore", "SessionStore", "State"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -141,8 +153,38 @@ class RunStore(Protocol):
     ) -> list[RunRecord]: ...
 
 
+class PageStore(Protocol):
+    """Paged tool results, by scope: a session id (the state's store), or a run of its own (the
+    in-memory store an Agent keeps for runs without a session).
+
+    ``put`` keeps the pages of one result (already split, and cut to ``max_scope_bytes``) under
+    a new handle and returns its ``PageInfo``; to make room it first evicts the scope's least
+    recently read results beyond ``max_scope_bytes`` (0 = no cap), then the store's least recently
+    used ones beyond its total cap (``StateLimits.max_paged_bytes_total``); a result bigger than
+    the room there is is kept anyway (the caller cut it to its caps). None when the scope is a
+    session that is gone (deleted, expired). ``read`` answers one page and marks the result used:
+    a ``Page`` (``expired`` when it was evicted; ``text`` None when it has no such page), or None
+    for a handle the scope never had (or whose memory was dropped). ``entries`` lists the scope's
+    results kept now, least recently used first. ``release`` forgets a scope's results (no
+    tombstones). A session deleted or expired takes its results with it.
+
+    Sizes are ``paged_size`` on every backend. Each call is one round trip to a shared backend;
+    failures raise ``StateError``.
+    """
+
+    async def put(
+        self, scope: str, tool: str, pages: Sequence[str], total_chars: int, *, max_scope_bytes: int = 0
+    ) -> PageInfo | None: ...
+
+    async def read(self, scope: str, handle: str, number: int) -> Page | None: ...
+
+    async def entries(self, scope: str) -> list[PageInfo]: ...
+
+    async def release(self, scope: str) -> None: ...
+
+
 class State(Protocol):
-    """The three stores of one backend, for one process (``replica``).
+    """The four stores of one backend, for one process (``replica``).
 
     ``beat`` renews this replica's liveness lease (call it every third of ``lease_seconds``;
     it applies retention too). ``recover`` finds replicas whose lease lapsed (or, on this
@@ -166,6 +208,9 @@ class State(Protocol):
 
     @property
     def runs(self) -> RunStore: ...
+
+    @property
+    def pages(self) -> PageStore: ...
 
     @property
     def limits(self) -> StateLimits: ...

@@ -9,6 +9,9 @@ conversations evicts its own first, never another's while it holds more); an own
 ``max_per_owner`` loses its own least recently used idle one. A session with a run in progress
 (its lock held) is never evicted. Each session's lock is an ``anyio.Lock``: runs on one session
 wait for each other, in this process.
+
+``MemoryPageStore`` (``_memory_pages``) keeps the paged results of the sessions; a session that
+goes (deleted, expired, evicted) takes its results with it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from ..exceptions import SessionTooLarge
 from ..messages import Message
 from ._encode import to_json
 from ._keyed import KeyedLocks
+from ._memory_pages import MemoryPageStore
 from .records import (
     Approval,
     Decision,
@@ -41,6 +45,7 @@ from .records import (
 
 __all__ = [
     "MemoryApprovalStore",
+    "MemoryPageStore",
     "MemoryRunStore",
     "MemorySessionStore",
     "MemoryState",
@@ -87,6 +92,8 @@ class MemorySessionStore:
         self._owned: dict[str | None, collections.OrderedDict[str, None]] = {}
         """Each owner's sessions, least recently used first."""
         self._locks = KeyedLocks()
+        self.on_remove: Callable[[str], None] | None = None
+        """Called with the id of each session that goes (deleted, expired, evicted)."""
 
     @classmethod
     def from_limits(cls, limits: StateLimits) -> MemorySessionStore:
@@ -158,7 +165,13 @@ class MemorySessionStore:
         self._used.move_to_end(session.id)
         self._owned[session.owner].move_to_end(session.id)
 
+    def exists(self, session_id: str) -> bool:
+        """Whether the session is kept now (no expiry applied)."""
+        return session_id in self._sessions
+
     def _remove(self, session_id: str) -> None:
+        if self.on_remove is not None:
+            self.on_remove(session_id)
         owner = self._sessions.pop(session_id).owner
         del self._used[session_id]
         owned = self._owned[owner]
@@ -371,6 +384,8 @@ class MemoryState:
         self._sessions = MemorySessionStore.from_limits(limits)
         self._approvals = MemoryApprovalStore(keep_seconds=age)
         self._runs = MemoryRunStore(max_runs=limits.max_runs, max_age_seconds=age)
+        self._pages = MemoryPageStore(limits.max_paged_bytes_total, live=self._sessions.exists)
+        self._sessions.on_remove = self._pages.forget
 
     @property
     def replica(self) -> str:
@@ -387,6 +402,10 @@ class MemoryState:
     @property
     def runs(self) -> MemoryRunStore:
         return self._runs
+
+    @property
+    def pages(self) -> MemoryPageStore:
+        return self._pages
 
     @property
     def limits(self) -> StateLimits:

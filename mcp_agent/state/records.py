@@ -1,5 +1,5 @@
 """The values of the state seam (``base.py`` has its protocols): ids, limits, sessions,
-approvals and their decisions, run records, and what ``State.recover`` found.
+approvals and their decisions, run records, paged results, and what ``State.recover`` found.
 
 They are frozen dataclasses (``Session`` is the one mutable value: the store updates the object
 a ``hold`` yielded when it saves it) with their wire forms (``to_dict``/``from_dict``) for the
@@ -12,7 +12,7 @@ import re
 import secrets
 import string
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,18 +21,24 @@ from ..exceptions import ApprovalsFull
 from ..messages import Message, Usage
 
 __all__ = [
+    "EXPIRED_KEPT",
     "INTERRUPTED",
+    "PAGE_OVERHEAD",
     "SESSION_ID_PATTERN",
     "Approval",
     "Decision",
+    "Page",
+    "PageInfo",
     "Recovery",
     "RunRecord",
     "Session",
     "SessionInfo",
     "StateLimits",
     "check_room",
+    "new_page_handle",
     "new_replica_id",
     "new_session_id",
+    "paged_size",
     "valid_session_id",
 ]
 
@@ -55,6 +61,12 @@ def new_session_id() -> str:
 def valid_session_id(value: str) -> bool:
     """Whether ``value`` is a well-formed session id (see ``SESSION_ID_PATTERN``)."""
     return SESSION_ID_PATTERN.fullmatch(value) is not None
+
+
+def new_page_handle() -> str:
+    """A new handle for a paged result: ``r`` and eight random hex digits. A handle is read only
+    within its run or session, so it need not be unique beyond them (the stores check there)."""
+    return "r" + secrets.token_hex(4)
 
 
 def new_replica_id() -> str:
@@ -82,6 +94,8 @@ class StateLimits:
         max_run_age_days: finished run records older than this go (0 = kept forever).
         lease_seconds: a session lock, and a replica's liveness lease, lapse this long after
             their holder last renewed them (holders renew every third of it).
+        max_paged_bytes_total: the paged results of every session together (``paged_size``);
+            beyond, the least recently used go first (``limits.maxPagedBytesTotal``; 0 = no cap).
     """
 
     session_ttl_seconds: float = 1800
@@ -91,6 +105,7 @@ class StateLimits:
     max_runs: int = 10_000
     max_run_age_days: float = 30
     lease_seconds: float = 30
+    max_paged_bytes_total: int = 64_000_000
 
 
 @dataclass
@@ -356,6 +371,67 @@ class RunRecord:
             needle = text.casefold()
             return needle in self.query.casefold() or needle in self.answer.casefold()
         return True
+
+
+PAGE_OVERHEAD = 16
+"""Bytes counted for each stored page besides its text (its number, its offset, the key)."""
+EXPIRED_KEPT = 256
+"""How many evicted handles a shared store remembers per session, to answer "expired"."""
+
+
+def paged_size(pages: Sequence[str]) -> int:
+    """What a paged result counts against the caps: its pages' UTF-8 bytes (a lone surrogate
+    counts three, as it is stored) plus ``PAGE_OVERHEAD`` a page. The same on every backend."""
+    return sum(len(page.encode("utf-8", "surrogatepass")) for page in pages) + PAGE_OVERHEAD * len(pages)
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """A paged result as a ``PageStore`` keeps it (``base.py``).
+
+    Attributes:
+        handle: its handle (``new_page_handle``), unique within its scope.
+        tool: the tool that produced it.
+        pages: how many pages are kept.
+        total_chars: the whole result's length, as the tool returned it.
+        kept_chars: the characters kept (fewer than ``total_chars`` when a cap cut the tail).
+        size: what it counts against the caps (``paged_size``).
+    """
+
+    handle: str
+    tool: str
+    pages: int
+    total_chars: int
+    kept_chars: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Page:
+    """What ``PageStore.read`` found for a handle it knows.
+
+    Attributes:
+        handle: the handle asked for.
+        number: the page asked for (1-based).
+        result: the paged result; None when it expired (evicted: only its handle is remembered).
+        start: where the page starts in the result, in characters.
+        text: the page; None when the result expired or has no such page.
+    """
+
+    handle: str
+    number: int
+    result: PageInfo | None
+    start: int = 0
+    text: str | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.result is None
+
+    @property
+    def end(self) -> int:
+        """Where the page ends (exclusive), in characters."""
+        return self.start + len(self.text or "")
 
 
 @dataclass(frozen=True)

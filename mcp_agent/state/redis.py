@@ -11,6 +11,8 @@ extra: the ``redis`` package's asyncio client).
   the lease if A dies;
 - ``approvals`` and ``runs`` (``_redis_records``): visible from every replica; a decision written
   on B wakes the run waiting on A at once (pub/sub);
+- ``pages`` (``_redis_pages``): the paged results of a session, in the session's hash, so a run
+  on B reads the pages a run on A paged;
 - ``events`` (``_redis_events``): the ``/api/v1/events`` fan-out, an ``EventSink`` plus a
   ``relay`` for the gateway's task group (not part of the ``State`` protocol: only a shared
   backend has it);
@@ -52,6 +54,7 @@ from .._redact import redact_url
 from ..exceptions import ConfigError, StateError
 from ._redis_base import Backend, dumps, ms, text
 from ._redis_events import RedisEvents
+from ._redis_pages import RedisPageStore
 from ._redis_records import RedisApprovalStore, RedisRunStore
 from ._redis_scripts import BREAK, Keys
 from ._redis_sessions import RedisSessionStore
@@ -170,6 +173,7 @@ class RedisState:
         )
         self._approvals = RedisApprovalStore(backend, limits, replica)
         self._runs = RedisRunStore(backend, limits, replica)
+        self._pages = RedisPageStore(backend, limits)
         self._break_script = client.register_script(BREAK)
         self.events = RedisEvents(backend, replica)
         """Run events shared with the other replicas (``emit``; ``relay`` in the gateway)."""
@@ -193,6 +197,10 @@ class RedisState:
     @property
     def runs(self) -> RedisRunStore:
         return self._runs
+
+    @property
+    def pages(self) -> RedisPageStore:
+        return self._pages
 
     @property
     def limits(self) -> StateLimits:

@@ -24,7 +24,9 @@ Two processes on one machine may share the file:
 - a decision on an approval wakes a waiter in this process at once, and one in another process
   within ``POLL_SECONDS`` (it polls the row);
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can
-  tell which in-flight runs and pending approvals were left by a process that died.
+  tell which in-flight runs and pending approvals were left by a process that died;
+- the paged results of a session (``_sqlite_pages.py``) are rows that go with the session's, so
+  a run in one process reads the pages a run in another process paged.
 
 ``sqlite3.Error`` is translated to ``StateError`` in one place (``Database.run``). Transcripts
 read lately are kept parsed (``PARSED_SESSIONS``), by version, so a conversation's next turn
@@ -46,6 +48,7 @@ import anyio
 from ..exceptions import StateError
 from ._encode import clean_text, to_json
 from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
+from ._sqlite_pages import SqlitePageStore
 from ._sqlite_schema import connect, database_path
 from ._sqlite_sessions import SqliteSessionStore
 from .records import (
@@ -61,7 +64,14 @@ from .records import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SqliteApprovalStore", "SqliteRunStore", "SqliteSessionStore", "SqliteState", "open_sqlite_state"]
+__all__ = [
+    "SqliteApprovalStore",
+    "SqlitePageStore",
+    "SqliteRunStore",
+    "SqliteSessionStore",
+    "SqliteState",
+    "open_sqlite_state",
+]
 
 PRUNE_EVERY = 100
 """Retention is applied after this many ``RunStore.end`` calls (and on every ``beat``)."""
@@ -246,6 +256,7 @@ class SqliteState:
         self._sessions = SqliteSessionStore(database, limits, replica)
         self._approvals = SqliteApprovalStore(database)
         self._runs = SqliteRunStore(database, limits)
+        self._pages = SqlitePageStore(database, limits)
 
     @property
     def replica(self) -> str:
@@ -262,6 +273,10 @@ class SqliteState:
     @property
     def runs(self) -> SqliteRunStore:
         return self._runs
+
+    @property
+    def pages(self) -> SqlitePageStore:
+        return self._pages
 
     @property
     def limits(self) -> StateLimits:

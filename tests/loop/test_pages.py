@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 import re
-import sys
 
 import pytest
 
@@ -13,11 +12,13 @@ from mcp_agent.config import AgentConfig, Limits
 from mcp_agent.events import RecordingSink, ToolCallEnded
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.guards import FAILURE_HINT
-from mcp_agent.loop.pages import PageStore, RunPages, free_name, mentioned_handles, page_starts
+from mcp_agent.loop.pages import RunPages, free_name, kept_pages, mentioned_handles, page_starts
 from mcp_agent.loop.result import TerminationReason as R
 from mcp_agent.messages import Message, ToolCall, Turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.state.memory import MemoryPageStore
+from mcp_agent.state.records import paged_size
 
 from ._helpers import call, echo_tools, go, tool_texts
 
@@ -93,69 +94,91 @@ def test_free_name_avoids_server_tools() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# the store
+# the store of runs without a session (the contract on every backend: tests/state/test_pages_contract.py)
 
 
-def test_a_scope_reads_only_its_own_results() -> None:
-    store = PageStore()
-    entry = store.put("session:a", "t", "x" * 50, 10)
-    assert store.get(entry.handle, "session:a") is entry
-    assert store.get(entry.handle, "session:b") is None
-    assert not store.expired(entry.handle, "session:b")
+def test_a_result_is_kept_up_to_the_cap_in_whole_pages_then_part_of_one() -> None:
+    pages = pages_of("y" * 5_000, 100)
+    kept = kept_pages(pages, 1_000)
+    assert kept[:8] == pages[:8] and len(kept) == 9 and pages[8].startswith(kept[8])
+    assert 900 < paged_size(kept) <= 1_000
+    assert kept_pages(pages, 0) == pages and kept_pages(pages, 10) == pages[:1]  # the first page always
+    emoji = pages_of("😀" * 300, 100)
+    assert paged_size(kept_pages(emoji, 500)) <= 500 and "".join(kept_pages(emoji, 500)) == "😀" * 117
 
 
-def test_the_scope_cap_evicts_that_scopes_least_recently_used() -> None:
-    store = PageStore(max_bytes=0)
-    size = PageStore().put("s", "t", "x" * 1000, 100).size
-    other = store.put("other", "t", "x" * 1000, 100)
-    first = store.put("s", "t", "x" * 1000, 100, max_scope_bytes=2 * size)
-    second = store.put("s", "t", "x" * 1000, 100, max_scope_bytes=2 * size)
-    store.get(first.handle, "s")  # read: now the second is the least recently used
-    third = store.put("s", "t", "x" * 1000, 100, max_scope_bytes=2 * size)
-    assert store.get(second.handle, "s") is None and store.expired(second.handle, "s")
-    assert {e.handle for e in store.entries("s")} == {first.handle, third.handle}
-    assert store.get(other.handle, "other") is other  # another scope's results stay
+async def test_a_scope_reads_only_its_own_results() -> None:
+    store = MemoryPageStore()
+    info = await store.put("session:a", "t", pages_of("x" * 50, 10), 50)
+    assert info is not None
+    page = await store.read("session:a", info.handle, 2)
+    assert page is not None and page.result == info and (page.start, page.text) == (10, "x" * 10)
+    assert await store.read("session:b", info.handle, 2) is None
 
 
-def test_the_total_cap_evicts_the_least_recently_used() -> None:
-    size = PageStore().put("s", "t", "x" * 1000, 100).size
-    store = PageStore(max_bytes=3 * size)
-    a, b, c = (store.put(scope, "t", "x" * 1000, 100) for scope in ("s1", "s2", "s3"))
-    store.get(a.handle, "s1")  # a is now the most recently used
-    d = store.put("s4", "t", "x" * 1000, 100)
-    assert store.get(b.handle, "s2") is None and store.expired(b.handle, "s2")
-    assert all(store.get(e.handle, e.scope) is e for e in (a, c, d))
+async def test_the_scope_cap_evicts_that_scopes_least_recently_used() -> None:
+    store = MemoryPageStore(max_bytes=0)
+    text = pages_of("x" * 1000, 100)
+    size = paged_size(text)
+    other = await store.put("other", "t", text, 1000)
+    first = await store.put("s", "t", text, 1000, max_scope_bytes=2 * size)
+    second = await store.put("s", "t", text, 1000, max_scope_bytes=2 * size)
+    assert other and first and second
+    await store.read("s", first.handle, 1)  # read: now the second is the least recently used
+    third = await store.put("s", "t", text, 1000, max_scope_bytes=2 * size)
+    assert third is not None
+    gone = await store.read("s", second.handle, 1)
+    assert gone is not None and gone.expired
+    assert [e.handle for e in await store.entries("s")] == [first.handle, third.handle]
+    assert await store.read("other", other.handle, 1) is not None  # another scope's results stay
+
+
+async def test_the_total_cap_evicts_the_least_recently_used() -> None:
+    text = pages_of("x" * 1000, 100)
+    size = paged_size(text)
+    store = MemoryPageStore(max_bytes=3 * size)
+    a, b, c = [await store.put(scope, "t", text, 1000) for scope in ("s1", "s2", "s3")]
+    assert a and b and c
+    await store.read("s1", a.handle, 1)  # a is now the most recently used
+    d = await store.put("s4", "t", text, 1000)
+    assert d is not None
+    gone = await store.read("s2", b.handle, 1)
+    assert gone is not None and gone.expired
+    for scope, info in (("s1", a), ("s3", c), ("s4", d)):
+        page = await store.read(scope, info.handle, 1)
+        assert page is not None and page.result == info
     assert store.bytes == 3 * size <= store.max_bytes
 
 
-def test_a_result_bigger_than_the_cap_is_kept_up_to_the_cap() -> None:
-    store = PageStore(max_bytes=0)
+async def test_a_result_bigger_than_the_cap_is_kept_up_to_the_cap() -> None:
+    store = MemoryPageStore(max_bytes=0)
     pages = RunPages(store, "run:x", page_chars=100, max_scope_bytes=1_000)
-    paged = pages.page("big", "y" * 5_000)
-    entry = store.get(paged.handle, "run:x")
-    assert entry is not None and entry.size <= 1_000 and 600 < len(entry.text) < 1_000
+    paged = await pages.page("big", "y" * 5_000)
+    assert paged is not None
+    [entry] = await store.entries("run:x")
+    assert entry.size <= 1_000 and 600 < entry.kept_chars < 1_000
     assert paged.total_chars == 5_000 and "were not kept (limits.maxPagedBytes)" in paged.text
-    last = pages.read({"handle": paged.handle, "page": paged.pages}).text
+    last = (await pages.read({"handle": paged.handle, "page": paged.pages})).text
     assert last.endswith("characters were not kept]")
 
 
-def test_page_offsets_count_in_the_size() -> None:
-    store = PageStore(max_bytes=0)
-    entry = store.put("s", "t", "ab" * 5_000, 1)  # 10 000 pages of one character
-    assert entry.pages == 10_000 and entry.size >= sys.getsizeof(entry.text) + 8 * entry.pages
-    assert store.bytes == entry.size
+async def test_page_offsets_count_in_the_size() -> None:
+    store = MemoryPageStore(max_bytes=0)
+    info = await store.put("s", "t", pages_of("ab" * 5_000, 1), 10_000)  # 10 000 pages of one character
+    assert info is not None and info.pages == 10_000 and info.size == 10_000 + 16 * info.pages
+    assert store.bytes == info.size
 
 
-def test_release_frees_a_runs_results() -> None:
-    store = PageStore()
-    pages = RunPages(store, "run:x", page_chars=10)
-    pages.page("t", "z" * 100)
+async def test_release_frees_a_runs_results() -> None:
+    store = MemoryPageStore()
+    pages = RunPages(store, "run:x", page_chars=10, release=True)
+    await pages.page("t", "z" * 100)
     assert len(store) == 1 and store.bytes > 0
-    pages.close()
+    await pages.close()
     assert len(store) == 0 and store.bytes == 0
     kept = RunPages(store, "session:s", page_chars=10)
-    kept.page("t", "z" * 100)
-    kept.close()  # a session's results outlive the run
+    await kept.page("t", "z" * 100)
+    await kept.close()  # a session's results outlive the run
     assert len(store) == 1
 
 
@@ -362,7 +385,7 @@ async def test_another_session_cannot_read_the_handle() -> None:
 
 
 async def test_an_expired_handle_says_so() -> None:
-    size = PageStore().put("s", "t", LINES, 100).size
+    size = paged_size(pages_of(LINES, 100))
     agent = _session_agent(
         tool_turn(call("echo", "c1", text=LINES)),
         text_turn("first"),
