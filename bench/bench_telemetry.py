@@ -18,7 +18,10 @@
    drift of a busy machine. Per-round figures show the spread. Target: on ≤ +5 % of off at p50.
 2. The same run in-process (scripted model, in-memory tool, no HTTP), traced and not, alternating:
    the tracing cost per run without the noise of sockets and processes.
-3. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
+3. The SDK's floor: one run's hooks (``RunTrace`` with the SDK, the spans of the HTTP case) in a
+   tight loop, next to the bare SDK calls that make the same four spans with the same
+   attributes: what our plumbing adds to what the SDK costs anyway.
+4. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
    imported, the hooks one run calls (``RunTrace.start``, two model calls with their notes, one
    tool call, the end), timed in a loop, next to an in-process ``Agent.query`` of the same shape
    (scripted model, in-memory tool) for scale.
@@ -281,6 +284,99 @@ def in_process(runs: int) -> dict[str, Any]:
     return _python(IN_PROCESS, runs)
 
 
+# ------------------------------------------------------------------------------------ the SDK's floor
+
+
+FLOOR = r"""
+import json, statistics, sys, time
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, set_span_in_context
+from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn, Usage
+from mcp_agent.telemetry import RunTrace, TraceSettings, note_model_call, note_tool_transport
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+N = int(sys.argv[1])
+settings = TraceSettings(request_model="m", endpoint="http://127.0.0.1:9/v1", agent_description="Answers.")
+messages = [Message.user("hi")]
+call = ToolCall("c1", "echo__echo", {"text": "hi"})
+spec = ToolSpec(name="echo__echo", description="Echo the text back", server="echo", mcp_name="echo")
+turns = [Turn(tool_calls=(call,), usage=Usage(1, 1, 2), finish_reason="tool_calls", model="m"),
+         Turn(content="hi", usage=Usage(1, 1, 2), finish_reason="stop", model="m")]
+
+def ours():
+    run = RunTrace.start(run_id="a81cf8936b3f105a", query="hi", settings=settings)
+    for number, turn in enumerate(turns, 1):
+        span = run.model_call(messages, round=number)
+        with span.current():
+            note_model_call(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=False)
+        span.ended(turn)
+        if number == 1:
+            tool = run.tool_call(call, spec, round=1)
+            with tool.current():
+                note_tool_transport(transport="pipe", protocol_version="2025-11-25")
+            tool.ended(verdict="run", ok=True, is_error=False, text="hi", ms=1.0)
+    run.ended(reason="success", ok=True, rounds=2, tool_calls=1, usage=Usage(2, 2, 4))
+
+tracer = trace.get_tracer("floor")
+ours()
+finished = list(exporter.get_finished_spans())  # the same spans, attributes and all
+exporter.clear()
+
+def bare():
+    # the SDK calls alone for the spans ``ours`` makes: same names, kinds, parents, attributes
+    run = tracer.start_span("invoke_agent mcp_agent", kind=SpanKind.INTERNAL, attributes=RUN_START)
+    parent = set_span_in_context(run)
+    for name in ("chat m", "execute_tool echo__echo", "chat m"):
+        span = tracer.start_span(name, context=parent, kind=KIND[name], attributes=START[name])
+        span.set_attributes(END[name])
+        span.end()
+    run.set_attributes(RUN_END)
+    run.end()
+
+def split(span, started):
+    attributes = dict(span.attributes)
+    return ({k: v for k, v in attributes.items() if k in started}, {k: v for k, v in attributes.items() if k not in started})
+
+STARTED = {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.agent.name", "gen_ai.agent.description",
+           "gen_ai.request.model", "mcp_agent.run.id", "server.address", "server.port", "mcp_agent.round",
+           "gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.tool.description",
+           "mcp_agent.tool.server", "mcp_agent.tool.mcp_name"}
+START, END, KIND = {}, {}, {}
+for s in finished:
+    START[s.name], END[s.name] = split(s, STARTED)
+    KIND[s.name] = s.kind
+RUN_START, RUN_END = START.pop("invoke_agent mcp_agent"), END.pop("invoke_agent mcp_agent")
+
+def timed(fn):
+    for _ in range(2000):
+        fn()
+    exporter.clear()
+    times = []
+    for n in range(N):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+        if n % 1000 == 0:
+            exporter.clear()
+    return round(statistics.median(times) * 1e6, 1)
+
+found = {"spans": len(finished), "attributes": sum(len(s.attributes) for s in finished),
+         "ours_us": timed(ours), "bare_sdk_us": timed(bare)}
+found["ours_over_bare"] = round(found["ours_us"] / found["bare_sdk_us"], 2)
+print(json.dumps(found))
+"""
+
+
+def sdk_floor(iterations: int) -> dict[str, Any]:
+    return _python(FLOOR, iterations)
+
+
 # ------------------------------------------------------------------------------------ the no-op cost
 
 
@@ -382,6 +478,7 @@ def main() -> None:
     http = http_rounds(args.calls, args.rounds, args.warmup)
     local = in_process(args.in_process_runs)
     noop = noop_cost(args.noop_iterations)
+    floor = sdk_floor(args.noop_iterations)
     print(
         json.dumps(
             {
@@ -399,6 +496,10 @@ def main() -> None:
                     **local,
                 },
                 "noop_without_sdk": noop,
+                "sdk_floor": {
+                    "what": "one run's 4 spans in a loop: our hooks, and the SDK calls alone for the same spans",
+                    **floor,
+                },
             },
             indent=2,
         )
