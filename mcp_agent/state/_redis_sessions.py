@@ -40,7 +40,7 @@ from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
 from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
-from ._redis_scripts import (
+from ._redis_session_scripts import (
     BREAK,
     DELETE_SESSION,
     FORGET_SESSIONS,

@@ -56,7 +56,8 @@ from ._redis_base import Backend, dumps, ms, text
 from ._redis_events import RedisEvents
 from ._redis_pages import RedisPageStore
 from ._redis_records import RedisApprovalStore, RedisRunStore
-from ._redis_scripts import BREAK, Keys
+from ._redis_scripts import Keys
+from ._redis_session_scripts import BREAK
 from ._redis_sessions import RedisSessionStore
 from .records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
 
