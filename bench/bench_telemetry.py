@@ -150,8 +150,8 @@ async def latencies(
     The gateways take turns block by block (which goes first rotates), so drift on a shared
     machine falls on all alike, while each block runs with its gateway's caches warm, as a
     gateway serving its callers does. Calling the gateways in turn call by call instead makes
-    every call start in caches the other processes just filled: everything is slower (about
-    1 ms at p50 here) and allocation-heavy work, which spans are, looks dearer than it is.
+    every call start in caches the other gateways just filled, which with three gateways slowed
+    every mode by a millisecond or more at p50.
 
     Returns the samples per mode, each block's median per mode, and the failed calls."""
     samples: dict[str, list[float]] = {mode: [] for mode in urls}
