@@ -41,8 +41,10 @@ $(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
 		echo "make: npm not found: tests/gateway/test_everything.py will fail (it needs Node.js >= 20 and npm)" >&2; \
 	fi
 
+# The fast suite on the machine's cores (pytest-xdist, at most 4 workers); every test stands
+# alone (its own ports, folders and processes), so `pytest tests/...` runs any part of it serially.
 test: $(TEST_STAMP) $(NPM_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4
 
 # The bundled servers against the newest versions pip resolves today (not what .venv happened to
 # get): a throwaway venv, made anew each time, catches a dependency that a new release dropped.
