@@ -206,8 +206,8 @@ async def _run_service(
     async def notify() -> None:
         with notifier:
             async with anyio.create_task_group() as loops:
-                loops.start_soon(service._notify_loop)
-                loops.start_soon(service._catalog_loop)
+                loops.start_soon(service.tool_changes.deliver)
+                loops.start_soon(service.catalog_changes.deliver)
 
     async def own_agent(*, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False

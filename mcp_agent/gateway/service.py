@@ -37,6 +37,7 @@ from ..events import Event, EventSink, ModelCallEnded
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 from ..state.base import State
+from ._changes import ChangeNotices
 from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
@@ -138,14 +139,11 @@ class GatewayService:
         self.error: str | None = None
         self.ready = anyio.Event()
         self.tools_version = 0
-        self._tools_changed = anyio.Event()
+        self.tool_changes = ChangeNotices("tools-changed")
+        self.catalog_changes = ChangeNotices("catalog")
         self._running: set[anyio.Event] = set()
         self._idle = anyio.Event()
         self._idle.set()
-        self._tool_listeners: list[Callable[[], Awaitable[None]]] = []
-        self._catalog_changes: set[str] = set()
-        self._catalog_changed = anyio.Event()
-        self._catalog_listeners: list[Callable[[str], Awaitable[None]]] = []
         self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
         """What the latest probe of the model server found (health shows it; ``lifespan`` probes at
         start-up, every 30 s and after a failed model call)."""
@@ -264,23 +262,17 @@ class GatewayService:
     # ---------------------------------------------------------------- tool changes
 
     def notify_tools_changed(self, *_: Any) -> None:
-        """Called (sync) by the ToolHub when its tools change; the notifier task does the rest."""
+        """Called (sync) by the ToolHub when its tools change; ``tool_changes`` does the rest."""
         self.tools_version += 1
-        self._tools_changed.set()
+        self.tool_changes.notify("tools")
 
     def on_tools_changed(self, listener: Callable[[], Awaitable[None]]) -> None:
         """Run ``listener`` (async) after each change of the tools."""
-        self._tool_listeners.append(listener)
 
-    async def _notify_loop(self) -> None:
-        while True:
-            await self._tools_changed.wait()
-            self._tools_changed = anyio.Event()
-            for listener in list(self._tool_listeners):
-                try:
-                    await listener()
-                except Exception:
-                    logger.exception("tools-changed listener failed")
+        async def told(_: str) -> None:
+            await listener()
+
+        self.tool_changes.listen(told)
 
     def catalog(self) -> ResourceCatalog | None:
         """The tool servers' resources and prompts, when the agent is ready and has them."""
@@ -291,24 +283,11 @@ class GatewayService:
 
     def notify_catalog_changed(self, kind: str) -> None:
         """Called (sync) by the ToolHub when its ``resources`` or ``prompts`` may have changed."""
-        self._catalog_changes.add(kind)
-        self._catalog_changed.set()
+        self.catalog_changes.notify(kind)
 
     def on_catalog_changed(self, listener: Callable[[str], Awaitable[None]]) -> None:
         """Run ``listener(kind)`` (async) after each change of the resources or prompts."""
-        self._catalog_listeners.append(listener)
-
-    async def _catalog_loop(self) -> None:
-        while True:
-            await self._catalog_changed.wait()
-            self._catalog_changed = anyio.Event()
-            kinds, self._catalog_changes = sorted(self._catalog_changes), set()
-            for kind in kinds:
-                for listener in list(self._catalog_listeners):
-                    try:
-                        await listener(kind)
-                    except Exception:
-                        logger.exception("catalog listener failed")
+        self.catalog_changes.listen(listener)
 
     # ---------------------------------------------------------------- admission
 
