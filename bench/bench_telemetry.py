@@ -2,8 +2,9 @@
 
 1. ``agent_query`` latency over HTTP (Streamable HTTP, the SDK's ``ClientSession``, one client,
    calls one after another), the gateway with tracing **off** (no TracerProvider) and **on** (an
-   SDK TracerProvider with the in-memory exporter behind a ``SimpleSpanProcessor``, so every span is
-   built, ended and exported on the request path). The gateway runs in a process of its own
+   SDK TracerProvider with the in-memory exporter, holding the last ``KEPT_SPANS`` spans, behind
+   the ``BatchSpanProcessor`` the gateway installs itself for OTLP; ``--processor simple`` exports
+   every span on the request path instead). The gateway runs in a process of its own
    (``--serve`` mode of this script) with a zero-latency model (one ``echo__echo`` call, then the
    answer) and the stdio echo server of ``tests/servers/echo.py`` behind the real ToolHub: one
    query is two model turns and one stdio tool call, so a traced query makes the MCP SDK's server
@@ -26,7 +27,7 @@
    tool call, the end), timed in a loop, next to an in-process ``Agent.query`` of the same shape
    (scripted model, in-memory tool) for scale.
 
-Run: ``.venv/bin/python bench/bench_telemetry.py [--calls N] [--rounds R]`` (defaults 200 calls per
+Run: ``.venv/bin/python bench/bench_telemetry.py [--calls N] [--rounds R] [--processor batch|simple]`` (defaults 200 calls per
 round, 3 rounds per mode).
 """
 
@@ -63,7 +64,16 @@ false, so only the MCP SDK's own spans are made (what the SDK costs by itself)."
 # ------------------------------------------------------------------------------------ the gateway process
 
 
-def serve(port: int, mode: str) -> None:
+KEPT_SPANS = 1000
+"""Finished spans the traced gateways' in-memory exporter holds (older ones are let go)."""
+
+PROCESSORS = ("batch", "simple")
+"""batch: ``BatchSpanProcessor``, what the gateway installs itself for OTLP (spans are handed to a
+worker thread when they end); simple: ``SimpleSpanProcessor``, every span exported on the request
+path as it ends (the SDK's processor for debugging and tests)."""
+
+
+def serve(port: int, mode: str, processor: str) -> None:
     """The gateway, traced into memory when ``mode`` is ``on``; prints the span count at exit."""
     import logging
 
@@ -76,12 +86,25 @@ def serve(port: int, mode: str) -> None:
     if mode in ("on", "sdk"):
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-        exporter = InMemorySpanExporter()
+        class CountedSpans(InMemorySpanExporter):
+            """The in-memory exporter holding the last ``KEPT_SPANS`` spans (the SDK's ``max_spans``),
+            counting all of them. A real exporter lets go of what it sent; holding every span of
+            the run would make each garbage collection walk them all, a cost that grows with the
+            run and that no deployment has."""
+
+            total = 0
+
+            def export(self, spans: Any) -> Any:
+                self.total += len(spans)
+                return super().export(spans)
+
+        exporter = CountedSpans(max_spans=KEPT_SPANS)
         provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        kind = BatchSpanProcessor if processor == "batch" else SimpleSpanProcessor
+        provider.add_span_processor(kind(exporter))
         trace.set_tracer_provider(provider)
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -105,14 +128,15 @@ def serve(port: int, mode: str) -> None:
 
     anyio.run(partial(serve_gateway, config, host="127.0.0.1", port=port, factory=factory))
     if exporter is not None:
-        print(json.dumps({"spans": len(exporter.get_finished_spans())}), flush=True)
+        trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
+        print(json.dumps({"spans": exporter.total}), flush=True)
 
 
-def start_gateway(mode: str) -> GatewayProcess:
+def start_gateway(mode: str, processor: str) -> GatewayProcess:
     """The gateway of ``mode``, serving with its echo server up (no ``OTEL_*`` variables)."""
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-    args = [__file__, "--serve", str(port), "--mode", mode]
+    args = [__file__, "--serve", str(port), "--mode", mode, "--processor", processor]
     return GatewayProcess(args, port=port, env=env, capture_stdout=True).wait_ready(all_up=True)
 
 
@@ -180,7 +204,7 @@ def percentile(ordered: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
+def http_rounds(calls: int, rounds: int, warmup: int, processor: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     pooled: dict[str, list[float]] = {mode: [] for mode in MODES}
     pooled_blocks: dict[str, list[float]] = {mode: [] for mode in MODES}
@@ -189,7 +213,7 @@ def http_rounds(calls: int, rounds: int, warmup: int) -> dict[str, Any]:
         servers: dict[str, GatewayProcess] = {}
         try:  # a gateway that started is stopped, also when another one did not start
             for mode in MODES:
-                servers[mode] = start_gateway(mode)
+                servers[mode] = start_gateway(mode, processor)
             urls = {mode: server.url for mode, server in servers.items()}
             samples, blocks, failures = anyio.run(latencies, urls, calls, warmup)
         finally:
@@ -471,11 +495,17 @@ def main() -> None:
     parser.add_argument("--in-process-runs", type=int, default=2000, help="in-process runs per mode")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=MODES, default="off", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--processor",
+        choices=PROCESSORS,
+        default="batch",
+        help="span processor of the traced gateways: batch (the gateway's own for OTLP, default) or simple",
+    )
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.mode)
+        serve(args.serve, args.mode, args.processor)
         return
-    http = http_rounds(args.calls, args.rounds, args.warmup)
+    http = http_rounds(args.calls, args.rounds, args.warmup, args.processor)
     local = in_process(args.in_process_runs)
     noop = noop_cost(args.noop_iterations)
     floor = sdk_floor(args.noop_iterations)
@@ -488,7 +518,7 @@ def main() -> None:
                     "client": "mcp ClientSession over Streamable HTTP, one client, sequential calls",
                     "model": "zero-latency in-process (1 tool call + answer)",
                     "tool": "stdio echo (tests/servers/echo.py) via ToolHub",
-                    "on": "SDK TracerProvider, SimpleSpanProcessor, InMemorySpanExporter",
+                    "on": f"SDK TracerProvider, {args.processor} span processor, InMemorySpanExporter",
                     **http,
                 },
                 "in_process_run": {
