@@ -232,7 +232,7 @@ class Agent:
         """Keep the run's transcript in its session; a failure goes into ``detail``, the answer stays."""
         transcript = trim_history(result.transcript, self.config.limits.max_history_chars)
         try:
-            saved = await self._sessions.save(session, transcript)
+            saved = await self._sessions.save(session, transcript, release=True)  # the hold's last write
         except StateError as exc:
             return note_unsaved(result, str(exc))
         if not saved:

@@ -154,6 +154,22 @@ local function make_room(prefix, owner, max_owner, max_total)
 end
 """
 
+_LET_GO = """
+-- let_go(lock, locks of the holder's replica, session key, token, id, wake channel, idle ttl):
+-- deletes the lock only when it holds the token (and gives the session its idle TTL again, 0 =
+-- none), and tells the waiters; 1 when it did.
+local function let_go(lock, locks, key, token, id, channel, ttl)
+  redis.call('SREM', locks, id)
+  if token ~= '' and redis.call('GET', lock) == token then
+    redis.call('DEL', lock)
+    if tonumber(ttl) > 0 then redis.call('PEXPIRE', key, ttl) end
+    redis.call('PUBLISH', channel, '1')
+    return 1
+  end
+  return 0
+end
+"""
+
 _OPEN = (
     _READ
     + _INDEX
@@ -217,17 +233,27 @@ return read(KEYS[1], ARGV[1], ARGV[2])
 
 SAVE_SESSION = (
     _INDEX
+    + _LET_GO
     + """
--- KEYS: session key, sessions index, the session's lock
--- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id, lock token ("" = none), prefix
+-- KEYS: session key, sessions index, the session's lock, locks of this replica
+-- ARGV: transcript (JSON), messages, now (s), now (ms), ttl (ms), id, lock token ("" = none), prefix,
+--       release (1: the hold's last write, the lock goes with it), wake channel, idle ttl (ms)
 -- Returns the new run count, nil when the session is gone (deleted or expired), or -1 when the
 -- lock is no longer the token's (it lapsed: another run may have written; nothing is written).
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then return -1 end
+local release = ARGV[9] == '1'
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
+  return false
+end
+if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then
+  if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
+  return -1
+end
 redis.call('HSET', KEYS[1], 'transcript', ARGV[1], 'messages', ARGV[2], 'updated', ARGV[3])
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 touch(ARGV[8], ARGV[6], redis.call('HGET', KEYS[1], 'owner'), ARGV[4])
+if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
 return runs
 """
 )
@@ -265,20 +291,9 @@ if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 return 1
 """
 
-RELEASE = """
--- KEYS: lock, locks of the holder's replica, session key
--- ARGV: token, session id, wake channel, the session's idle TTL (ms, 0 = none)
--- Deletes the lock only when it holds our token (and gives the session its idle TTL again),
--- and tells the waiters.
-redis.call('SREM', KEYS[2], ARGV[2])
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  if tonumber(ARGV[4]) > 0 then redis.call('PEXPIRE', KEYS[3], ARGV[4]) end
-  redis.call('PUBLISH', ARGV[3], '1')
-  return 1
-end
-return 0
-"""
+RELEASE = _LET_GO + "return let_go(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n"
+"""KEYS: lock, locks of the holder's replica, session key. ARGV: token, session id, wake channel,
+the session's idle TTL (ms, 0 = none)."""
 
 BREAK = """
 -- KEYS: lock. ARGV: the dead replica's token prefix ("<replica>:"), wake channel

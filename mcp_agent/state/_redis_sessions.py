@@ -8,7 +8,7 @@ lease in Redis: ``SET lock:<id> <replica>:<random> NX PX <lease>``, in the same 
 renews the lease (and the session's TTL, and this replica's liveness) every third of
 ``lease_seconds``; leaving the block deletes the lease only if it still holds our token (a
 compare-and-delete script) and publishes a wake-up, so that a run waiting on another replica
-starts at once. A waiter that finds the holder's replica dead (its liveness lease lapsed, or,
+starts at once; a ``save(release=True)`` does the same in its own script, saving a round trip. A waiter that finds the holder's replica dead (its liveness lease lapsed, or,
 on this host, its process gone) breaks the lock rather than wait out the lease. The lock's
 token fences the save: the save script writes only while the lock is still that token's, so a
 replica that stalled past its lease (and was taken for dead) gets ``LeaseLost`` instead of
@@ -93,6 +93,8 @@ class RedisSessionStore:
         self._holder_alive = holder_alive
         self._keepalive = keepalive
         self._local = KeyedLocks()
+        self._let_go: set[str] = set()
+        """Tokens whose lock a ``save(release=True)`` let go: leaving their block has nothing to do."""
         self._parsed: collections.OrderedDict[str, tuple[Version, tuple[Message, ...]]] = (
             collections.OrderedDict()
         )
@@ -147,7 +149,9 @@ class RedisSessionStore:
                         raise
                     raise inner from None
             finally:
-                if taken:
+                if token in self._let_go:  # the last save took the lock with it
+                    self._let_go.discard(token)
+                elif taken:
                     with anyio.CancelScope(shield=True):
                         await self._release(session_id, token)
 
@@ -213,6 +217,8 @@ class RedisSessionStore:
                 logger.warning("session %s: could not renew its lock (%s); trying again", session_id, exc)
                 continue
             if kept != 1:
+                if token in self._let_go:  # the last save let it go
+                    return
                 logger.warning(
                     "session %s: its lock lapsed while this run held it (this process stalled, or Redis "
                     "lost it); another run may have started on it",
@@ -324,16 +330,18 @@ class RedisSessionStore:
                 return session
             self._parsed.pop(session_id, None)  # read it whole next time
 
-    async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
+    async def save(self, session: Session, transcript: Sequence[Message], *, release: bool = False) -> bool:
         messages = tuple(transcript)
         data = dumps([m.to_dict() for m in messages])
         size = len(data.encode())
         if self.limits.max_session_bytes and size > self.limits.max_session_bytes:
             raise SessionTooLarge(session.id, size, self.limits.max_session_bytes)
         now = time.time()
+        keys = self._keys
+        release = release and session.lease is not None
         with self._backend.failures(f"saving session {session.id!r}"):
             runs = await self._save_script(
-                keys=[self._keys.session(session.id), self._keys.sessions, self._keys.lock(session.id)],
+                keys=[keys.session(session.id), keys.sessions, keys.lock(session.id), keys.locks_of(self.replica)],
                 args=[
                     data,
                     len(messages),
@@ -342,9 +350,15 @@ class RedisSessionStore:
                     self._held_ttl,
                     session.id,
                     session.lease or "",
-                    self._keys.prefix,
+                    keys.prefix,
+                    "1" if release else "0",
+                    keys.lock_released(session.id),
+                    self._ttl,
                 ],
             )
+        if release:
+            assert session.lease is not None
+            self._let_go.add(session.lease)
         if runs == -1:
             raise LeaseLost(session.id)
         if runs is None:

@@ -1,4 +1,6 @@
-"""The SQLite store's conversations: ``SqliteSessionStore`` (see ``sqlite.py`` for the locks)."""
+"""The SQLite store's conversations: ``SqliteSessionStore`` (see ``sqlite.py`` for the locks).
+
+A ``save(release=True)`` deletes the hold's lock row in the save's own write transaction."""
 
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ class SqliteSessionStore:
         self.lease_seconds = limits.lease_seconds
         self._replica = replica
         self._local = KeyedLocks()
+        self._let_go: set[str] = set()
+        """Holders whose lock a ``save(release=True)`` deleted: leaving their block has nothing to do."""
         self._parsed: collections.OrderedDict[str, tuple[tuple[float, int], tuple[Message, ...]]] = (
             collections.OrderedDict()
         )  # transcripts read lately, by (created, runs): touched only in the database's thread
@@ -103,8 +107,11 @@ class SqliteSessionStore:
                     finally:
                         tg.cancel_scope.cancel()
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._release(session_id, holder)
+                if holder in self._let_go:  # the last save took the lock with it
+                    self._let_go.discard(holder)
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await self._release(session_id, holder)
             if error is not None:
                 raise error
 
@@ -219,7 +226,8 @@ class SqliteSessionStore:
                 logger.warning("session %s: could not renew its lock: %s", session_id, exc)
                 continue
             if not renewed:
-                logger.warning("session %s: its lock lapsed and was taken by another run", session_id)
+                if holder not in self._let_go:
+                    logger.warning("session %s: its lock lapsed and was taken by another run", session_id)
                 return
 
     async def _release(self, session_id: str, holder: str) -> None:
@@ -242,7 +250,7 @@ class SqliteSessionStore:
         now = time.time()
         return await self._db.run(lambda db: self._read(db, session_id, now))
 
-    async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
+    async def save(self, session: Session, transcript: Sequence[Message], *, release: bool = False) -> bool:
         data = transcript_bytes(transcript)
         if self.max_session_bytes and len(data) > self.max_session_bytes:
             raise SessionTooLarge(session.id, len(data), self.max_session_bytes)
@@ -261,6 +269,10 @@ class SqliteSessionStore:
                 (text, len(transcript), now, now, session.id),
             )
             rows = cursor.fetchall()  # all: the statement is done before the commit
+            if release and session.lease is not None:  # the hold's last write: the lock goes with it
+                db.execute(
+                    "DELETE FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, session.lease)
+                )
             if not rows:
                 return None
             [(created, runs)] = rows
@@ -268,6 +280,8 @@ class SqliteSessionStore:
             return int(runs)
 
         runs = await self._db.run(save, write=True)
+        if release and session.lease is not None:
+            self._let_go.add(session.lease)
         if runs is None:
             return False
         session.transcript, session.updated, session.runs = saved, now, runs

@@ -75,7 +75,10 @@ class SessionStore(Protocol):
     when the session was deleted meanwhile (it stays deleted). Raises ``SessionTooLarge`` over
     ``max_session_bytes`` (nothing is written), ``LeaseLost`` when a shared backend's lock of
     that hold lapsed meanwhile and so another run may have written (nothing is written: the
-    lock's token fences the save), and ``StateError`` when the backend fails.
+    lock's token fences the save), and ``StateError`` when the backend fails. With
+    ``release=True`` the save is the hold's last: on a shared backend the lock goes in the same
+    write (one round trip instead of two), so another replica's run may start on the session
+    before the block is left, and a later save through that session raises ``LeaseLost``.
 
     ``create(owner)`` stores a new empty session under a new, unguessable id. ``get`` reads one
     (None when unknown or expired), ``list`` describes all, ``delete`` removes one (False when
@@ -88,7 +91,7 @@ class SessionStore(Protocol):
 
     async def get(self, session_id: str) -> Session | None: ...
 
-    async def save(self, session: Session, transcript: Sequence[Message]) -> bool: ...
+    async def save(self, session: Session, transcript: Sequence[Message], *, release: bool = False) -> bool: ...
 
     async def list(self) -> list[SessionInfo]: ...
 

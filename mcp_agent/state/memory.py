@@ -131,7 +131,9 @@ class MemorySessionStore:
         self._evict()
         return self._sessions.get(session_id)
 
-    async def save(self, session: Session, transcript: Sequence[Message]) -> bool:
+    async def save(self, session: Session, transcript: Sequence[Message], *, release: bool = False) -> bool:
+        """(``release`` changes nothing here: one process, no round trip to save; the lock goes
+        when the block is left.)"""
         if self.max_session_bytes:
             size = len(transcript_bytes(transcript))
             if size > self.max_session_bytes:

@@ -362,7 +362,7 @@ class FailingSessions(MemorySessionStore):
             raise StateError("state.url 'sqlite:///x': disk I/O error")
         return super().hold(session_id, owner=owner)
 
-    async def save(self, session: Session, transcript: Any) -> bool:
+    async def save(self, session: Session, transcript: Any, *, release: bool = False) -> bool:
         raise StateError("state.url 'sqlite:///x': database or disk is full")
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 
 import anyio
 import pytest
 
-from mcp_agent.exceptions import ApprovalsFull, SessionTooLarge
+from mcp_agent.exceptions import ApprovalsFull, LeaseLost, SessionTooLarge
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import Message, ToolCall, Usage
 from mcp_agent.state import (
@@ -130,6 +131,61 @@ async def test_runs_on_one_session_wait_for_each_other(state: State) -> None:
             assert order == ["first in"]
             release_first.set()
     assert order == ["first in", "first out", "second in"]
+
+
+async def test_a_last_save_lets_the_lock_go_before_the_block_is_left(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``save(release=True)``: on a shared backend another replica's run gets the session at once
+    (its lock went with the save, one round trip), a second save through the session is fenced
+    off, and leaving the block afterwards is quiet (the renewal does not warn of a lapsed lock)."""
+    if not backend.shared:
+        pytest.skip("one process: the lock goes when the block is left")
+    first, second = await backend.open(lease_seconds=0.3), await backend.open(lease_seconds=0.3)
+    with anyio.fail_after(20):
+        async with first.sessions.hold("conv-1") as session:
+            assert await first.sessions.save(session, TRANSCRIPT, release=True) is True
+            assert session.runs == 1
+            async with second.sessions.hold("conv-1") as other:  # would wait for the block without
+                assert other.transcript == TRANSCRIPT and other.runs == 1
+                with pytest.raises(LeaseLost):
+                    await first.sessions.save(session, (*TRANSCRIPT, Message.user("late")))
+                assert await second.sessions.save(other, (*TRANSCRIPT, Message.user("more"))) is True
+            await anyio.sleep(0.25)  # past a renewal: it finds the lock gone, and says nothing
+        assert not (await first.sessions.list())[0].busy
+        async with first.sessions.hold("conv-1") as again:
+            assert again.runs == 2 and again.transcript[-1] == Message.user("more")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_a_last_save_of_a_deleted_session_lets_the_lock_go_too(backend: Backend) -> None:
+    if not backend.shared:
+        pytest.skip("one process: the lock goes when the block is left")
+    first, second = await backend.open(), await backend.open()
+    with anyio.fail_after(20):
+        async with first.sessions.hold("conv-1") as session:
+            assert await first.sessions.delete("conv-1") is True
+            assert await first.sessions.save(session, TRANSCRIPT, release=True) is False
+            async with second.sessions.hold("conv-1", owner="bob") as fresh:  # at once
+                assert fresh.transcript == () and fresh.owner == "bob"
+
+
+async def test_a_last_save_in_one_process_still_holds_the_session_until_the_block_is_left(
+    state: State,
+) -> None:
+    order: list[str] = []
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg, state.sessions.hold("conv-1") as session:
+            await state.sessions.save(session, TRANSCRIPT, release=True)
+
+            async def second() -> None:
+                async with state.sessions.hold("conv-1") as again:
+                    order.append(f"second in, runs {again.runs}")
+
+            tg.start_soon(second)
+            await anyio.sleep(0.05)
+            order.append("first out")
+    assert order == ["first out", "second in, runs 1"]
 
 
 async def test_runs_on_different_sessions_run_at_once(state: State) -> None:

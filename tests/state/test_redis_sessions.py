@@ -120,3 +120,21 @@ async def test_sessions_of_an_earlier_build_are_taken_in_and_capped(replicas: Re
     left = {i.id for i in await state.sessions.list()}
     assert len(left) == 5 and older[0].id not in left
     assert await indexes(raw) == await live(raw)
+
+
+async def test_a_turn_with_a_last_save_takes_two_scripts_and_leaves_the_idle_ttl(
+    replicas: Replicas,  # noqa: F811
+    raw: Any,
+) -> None:
+    """Hold and ``save(release=True)``: two scripts (the hold's release rides on the save), and the
+    session is left with its idle TTL, not the longer one of a held session."""
+    state = await replicas.open(session_ttl_seconds=100, lease_seconds=30)
+    session = await state.sessions.create(owner="a")
+    for _ in range(2):  # the first loads the scripts into Redis (a NOSCRIPT each, then again)
+        before = (await raw.info("commandstats"))["cmdstat_evalsha"]["calls"]
+        async with state.sessions.hold(session.id, owner="a") as held:
+            assert await state.sessions.save(held, TRANSCRIPT, release=True) is True
+            assert not await raw.exists(f"{PREFIX}lock:{session.id}")
+    assert (await raw.info("commandstats"))["cmdstat_evalsha"]["calls"] - before == 2
+    assert 90_000 < await raw.pttl(f"{PREFIX}session:{session.id}") <= 100_000  # held: 130 s
+    assert not (await state.sessions.list())[0].busy
