@@ -204,16 +204,19 @@ def percentile(ordered: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def http_rounds(calls: int, rounds: int, warmup: int, processor: str) -> dict[str, Any]:
+def http_rounds(calls: int, rounds: int, warmup: int, processor: str, same: bool = False) -> dict[str, Any]:
+    """``rounds`` rounds, each with three fresh gateways (``same``: all three untraced, an A/A
+    run that shows the noise floor: two processes of one program differ by a few percent, by
+    their memory layout and hash seed, so the figures need many rounds of fresh processes)."""
     rows: list[dict[str, Any]] = []
     pooled: dict[str, list[float]] = {mode: [] for mode in MODES}
     pooled_blocks: dict[str, list[float]] = {mode: [] for mode in MODES}
     spans = 0
-    for _ in range(rounds):
+    for number in range(rounds):
         servers: dict[str, GatewayProcess] = {}
         try:  # a gateway that started is stopped, also when another one did not start
-            for mode in MODES:
-                servers[mode] = start_gateway(mode, processor)
+            for mode in MODES[number % 3 :] + MODES[: number % 3]:  # which starts first rotates
+                servers[mode] = start_gateway(mode if not same else "off", processor)
             urls = {mode: server.url for mode, server in servers.items()}
             samples, blocks, failures = anyio.run(latencies, urls, calls, warmup)
         finally:
@@ -488,8 +491,11 @@ def _python(code: str, count: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=200, help="measured agent_query calls per round and mode")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds, each with a fresh pair of gateways")
+    parser.add_argument("--calls", type=int, default=150, help="measured agent_query calls per round and mode")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds, each with three fresh gateways")
+    parser.add_argument(
+        "--same", action="store_true", help="A/A: all three gateways untraced (the benchmark's noise floor)"
+    )
     parser.add_argument("--warmup", type=int, default=30, help="unmeasured calls at the start of each round")
     parser.add_argument("--noop-iterations", type=int, default=20000, help="loops of the no-op hooks")
     parser.add_argument("--in-process-runs", type=int, default=2000, help="in-process runs per mode")
@@ -505,7 +511,7 @@ def main() -> None:
     if args.serve:
         serve(args.serve, args.mode, args.processor)
         return
-    http = http_rounds(args.calls, args.rounds, args.warmup, args.processor)
+    http = http_rounds(args.calls, args.rounds, args.warmup, args.processor, args.same)
     local = in_process(args.in_process_runs)
     noop = noop_cost(args.noop_iterations)
     floor = sdk_floor(args.noop_iterations)
@@ -518,7 +524,9 @@ def main() -> None:
                     "client": "mcp ClientSession over Streamable HTTP, one client, sequential calls",
                     "model": "zero-latency in-process (1 tool call + answer)",
                     "tool": "stdio echo (tests/servers/echo.py) via ToolHub",
-                    "on": f"SDK TracerProvider, {args.processor} span processor, InMemorySpanExporter",
+                    "on": "untraced (--same: an A/A run)"
+                    if args.same
+                    else f"SDK TracerProvider, {args.processor} span processor, InMemorySpanExporter",
                     **http,
                 },
                 "in_process_run": {
