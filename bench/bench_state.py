@@ -6,7 +6,8 @@ Two measures, printed as one JSON object:
    with the state in memory and in each ``--state-url`` (default: a SQLite file in a temporary
    folder). Each store gets a gateway process of its own (``serve()`` with a zero-latency
    in-process model that answers at once, no tools, so the store's share stands out), and
-   the stores take turns in blocks (A B A B …) so drift on the machine hits them alike. One
+   the stores take turns in blocks (A B A B …) so drift on the machine hits them alike, in
+   ``--rounds`` rounds of fresh processes (the luck of one process does not decide). One
    client makes the calls one after another, over 16 conversations in turn. ``delta_p50_ms``
    is each store's p50 minus memory's (target: SQLite ≤ +1 ms, Redis ≤ +2 ms);
    ``gateway_cpu_ms_per_query`` is the gateway process's CPU time per call (user + system),
@@ -129,22 +130,28 @@ async def session_calls(base: str, calls: int) -> list[float]:
     return samples
 
 
-def latency(urls: list[str], calls: int) -> dict[str, Any]:
-    gateways = {url: start_gateway(url) for url in ["memory://", *urls]}
-    samples: dict[str, list[float]] = {url: [] for url in gateways}
-    cpu: dict[str, float] = dict.fromkeys(gateways, 0.0)
-    try:  # every gateway that started is stopped, also when another one did not start
-        for gateway in gateways.values():
-            gateway.wait_ready()
-        for _ in range(BLOCKS):
-            for url, gateway in gateways.items():
-                process = psutil.Process(gateway.process.pid)
-                before = sum(process.cpu_times()[:2])
-                samples[url] += anyio.run(session_calls, gateway.url, calls // BLOCKS)
-                cpu[url] += sum(process.cpu_times()[:2]) - before
-    finally:
-        for gateway in gateways.values():
-            gateway.stop(timeout=30)
+def latency(urls: list[str], calls: int, rounds: int) -> dict[str, Any]:
+    """``calls`` session queries per store, in ``rounds`` rounds of fresh gateway processes (two
+    processes of one program differ by a few percent, by memory layout and hash seed: one round
+    would lend one store's figure its process's luck)."""
+    stores = ["memory://", *urls]
+    samples: dict[str, list[float]] = {url: [] for url in stores}
+    cpu: dict[str, float] = dict.fromkeys(stores, 0.0)
+    for number in range(rounds):
+        order = stores[number % len(stores) :] + stores[: number % len(stores)]  # which starts first rotates
+        gateways = {url: start_gateway(url) for url in order}
+        try:  # every gateway that started is stopped, also when another one did not start
+            for gateway in gateways.values():
+                gateway.wait_ready()
+            for _ in range(BLOCKS):
+                for url in stores:
+                    process = psutil.Process(gateways[url].process.pid)
+                    before = sum(process.cpu_times()[:2])
+                    samples[url] += anyio.run(session_calls, gateways[url].url, calls // rounds // BLOCKS)
+                    cpu[url] += sum(process.cpu_times()[:2]) - before
+        finally:
+            for gateway in gateways.values():
+                gateway.stop(timeout=30)
     rows = {}
     memory_p50 = statistics.median(samples["memory://"]) * 1000
     for url, values in samples.items():
@@ -155,7 +162,9 @@ def latency(urls: list[str], calls: int) -> dict[str, Any]:
             "p50_ms": round(p50, 3),
             "p95_ms": round(percentile(values, 0.95) * 1000, 3),
             "delta_p50_ms": round(p50 - memory_p50, 3),
-            "gateway_cpu_ms_per_query": round(cpu[url] * 1000 / (len(values) + BLOCKS * CONVERSATIONS), 3),
+            "gateway_cpu_ms_per_query": round(
+                cpu[url] * 1000 / (len(values) + rounds * BLOCKS * CONVERSATIONS), 3
+            ),
         }
     return rows
 
@@ -247,7 +256,8 @@ def _size(path: Path) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--calls", type=int, default=600)
+    parser.add_argument("--calls", type=int, default=600, help="session queries per store, all rounds")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of fresh gateway processes")
     parser.add_argument("--soak", type=int, default=2000)
     parser.add_argument("--cap", type=int, default=2000, help="conversations held in the at_cap measure (0: skip)")
     parser.add_argument("--keep", type=int, default=200, help="state.runs.maxCount in the soak")
@@ -270,7 +280,7 @@ def main() -> None:
             redis = RedisServer(Path(folder), persist=False).start()
             stack.callback(redis.stop)
             urls.append(redis.url)
-        report: dict[str, Any] = {"latency": latency(urls, args.calls)} if args.calls else {}
+        report: dict[str, Any] = {"latency": latency(urls, args.calls, args.rounds)} if args.calls else {}
         if args.cap:
             report["at_cap"] = at_cap(urls, args.cap, Path(folder))
         if args.soak:
