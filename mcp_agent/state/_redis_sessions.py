@@ -8,8 +8,9 @@ lease in Redis: ``SET lock:<id> <replica>:<random> NX PX <lease>``, in the same 
 renews the lease (and the session's TTL, and this replica's liveness) every third of
 ``lease_seconds``; leaving the block deletes the lease only if it still holds our token (a
 compare-and-delete script) and publishes a wake-up, so that a run waiting on another replica
-starts at once; a ``save(release=True)`` does the same in its own script, saving a round trip. A waiter that finds the holder's replica dead (its liveness lease lapsed, or,
-on this host, its process gone) breaks the lock rather than wait out the lease. The lock's
+starts at once (a ``save(release=True)`` does that in its own script, a round trip less). A
+waiter that finds the holder's replica dead (its liveness lease lapsed, or, on this host, its
+process gone) breaks the lock rather than wait out the lease. The lock's
 token fences the save: the save script writes only while the lock is still that token's, so a
 replica that stalled past its lease (and was taken for dead) gets ``LeaseLost`` instead of
 writing over the run that took the lock.

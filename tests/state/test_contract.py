@@ -141,7 +141,7 @@ async def test_a_last_save_lets_the_lock_go_before_the_block_is_left(
     off, and leaving the block afterwards is quiet (the renewal does not warn of a lapsed lock)."""
     if not backend.shared:
         pytest.skip("one process: the lock goes when the block is left")
-    first, second = await backend.open(lease_seconds=0.3), await backend.open(lease_seconds=0.3)
+    first, second = await backend.open(lease_seconds=1.5), await backend.open(lease_seconds=1.5)
     with anyio.fail_after(20):
         async with first.sessions.hold("conv-1") as session:
             assert await first.sessions.save(session, TRANSCRIPT, release=True) is True
@@ -151,7 +151,7 @@ async def test_a_last_save_lets_the_lock_go_before_the_block_is_left(
                 with pytest.raises(LeaseLost):
                     await first.sessions.save(session, (*TRANSCRIPT, Message.user("late")))
                 assert await second.sessions.save(other, (*TRANSCRIPT, Message.user("more"))) is True
-            await anyio.sleep(0.25)  # past a renewal: it finds the lock gone, and says nothing
+            await anyio.sleep(0.6)  # past a renewal (every 0.5 s): it finds the lock gone, and says nothing
         assert not (await first.sessions.list())[0].busy
         async with first.sessions.hold("conv-1") as again:
             assert again.runs == 2 and again.transcript[-1] == Message.user("more")
