@@ -134,7 +134,7 @@ def latency(urls: list[str], calls: int, rounds: int) -> dict[str, Any]:
     """``calls`` session queries per store, in ``rounds`` rounds of fresh gateway processes (two
     processes of one program differ by a few percent, by memory layout and hash seed: one round
     would lend one store's figure its process's luck)."""
-    stores = ["memory://", *urls]
+    stores = list(dict.fromkeys(["memory://", *urls]))  # one gateway per store, each stopped
     samples: dict[str, list[float]] = {url: [] for url in stores}
     cpu: dict[str, float] = dict.fromkeys(stores, 0.0)
     for number in range(rounds):
