@@ -240,21 +240,17 @@ SAVE_SESSION = (
 --       release (1: the hold's last write, the lock goes with it), wake channel, idle ttl (ms)
 -- Returns the new run count, nil when the session is gone (deleted or expired), or -1 when the
 -- lock is no longer the token's (it lapsed: another run may have written; nothing is written).
-local release = ARGV[9] == '1'
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
-  return false
+local function done(reply)  -- whatever the save did, a last save lets the lock go
+  if ARGV[9] == '1' then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
+  return reply
 end
-if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then
-  if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
-  return -1
-end
+if redis.call('EXISTS', KEYS[1]) == 0 then return done(false) end
+if ARGV[7] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[7] then return done(-1) end
 redis.call('HSET', KEYS[1], 'transcript', ARGV[1], 'messages', ARGV[2], 'updated', ARGV[3])
 local runs = redis.call('HINCRBY', KEYS[1], 'runs', 1)
 if tonumber(ARGV[5]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 touch(ARGV[8], ARGV[6], redis.call('HGET', KEYS[1], 'owner'), ARGV[4])
-if release then let_go(KEYS[3], KEYS[4], KEYS[1], ARGV[7], ARGV[6], ARGV[10], ARGV[11]) end
-return runs
+return done(runs)
 """
 )
 

@@ -339,7 +339,7 @@ class RedisSessionStore:
             raise SessionTooLarge(session.id, size, self.limits.max_session_bytes)
         now = time.time()
         keys = self._keys
-        release = release and session.lease is not None
+        lease = session.lease if release else None  # the hold's last write: the lock goes with it
         with self._backend.failures(f"saving session {session.id!r}"):
             runs = await self._save_script(
                 keys=[keys.session(session.id), keys.sessions, keys.lock(session.id), keys.locks_of(self.replica)],
@@ -352,14 +352,13 @@ class RedisSessionStore:
                     session.id,
                     session.lease or "",
                     keys.prefix,
-                    "1" if release else "0",
+                    "1" if lease is not None else "0",
                     keys.lock_released(session.id),
                     self._ttl,
                 ],
             )
-        if release:
-            assert session.lease is not None
-            self._let_go.add(session.lease)
+        if lease is not None:
+            self._let_go.add(lease)
         if runs == -1:
             raise LeaseLost(session.id)
         if runs is None:

@@ -257,6 +257,7 @@ class SqliteSessionStore:
         text = data.decode()
         now = time.time()
         saved = tuple(transcript)
+        lease = session.lease if release else None  # the hold's last write: the lock goes with it
 
         def save(db: sqlite3.Connection) -> int | None:
             if session.lease is not None and first_row(db.execute(
@@ -269,10 +270,8 @@ class SqliteSessionStore:
                 (text, len(transcript), now, now, session.id),
             )
             rows = cursor.fetchall()  # all: the statement is done before the commit
-            if release and session.lease is not None:  # the hold's last write: the lock goes with it
-                db.execute(
-                    "DELETE FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, session.lease)
-                )
+            if lease is not None:
+                db.execute("DELETE FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, lease))
             if not rows:
                 return None
             [(created, runs)] = rows
@@ -280,8 +279,8 @@ class SqliteSessionStore:
             return int(runs)
 
         runs = await self._db.run(save, write=True)
-        if release and session.lease is not None:
-            self._let_go.add(session.lease)
+        if lease is not None:
+            self._let_go.add(lease)
         if runs is None:
             return False
         session.transcript, session.updated, session.runs = saved, now, runs
