@@ -86,3 +86,8 @@ class ApprovalsConfig(ConfigModel):
     max_pending: int = Field(default=64, ge=0)
     """At most this many approvals wait at once (each caller its share); one more is denied at
     once (0 = no cap)."""
+    self_approval: bool = False
+    """Let a caller without the ``approve`` scope answer, by MCP elicitation, the approvals of its
+    own runs. Off by default: many MCP clients answer elicitations automatically, which would
+    remove the human check. Callers with ``approve`` (and a gateway without tokens) are asked
+    either way."""

@@ -1,11 +1,13 @@
 """Approvals put to the caller itself, through MCP elicitation, in both protocol eras.
 
-When the client calling ``agent_query`` declared the ``elicitation`` capability (form mode), a
-tool call of its run that needs approval is asked of that client: which tool, with which
-arguments, and a form with ``approve`` (boolean) and an optional ``reason``. Its answer
-resolves the approval; the dashboard and REST can still resolve it too, and exactly one
-resolver wins (the others find it already resolved). Clients without elicitation keep waiting
-for the dashboard or REST, as before.
+When the client calling ``agent_query`` declared the ``elicitation`` capability (form mode) and
+its caller may approve (``may_answer``: it holds the ``approve`` scope, or the operator opted in
+with ``approvals.selfApproval``), a tool call of its run that needs approval is asked of that
+client: which tool, with which arguments, and a form with ``approve`` (boolean) and an optional
+``reason``. Its answer resolves the approval; the dashboard and REST can still resolve it too,
+and exactly one resolver wins (the others find it already resolved). Other callers keep waiting
+for the dashboard or REST, as before: a caller that may only ``query`` never decides its own
+gated calls (many clients answer elicitations automatically, which would remove the human check).
 
 - **2025-era sessions** (a back channel): ``BackChannelAsker`` sends ``elicitation/create`` on the
   session while the request runs; an answer that comes after the approval was resolved elsewhere
@@ -35,6 +37,7 @@ from .._types import JSONObject
 from ..events import ApprovalRequested, ApprovalResolved, Event
 from ..loop.result import RunResult
 from ._runner import ApprovalBook
+from .callers import Caller
 from .eventbus import BufferedSink, Relay
 from .service import Admission
 
@@ -75,6 +78,12 @@ def wants_forms(capabilities: types.ClientCapabilities | None) -> bool:
     return elicitation.form is not None or elicitation.url is None  # ``{}`` (2025-06-18) means forms
 
 
+def may_answer(caller: Caller, *, self_approval: bool) -> bool:
+    """Whether ``caller`` may decide the approvals of its own runs (it holds ``approve``, or the
+    operator let every caller do so with ``approvals.selfApproval``)."""
+    return caller.can("approve") or self_approval
+
+
 def question(event: ApprovalRequested) -> str:
     """What the caller is asked, with the call's arguments shown compactly (long ones cut)."""
     arguments = json.dumps(event.arguments, ensure_ascii=False, separators=(", ", ": "), default=str)
@@ -106,9 +115,18 @@ def approval_sink() -> BufferedSink:
     return BufferedSink(256, accept=APPROVAL_EVENTS)
 
 
-async def resolve(approvals: ApprovalBook, approval_id: str, answer: types.ElicitResult, caller: str | None) -> None:
+async def resolve(
+    approvals: ApprovalBook, approval_id: str, answer: types.ElicitResult, caller: Caller, *, self_approval: bool
+) -> None:
+    """Resolve an approval with the caller's answer, if the caller may decide it (checked here
+    again, whoever asked); an answer it may not give is ignored and the call keeps waiting."""
+    if not may_answer(caller, self_approval=self_approval):
+        logger.warning(
+            "caller %r answered approval %s but lacks the 'approve' scope; the answer is ignored", caller.name, approval_id
+        )
+        return
     approved, reason = decision(answer)
-    if not await approvals.resolve(approval_id, approved, reason, by=caller):
+    if not await approvals.resolve(approval_id, approved, reason, by=caller.name):
         logger.info("approval %s was already resolved elsewhere; the caller's answer changes nothing", approval_id)
 
 
@@ -118,10 +136,20 @@ async def resolve(approvals: ApprovalBook, approval_id: str, answer: types.Elici
 class BackChannelAsker:
     """Asks each of a run's approvals over the session's back channel (``elicitation/create``)."""
 
-    def __init__(self, session: Any, approvals: ApprovalBook, related_request_id: types.RequestId | None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        approvals: ApprovalBook,
+        related_request_id: types.RequestId | None,
+        caller: Caller,
+        *,
+        self_approval: bool = False,
+    ) -> None:
         self.session = session
         self.approvals = approvals
         self.related_request_id = related_request_id
+        self.caller = caller
+        self.self_approval = self_approval
         self._asking: dict[str, anyio.CancelScope] = {}
 
     async def run(self, events: BufferedSink) -> None:
@@ -153,7 +181,7 @@ class BackChannelAsker:
                 return
             finally:
                 self._asking.pop(event.approval_id, None)
-            await resolve(self.approvals, event.approval_id, answer, event.caller)
+            await resolve(self.approvals, event.approval_id, answer, self.caller, self_approval=self.self_approval)
 
 
 # ------------------------------------------------------------------------------------ 2026: parked runs
@@ -164,7 +192,7 @@ class ParkedRun:
     """A 2026 run between the rounds of its ``InputRequiredResult`` exchange."""
 
     token: str
-    caller: str
+    caller: Caller
     admission: Admission
     events: BufferedSink
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -181,14 +209,15 @@ class ParkedRun:
 class ParkedRuns:
     """2026 runs kept between rounds, by token (see the module docstring)."""
 
-    def __init__(self, *, retry_window: float = RETRY_WINDOW_SECONDS) -> None:
+    def __init__(self, *, retry_window: float = RETRY_WINDOW_SECONDS, self_approval: bool = False) -> None:
         self.retry_window = retry_window
+        self.self_approval = self_approval
         self._runs: dict[str, ParkedRun] = {}
 
     def __len__(self) -> int:
         return len(self._runs)
 
-    def park(self, caller: str, admission: Admission) -> ParkedRun:
+    def park(self, caller: Caller, admission: Admission) -> ParkedRun:
         if len(self._runs) >= PARKED_MAX:
             raise RuntimeError(f"too many runs wait for their callers' answers ({PARKED_MAX})")
         token = "ask_" + secrets.token_urlsafe(24)
@@ -196,10 +225,10 @@ class ParkedRuns:
         self._runs[token] = parked
         return parked
 
-    def find(self, token: str, caller: str) -> ParkedRun | None:
+    def find(self, token: str, caller: Caller) -> ParkedRun | None:
         """The parked run of ``token`` if it belongs to ``caller`` (else None, as if unknown)."""
         parked = self._runs.get(token)
-        return parked if parked is not None and parked.caller == caller else None
+        return parked if parked is not None and parked.caller.name == caller.name else None
 
     def drop(self, parked: ParkedRun) -> None:
         self._runs.pop(parked.token, None)
@@ -244,7 +273,7 @@ class ParkedRuns:
         for approval_id, response in (responses or {}).items():
             if approval_id in parked.waiting and isinstance(response, types.ElicitResult):
                 parked.waiting.pop(approval_id)
-                await resolve(approvals, approval_id, response, parked.caller)
+                await resolve(approvals, approval_id, response, parked.caller, self_approval=self.self_approval)
 
     async def watch(self, parked: ParkedRun) -> None:
         """Cancel the run of a caller that does not come back with its answers in ``retry_window``;

@@ -5,7 +5,8 @@ conversation, and runs the query with what the caller's connection allows:
 
 - **progress** (``run_progress.py``) when the caller sent a progress token;
 - **a gone client** cancels its run (``resumable.py``) when its Streamable HTTP request is aborted;
-- **approvals asked of the caller** (``ask_caller.py``) when it declared form elicitation: over the
+- **approvals asked of the caller** (``ask_caller.py``) when it declared form elicitation and may
+  approve (the ``approve`` scope, or ``approvals.selfApproval``): over the
   session's back channel on a 2025-era connection, or, on a 2026-era request, by answering the
   call with an ``InputRequiredResult`` and keeping the run (parked) until the client retries the
   call with its answer.
@@ -28,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..exceptions import StateError
 from ..loop.result import RunResult
-from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, wants_forms
+from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, may_answer, wants_forms
 from .callers import Caller
 from .eventbus import BufferedSink, FanOut
 from .query_input import QueryInput, QueryInputError, parse_query_input
@@ -60,7 +61,7 @@ class QueryCalls:
         self.service = service
         self.to_mcp = to_mcp
         self.streams = streams
-        self.parked = ParkedRuns()
+        self.parked = ParkedRuns(self_approval=service.config.approvals.self_approval)
 
     async def call(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
         if params.request_state is not None:
@@ -86,23 +87,29 @@ class QueryCalls:
         except StateError as exc:
             admission.release()
             return text_result(f"Agent unavailable: the conversation store failed: {exc}", is_error=True)
-        if self._asks(ctx) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if self._asks(ctx, caller) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._start_parked(ctx, request, admission, caller)
-        return await self._run_here(ctx, request, admission)
+        return await self._run_here(ctx, request, admission, caller)
 
-    def _asks(self, ctx: ServerRequestContext[Any]) -> bool:
-        """Whether this run's approvals are asked of its caller: gated tools exist and the caller
-        can answer a form."""
+    def _asks(self, ctx: ServerRequestContext[Any], caller: Caller) -> bool:
+        """Whether this run's approvals are asked of its caller: gated tools exist, the caller may
+        decide them, and its client can answer a form."""
         approvals = self.service.config.approvals
-        gated = bool(approvals.require) or bool(getattr(approvals, "require_destructive", False))
-        return gated and wants_forms(ctx.session.client_capabilities)
+        gated = bool(approvals.require) or approvals.require_destructive
+        return (
+            gated
+            and may_answer(caller, self_approval=approvals.self_approval)
+            and wants_forms(ctx.session.client_capabilities)
+        )
 
     # ---------------------------------------------------------------- a run inside this request
 
-    async def _run_here(self, ctx: ServerRequestContext[Any], request: QueryInput, admission: Admission) -> Answer:
+    async def _run_here(
+        self, ctx: ServerRequestContext[Any], request: QueryInput, admission: Admission, caller: Caller
+    ) -> Answer:
         service = self.service
         asker: BufferedSink | None = None
-        if self._asks(ctx) and ctx.session.can_send_request:
+        if self._asks(ctx, caller) and ctx.session.can_send_request:
             asker = approval_sink()
         gone, resumed, forget = self._gone(ctx)
         watcher = anyio.CancelScope()
@@ -120,7 +127,14 @@ class QueryCalls:
                     tg.start_soon(cancel_if_gone, gone)
                 if asker is not None:
                     approvals = admission.agent.approvals
-                    tg.start_soon(BackChannelAsker(ctx.session, approvals, ctx.request_id).run, asker)
+                    back = BackChannelAsker(
+                        ctx.session,
+                        approvals,
+                        ctx.request_id,
+                        caller,
+                        self_approval=service.config.approvals.self_approval,
+                    )
+                    tg.start_soon(back.run, asker)
                 try:
                     result = await service.run(request, admission, events=FanOut([progress, asker]))
                 finally:
@@ -177,7 +191,7 @@ class QueryCalls:
         self, ctx: ServerRequestContext[Any], request: QueryInput, admission: Admission, caller: Caller
     ) -> Answer:
         try:
-            parked = self.parked.park(caller.name, admission)
+            parked = self.parked.park(caller, admission)
         except RuntimeError as exc:
             admission.release()
             return text_result(f"busy: {exc}; retry later", is_error=True)
@@ -199,7 +213,7 @@ class QueryCalls:
         return await self._round(ctx, parked)
 
     async def _resume(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
-        parked = self.parked.find(params.request_state or "", caller.name)
+        parked = self.parked.find(params.request_state or "", caller)
         if parked is None:
             return text_result(
                 "unknown or expired request_state: the run it belonged to has ended; send the query again",

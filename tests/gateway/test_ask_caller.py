@@ -12,7 +12,7 @@ import pytest
 from mcp_agent.events import ApprovalRequested
 from mcp_agent.gateway.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
 
-from .conftest import Running, answer_of, eventually, running_gateway
+from .conftest import Running, answer_of, eventually, make_config, running_gateway
 from .test_mcp import connect
 
 ROUTES = [("sse", "legacy"), ("http", "legacy"), ("http", "modern"), ("sse", "modern")]
@@ -188,3 +188,104 @@ def test_decision(answer: types.ElicitResult, expected: tuple[bool, str]) -> Non
     assert decision(answer) == expected
 
 
+
+
+# ------------------------------------------------------------------ who may answer (issue 20)
+
+QUERY_ONLY, APPROVER = "alice-" + "a" * 20, "ops-" + "o" * 20
+
+
+def callers_config(**approvals: Any) -> Any:
+    from mcp_agent.config import CallerConfig
+
+    config = make_config(
+        callers={
+            "alice": CallerConfig(token=QUERY_ONLY, scopes=["query"]),
+            "ops": CallerConfig(token=APPROVER, scopes=["query", "approve"]),
+        }
+    )
+    return config.model_copy(update={"approvals": config.approvals.model_copy(update=approvals)})
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize(("transport", "era"), ROUTES)
+async def test_a_query_only_caller_is_never_asked_about_its_own_gated_call(transport: str, era: str) -> None:
+    """A caller with only ``query`` whose client answered elicitations approved its own calls."""
+    async with running_gateway(callers_config()) as gateway, gateway.client() as http:
+        asked = Asked(approve(True))  # a client that says yes to anything
+        results: list[Any] = []
+        async with (
+            connect(gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked) as client,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def call() -> None:
+                results.append(await client.call_tool("agent_query", {"query": "write mine.txt"}))
+
+            tg.start_soon(call)
+
+            async def pending() -> list[Any]:
+                return (await http.get("/api/v1/approvals", headers=bearer(APPROVER))).json()["pending"]
+
+            await eventually(pending)
+            [item] = await pending()
+            assert item["caller"] == "alice" and gateway.tools.written == []
+            refused = await http.post(
+                f"/api/v1/approvals/{item['id']}", json={"approved": True}, headers=bearer(QUERY_ONLY)
+            )
+            assert refused.status_code == 403
+            decided = await http.post(
+                f"/api/v1/approvals/{item['id']}", json={"approved": False, "reason": "ops said no"}, headers=bearer(APPROVER)
+            )
+            assert decided.status_code == 200
+        assert asked.questions == []
+        assert "[DENIED: ops said no]" in answer_of(results[0]) and gateway.tools.written == []
+
+
+@pytest.mark.parametrize(("transport", "era"), [("sse", "legacy"), ("http", "modern")])
+async def test_a_caller_with_the_approve_scope_is_asked(transport: str, era: str) -> None:
+    async with running_gateway(callers_config()) as gateway:
+        asked = Asked(approve(True))
+        async with connect(gateway.url, transport, era, headers=bearer(APPROVER), elicitation_callback=asked) as client:
+            result = await client.call_tool("agent_query", {"query": "write theirs.txt"})
+        assert len(asked.questions) == 1
+        assert answer_of(result) == "write_file said: written" and gateway.tools.written == ["theirs.txt"]
+
+
+@pytest.mark.parametrize(("transport", "era"), [("sse", "legacy"), ("http", "modern")])
+async def test_self_approval_is_an_explicit_opt_in(transport: str, era: str) -> None:
+    async with running_gateway(callers_config(self_approval=True)) as gateway:
+        asked = Asked(approve(True))
+        async with connect(gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked) as client:
+            result = await client.call_tool("agent_query", {"query": "write opted.txt"})
+        assert len(asked.questions) == 1
+        assert answer_of(result) == "write_file said: written" and gateway.tools.written == ["opted.txt"]
+
+
+class Book:
+    """An ApprovalBook that records what it was asked to resolve."""
+
+    def __init__(self) -> None:
+        self.resolved: list[tuple[str, bool, str | None]] = []
+
+    async def resolve(self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None) -> bool:
+        self.resolved.append((approval_id, approved, by))
+        return True
+
+
+@pytest.mark.parametrize(
+    ("scopes", "self_approval", "counted"),
+    [({"query"}, False, False), ({"query"}, True, True), ({"query", "approve"}, False, True)],
+)
+async def test_the_resolver_checks_the_scope_again(scopes: set[str], self_approval: bool, counted: bool) -> None:
+    """Whoever put the question, an answer from a caller that may not decide changes nothing."""
+    from mcp_agent.gateway.ask_caller import resolve
+    from mcp_agent.gateway.callers import Caller
+
+    book = Book()
+    caller = Caller("alice", frozenset(scopes))
+    await resolve(book, "a1", approve(True), caller, self_approval=self_approval)  # type: ignore[arg-type]
+    assert book.resolved == ([("a1", True, "alice")] if counted else [])
