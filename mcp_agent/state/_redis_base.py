@@ -94,4 +94,4 @@ class Backend:
                     pause = FIRST_PAUSE if woken else min(pause * 2, max_pause)
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed since redis 8

@@ -183,7 +183,7 @@ class RedisEvents:
                     logger.warning("events of other replicas cannot be received: %s", exc)
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2), suppress(RedisError, OSError):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed since redis 8
             await anyio.sleep(pause)
             pause = min(pause * 2, MAX_PAUSE)
 
