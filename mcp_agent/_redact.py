@@ -31,7 +31,7 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 TYPE_CHECKING = False  # not typing's: the CLI imports this module before it parses its arguments
 if TYPE_CHECKING:
@@ -60,7 +60,9 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its user info and the values of secret-named query parameters masked."""
+    """``url`` with its user info and the values of secret-named query parameters masked, the rest
+    exactly as written: nothing hidden, the URL as given (``urlunsplit`` would turn
+    ``sqlite:////tmp/state.db`` into ``sqlite://tmp/state.db``, another file)."""
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
@@ -69,12 +71,16 @@ def redact_url(url: str) -> str:
         query = parts.query
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode(
-                [(name, MASK if is_secret_name(name) else value) for name, value in pairs], safe="*"
-            )
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+            if any(is_secret_name(name) for name, _ in pairs):
+                query = urlencode([(name, MASK if is_secret_name(name) else value) for name, value in pairs], safe="*")
     except ValueError:  # not parseable as a URL: mask it whole rather than risk a leak
         return MASK
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    head = f"{parts.scheme}:" if parts.scheme else ""
+    if url[len(head) :].startswith("//"):
+        head += f"//{netloc}"
+    return head + parts.path + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
 
 
 def redact_text(text: str) -> str:

@@ -34,6 +34,13 @@ from mcp_agent._redact import (
         ("https://h/v1?access_token=abc", "https://h/v1?access_token=***"),
         ("https://h/p#frag", "https://h/p#frag"),
         ("http://[::1", "***"),  # cannot be parsed: masked whole
+        # nothing to hide: exactly as written (a state URL's slashes say which file it is)
+        ("sqlite:////tmp/x/state.db", "sqlite:////tmp/x/state.db"),
+        ("sqlite:///state.db", "sqlite:///state.db"),
+        ("sqlite:///~/state.db", "sqlite:///~/state.db"),
+        ("https://h/v1?q=a+b&page=2", "https://h/v1?q=a+b&page=2"),
+        ("sqlite:////tmp/x.db?password=abc", "sqlite:////tmp/x.db?password=***"),
+        ("redis://:pw@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
     ],
 )
 def test_redact_url(url: str, shown: str) -> None:
@@ -222,3 +229,8 @@ def test_errors_never_show_a_known_secret() -> None:
     error = ToolServerStartError("failed", server="s", stderr_tail=[f"TOKEN is {value}"])
     assert value not in str(error) and value not in "".join(error.stderr_tail)
     assert value not in str(ToolCallError(f"server said {value}"))
+
+
+def test_a_state_url_in_a_message_is_shown_as_configured() -> None:
+    message = "state: state.url 'sqlite:////tmp/x/state.db': OperationalError: database or disk is full"
+    assert redact_text(message) == message
