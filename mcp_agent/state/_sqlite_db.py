@@ -2,22 +2,28 @@
 not wait, else in a worker thread (``Database``); and how a holder is known to be alive.
 
 See ``sqlite.py`` for why calls run where they do. ``sqlite3.Error`` becomes ``StateError``
-here, in ``Database.run``, and nowhere else.
+here, in ``Database.failures``, around every call on the connection (the statements of ``run``,
+the checkpoints of ``run``, ``beat`` and ``close``), and nowhere else: a full disk, an I/O error, a
+lock held too long or a damaged file reach the gateway as ``StateError``, whatever call met it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 
 from ..exceptions import StateError
 from ._sqlite_schema import BUSY_TIMEOUT
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -26,7 +32,6 @@ POLL_SECONDS = 0.25
 CHECKPOINT_EVERY = 100
 """Writes between two checkpoints of the WAL (besides the one on every ``beat``)."""
 HOST = socket.gethostname()
-
 
 
 def pid_alive(pid: int) -> bool:
@@ -94,23 +99,36 @@ class Database:
     work, instead of two thread switches.
     """
 
-    def __init__(self, db: sqlite3.Connection, url: str) -> None:
+    def __init__(self, db: sqlite3.Connection, url: str, path: Path | None = None) -> None:
         self.db = db
         self.url = url
+        self.path = Path(os.path.abspath(path)) if path is not None else None
         self.closed = False
         self._limiter = anyio.CapacityLimiter(1)
         self._writes = 0
+        self._identity = _identity(self.path) if self.path is not None else None
         db.execute("PRAGMA busy_timeout = 0")
         db.execute("PRAGMA wal_autocheckpoint = 0")
+
+    @contextlib.contextmanager
+    def failures(self) -> Iterator[None]:
+        """Raise ``sqlite3.Error`` again as ``StateError`` naming ``state.url`` (STYLE rule 14)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StateError(f"state.url {self.url!r}: {type(exc).__name__}: {exc}") from exc
 
     async def run(self, work: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
         if self.closed:
             raise StateError(f"state.url {self.url!r}: the store is closed")
-        try:
-            if write:
-                self._writes += 1
-                if self._writes % CHECKPOINT_EVERY == 0:
+        if write:
+            self._writes += 1
+            if self._writes % CHECKPOINT_EVERY == 0:
+                try:
                     await self.checkpoint()
+                except StateError as exc:  # upkeep, not this write's: the next beat tries again and reports it
+                    logger.warning("%s (a checkpoint of the WAL)", exc)
+        with self.failures():
             if self._limiter.borrowed_tokens == 0:  # nobody else on the connection: try at once
                 try:
                     return write_transaction(self.db, work) if write else work(self.db)
@@ -118,8 +136,6 @@ class Database:
                     if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
                         raise
             return await anyio.to_thread.run_sync(self._waiting, work, write, limiter=self._limiter)
-        except sqlite3.Error as exc:
-            raise StateError(f"state.url {self.url!r}: {type(exc).__name__}: {exc}") from exc
 
     def _waiting(self, work: Callable[[sqlite3.Connection], T], write: bool) -> T:
         """``work`` in a worker thread, waiting for another process's write lock if need be."""
@@ -130,15 +146,63 @@ class Database:
             self.db.execute("PRAGMA busy_timeout = 0")
 
     async def checkpoint(self) -> None:
-        """Copy the WAL back into the database file (in a worker thread; never waits for readers)."""
-        await anyio.to_thread.run_sync(self.db.execute, "PRAGMA wal_checkpoint(PASSIVE)", limiter=self._limiter)
+        """Copy the WAL back into the database file (in a worker thread; never waits for readers).
+
+        Raises:
+            StateError: it failed (a full disk: the file cannot grow; an I/O error).
+        """
+        with self.failures():
+            await anyio.to_thread.run_sync(self.db.execute, "PRAGMA wal_checkpoint(PASSIVE)", limiter=self._limiter)
+
+    def check_file(self) -> None:
+        """Raise ``StateError`` when the file opened is no longer at its path (deleted, moved away
+        or replaced under the running process: SQLite goes on writing into the file it holds,
+        which nobody will open again, so the writes would be lost without a word), or was emptied
+        (SQLite answers from its cache for a while, then calls the file malformed).
+
+        Raises:
+            StateError: the file is gone or another one is in its place (the message says what to do).
+        """
+        if self.path is None or self._identity is None:
+            return
+        try:
+            found = _identity(self.path)
+            emptied = found == self._identity and self.path.stat().st_size == 0
+        except OSError as exc:
+            raise StateError(f"state.url {self.url!r}: cannot look at {self.path}: {exc.strerror or exc}") from exc
+        if emptied:
+            raise StateError(
+                f"state.url {self.url!r}: the database file {self.path} was emptied (truncated to 0 bytes) while "
+                "this process used it; what it held is gone: stop it and restore the file from a backup (or delete "
+                "it, and its -wal and -shm, to start afresh)"
+            )
+        if found != self._identity:
+            what = "deleted or moved away" if found is None else "replaced by another file"
+            raise StateError(
+                f"state.url {self.url!r}: the database file {self.path} was {what} while this process used it; "
+                "what it stores now is lost when it exits: stop it, put the file back (or move its -wal and "
+                "-shm away too, to start afresh) and start it again"
+            )
 
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(StateError):
                 await self.checkpoint()
             await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` is (device and inode), or None when there is none.
+
+    Raises:
+        OSError: it cannot be looked at (other than missing).
+    """
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 _BUSY = frozenset({sqlite3.SQLITE_BUSY})

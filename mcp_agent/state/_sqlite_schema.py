@@ -8,7 +8,21 @@ use with a ``ConfigError`` naming ``state.url``, and never writes into a file th
 - garbage bytes or a damaged database (``PRAGMA quick_check``): refused, the file left as it is
   (move it away, or point ``state.url`` elsewhere, to start afresh);
 - a database written by a newer mcp-agent (``PRAGMA user_version`` above ``SCHEMA_VERSION``):
-  refused, so an older gateway never damages a newer one's data.
+  refused, so an older gateway never damages a newer one's data;
+- a store that was there and whose data is not: an empty file (0 bytes: truncated, a copy that
+  failed), or no file but its write-ahead log (``-wal``, not empty) left beside the path (the
+  database deleted or moved away). Refused, nothing touched, rather than kept aside and replaced
+  by a new store: the gateway would then start, looking healthy, with every conversation, run and
+  approval gone, and the operator would learn it from the users; refused, the supervisor's log
+  says which file and what to do (restore it, or delete it to start afresh), and a file that
+  comes back (a volume mounted late, a restore) is used as it is.
+
+Only those files tell "a store existed" from "a new path": not the other files of the state
+folder (the tool cache, recordings), which outlive a deliberate ``rm state.db`` (the way to start
+afresh) and are not there when ``state.url`` points elsewhere. So that an empty file can only be
+a lost store, a new store is never seen half-made: it is made beside the path (``.NAME.new-*``,
+schema and WAL mode) and hard-linked into place whole; of two processes creating it at once, one
+links its file and the other opens that one.
 
 The schema's version is ``PRAGMA user_version``. ``MIGRATIONS[n]`` takes a database from version
 ``n`` to ``n + 1``; all pending ones run in one transaction at open, so a crash mid-migration
@@ -20,8 +34,10 @@ cut may lose the last commits but never leaves a damaged file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -216,13 +232,16 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
         raise ConfigError(f"{where}: cannot create its folder: {exc.strerror or exc}", "state.url") from None
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise ConfigError(f"{where}: no permission to read and write it", "state.url")
+    _refuse_a_lost_store(path, where)
     db: sqlite3.Connection | None = None
     try:
+        if not os.path.lexists(path):
+            _create(path)
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
         _check(db, where)
         _configure(db)
         migrate(db)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         if db is not None:
             db.close()
         raise ConfigError(f"{where}: cannot open it as a database: {exc}", "state.url") from None
@@ -231,6 +250,59 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
             db.close()
         raise
     return db
+
+
+def _refuse_a_lost_store(path: Path, where: str) -> None:
+    """Refuse a path where a store was and its data is not (see the module docstring)."""
+    wal = path.with_name(f"{path.name}-wal")
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError:
+        return  # SQLite's own open says what is wrong
+    if size == 0:
+        raise ConfigError(
+            f"{where}: the file is empty (0 bytes): a store was here and what it held is gone (the file was "
+            "truncated, or a copy of it failed); it was left untouched: restore it from a backup, or delete it "
+            "to start a fresh store",
+            "state.url",
+        )
+    if size is None and wal.is_file() and wal.stat().st_size > 0:
+        raise ConfigError(
+            f"{where}: the database file is missing but its write-ahead log {wal} is there (the database was "
+            f"deleted or moved away); put it back, or delete {wal.name} and {path.name}-shm to start a fresh store",
+            "state.url",
+        )
+
+
+def _create(path: Path) -> None:
+    """A new store at ``path``, made beside it and hard-linked into place whole (see the module
+    docstring); when another process linked its own first, that one stays.
+
+    Raises:
+        sqlite3.Error, OSError: it could not be made.
+    """
+    temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        db = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table: freed pages can go back
+            migrate(db)  # in the rollback journal: all of it is in the file when it commits
+            db.execute("PRAGMA journal_mode = WAL")
+        finally:
+            db.close()
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process made it first: that one is the store
+        except OSError:  # a file system without hard links
+            if not os.path.lexists(path):
+                os.replace(temporary, path)
+    finally:
+        for leftover in [temporary, *(temporary.with_name(f"{temporary.name}-{end}") for end in ("journal", "wal", "shm"))]:
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
 
 
 def _check(db: sqlite3.Connection, where: str) -> None:

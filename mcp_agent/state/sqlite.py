@@ -28,7 +28,8 @@ Two processes on one machine may share the file:
 - the paged results of a session (``_sqlite_pages.py``) are rows that go with the session's, so
   a run in one process reads the pages a run in another process paged.
 
-``sqlite3.Error`` is translated to ``StateError`` in one place (``Database.run``). Transcripts
+``sqlite3.Error`` is translated to ``StateError`` in one place (``Database.failures``), and
+``beat`` also checks that the file is still the one opened (``Database.check_file``). Transcripts
 read lately are kept parsed (``PARSED_SESSIONS``), by version, so a conversation's next turn
 does not parse its JSON again.
 """
@@ -295,6 +296,8 @@ class SqliteState:
         )
 
     async def beat(self) -> None:
+        self._database.check_file()
+
         def beat(db: sqlite3.Connection) -> None:
             self._register(db)
             self._runs.prune(db)
@@ -378,7 +381,7 @@ async def open_sqlite_state(url: str, *, limits: StateLimits, replica: str | Non
     path = database_path(url)
     db = await anyio.to_thread.run_sync(connect, path, url)
     db.create_function("contains_folded", 2, _contains_folded, deterministic=True)
-    state = SqliteState(Database(db, url), limits, replica or new_replica_id())
+    state = SqliteState(Database(db, url, path), limits, replica or new_replica_id())
     try:
         await state._database.run(state._register, write=True)
     except BaseException:

@@ -103,12 +103,66 @@ async def test_a_new_file_gets_the_schema_in_wal_mode_and_the_folder_is_made(tmp
     await (await opened(path)).aclose()  # and it opens again as it is
 
 
-async def test_an_empty_file_becomes_a_database(tmp_path: Path) -> None:
+async def test_an_empty_file_is_refused_naming_it_and_what_to_do_and_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     path.touch()
+    with pytest.raises(ConfigError) as caught:
+        await opened(path)
+    message = str(caught.value)
+    assert caught.value.path == "state.url" and str(path) in message and "empty (0 bytes)" in message
+    assert "restore it from a backup, or delete it to start a fresh store" in message
+    assert path.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+
+
+async def test_a_store_truncated_after_use_is_refused_and_a_deleted_one_starts_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    await state.sessions.create(owner="ada")
+    await state.aclose()
+    os.truncate(path, 0)
+    with pytest.raises(ConfigError, match=r"empty \(0 bytes\)"):
+        await opened(path)
+    path.unlink()  # what the message says to do
     state = await opened(path)
     assert await state.sessions.list() == []
     await state.aclose()
+
+
+async def test_a_missing_file_whose_write_ahead_log_is_left_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    holder = await opened(path)
+    await holder.sessions.create(owner="ada")  # in the WAL, not yet in the file
+    wal = tmp_path / "state.db-wal"
+    try:
+        assert wal.stat().st_size > 0
+        path.unlink()
+        with pytest.raises(ConfigError) as caught:
+            await opened(path)
+        message = str(caught.value)
+        assert str(wal) in message and "deleted or moved away" in message and "state.db-shm" in message
+        assert not path.exists()
+    finally:
+        await holder.aclose()
+
+
+def test_processes_making_a_new_store_at_once_all_open_the_same_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    code = (
+        "import sys, time; from pathlib import Path; from mcp_agent.state._sqlite_schema import connect\n"
+        "while time.time() < float(sys.argv[2]): pass\n"
+        "db = connect(Path(sys.argv[1]), 'sqlite:///' + sys.argv[1])\n"
+        "print(db.execute('PRAGMA user_version').fetchone()[0]); db.close()"
+    )
+    start = str(time.time() + 1.0)  # a common instant, so that they race for the new file
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(path), start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for _ in range(8)
+    ]
+    outputs = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * 8, [err.decode() for _, err in outputs]
+    assert {out.decode().strip() for out, _ in outputs} == {str(SCHEMA_VERSION)}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no half-made file left
 
 
 @pytest.mark.parametrize(
