@@ -217,6 +217,13 @@ def database_path(url: str) -> Path:
     return Path(os.path.expanduser(path))
 
 
+CANNOT_USE = (
+    "cannot open or create the database ({}); nothing in it was changed: check the disk (free space, "
+    "I/O errors) and the permissions of the file and its folder, then start again"
+)
+"""Why a store's file cannot be used when SQLite itself fails on it (not its content)."""
+
+
 def connect(path: Path, url: str) -> sqlite3.Connection:
     """Open the store's file, checked and migrated (see the module docstring).
 
@@ -244,7 +251,7 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as exc:
         if db is not None:
             db.close()
-        raise ConfigError(f"{where}: cannot open it as a database: {exc}", "state.url") from None
+        raise ConfigError(f"{where}: {CANNOT_USE.format(exc)}", "state.url") from None
     except ConfigError:
         if db is not None:
             db.close()
@@ -310,6 +317,8 @@ def _check(db: sqlite3.Connection, where: str) -> None:
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
         problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.OperationalError:
+        raise  # the disk, not the file: a full disk, an I/O error, a lock (connect says so)
     except sqlite3.DatabaseError as exc:
         raise ConfigError(
             f"{where}: not a readable mcp-agent database ({exc}); it was left untouched: move it away "

@@ -46,11 +46,11 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import StateError
+from ..exceptions import ConfigError, StateError
 from ._encode import clean_text, to_json
 from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
 from ._sqlite_pages import SqlitePageStore
-from ._sqlite_schema import connect, database_path
+from ._sqlite_schema import CANNOT_USE, connect, database_path
 from ._sqlite_sessions import SqliteSessionStore
 from .records import (
     INTERRUPTED,
@@ -384,6 +384,9 @@ async def open_sqlite_state(url: str, *, limits: StateLimits, replica: str | Non
     state = SqliteState(Database(db, url, path), limits, replica or new_replica_id())
     try:
         await state._database.run(state._register, write=True)
+    except StateError as exc:  # its first write (a full disk: no room for the WAL)
+        await state._database.close()
+        raise ConfigError(f"state.url {url!r} ({path}): {CANNOT_USE.format(exc.__cause__ or exc)}", "state.url") from None
     except BaseException:
         await state._database.close()
         raise

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcp_agent.exceptions import StateError
+from mcp_agent.exceptions import ConfigError, StateError
 from mcp_agent.state import RunRecord, State, StateLimits, open_state
 from mcp_agent.state._sqlite_db import CHECKPOINT_EVERY, Database
 from mcp_agent.state.sqlite import SqliteState
@@ -111,6 +111,30 @@ async def test_a_full_disk_is_a_state_error_and_the_store_works_again_once_space
             await state.aclose()
 
 
+async def test_a_full_disk_at_start_is_a_config_error_about_the_disk_never_about_the_file(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk.path / "state.db"
+        state = await open_state(f"sqlite:///{path}")
+        await state.sessions.create(owner="ada")
+        await state.aclose()
+        kept = path.read_bytes()
+        disk.fill()
+        try:
+            for url in (f"sqlite:///{path}", f"sqlite:///{disk.path}/new.db"):
+                with pytest.raises(ConfigError) as caught:
+                    await open_state(url)
+                message = str(caught.value)
+                assert message.startswith(f"state.url {url!r}") and caught.value.path == "state.url"
+                assert "cannot open or create the database" in message and "check the disk (free space" in message
+                assert "move it away" not in message  # the file is sound: never advise dropping it
+        finally:
+            disk.free()
+        assert path.read_bytes() == kept and not (disk.path / "new.db").exists()
+        state = await open_state(f"sqlite:///{path}")
+        assert len(await state.sessions.list()) == 1
+        await state.aclose()
+
+
 async def test_a_file_truncated_under_the_process_is_a_state_error(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     state = await open_state(f"sqlite:///{path}")
@@ -122,19 +146,23 @@ async def test_a_file_truncated_under_the_process_is_a_state_error(tmp_path: Pat
         with pytest.raises(StateError) as caught:
             await state.beat()
         assert f"the database file {path} was emptied (truncated to 0 bytes)" in str(caught.value)
-        with pytest.raises(StateError, match=r"state\.url 'sqlite:///.*': DatabaseError: database disk image is malformed"):
-            await state.sessions.create(owner="ada")
+        for call in (state.sessions.list, lambda: state.sessions.create(owner="ada")):  # not from a stale cache
+            with pytest.raises(StateError, match="emptied"):
+                await call()
     finally:
         await state.aclose()
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
-async def test_a_file_deleted_or_replaced_under_the_process_fails_the_beat(tmp_path: Path, how: str) -> None:
-    path = tmp_path / "state.db"
+async def test_a_file_deleted_or_replaced_under_the_process_fails_every_call_until_it_is_back(
+    tmp_path: Path, how: str
+) -> None:
+    path, kept = tmp_path / "state.db", tmp_path / "kept.db"
     state = await open_state(f"sqlite:///{path}")
     try:
-        await state.sessions.create(owner="ada")
+        session = await state.sessions.create(owner="ada")
         await state.beat()
+        os.link(path, kept)  # the same file under another name, to put back
         if how == "deleted":
             path.unlink()
             expected = "was deleted or moved away while this process used it"
@@ -145,7 +173,13 @@ async def test_a_file_deleted_or_replaced_under_the_process_fails_the_beat(tmp_p
         with pytest.raises(StateError) as caught:
             await state.beat()
         assert str(path) in str(caught.value) and expected in str(caught.value)
-        assert "stop it, put the file back" in str(caught.value)
+        assert "put it back, or stop this process" in str(caught.value)
+        for call in (state.sessions.list, lambda: state.sessions.create(owner="bob")):
+            with pytest.raises(StateError, match=expected):
+                await call()
+        os.replace(kept, path)  # put back
+        await state.beat()
+        assert [info.id for info in await state.sessions.list()] == [session.id]
     finally:
         await state.aclose()
 
