@@ -40,6 +40,13 @@ class StateConfig(ConfigModel):
     lease_seconds: float = Field(default=30, ge=1)
     """A session lock or a gateway's liveness lease lapses this long after its holder stopped
     renewing it (a holder that died, on another host; on this host a dead process is seen at once)."""
+    max_outage_seconds: float = Field(default=300, ge=0)
+    """A store that keeps failing (every heartbeat, a third of ``lease_seconds`` apart) for this
+    long makes ``serve`` stop and exit 1, so that its supervisor restarts it: a restart reconnects
+    (a Redis that failed over to another address), or fails at start with an error saying what is
+    wrong with the store, where a process left running would only answer errors. Shorter
+    outages (a Redis restart, a disk full until logs rotate) are ridden out: running queries go
+    on, and the store is used again once it works. 0 = never exit for this."""
     runs: RunRetentionConfig = Field(default_factory=RunRetentionConfig)
 
     @field_validator("url")

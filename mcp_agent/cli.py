@@ -4,7 +4,8 @@ Thin on purpose: parse the arguments, load the config, call into the library, pr
 progress go to stderr; stdout carries only the command's output (and, for ``serve --stdio``,
 only the MCP protocol).
 
-Exit codes: 0 success; 1 the run (or a check) ended without success, or a replay diverged;
+Exit codes: 0 success; 1 the run (or a check) ended without success, a replay diverged, or
+``serve`` stopped because the gateway could not serve any more (``GatewayFailed``: restart it);
 2 bad usage or config, or a recording that cannot be read.
 
 The config file is ``--config F`` when given, else the file named by ``$MCP_AGENT_CONFIG``
@@ -174,12 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
     from ._logs import say
 
-    def fail(message: str) -> int:
+    def fail(message: str, code: int = EXIT_USAGE) -> int:
         if args.log_format == "json":
             say(handler, message, level=logging.ERROR)
         else:
             print(f"mcp-agent: {message}", file=sys.stderr)
-        return EXIT_USAGE
+        return code
 
     if args.command == "replay":
         return _replay(args, fail)
@@ -188,7 +189,7 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
     import anyio
 
     from .config import load_config
-    from .exceptions import ConfigError
+    from .exceptions import ConfigError, GatewayFailed
 
     path, origin = config_path(args.config)
     try:
@@ -203,6 +204,8 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
         return int(anyio.run(command, config, args))
     except ConfigError as exc:
         return fail(str(exc))
+    except GatewayFailed as exc:  # exit 1: a supervisor restarts it
+        return fail(f"{exc}; exiting 1, for a supervisor to restart it", EXIT_FAILED)
     except KeyboardInterrupt:
         print("mcp-agent: interrupted", file=sys.stderr)
         return 130

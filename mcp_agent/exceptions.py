@@ -15,8 +15,9 @@ The hierarchy::
     ├── ToolCallError                 a tool call could not be made (unknown tool, server down)
     ├── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
     ├── ApprovalsFull                 too many approvals wait, in all or a caller's (.waiting, .limit, .caller)
-    └── StateError                    the state store (``state.url``) failed: disk, database, network
-        └── SessionTooLarge           a conversation is over ``state.maxSessionBytes`` (.size, .limit)
+    ├── StateError                    the state store (``state.url``) failed: disk, database, network
+    │   └── SessionTooLarge           a conversation is over ``state.maxSessionBytes`` (.size, .limit)
+    └── GatewayFailed                 the gateway could not serve any more (its service stopped, its store broken too long)
 
 Inside the agent loop failures are data, not exceptions: a tool error becomes a tool result the
 model reads, and a provider error ends the run with a termination reason. These exceptions are
@@ -251,3 +252,18 @@ class SessionTooLarge(StateError):
         self.session_id = session_id
         self.size = size
         self.limit = limit
+
+
+class GatewayFailed(MCPAgentError):
+    """The gateway stopped because it could not serve any more: its service ended on an error,
+    or its state store failed for longer than ``state.maxOutageSeconds``. ``serve`` raises it
+    after a graceful shutdown, and ``mcp-agent serve`` exits 1, so that a supervisor restarts the
+    process instead of leaving it alive and answering errors.
+
+    Args:
+        reason: what ended it.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the gateway stopped: {reason}")
+        self.reason = reason

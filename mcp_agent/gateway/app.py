@@ -39,6 +39,7 @@ from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from ..config import AgentConfig
+from ..exceptions import StateError
 from ..state.base import State
 from ._runner import as_dict
 from .lifespan import open_service
@@ -108,6 +109,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         405: f"{request.method} is not allowed on {request.url.path}",
     }
     return error_response(exc.status_code, message.get(exc.status_code, str(exc.detail)), kind, exc.headers)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as one line, a group of one as its one exception."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -200,7 +208,7 @@ class GatewayApp:
         self.starlette = Starlette(
             routes=routes,
             lifespan=self._lifespan,
-            exception_handlers={HTTPException: _http_error, Exception: _server_error},
+            exception_handlers={HTTPException: _http_error, StateError: self._state_error, Exception: _server_error},
         )
         inner: Any = BodyLimitMiddleware(self.starlette, gateway.max_request_bytes)
         inner = CallerAuthMiddleware(inner, self.service.callers)
@@ -215,8 +223,25 @@ class GatewayApp:
 
     @asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        async with open_service(self.service, self.factory, state=self.state), self.session_manager.run():
-            yield
+        """The service for the server's life. One that ends on an error, before the server asked
+        it to stop (a task of its own failed), or that cannot start, makes the gateway give up
+        (``GatewayService.give_up``): uvicorn would serve on without it, answering 503 forever."""
+        asked_to_stop = False
+        try:
+            async with open_service(self.service, self.factory, state=self.state), self.session_manager.run():
+                yield
+                asked_to_stop = True
+        except Exception as exc:
+            if not asked_to_stop:
+                self.service.give_up(f"its service ended: {_describe(exc)}")
+            raise
+
+    async def _state_error(self, request: Request, exc: Exception) -> Response:
+        """A request that met a failing store: a clear 503, and health says so at once."""
+        assert isinstance(exc, StateError)
+        self.service.store_failed(exc)
+        logger.warning("%s %s: %s", request.method, request.url.path, exc)
+        return error_response(503, f"the state store failed: {exc}", "state_error", {"Retry-After": "5"})
 
     def _watch_metrics(self) -> None:
         """The metrics read at each scrape of ``/metrics`` (the rest are counted from events)."""
@@ -234,6 +259,7 @@ class GatewayApp:
         watch("mcp_agent_servers_up", "Tool servers up now.", lambda: sum(s.get("status") == "up" for s in servers()))
         watch("mcp_agent_tools", "Tools offered to the model.", lambda: len(service.tool_specs()))
         watch("mcp_agent_queries_queued", "Queries waiting for a slot.", lambda: service.admissions.queued)
+        watch("mcp_agent_state_up", "1 while the state store works, else 0.", lambda: float(service.store.ok))
         watch("mcp_agent_events_dropped", "Events that slow listeners lost.", lambda: service.bus.dropped, kind="counter")
         watch("mcp_agent_event_listeners", "Open /api/v1/events streams.", lambda: service.bus.listeners)
         watch(

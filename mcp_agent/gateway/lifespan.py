@@ -129,15 +129,43 @@ def with_state(factory: AgentFactory, state: State) -> AgentFactory:
 
 async def keep_state(service: GatewayService, state: State) -> None:
     """Renew this gateway's liveness lease (``State.beat``) every third of ``lease_seconds`` and
-    recover what other replicas that died left behind, until cancelled. A failing store is
-    logged, and tried again next time."""
+    recover what other replicas that died left behind, until cancelled.
+
+    Never ends the service: a failing store (``StateError``; anything else a backend raises is
+    logged as the bug it is and counted the same) is shown in health (``service.store``) and
+    tried again at the next beat, which also says when it works again. A store failing for
+    longer than ``state.maxOutageSeconds`` makes the gateway give up (``service.give_up``): the
+    process exits non-zero, for its supervisor to restart it.
+    """
+    store = service.store
     while True:
         await anyio.sleep(state.limits.lease_seconds / 3)
         try:
             await state.beat()
             report(await state.recover())
-        except StateError as exc:
-            logger.warning("state: %s", exc)
+        except Exception as exc:
+            if not isinstance(exc, StateError):
+                logger.exception("state: the heartbeat failed")
+            said = store.error
+            if store.failed(exc):
+                logger.error(
+                    "state store failing: %s (health says so; tried again every %.3g s, for up to %s)",
+                    exc,
+                    state.limits.lease_seconds / 3,
+                    f"{store.max_outage:g} s (state.maxOutageSeconds)" if store.max_outage else "ever",
+                )
+            elif store.error != said:
+                logger.warning("state store still failing: %s", exc)
+        else:
+            down = store.worked()
+            if down is not None:
+                logger.warning("state store works again (it failed for %.1f s)", down)
+        if store.outage_over():
+            service.give_up(
+                f"the state store has failed for {store.failing_for():.0f} s "
+                f"(state.maxOutageSeconds is {store.max_outage:g}): {store.error}"
+            )
+            return
 
 
 def share_events(service: GatewayService, state: State, tasks: anyio.abc.TaskGroup) -> None:

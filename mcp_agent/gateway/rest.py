@@ -2,7 +2,8 @@
 
 Errors are JSON ``{"error": {"message", "type"}}`` with proper statuses: 400 (bad JSON or
 fields), 404, 405, 413 (middleware), 415 (a POST that is not ``application/json``, which also
-blocks simple-request CSRF), 429 (busy, with ``Retry-After``), 503 (starting, failed, stopping).
+blocks simple-request CSRF), 429 (busy, with ``Retry-After``), 503 (starting, failed, stopping;
+``state_error`` when the state store fails, answered for every route in ``app.py``).
 
 ``POST /api/v1/query`` answers the structured result; with ``Accept: text/event-stream`` it
 streams the run's events (``event: <type>``) and then ``event: result`` (``rest_answers.py``). A
@@ -143,6 +144,7 @@ class RestAPI:
             "servers_up": sum(1 for server in servers if server.get("status") == "up"),
             "servers_down": sum(1 for server in servers if server.get("status") not in ("up", "disabled")),
             "servers": servers,
+            "state": service.store.to_dict(),
             "queries_in_flight": service.in_flight,
             "queries_queued": service.admissions.queued,
             "error": redact_text(service.error) if service.error else None,

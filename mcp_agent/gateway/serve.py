@@ -9,6 +9,11 @@ queries so each caller gets a ``cancelled`` result where its transport still all
 long-lived streams, close the Agent (the ToolHub reaps every child), and return, so the process
 exits 0 well within 10 s. A second signal forces the exit.
 
+A gateway that can no longer serve (its service ended on an error, its state store failed past
+``state.maxOutageSeconds``: ``GatewayService.give_up``) shuts down the same way and then raises
+``GatewayFailed``, so that ``mcp-agent serve`` exits 1 and a supervisor restarts it: never a
+process left alive answering 503.
+
 stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
 while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
 logs go to stderr.
@@ -34,7 +39,7 @@ from mcp.server.stdio import stdio_server
 
 from .._paths import state_dir
 from ..config import AgentConfig
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, GatewayFailed
 from ..loop._records import open_agent_state
 from ..state.base import State
 from .app import GatewayApp, create_app
@@ -133,6 +138,7 @@ async def serve(
 
     Raises:
         ConfigError: a non-loopback bind without a token, or an address that cannot be bound.
+        GatewayFailed: the gateway could not serve any more and stopped (see the module docstring).
     """
     quiet_client_errors()
     # conversations survive a restart: SQLite in the state folder unless state.url says otherwise;
@@ -164,7 +170,11 @@ async def serve_app(
     """Serve ``app`` on the bound socket ``sock`` with uvicorn until a signal (or ``stop``).
 
     The first stop request drains the app (``GatewayApp.shutdown``) while uvicorn stops
-    accepting connections; a second one forces the exit.
+    accepting connections; a second one forces the exit. The app giving up
+    (``GatewayService.give_up``) is a stop request too.
+
+    Raises:
+        GatewayFailed: the app gave up: it could not serve any more.
     """
     host, bound_port = sock.getsockname()[:2]
     gateway = app.config.gateway
@@ -195,6 +205,7 @@ async def serve_app(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+        tg.start_soon(_signals_or, app.service.gave_up, False, on_stop)
 
         async def announce() -> None:
             while not server.started:
@@ -212,6 +223,8 @@ async def serve_app(
         finally:
             sock.close()
             tg.cancel_scope.cancel()
+    if app.service.fatal is not None:
+        raise GatewayFailed(app.service.fatal)
     logger.info("gateway stopped")
 
 
@@ -227,6 +240,9 @@ async def serve_stdio(
 
     What goes out on stdout has the known secrets masked, as the HTTP responses have
     (``middleware/secrets.py``).
+
+    Raises:
+        GatewayFailed: the service gave up (``GatewayService.give_up``): it could not serve any more.
     """
     from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
     async with stdio_server() as (read, write):
@@ -248,6 +264,9 @@ async def serve_stdio(
                     tg.start_soon(shut_down)
 
             tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+            tg.start_soon(_signals_or, service.gave_up, False, on_stop)
             await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
             tg.cancel_scope.cancel()
+    if service.fatal is not None:
+        raise GatewayFailed(service.fatal)
     logger.info("stdio gateway stopped")

@@ -16,7 +16,10 @@ answers health at once, ``starting`` until the tool servers are up) and yields a
   ``cancelled`` result while its transport still stands, and the queue is turned away.
 
 Conversations, approvals and run records live in the Agent's ``State`` (``state_store``, which
-``lifespan.open_service`` opens or is given, recovers and keeps alive).
+``lifespan.open_service`` opens or is given, recovers and keeps alive). How that store is doing is
+``store`` (``store_health.py``): health shows it. When the gateway can no longer serve (its
+service ended on an error, its store failed past ``state.maxOutageSeconds``), ``give_up`` says so
+and the server stops, so that the process exits non-zero and its supervisor restarts it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .._logs import RunLogFields, log_fields
 from .._types import JSONObject
 from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
+from ..exceptions import StateError
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 from ..state.base import State
@@ -44,6 +48,7 @@ from .callers import Caller, CallerBook
 from .eventbus import EventBus, FanOut, SharedEvents
 from .metrics import Metrics
 from .query_input import QueryInput
+from .store_health import StoreHealth, is_outage
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +140,12 @@ class GatewayService:
         self.agent: AgentLike | None = None
         self.state_store: State | None = None
         """Conversations, approvals and run records (``open_service`` opens or takes it)."""
+        self.store = StoreHealth(config.state.max_outage_seconds)
+        """How ``state_store`` is doing (the heartbeat and failing requests say; health shows it)."""
+        self.gave_up = anyio.Event()
+        """Set by ``give_up``: the server stops, and ``serve`` raises ``GatewayFailed``."""
+        self.fatal: str | None = None
+        """Why the gateway gave up (``give_up``), or None."""
         self.state = "starting"
         self.error: str | None = None
         self.ready = anyio.Event()
@@ -214,6 +225,20 @@ class GatewayService:
         self.error = message
         self.ready.set()
 
+    def give_up(self, reason: str) -> None:
+        """The gateway cannot serve any more: stop the server (gracefully: running queries get
+        their ``cancelled`` results) so that ``serve`` raises ``GatewayFailed`` and the process
+        exits non-zero, and its supervisor restarts it, instead of living on answering errors."""
+        if self.fatal is None:
+            self.fatal = reason
+            logger.critical("the gateway cannot serve any more and stops, to be restarted: %s", reason)
+        self.gave_up.set()
+
+    def store_failed(self, exc: StateError) -> None:
+        """A request met a failing store: health says so at once (the next good beat clears it)."""
+        if is_outage(exc) and self.store.failed(exc):
+            logger.error("state store failing: %s", exc)
+
     @property
     def in_flight(self) -> int:
         return self.metrics.in_flight
@@ -240,8 +265,9 @@ class GatewayService:
         """The gateway's status and, when ``degraded``, why.
 
         ``ok``: serving with everything up. ``degraded``: serving, but the model server was not
-        reachable, lacks the model, or tool servers are down (each a reason). ``starting``,
-        ``stopping`` (draining) and ``failed`` (the agent could not start): not serving.
+        reachable, lacks the model, tool servers are down, or the state store fails (each a
+        reason). ``starting``, ``stopping`` (draining) and ``failed`` (the agent could not start):
+        not serving.
         """
         if self.state != "ready":
             return self.state, [self.error] if self.state == "failed" and self.error else []
@@ -257,6 +283,8 @@ class GatewayService:
                 down.append(str(fields.get("name")))
         if down:
             reasons.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
+        if not self.store.ok:
+            reasons.append(f"state store failing: {self.store.error}")
         return ("degraded" if reasons else "ok"), reasons
 
     # ---------------------------------------------------------------- tool changes
@@ -358,9 +386,13 @@ class GatewayService:
             StateError: the state store failed.
         """
         sessions, caller = admission.agent.sessions, admission.caller
-        if request.session_id is None:
-            return dataclasses.replace(request, session_id=(await sessions.create(owner=caller.name)).id)
-        session = await sessions.get(request.session_id)
+        try:
+            if request.session_id is None:
+                return dataclasses.replace(request, session_id=(await sessions.create(owner=caller.name)).id)
+            session = await sessions.get(request.session_id)
+        except StateError as exc:
+            self.store_failed(exc)
+            raise
         if session is None or not caller.sees(getattr(session, "owner", None)):
             raise UnknownSession(request.session_id)
         return request

@@ -107,6 +107,9 @@ class Database:
         self._limiter = anyio.CapacityLimiter(1)
         self._writes = 0
         self._identity = _identity(self.path) if self.path is not None else None
+        self.lost: str | None = None
+        """Why the file opened is no longer the store (``check_file`` found it), or None: every
+        call fails with it, rather than read a stale cache or write where nobody will look."""
         db.execute("PRAGMA busy_timeout = 0")
         db.execute("PRAGMA wal_autocheckpoint = 0")
 
@@ -121,6 +124,8 @@ class Database:
     async def run(self, work: Callable[[sqlite3.Connection], T], *, write: bool = False) -> T:
         if self.closed:
             raise StateError(f"state.url {self.url!r}: the store is closed")
+        if self.lost is not None:
+            raise StateError(self.lost)
         if write:
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY == 0:
@@ -158,7 +163,8 @@ class Database:
         """Raise ``StateError`` when the file opened is no longer at its path (deleted, moved away
         or replaced under the running process: SQLite goes on writing into the file it holds,
         which nobody will open again, so the writes would be lost without a word), or was emptied
-        (SQLite answers from its cache for a while, then calls the file malformed).
+        (SQLite answers from its cache for a while, then calls the file malformed). Until a later
+        check finds the file back (moved back into place), every ``run`` fails the same way.
 
         Raises:
             StateError: the file is gone or another one is in its place (the message says what to do).
@@ -170,25 +176,29 @@ class Database:
             emptied = found == self._identity and self.path.stat().st_size == 0
         except OSError as exc:
             raise StateError(f"state.url {self.url!r}: cannot look at {self.path}: {exc.strerror or exc}") from exc
+        self.lost = None
         if emptied:
-            raise StateError(
+            self.lost = (
                 f"state.url {self.url!r}: the database file {self.path} was emptied (truncated to 0 bytes) while "
                 "this process used it; what it held is gone: stop it and restore the file from a backup (or delete "
                 "it, and its -wal and -shm, to start afresh)"
             )
-        if found != self._identity:
+        elif found != self._identity:
             what = "deleted or moved away" if found is None else "replaced by another file"
-            raise StateError(
-                f"state.url {self.url!r}: the database file {self.path} was {what} while this process used it; "
-                "what it stores now is lost when it exits: stop it, put the file back (or move its -wal and "
-                "-shm away too, to start afresh) and start it again"
+            self.lost = (
+                f"state.url {self.url!r}: the database file {self.path} was {what} while this process used it: "
+                "put it back, or stop this process (what it stored since is not in the file) and move the -wal "
+                "and -shm away too, to start afresh"
             )
+        if self.lost is not None:
+            raise StateError(self.lost)
 
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
-            with contextlib.suppress(StateError):
-                await self.checkpoint()
+            if self.lost is None:  # never copy pages into a file that is not the store any more
+                with contextlib.suppress(StateError):
+                    await self.checkpoint()
             await anyio.to_thread.run_sync(self.db.close, limiter=self._limiter)
 
 
