@@ -58,7 +58,7 @@ from .rest import RestAPI
 from .rest_answers import error_response
 from .resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
-from .service import AgentFactory, GatewayService
+from .service import AgentFactory, GatewayService, describe
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +109,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         405: f"{request.method} is not allowed on {request.url.path}",
     }
     return error_response(exc.status_code, message.get(exc.status_code, str(exc.detail)), kind, exc.headers)
-
-
-def _describe(exc: BaseException) -> str:
-    """An exception as one line, a group of one as its one exception."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -233,7 +226,7 @@ class GatewayApp:
                 asked_to_stop = True
         except Exception as exc:
             if not asked_to_stop:
-                self.service.give_up(f"its service ended: {_describe(exc)}")
+                self.service.give_up(f"its service ended: {describe(exc)}")
             raise
 
     async def _state_error(self, request: Request, exc: Exception) -> Response:

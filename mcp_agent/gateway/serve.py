@@ -12,7 +12,7 @@ exits 0 well within 10 s. A second signal forces the exit.
 A gateway that can no longer serve (its service ended on an error, its state store failed past
 ``state.maxOutageSeconds``: ``GatewayService.give_up``) shuts down the same way and then raises
 ``GatewayFailed``, so that ``mcp-agent serve`` exits 1 and a supervisor restarts it: never a
-process left alive answering 503.
+process left alive answering 503. Over stdio it exits 1 itself (``exit_for_a_restart`` says why).
 
 stdio: the same MCP server over stdin/stdout. The SDK's ``stdio_server`` points fd 1 at stderr
 while serving, so a stray print (ours, a library's, a child's) can never corrupt the protocol;
@@ -28,10 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from functools import partial
+from typing import NoReturn
 
 import anyio
 import uvicorn
@@ -48,7 +51,7 @@ from .lifespan import open_service
 from .mcp_server import create_mcp_server
 from .quiet_logs import quiet_client_errors
 from .security import check_bind
-from .service import AgentFactory, GatewayService
+from .service import AgentFactory, GatewayService, describe
 
 logger = logging.getLogger(__name__)
 
@@ -239,34 +242,55 @@ async def serve_stdio(
     """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``.
 
     What goes out on stdout has the known secrets masked, as the HTTP responses have
-    (``middleware/secrets.py``).
-
-    Raises:
-        GatewayFailed: the service gave up (``GatewayService.give_up``): it could not serve any more.
+    (``middleware/secrets.py``). A service that gives up (``GatewayService.give_up``) or ends on
+    an error is shut down, and then the process exits 1 (``exit_for_a_restart``) for its client
+    to start it again.
     """
     from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
-        async with open_service(service, factory, state=state), anyio.create_task_group() as tg:
+        try:
+            async with open_service(service, factory, state=state), anyio.create_task_group() as tg:
 
-            async def shut_down() -> None:
-                running = service.begin_shutdown()
-                if running:
-                    await service.wait_idle(QUERY_CANCEL_SECONDS)
-                    await anyio.sleep(0.2)  # lets the cancelled results reach stdout
-                tg.cancel_scope.cancel()
-
-            def on_stop(force: bool) -> None:
-                if force:
+                async def shut_down() -> None:
+                    running = service.begin_shutdown()
+                    if running:
+                        await service.wait_idle(QUERY_CANCEL_SECONDS)
+                        await anyio.sleep(0.2)  # lets the cancelled results reach stdout
                     tg.cancel_scope.cancel()
-                else:
-                    tg.start_soon(shut_down)
 
-            tg.start_soon(_signals_or, stop, handle_signals, on_stop)
-            tg.start_soon(_signals_or, service.gave_up, False, on_stop)
-            await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
-            tg.cancel_scope.cancel()
-    if service.fatal is not None:
-        raise GatewayFailed(service.fatal)
+                def on_stop(force: bool) -> None:
+                    if force:
+                        tg.cancel_scope.cancel()
+                    else:
+                        tg.start_soon(shut_down)
+
+                tg.start_soon(_signals_or, stop, handle_signals, on_stop)
+                tg.start_soon(_signals_or, service.gave_up, False, on_stop)
+                await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
+                tg.cancel_scope.cancel()
+        except Exception as exc:  # its service ended on an error (over HTTP: GatewayApp._lifespan)
+            service.give_up(f"its service ended: {describe(exc)}")
+        if service.fatal is not None:
+            await exit_for_a_restart(service.fatal, state)
     logger.info("stdio gateway stopped")
+
+
+async def exit_for_a_restart(reason: str, state: State | None) -> NoReturn:
+    """End a stdio gateway that gave up: close its state, say why, exit 1 (its service is shut
+    down already: runs cancelled, tool servers reaped).
+
+    Why not raise ``GatewayFailed`` as over HTTP: on its way out the SDK's ``stdio_server``
+    waits for its stdin reader, a worker thread blocked in ``read()`` until the client writes a
+    line or closes stdin, which nothing can cancel; the client would face a server that neither
+    answers nor exits.
+    """
+    if state is not None:
+        with anyio.CancelScope(shield=True):
+            await state.aclose()
+    logger.critical("the gateway stopped: %s; exiting 1, for its client to start it again", reason)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(1)

@@ -58,7 +58,14 @@ AgentFactory = Callable[..., AbstractAsyncContextManager[AgentLike]]
 """Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), called
 with the config, and with ``state=`` (the gateway's ``State``) when it takes that keyword."""
 
-__all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession"]
+__all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession", "describe"]
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line (a group of one: its one exception), for why a service ended."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 class NotReady(Exception):

@@ -368,3 +368,43 @@ async def test_a_store_that_keeps_failing_ends_the_gateway_after_max_outage(tmp_
     finally:
         server.stop()
 
+
+
+async def test_a_stdio_gateway_whose_store_stays_broken_exits_1(tmp_path: Path, model: Any) -> None:
+    server = RedisServer(tmp_path, persist=False).start()
+    config = tmp_path / "agent.json"
+    config.write_text(
+        json.dumps(
+            {
+                "llm": {"endpoint": model.base_url, "model": "m", "provider": "openai", "maxRetries": 0},
+                "state": {"url": server.url, "leaseSeconds": 1, "maxOutageSeconds": 1},
+            }
+        )
+    )
+    log = tmp_path / "stdio.log"
+    try:
+        with open(log, "wb") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mcp_agent", "serve", "--stdio", "--config", str(config)],
+                stdin=subprocess.PIPE,  # kept open: only the store ends it
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        try:
+            await eventually(lambda: b"mcp-agent:replica:" in server.command("KEYS", "*"), timeout=BOUND)  # it is up
+            server.stop()
+            code = await anyio.to_thread.run_sync(lambda: proc.wait(timeout=BOUND))
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+            assert proc.stdin is not None
+            proc.stdin.close()
+    finally:
+        server.stop()
+    said = log.read_text(errors="replace")
+    assert code == 1, said
+    assert "the gateway stopped: the state store has failed for" in said and "Redis failed" in said
+    assert "exiting 1, for its client to start it again" in said
