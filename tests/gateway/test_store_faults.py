@@ -343,6 +343,30 @@ class RelayThatBreaks(MemoryState):
         self.events = self.Events()
 
 
+class BeatThatBreaks(MemoryState):
+    """A memory state whose heartbeat fails with what no backend should raise, until ``mended``."""
+
+    def __init__(self) -> None:
+        super().__init__(StateLimits(lease_seconds=1))
+        self.mended = False
+
+    async def beat(self) -> None:
+        if not self.mended:
+            raise RuntimeError("a bug in a backend")
+        await super().beat()
+
+
+async def test_the_heartbeat_never_ends_the_service_whatever_the_store_raises(tmp_path: Path) -> None:
+    state = BeatThatBreaks()
+    async with gateway(config_for("memory://"), state=state) as gw, gw.client() as http:
+        await eventually(lambda: _failing(http), timeout=BOUND)
+        assert (await health(http))["state"]["error"] == "a bug in a backend"
+        assert (await ask(http, "echo hi")).status_code == 200  # still serving
+        state.mended = True
+        await eventually(lambda: _status(http, "ok"), timeout=BOUND)
+        assert gw.app.service.state == "ready" and not gw.failed
+
+
 async def test_a_gateway_whose_service_ends_on_an_error_stops_and_says_so(tmp_path: Path) -> None:
     config = config_for("memory://")
     async with gateway(config, state=RelayThatBreaks()) as gw:
