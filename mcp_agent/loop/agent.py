@@ -39,6 +39,7 @@ from ._emitter import Emitter
 from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
 from ._timeline import TimelineSink
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
+from .cancel import CancelSwitch
 from .guards import cut_parts
 from .history import trim_history
 from .recording import RecordTo
@@ -166,7 +167,7 @@ class Agent:
         session_id: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         events: EventSink | None = None,
-        cancel: anyio.Event | None = None,
+        cancel: CancelSwitch | None = None,
         caller: str | None = None,
     ) -> RunResult:
         """Answer ``text``; never raises for a run's outcome (read ``termination_reason``).
@@ -301,7 +302,7 @@ class Agent:
         limits: Limits,
         *,
         sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
+        cancel: CancelSwitch | None,
         caller: str | None,
         run_id: str | None = None,
         history: Sequence[Message] = (),
@@ -351,7 +352,7 @@ class Agent:
         limits: Limits,
         *,
         sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
+        cancel: CancelSwitch | None,
         caller: str | None,
         history: Sequence[Message] = (),
         session_id: str | None = None,

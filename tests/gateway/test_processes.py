@@ -16,6 +16,7 @@ import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from mcp_agent.gateway.service import SHUTTING_DOWN
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import answer_of, eventually, free_port
@@ -173,7 +174,9 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
         assert rest_answer[0].status_code == 200
         assert rest_answer[0].json()["termination_reason"] == "cancelled"
         assert mcp_answer[0].is_error
-        assert mcp_answer[0].content[0].text.startswith("Agent terminated (cancelled)")
+        # not "cancelled by the caller": nobody asked it to stop but the gateway's supervisor
+        assert mcp_answer[0].content[0].text.startswith(f"Agent terminated (cancelled): {SHUTTING_DOWN} (round 1)")
+        assert SHUTTING_DOWN in rest_answer[0].json()["error"]
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
         assert record.read_text().count("cancelled") == 2  # both inner calls were cancelled on the server
