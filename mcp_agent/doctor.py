@@ -68,10 +68,9 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
     from .gateway.security import check_bind
 
     try:
-        check_bind(gateway.host, gateway.has_tokens)
-    except ConfigError:
-        report.line("FAIL", f"gateway.host {gateway.host} is not loopback and no caller token is set")
-        report.detail("serve would refuse to start: set gateway.authToken (or callers) or bind 127.0.0.1")
+        check_bind(gateway.host, gateway.has_tokens, gateway.allowed_hosts)
+    except ConfigError as exc:
+        report.line("FAIL", f"serve would refuse to start: {exc}")
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:

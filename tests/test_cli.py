@@ -171,6 +171,16 @@ def test_serve_checks_host_and_port_like_the_config(tmp_path, option, message):
     assert "serving" not in done.stderr
 
 
+def test_serve_refuses_public_allowed_hosts_without_a_token_and_doctor_says_so(tmp_path):
+    config = write_config(tmp_path, None, gateway={"allowedHosts": ["agent.example.com"], "port": 0})
+    done = run_cli("serve", "--config", str(config), env={"MCP_AGENT_STATE_DIR": str(tmp_path / "state")})
+    assert done.returncode == 2
+    assert "refusing to serve gateway.allowedHosts ['agent.example.com'] without a token" in done.stderr
+    doctor = run_cli("doctor", "--config", str(config), timeout=90)
+    assert doctor.returncode == 1
+    assert "[FAIL] serve would refuse to start: refusing to serve gateway.allowedHosts" in doctor.stdout
+
+
 def test_missing_config_exits_2(tmp_path):
     done = run_cli("tools", "--config", str(tmp_path / "nope.json"))
     assert done.returncode == 2 and "nope.json" in done.stderr

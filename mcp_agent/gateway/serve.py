@@ -146,7 +146,7 @@ async def serve(
     gateway = config.gateway
     host = host or gateway.host
     port = gateway.port if port is None else port
-    check_bind(host, gateway.has_tokens)
+    check_bind(host, gateway.has_tokens, gateway.allowed_hosts)
     async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
         sock = bind_socket(host, port)
         app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None, state=state)
