@@ -228,7 +228,7 @@ async def serve_stdio(
     What goes out on stdout has the known secrets masked, as the HTTP responses have
     (``middleware/secrets.py``).
     """
-    from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
+    from ._masked_stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
@@ -248,6 +248,7 @@ async def serve_stdio(
                     tg.start_soon(shut_down)
 
             tg.start_soon(_signals_or, stop, handle_signals, on_stop)
-            await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
+            out = MaskedWriteStream(write)
+            await server.run(AnsweringReadStream(read, out), out, server.create_initialization_options())
             tg.cancel_scope.cancel()
     logger.info("stdio gateway stopped")
