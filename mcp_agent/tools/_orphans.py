@@ -278,7 +278,8 @@ def _read_record_file(path: Path) -> bytes:
         OSError: it cannot be opened (a symbolic link: ``ELOOP``).
         ValueError: it is not a regular file of ours, or too big to be a record.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # not inherited (PEP 446)
+    fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         if not stat_mode.S_ISREG(info.st_mode):
