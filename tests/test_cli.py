@@ -525,3 +525,28 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
     finally:
         os.close(write)
     assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("fifo", "a FIFO (named pipe), not a regular file: not a recording"),
+        ("/dev/zero", "a character device, not a regular file: not a recording"),
+        ("folder", "a folder, not a regular file: not a recording"),
+        ("missing", "cannot read the recording: No such file or directory"),
+    ],
+)
+def test_replay_refuses_what_is_not_a_regular_file_at_once(tmp_path, kind, says):
+    """``replay /dev/zero`` once ran out of memory and ``replay FIFO`` hung (a writer never came):
+    exit 2, one line, before anything is read."""
+    if kind == "fifo":
+        path = tmp_path / "run.jsonl"
+        os.mkfifo(path)
+    elif kind == "folder":
+        path = tmp_path
+    else:
+        path = Path(kind) if kind.startswith("/") else tmp_path / "missing.jsonl"
+    done = run_cli("replay", str(path), timeout=30)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"mcp-agent: replay: {path}: {says}\n"
