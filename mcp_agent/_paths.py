@@ -41,6 +41,7 @@ PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 _OTHERS = 0o077
 _WRITABLE_BY_OTHERS = 0o022
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # not on Windows
 
 
 def state_dir() -> Path:
@@ -83,6 +84,8 @@ def private_folder(path: str | os.PathLike[str], *, what: str, other: str) -> Pa
         return folder
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{what} {folder} is not a folder: {other}")
+    if os.name != "posix":  # no owner and mode bits to check (Windows: the folder's ACL decides)
+        return folder
     mode = stat.S_IMODE(info.st_mode)
     if info.st_uid != os.geteuid():
         raise ConfigError(
@@ -157,9 +160,9 @@ def open_private(path: str | os.PathLike[str]) -> IO[str]:
     Raises:
         OSError: it cannot be opened.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _CLOEXEC, PRIVATE_FILE)
     try:
-        if stat.S_IMODE(os.fstat(fd).st_mode) & _OTHERS:
+        if os.name == "posix" and stat.S_IMODE(os.fstat(fd).st_mode) & _OTHERS:
             os.fchmod(fd, PRIVATE_FILE)
         return os.fdopen(fd, "w", encoding="utf-8")
     except BaseException:
@@ -177,7 +180,7 @@ def create_private(path: str | os.PathLike[str]) -> bool:
         OSError: it cannot be created.
     """
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, PRIVATE_FILE))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE))
     except FileExistsError:
         return False
     return True

@@ -16,7 +16,7 @@ from mcp_agent.exceptions import StateError
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.guards import FAILURE_HINT
 from mcp_agent.loop.result import TerminationReason as R
-from mcp_agent.loop.sessions import MemorySessionStore, Session
+from mcp_agent.loop.sessions import MemorySessionStore, Session, import_session_files
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
@@ -509,3 +509,16 @@ async def test_what_the_agent_keeps_shows_no_known_secret_and_is_still_a_transcr
     sent = provider.requests[-1].messages
     assert_valid_transcript(sent)
     assert any("***" in message.content for message in sent if message.role == "user")
+
+
+async def test_conversations_of_earlier_versions_are_imported_without_known_secrets(tmp_path: Any) -> None:
+    secret = f"tok{secrets.token_hex(8)}"
+    remember_secrets([secret])
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    transcript = [{"role": "user", "content": f"the key is {secret}"}, {"role": "assistant", "content": "noted"}]
+    (folder / "old-1.json").write_text(json.dumps({"id": "old-1", "runs": 1, "transcript": transcript}))
+    store = MemorySessionStore()
+    assert await import_session_files(folder, store) == 1
+    kept = await store.get("old-1")
+    assert kept is not None and kept.transcript == (Message.user("the key is ***"), Message.assistant("noted"))
