@@ -550,3 +550,26 @@ def test_replay_refuses_what_is_not_a_regular_file_at_once(tmp_path, kind, says)
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == f"mcp-agent: replay: {path}: {says}\n"
+
+
+def test_every_command_refuses_a_state_folder_others_may_write_into(tmp_path):
+    """Another local user could read the conversations there and replace the tool cache."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    config = str(write_config(tmp_path, None))
+    for command in (["tools"], ["query", "hi"], ["query", "--session", "s", "hi"], ["doctor"], ["serve"]):
+        done = run_cli(*command, "--config", config, env={"MCP_AGENT_STATE_DIR": str(shared)})
+        assert done.returncode == 2, (command, done.stderr)
+        assert f"the state folder {shared} is writable by group and others (mode 0777)" in done.stderr, command
+        assert f"chmod 700 {shared}" in done.stderr and "MCP_AGENT_STATE_DIR" in done.stderr
+    assert os.listdir(shared) == []  # nothing written there
+
+
+def test_serve_refuses_a_record_folder_others_may_write_into(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs").chmod(0o777)
+    done = run_cli("serve", "--port", "0", "--config", str(write_config(tmp_path, None, gateway={"recordDir": "runs"})))
+    assert done.returncode == 2, done.stderr
+    assert f"gateway.recordDir {tmp_path / 'runs'} is writable by group and others" in done.stderr
+    assert "set gateway.recordDir to a folder of your own" in done.stderr and "serving" not in done.stderr

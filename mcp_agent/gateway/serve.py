@@ -15,7 +15,9 @@ logs go to stderr.
 
 State: conversations, approvals and run records live where ``state.url`` says; without it in
 SQLite at ``$MCP_AGENT_STATE_DIR/state.db`` (memory with ``--stateless``). The state is opened
-before the socket is bound, so a store that cannot be used is a clear start-up error.
+before the socket is bound, so a store that cannot be used is a clear start-up error; so is a
+state folder or a ``gateway.recordDir`` that another user owns or may write into
+(``_paths.private_folder``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from .._paths import state_dir
+from .._paths import private_folder, private_state_dir
 from ..config import AgentConfig
 from ..exceptions import ConfigError
 from ..loop._records import open_agent_state
@@ -51,6 +53,7 @@ GRACEFUL_SECONDS = 5
 """uvicorn's own deadline for open connections after our drain (a backstop; drain ends them)."""
 QUERY_CANCEL_SECONDS = 4.0
 """How long running queries get to end as ``cancelled`` and send their result."""
+_OTHER_RECORD_DIR = "set gateway.recordDir to a folder of your own"
 
 
 class _Server(uvicorn.Server):
@@ -138,7 +141,9 @@ async def serve(
     # conversations survive a restart: SQLite in the state folder unless state.url says otherwise;
     # --stateless (replicas behind a balancer) keeps them in memory unless state.url is shared
     stateless = stateless or config.gateway.stateless
-    default = None if stateless else state_dir() / "state.db"
+    default = None if stateless else private_state_dir() / "state.db"
+    if config.gateway.record_dir:  # recordings hold whole runs: refused where another user could read them
+        private_folder(config.base_dir / config.gateway.record_dir, what="gateway.recordDir", other=_OTHER_RECORD_DIR)
     if stdio:
         async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
             await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals, state=state)

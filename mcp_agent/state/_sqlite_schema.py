@@ -16,6 +16,9 @@ leaves the old version whole. The file runs in WAL mode (readers never block the
 processes on one machine share it, waiting up to ``BUSY_TIMEOUT`` seconds for each other's
 writes) with ``synchronous=NORMAL``: a crash of the process loses nothing committed, a power
 cut may lose the last commits but never leaves a damaged file.
+
+A new file is the user's alone: created 0600 (in a folder created 0700) before SQLite opens it,
+because SQLite gives the ``-wal`` and ``-shm`` files it creates the database file's mode.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .._paths import create_private, private_dirs
 from ..exceptions import ConfigError
 
 BUSY_TIMEOUT = 10.0
@@ -211,11 +215,15 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
     if path.is_dir():
         raise ConfigError(f"{where}: is a directory, not a database file", "state.url")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
     except OSError as exc:
         raise ConfigError(f"{where}: cannot create its folder: {exc.strerror or exc}", "state.url") from None
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
         raise ConfigError(f"{where}: no permission to read and write it", "state.url")
+    try:  # a new file is created 0600 before SQLite opens it: its -wal and -shm then are too
+        create_private(path)
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot create it: {exc.strerror or exc}", "state.url") from None
     db: sqlite3.Connection | None = None
     try:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)

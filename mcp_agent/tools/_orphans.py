@@ -4,7 +4,8 @@ Every stdio server we start carries ``MCP_AGENT_OWNER=<our pid>:<random token>``
 environment; its children inherit it (through ``npx``, shells and the like). While it runs, a
 small file in ``<state dir>/children/`` names its process group (pgid = the server's pid) and
 the server's start time, the marker, and us (pid and start time). The file is written
-atomically (rename) when the server starts and removed once its whole group is gone.
+atomically (rename) and owner-only (``_paths.write_private``) when the server starts, and
+removed once its whole group is gone.
 
 A gateway killed by SIGKILL cannot remove its files, and while its direct children get SIGTERM
 from the kernel (``_spawn.py``), their own children live on. So when a hub starts,
@@ -44,6 +45,7 @@ from typing import Any
 
 import anyio
 
+from .._paths import write_private
 from . import _procfs
 
 logger = logging.getLogger(__name__)
@@ -118,12 +120,8 @@ class ChildRecord:
 
 
 def write_record(folder: Path, record: ChildRecord) -> None:
-    """Write ``record`` atomically (a reader sees the whole file or none)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / record.filename
-    partial = path.with_name(f".{record.filename}.partial")
-    partial.write_text(json.dumps(record.to_dict()))
-    os.replace(partial, path)
+    """Write ``record`` atomically (a reader sees the whole file or none), for this user only."""
+    write_private(folder / record.filename, json.dumps(record.to_dict()))
 
 
 class ChildRecords:

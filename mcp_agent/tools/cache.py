@@ -2,8 +2,9 @@
 
 After a server has listed its tools, ``ToolCache.save`` writes what it listed (the tools as the
 server sent them, before filtering and compiling) to ``<state dir>/tool-cache/<server>-<key>.json``
-(atomically: a temporary file renamed over the old one). ``ToolCache.load`` reads it back on the
-next start, when the server's configuration still has the same ``cache_key``.
+(atomically: a temporary file renamed over the old one; the folder 0700, the file 0600, see
+``_paths``). ``ToolCache.load`` reads it back on the next start, when the server's configuration
+still has the same ``cache_key``.
 
 The same entry holds the server's resources, resource templates and prompts when it declared
 them (listed after its start, see ``_lists.py``), so the gateway can list those too while the
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._paths import private_dirs
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 
@@ -205,7 +207,7 @@ class ToolCache:
                 data[wire] = list(entries)
         path = self.path(server)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            private_dirs(self.folder)  # 0700; mkstemp's file is 0600
             fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=f".{path.name}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as file:

@@ -302,7 +302,7 @@ async def open_tool_hub(
         default_timeout: the per-call timeout when neither the server's ``callTimeoutSeconds``
             nor the caller's ``timeout`` sets one (None or 0: none).
         restart_policy: backoff and budget for restarting crashed servers.
-        state_dir: the state folder (``mcp_agent._paths.state_dir()`` for the CLI and the
+        state_dir: the state folder (``mcp_agent._paths.private_state_dir()`` for the CLI and the
             gateway): first reap what killed gateways left, then record every stdio server's
             process group in its ``children/`` while it runs. None (the default for library
             use): neither (Linux only either way).

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -392,3 +393,12 @@ async def test_a_restarting_server_keeps_its_catalog_listed_and_reads_say_it_res
             await hub.catalog.read_resource("gated://a")
         assert "server g is restarting" in caught.value.message
         assert told == []  # nothing was withdrawn
+
+
+def test_the_cache_folder_and_its_files_are_the_users_alone(tmp_path: Path) -> None:
+    cache = ToolCache.of_state_dir(tmp_path / "state")
+    config = StdioServerConfig(command="python", args=["server.py"])
+    assert cache.save("s", config, CachedList(tools=({"name": "echo"},), capabilities={}))
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache.folder.stat().st_mode) == 0o700
+    assert [stat.S_IMODE(p.stat().st_mode) for p in cache.folder.iterdir()] == [0o600]

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -221,6 +222,15 @@ def test_only_processes_with_the_dead_owners_marker_are_reaped(tmp_path: Path, l
     assert leader.wait(timeout=20) == -signal.SIGTERM
     assert alive(members) == members  # no marker, or another gateway's: never signalled
     assert list(tmp_path.glob("*.json")) == []
+
+
+def test_a_record_and_its_folder_are_the_users_alone(tmp_path: Path) -> None:
+    owner = dead_owner()
+    record = ChildRecord(owner.pid, owner.start_time, MARKER, 1, "fixture", _procfs.pid_namespace())
+    write_record(tmp_path / "children", record)
+    assert [p.name for p in (tmp_path / "children").iterdir()] == [record.filename]  # nothing left beside it
+    assert stat.S_IMODE((tmp_path / "children").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "children" / record.filename).stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize(
