@@ -12,10 +12,12 @@ listed it yet, or has more than ``MAX_CACHED_ENTRIES`` of it (such a list is ask
 once it is up, as without a cache).
 
 The key is a hash of everything that can change what the server lists: its command, args, cwd,
-env names and values, url, transport and headers, its ``allowTools``/``denyTools``, and the
-modification time of every argument that names an existing file (a script in ``servers/``, a
-fixture server). Secrets go into the hash only: a cache file holds the key and the lists, never
-the configuration. A cache file that cannot be read or parsed is ignored with a warning, one of
+env names and values, url, transport and headers, its ``allowTools``/``denyTools``, and what the
+command line resolves to on this machine (``_resolved.py``): the identity (real path, size,
+mtime, inode) of the executable and of every argument that names a file (a script in
+``servers/``), and for a package runner (``npx``, ``uvx``, ``pipx run``...) the versions of the
+package it would run that are found locally, unless the arguments pin one. Secrets go into the
+hash only: a cache file holds the key and the lists, never the configuration. A cache file that cannot be read or parsed is ignored with a warning, one of
 another ``CACHE_VERSION`` silently (each is overwritten by the next save).
 """
 
@@ -27,7 +29,6 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import Any
 
 from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
+from ._resolved import resolution
 
 logger = logging.getLogger(__name__)
 
@@ -88,29 +90,13 @@ def _entries(data: dict[str, Any], wire: str, key: str) -> tuple[JSONObject, ...
     return tuple(value)
 
 
-def _file_stamps(args: Sequence[str], cwd: str | None) -> dict[str, int]:
-    """``{arg: mtime_ns}`` for each argument that names an existing file (a server script)."""
-    stamps: dict[str, int] = {}
-    for arg in args:
-        if arg.startswith("-") or len(arg) > 4096:
-            continue
-        path = Path(arg)
-        if cwd is not None and not path.is_absolute():
-            path = Path(cwd) / path
-        try:
-            if path.is_file():
-                stamps[arg] = path.stat().st_mtime_ns
-        except OSError:
-            continue
-    return stamps
-
-
 def _digest(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 def cache_key(config: StdioServerConfig | RemoteServerConfig) -> str:
-    """A hash of everything in ``config`` (and on disk) that can change the server's tool list."""
+    """A hash of everything in ``config`` (and on disk) that can change the server's tool list:
+    a few ``stat`` calls and small reads, never a process or the network."""
     parts: dict[str, Any] = {
         "version": CACHE_VERSION,
         "allow": config.allow_tools,
@@ -122,7 +108,7 @@ def cache_key(config: StdioServerConfig | RemoteServerConfig) -> str:
             args=config.args,
             cwd=config.cwd,
             env={name: _digest(value) for name, value in sorted(config.env.items())},
-            files=_file_stamps(config.args, config.cwd),
+            resolved=resolution(config.command, config.args, config.env, config.cwd),
         )
     else:
         parts.update(

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,12 @@ import pytest
 from mcp import MCPError
 
 from mcp_agent.config import StdioServerConfig
+from mcp_agent.tools._resolved import is_pinned, package_spec
 from mcp_agent.tools.cache import CACHE_VERSION, MAX_CACHED_ENTRIES, CachedList, ToolCache, cache_key
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
 from mcp_agent.tools.restart import RestartPolicy
 
-from .conftest import FAST_RESTARTS, server
+from .conftest import FAST_RESTARTS, SERVERS, server
 
 
 async def until(condition: Any, seconds: float = 20) -> None:
@@ -392,3 +394,125 @@ async def test_a_restarting_server_keeps_its_catalog_listed_and_reads_say_it_res
             await hub.catalog.read_resource("gated://a")
         assert "server g is restarting" in caught.value.message
         assert told == []  # nothing was withdrawn
+
+
+# ------------------------------------------------------------------ what the command resolves to
+
+
+def launcher(path: Path, body: str = "") -> Path:
+    """An executable at ``path`` that runs the gated server (a stand-in for npx, uvx, a binary)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\n{body}exec "{sys.executable}" "{SERVERS / "gated.py"}"\n')
+    path.chmod(0o755)
+    return path
+
+
+def npm_manifest(folder: Path, version: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps({"name": "gated-pkg", "version": version}))
+
+
+def dist_info(site: Path, version: str) -> None:
+    for old in site.glob("gated_pkg-*.dist-info") if site.exists() else []:
+        old.rename(site / f"gated_pkg-{version}.dist-info")
+        return
+    (site / f"gated_pkg-{version}.dist-info").mkdir(parents=True)
+
+
+def upgrade_npx(tmp: Path, version: str) -> None:
+    npm_manifest(tmp / "npm" / "_npx" / "0a1b2c" / "node_modules" / "gated-pkg", version)
+
+
+def upgrade_local(tmp: Path, version: str) -> None:
+    npm_manifest(tmp / "work" / "node_modules" / "gated-pkg", version)
+
+
+def upgrade_uv_tool(tmp: Path, version: str) -> None:
+    tool = tmp / "uv-tools" / "gated-pkg"
+    dist_info(tool / "lib" / "python3.12" / "site-packages", version)
+    (tool / "uv-receipt.toml").write_text(f'[tool]\nrequirements = [{{ name = "gated-pkg" }}]\n# {version}\n')
+
+
+def upgrade_pipx_run(tmp: Path, version: str) -> None:
+    dist_info(tmp / "pipx" / ".cache" / "5e6f" / "lib" / "python3.12" / "site-packages", version)
+
+
+RUNNERS = {
+    "npx cache": ("npx", ["-y", "gated-pkg"], upgrade_npx),
+    "npx in cwd": ("npx", ["--yes", "gated-pkg"], upgrade_local),
+    "uvx tool": ("uvx", ["gated-pkg"], upgrade_uv_tool),
+    "uv tool run": ("uv", ["tool", "run", "--python", "3.12", "gated-pkg"], upgrade_uv_tool),
+    "pipx run": ("pipx", ["run", "gated-pkg"], upgrade_pipx_run),
+}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+async def test_a_package_upgrade_found_on_disk_is_a_new_cache_key(
+    files: dict[str, Path], tmp_path: Path, runner: str
+) -> None:
+    command, args, upgrade = RUNNERS[runner]
+    env = {
+        "npm_config_cache": str(tmp_path / "npm"),
+        "UV_TOOL_DIR": str(tmp_path / "uv-tools"),
+        "PIPX_HOME": str(tmp_path / "pipx"),
+    }
+    (tmp_path / "work").mkdir()
+    upgrade(tmp_path, "1.0.0")
+    config = gated(files, env=env, lazy=True).model_copy(
+        update={"command": str(launcher(tmp_path / "bin" / command)), "args": args, "cwd": str(tmp_path / "work")}
+    )
+    files["gate"].touch()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:  # learns and caches its list
+        assert status(hub).status == "up"
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "idle" and status(hub).from_cache  # the same package: the cache serves
+    upgrade(tmp_path, "1.1.0")  # the runner now has another version of the package: not that list
+    files["tools"].write_text("echo\nnew_in_1_1\n")
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        # no cached list for this version: started at once to learn it, as without a cache
+        assert status(hub).status == "up" and not status(hub).from_cache
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__new_in_1_1"]
+    assert starts(files["log"]) == 2
+
+
+async def test_a_replaced_executable_is_a_new_cache_key_even_with_its_old_mtime(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    binary = launcher(tmp_path / "bin" / "my-server")
+    config = gated(files).model_copy(update={"command": "my-server", "args": []})
+    config = config.model_copy(update={"env": {**config.env, "PATH": f"{binary.parent}:/usr/bin:/bin"}})
+    await warm(files, config)
+    cache = ToolCache(files["state"] / "tool-cache")
+    assert cache.load("g", config) is not None
+    stat = binary.stat()
+    launcher(binary, body=": upgraded\n")  # a new build at the same path, its mtime kept
+    os.utime(binary, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert cache.load("g", config) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "spec", "pinned"),
+    [
+        ("npx", ["-y", "@modelcontextprotocol/server-filesystem", "."], ("npm", "@modelcontextprotocol/server-filesystem"), False),
+        ("npx", ["-y", "@scope/pkg@1.2.3"], ("npm", "@scope/pkg@1.2.3"), True),
+        ("npx", ["-y", "pkg@latest"], ("npm", "pkg@latest"), False),
+        ("npx", ["--yes", "-p", "pkg@2", "pkg-cli"], ("npm", "pkg@2"), False),
+        ("/usr/local/bin/bunx", ["pkg@1.0.0-rc.1"], ("npm", "pkg@1.0.0-rc.1"), True),
+        ("npm", ["exec", "--", "pkg@1.0.0"], ("npm", "pkg@1.0.0"), True),
+        ("pnpm", ["dlx", "pkg"], ("npm", "pkg"), False),
+        ("uvx", ["mcp-server-git"], ("uv", "mcp-server-git"), False),
+        ("uvx", ["mcp-server-git@0.6.2"], ("uv", "mcp-server-git@0.6.2"), True),
+        ("uvx", ["--from", "mcp-server-git==0.6.2", "mcp-server-git"], ("uv", "mcp-server-git==0.6.2"), True),
+        ("uvx", ["--python", "3.12", "pkg>=1"], ("uv", "pkg>=1"), False),
+        ("uv", ["tool", "run", "pkg"], ("uv", "pkg"), False),
+        ("pipx", ["run", "--spec", "pkg==1.0", "pkg"], ("pipx", "pkg==1.0"), True),
+        ("python", ["server.py"], None, None),
+        ("uv", ["run", "server.py"], None, None),
+    ],
+)
+def test_package_runners_and_their_packages(
+    command: str, args: list[str], spec: tuple[str, str] | None, pinned: bool | None
+) -> None:
+    assert package_spec(command, args) == spec
+    if spec is not None:
+        assert is_pinned(spec[0], spec[1]) is pinned  # type: ignore[arg-type]
