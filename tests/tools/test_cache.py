@@ -21,7 +21,16 @@ from mcp import MCPError
 
 from mcp_agent.config import StdioServerConfig
 from mcp_agent.tools._resolved import is_pinned, package_spec
-from mcp_agent.tools.cache import CACHE_VERSION, MAX_CACHED_ENTRIES, CachedList, ToolCache, cache_key
+from mcp_agent.tools.cache import (
+    CACHE_VERSION,
+    MAX_CACHED_ENTRIES,
+    MAX_CONTAINERS,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    CachedList,
+    ToolCache,
+    cache_key,
+)
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
 from mcp_agent.tools.restart import RestartPolicy
 
@@ -178,6 +187,58 @@ async def test_a_corrupt_cache_file_is_ignored_with_a_warning(
         assert "ignoring corrupt file" in caplog.text
         assert json.loads(path.read_text())["tools"][0]["name"] == "echo"  # rewritten whole
         files["gate"].unlink()
+
+
+def hostile(kind: str, key: str) -> str:
+    """A cache file no save writes: too deep, too large, too many containers or entries."""
+    def entry(tools: list[Any], **more: Any) -> str:
+        return json.dumps({"version": CACHE_VERSION, "key": key, "capabilities": {}, "tools": tools, **more})
+
+    echo = {"name": "echo", "inputSchema": {"type": "object"}}
+    if kind == "deep":
+        return "[" * 100_000 + "]" * 100_000  # deeper than the JSON parser goes
+    if kind == "deep_in_schema":  # the parser takes it; the nesting cap does not
+        deep = "[" * (MAX_DEPTH + 10) + "]" * (MAX_DEPTH + 10)
+        return entry([echo]).replace('"object"}', f'"object", "default": {deep}}}', 1)
+    if kind == "large":
+        return entry([echo], padding="x" * MAX_FILE_BYTES)
+    if kind == "containers":
+        return entry([{**echo, "examples": [[]] * MAX_CONTAINERS}])
+    if kind == "many_tools":
+        return entry([{"name": f"t{i}"} for i in range(MAX_CACHED_ENTRIES + 1)])
+    assert kind == "many_prompts"
+    return entry([echo], prompts=[{"name": f"p{i}"} for i in range(MAX_CACHED_ENTRIES + 1)])
+
+
+@pytest.mark.parametrize("kind", ["deep", "deep_in_schema", "large", "containers", "many_tools", "many_prompts"])
+async def test_a_hostile_cache_file_is_ignored_with_a_warning_naming_it(
+    files: dict[str, Path], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    config = gated(files, lazy=True)
+    await warm(files, config)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    path.write_text(hostile(kind, cache_key(config)))
+    files["gate"].touch()
+    with caplog.at_level(logging.WARNING):
+        async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+            # started (lazy or not) to learn its list, as without a cache
+            assert status(hub).status == "up" and not status(hub).from_cache
+            assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+    assert f"tool cache: ignoring corrupt file {path}: " in caplog.text
+    assert json.loads(path.read_text())["tools"][0]["name"] == "echo"  # rewritten by the start
+
+
+async def test_lists_a_load_would_refuse_are_not_saved(files: dict[str, Path]) -> None:
+    files["tools"].write_text("".join(f"t{i}\n" for i in range(MAX_CACHED_ENTRIES + 1)))
+    files["gate"].touch()
+    config = gated(files)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": CACHE_VERSION, "key": cache_key(config), "tools": [{"name": "t0"}]}))
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        await until(lambda: status(hub).status == "up")
+        assert len(hub.list_tools()) == MAX_CACHED_ENTRIES + 1
+    assert not path.exists()  # not written, and the out-of-date entry is gone
 
 
 async def test_a_cached_server_that_fails_to_start_says_it_is_down(files: dict[str, Path]) -> None:
