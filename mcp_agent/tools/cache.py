@@ -22,11 +22,11 @@ hash only: a cache file holds the key and the lists, never the configuration.
 A cache only speeds up listing: it decides nothing about calls (``hub.py`` checks each call
 against the server's live list). Reading it is bounded, since anyone who can write the state
 folder can write it: a file larger than ``MAX_FILE_BYTES`` is not read past that, one with more
-than ``MAX_CONTAINERS`` objects and arrays is not parsed, one nested deeper than ``MAX_DEPTH`` or
-listing more than ``MAX_CACHED_ENTRIES`` tools (or catalog entries) is refused, and so is one that cannot be read or parsed, each with a warning naming the file and
-never an exception: the server then starts as without a cache. A file of another
-``CACHE_VERSION`` is ignored silently. Each is overwritten by the next save; lists that ``load``
-would refuse are not saved.
+than ``MAX_CONTAINERS`` objects and arrays is not parsed, one nested deeper than ``MAX_DEPTH``
+or listing more than ``MAX_CACHED_ENTRIES`` tools (or catalog entries) is refused, and so is
+one that cannot be read or parsed: each with a warning naming the file, never an exception, and
+the server then starts as without a cache. A file of another ``CACHE_VERSION`` is ignored
+silently. Each is overwritten by the next save; lists that ``load`` would refuse are not saved.
 """
 
 from __future__ import annotations

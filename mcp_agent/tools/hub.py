@@ -22,9 +22,9 @@ list (``live_spec``, the ``LiveToolSource`` side: the loop gates and validates o
 definition); a name the cache gave a tool the running server lacks, or that now belongs to
 another server's tool, is answered with an error and never carries a call or its arguments
 anywhere, and a definition that changed (owner, annotations, parameters) between the offer and
-the start is not called on the old one. The tool list is recomputed whenever a
-server comes up, restarts, fails or announces ``tools/list_changed``; subscribers are told
-when it actually changed.
+the start is not called on the old one. The tool list is recomputed whenever a server comes up,
+restarts, fails or announces ``tools/list_changed``; subscribers are told when it actually
+changed.
 
 With ``hub.catalog`` (``catalog.py``) the servers' resources and prompts are listed, read and
 got through the same live sessions (a starting server's from the cache); ``subscribe_catalog``
