@@ -107,7 +107,8 @@ class GatewayConfig(ConfigModel):
     max_query_chars: int = Field(default=20_000, ge=0)
     record_dir: str | None = None
     """Record every run to ``<recordDir>/<run id>.jsonl`` (``mcp-agent replay``); relative to the
-    config file's folder. None records nothing."""
+    config file's folder. None records nothing. The files are the user's alone (0600), and
+    ``serve`` refuses a folder another user owns or may write into (``_paths.private_folder``)."""
 
     @field_validator("auth_token")
     @classmethod

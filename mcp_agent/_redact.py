@@ -27,11 +27,12 @@ Two kinds of masking:
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 TYPE_CHECKING = False  # not typing's: the CLI imports this module before it parses its arguments
 if TYPE_CHECKING:
@@ -214,13 +215,17 @@ def is_secret_key(name: str) -> bool:
 
 
 def secrets_in_url(text: str) -> set[str]:
-    """The password (or lone user token) and secret-named query values of every URL in ``text``."""
+    """The password (or lone user token) and secret-named query values of every URL in ``text``;
+    for a password, also the ``user:password`` credential HTTP Basic sends (base64), which a
+    server may quote back."""
     found: set[str] = set()
     for match in _URL.finditer(text):
         try:
             parts = urlsplit(match.group(0))
             if parts.password:
                 found.add(parts.password)
+                userinfo = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+                found.add(base64.b64encode(userinfo.encode()).decode())  # as HTTP Basic sends it
             elif "@" in parts.netloc and parts.username:
                 found.add(parts.username)  # https://TOKEN@host: the token is the user
             found |= {value for name, value in parse_qsl(parts.query) if is_secret_name(name)}

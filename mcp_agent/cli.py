@@ -216,7 +216,7 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
 
 
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
-    from ._paths import state_dir
+    from ._paths import private_state_dir
     from .providers.endpoints import resolve_endpoint
 
     dialect = resolve_endpoint(config.llm).provider
@@ -230,7 +230,7 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
         async with open_tool_hub(
             config.servers(),
             default_timeout=config.limits.tool_timeout_seconds,
-            state_dir=state_dir(),
+            state_dir=private_state_dir(),
             start="wait" if args.fresh else "on_call",
         ) as hub:
             report = tools_report(hub.list_tools(), hub.status(), dialect)
@@ -244,12 +244,12 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
 async def _cached_listing(config: AgentConfig) -> Any:
     """Every server's tools from the tool cache, or None when one has no cached list. What
     killed gateways left is reaped first, as a hub does when it opens."""
-    from ._paths import state_dir
+    from ._paths import private_state_dir
     from .tools.cache import ToolCache
     from .tools.cached import cached_listing, reap_what_killed_gateways_left
 
-    await reap_what_killed_gateways_left(state_dir())
-    return cached_listing(config.servers(), ToolCache.of_state_dir(state_dir()))
+    await reap_what_killed_gateways_left(private_state_dir())
+    return cached_listing(config.servers(), ToolCache.of_state_dir(private_state_dir()))
 
 
 def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) -> dict[str, Any]:
@@ -359,17 +359,18 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     else ``~/.local/state/mcp-agent``), the gateway's own default, so ``serve`` and ``query`` share
     conversations. The JSON files earlier versions kept in ``sessions/`` there are imported into it
     once (``import_session_files``)."""
-    from ._paths import state_dir
+    from ._paths import private_state_dir
     from .exceptions import StateError
     from .loop._records import open_agent_state
     from .loop.sessions import import_session_files
 
-    state = await open_agent_state(config, default=state_dir() / "state.db")
+    folder = private_state_dir()
+    state = await open_agent_state(config, default=folder / "state.db")
     stack.push_async_callback(state.aclose)
     try:
-        await import_session_files(state_dir() / "sessions", state.sessions)
+        await import_session_files(folder / "sessions", state.sessions)
     except StateError as exc:
-        logger.warning("could not import the conversations of %s: %s", state_dir() / "sessions", exc)
+        logger.warning("could not import the conversations of %s: %s", folder / "sessions", exc)
     return state
 
 

@@ -68,10 +68,9 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
     from .gateway.security import check_bind
 
     try:
-        check_bind(gateway.host, gateway.has_tokens)
-    except ConfigError:
-        report.line("FAIL", f"gateway.host {gateway.host} is not loopback and no caller token is set")
-        report.detail("serve would refuse to start: set gateway.authToken (or callers) or bind 127.0.0.1")
+        check_bind(gateway.host, gateway.has_tokens, gateway.allowed_hosts)
+    except ConfigError as exc:
+        report.line("FAIL", f"serve would refuse to start: {exc}")
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:
@@ -114,7 +113,7 @@ async def _check_server(
     config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool
 ) -> None:
     """What the server is, and (for a local one, when the model is there) what it does with tools."""
-    from ._paths import state_dir
+    from ._paths import private_state_dir
     from .providers.checks import check_stream_tools, check_tools_kept, tools_hint
     from .providers.endpoints import SERVER_NAMES
     from .providers.factory import apply_server_info, create_provider
@@ -122,7 +121,8 @@ async def _check_server(
     from .providers.server_cache import CACHE_FILE, known_server, remember
     from .providers.server_info import sized_for_server
 
-    info = await known_server(config.llm, client, state_dir=state_dir(), refresh=True)
+    cache = private_state_dir() / CACHE_FILE
+    info = await known_server(config.llm, client, state_dir=cache.parent, refresh=True)
     name = SERVER_NAMES.get(info.kind, info.kind)
     version = f" {info.version}" if info.version else ""
     if info.source == "probe":
@@ -145,10 +145,10 @@ async def _check_server(
     if kept.dropped:
         report.line("warn", f"the server drops the tools it is offered ({counts}): the model never sees them")
         report.detail(tools_hint(info.kind))
-        remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=True)
+        remember(cache, config.llm, tools_dropped=True)
     elif kept.dropped is False:
         report.line("ok", f"tools reach the model ({counts})")
-        remember(state_dir() / CACHE_FILE, config.llm, tools_dropped=False)
+        remember(cache, config.llm, tools_dropped=False)
     else:
         report.line("warn", f"could not check that tools reach the model: {kept.error}")
     if not provider.endpoint.capabilities.stream_tools:
@@ -158,11 +158,11 @@ async def _check_server(
         report.detail(
             "remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)"
         )
-        remember(state_dir() / CACHE_FILE, config.llm, stream_tools=False)
+        remember(cache, config.llm, stream_tools=False)
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
-    from ._paths import state_dir
+    from ._paths import private_state_dir
     from .loop.approvals import require_warnings
     from .providers.endpoints import resolve_endpoint
     from .tools.hub import open_tool_hub
@@ -174,7 +174,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
     timeout = config.limits.tool_timeout_seconds
     # every server is really started (a cached list does not count as up), and each says how
     # its cached list compared
-    async with open_tool_hub(servers, default_timeout=timeout, state_dir=state_dir(), start="wait") as hub:
+    async with open_tool_hub(servers, default_timeout=timeout, state_dir=private_state_dir(), start="wait") as hub:
         tools = hub.list_tools()
         for status in hub.status():
             server = servers.get(status.name)

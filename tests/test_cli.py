@@ -171,6 +171,16 @@ def test_serve_checks_host_and_port_like_the_config(tmp_path, option, message):
     assert "serving" not in done.stderr
 
 
+def test_serve_refuses_public_allowed_hosts_without_a_token_and_doctor_says_so(tmp_path):
+    config = write_config(tmp_path, None, gateway={"allowedHosts": ["agent.example.com"], "port": 0})
+    done = run_cli("serve", "--config", str(config), env={"MCP_AGENT_STATE_DIR": str(tmp_path / "state")})
+    assert done.returncode == 2
+    assert "refusing to serve gateway.allowedHosts ['agent.example.com'] without a token" in done.stderr
+    doctor = run_cli("doctor", "--config", str(config), timeout=90)
+    assert doctor.returncode == 1
+    assert "[FAIL] serve would refuse to start: refusing to serve gateway.allowedHosts" in doctor.stdout
+
+
 def test_missing_config_exits_2(tmp_path):
     done = run_cli("tools", "--config", str(tmp_path / "nope.json"))
     assert done.returncode == 2 and "nope.json" in done.stderr
@@ -515,3 +525,51 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path):
     finally:
         os.close(write)
     assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("fifo", "a FIFO (named pipe), not a regular file: not a recording"),
+        ("/dev/zero", "a character device, not a regular file: not a recording"),
+        ("folder", "a folder, not a regular file: not a recording"),
+        ("missing", "cannot read the recording: No such file or directory"),
+    ],
+)
+def test_replay_refuses_what_is_not_a_regular_file_at_once(tmp_path, kind, says):
+    """``replay /dev/zero`` once ran out of memory and ``replay FIFO`` hung (a writer never came):
+    exit 2, one line, before anything is read."""
+    if kind == "fifo":
+        path = tmp_path / "run.jsonl"
+        os.mkfifo(path)
+    elif kind == "folder":
+        path = tmp_path
+    else:
+        path = Path(kind) if kind.startswith("/") else tmp_path / "missing.jsonl"
+    done = run_cli("replay", str(path), timeout=30)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == f"mcp-agent: replay: {path}: {says}\n"
+
+
+def test_every_command_refuses_a_state_folder_others_may_write_into(tmp_path):
+    """Another local user could read the conversations there and replace the tool cache."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    config = str(write_config(tmp_path, None))
+    for command in (["tools"], ["query", "hi"], ["query", "--session", "s", "hi"], ["doctor"], ["serve"]):
+        done = run_cli(*command, "--config", config, env={"MCP_AGENT_STATE_DIR": str(shared)})
+        assert done.returncode == 2, (command, done.stderr)
+        assert f"the state folder {shared} is writable by group and others (mode 0777)" in done.stderr, command
+        assert f"chmod 700 {shared}" in done.stderr and "MCP_AGENT_STATE_DIR" in done.stderr
+    assert os.listdir(shared) == []  # nothing written there
+
+
+def test_serve_refuses_a_record_folder_others_may_write_into(tmp_path):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs").chmod(0o777)
+    done = run_cli("serve", "--port", "0", "--config", str(write_config(tmp_path, None, gateway={"recordDir": "runs"})))
+    assert done.returncode == 2, done.stderr
+    assert f"gateway.recordDir {tmp_path / 'runs'} is writable by group and others" in done.stderr
+    assert "set gateway.recordDir to a folder of your own" in done.stderr and "serving" not in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets as secrets_module
 from urllib.parse import quote
@@ -177,6 +178,7 @@ def test_secrets_in_config_finds_keys_tokens_env_headers_urls_and_flags() -> Non
     found = secrets_in_config(data, substituted)
     assert found == {
         "url-password",
+        base64.b64encode(b"user:url-password").decode(),  # as HTTP Basic sends it
         "query-secret",
         "sk-literal-key",
         "fallback-key",

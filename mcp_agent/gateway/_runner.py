@@ -20,12 +20,12 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import anyio
 import mcp_types as types
 
 from .._types import JSONObject
 from ..config import AgentConfig, Limits
 from ..events import EventSink
+from ..loop.cancel import CancelSwitch
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 
@@ -44,7 +44,7 @@ class QueryRunner(Protocol):
         session_id: str | None = None,
         limits: Limits | None = None,
         events: EventSink | None = None,
-        cancel: anyio.Event | None = None,
+        cancel: CancelSwitch | None = None,
         caller: str | None = None,
     ) -> RunResult: ...
 

@@ -53,6 +53,7 @@ from .middleware import (
     HostOriginMiddleware,
 )
 from .middleware.late_errors import LateErrorGuard
+from .middleware.request_ids import UniqueRequestIds
 from .middleware.secrets import SecretsMiddleware
 from .rest import RestAPI
 from .rest_answers import error_response
@@ -193,7 +194,9 @@ class GatewayApp:
             Mount("/mcp/messages/", app=sse_alias.handle_post_message),
             Route(
                 "/mcp",
-                limit_http(LateErrorGuard(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager)))),
+                limit_http(
+                    LateErrorGuard(UniqueRequestIds(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager))))
+                ),
                 methods=["GET", "POST", "DELETE"],
             ),
             *rest.routes(),

@@ -39,7 +39,7 @@ from ..loop.result import RunResult
 from ._runner import ApprovalBook
 from .callers import Caller
 from .eventbus import BufferedSink, Relay
-from .service import Admission
+from .service import NO_ANSWER, Admission
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class ParkedRuns:
         while not parked.done.is_set():
             if parked.waiting and parked.asked and time.monotonic() - parked.last_seen > self.retry_window:
                 logger.info("the caller of a run did not come back with its answer; cancelling the run")
-                parked.admission.cancel.set()
+                parked.admission.cancel.set(NO_ANSWER)
                 await parked.done.wait()
                 self.drop(parked)
                 return

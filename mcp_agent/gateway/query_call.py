@@ -35,7 +35,7 @@ from .eventbus import BufferedSink, FanOut
 from .query_input import QueryInput, QueryInputError, parse_query_input
 from .resumable import GONE_KEY, Streams, cancel_when_gone
 from .run_progress import progress_sink, send_progress
-from .service import Admission, Busy, GatewayService, NotReady, UnknownSession
+from .service import CLIENT_GONE, Admission, Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class QueryCalls:
         finally:
             relay.target = None
             if not finished and not parked.done.is_set():  # the client went away mid-round
-                parked.admission.cancel.set()
+                parked.admission.cancel.set(CLIENT_GONE)
                 self.parked.drop(parked)
         if isinstance(stop, types.InputRequiredResult):
             return stop

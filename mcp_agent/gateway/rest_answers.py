@@ -30,7 +30,7 @@ from .eventbus import BufferedSink
 from .middleware import caller_of
 from .middleware._errors import error_body
 from .query_input import QueryInput
-from .service import Admission, Busy, GatewayService, NotReady, UnknownSession
+from .service import CLIENT_GONE, Admission, Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class QueryAnswer:
             async def watch() -> None:
                 while (await receive())["type"] != "http.disconnect":
                     pass
-                admission.cancel.set()
+                admission.cancel.set(CLIENT_GONE)
 
             tg.start_soon(watch)
             try:
@@ -256,7 +256,7 @@ class QueryAnswer:
 
             async def cancel_on_disconnect() -> None:
                 await gone.wait()
-                admission.cancel.set()
+                admission.cancel.set(CLIENT_GONE)
 
             tg.start_soon(run)
             tg.start_soon(cancel_on_disconnect)

@@ -42,6 +42,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..loop.cancel import Cancel
+from .service import CLIENT_GONE
+
 logger = logging.getLogger(__name__)
 
 GONE_KEY = "mcp_agent.gone"
@@ -221,7 +224,7 @@ class WatchDisconnect:
 
 
 async def cancel_when_gone(
-    gone: anyio.Event, cancel: anyio.Event, resumed: anyio.Event | None, grace: float = RESUME_GRACE_SECONDS
+    gone: anyio.Event, cancel: Cancel, resumed: anyio.Event | None, grace: float = RESUME_GRACE_SECONDS
 ) -> None:
     """Set ``cancel`` once the client is ``gone``, unless it ``resumed`` within ``grace`` seconds."""
     await gone.wait()
@@ -230,4 +233,4 @@ async def cancel_when_gone(
             await resumed.wait()
             return
     logger.info("the client left before its answer; cancelling the run")
-    cancel.set()
+    cancel.set(CLIENT_GONE)

@@ -14,6 +14,10 @@ check is switched off so that no route answers by a second, different rule.
 - Binding a non-loopback address without any token (``authToken`` or ``callers``) is refused.
   A bind name counts as loopback only when every address it resolves to is loopback: a name
   that merely ends in ``.localhost`` but resolves elsewhere does not.
+- So is a gateway without any token whose ``allowedHosts`` names a host other than a loopback
+  address or ``localhost``: accepting that Host means something (a reverse proxy, a tunnel, a
+  port forward) brings requests from elsewhere to the loopback port, and everyone who reaches
+  it would be the anonymous local caller, with every scope.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -67,19 +72,45 @@ def bind_is_loopback(host: str) -> bool:
     return bool(addresses) and all(_address_is_loopback(address) for address in addresses)
 
 
-def check_bind(host: str, has_token: bool) -> None:
-    """Refuse to serve a non-loopback address without a token.
+def check_bind(host: str, has_token: bool, allowed_hosts: Sequence[str] = ()) -> None:
+    """Refuse to serve a non-loopback address, or non-loopback Host names, without a token.
 
     Raises:
-        ConfigError: ``host`` is not loopback and no caller token is configured.
+        ConfigError: no caller token is configured and ``host`` is not loopback, or an entry of
+            ``allowed_hosts`` names another host (see the module docstring).
     """
-    if not has_token and not bind_is_loopback(host):
+    if has_token:
+        return
+    fix = (
+        'Set gateway.authToken (for example "authToken": "${MCP_AGENT_TOKEN}") or gateway.callers'
+    )
+    if not bind_is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host!r} without gateway.authToken: anyone who can reach it could "
-            "run queries and approve tool calls. Set gateway.authToken (for example "
-            '"authToken": "${MCP_AGENT_TOKEN}") or gateway.callers, or bind 127.0.0.1.',
+            f"run queries and approve tool calls. {fix}, or bind 127.0.0.1.",
             "gateway.authToken",
         )
+    remote = [name for name in allowed_hosts if not _names_loopback(name)]
+    if remote:
+        raise ConfigError(
+            f"refusing to serve gateway.allowedHosts {remote} without a token: a proxy or tunnel that "
+            "forwards those names lets anyone who reaches it run queries and approve tool calls as "
+            f"the local caller. {fix}, or remove them from gateway.allowedHosts.",
+            "gateway.allowedHosts",
+        )
+
+
+def _names_loopback(allowed: str) -> bool:
+    """Whether an ``allowedHosts`` entry names this machine only: a loopback address,
+    ``localhost`` or a ``*.localhost`` name (RFC 6761); no name is looked up."""
+    parts = split_host(allowed)
+    if parts is None:
+        return True  # never matches a Host header, so it admits nobody
+    name = parts[0]
+    known = _address_is_loopback(name)
+    if known is not None:
+        return known
+    return name == "localhost" or name.endswith(".localhost")
 
 
 def split_host(value: str) -> tuple[str, str | None] | None:

@@ -20,7 +20,9 @@ logs go to stderr.
 
 State: conversations, approvals and run records live where ``state.url`` says; without it in
 SQLite at ``$MCP_AGENT_STATE_DIR/state.db`` (memory with ``--stateless``). The state is opened
-before the socket is bound, so a store that cannot be used is a clear start-up error.
+before the socket is bound, so a store that cannot be used is a clear start-up error; so is a
+state folder or a ``gateway.recordDir`` that another user owns or may write into
+(``_paths.private_folder``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from .._paths import state_dir
+from .._paths import private_folder, private_state_dir
 from ..config import AgentConfig
 from ..exceptions import ConfigError, GatewayFailed
 from ..loop._records import open_agent_state
@@ -59,6 +61,7 @@ GRACEFUL_SECONDS = 5
 """uvicorn's own deadline for open connections after our drain (a backstop; drain ends them)."""
 QUERY_CANCEL_SECONDS = 4.0
 """How long running queries get to end as ``cancelled`` and send their result."""
+_OTHER_RECORD_DIR = "set gateway.recordDir to a folder of your own"
 
 
 class _Server(uvicorn.Server):
@@ -147,7 +150,9 @@ async def serve(
     # conversations survive a restart: SQLite in the state folder unless state.url says otherwise;
     # --stateless (replicas behind a balancer) keeps them in memory unless state.url is shared
     stateless = stateless or config.gateway.stateless
-    default = None if stateless else state_dir() / "state.db"
+    default = None if stateless else private_state_dir() / "state.db"
+    if config.gateway.record_dir:  # recordings hold whole runs: refused where another user could read them
+        private_folder(config.base_dir / config.gateway.record_dir, what="gateway.recordDir", other=_OTHER_RECORD_DIR)
     if stdio:
         async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
             await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals, state=state)
@@ -155,7 +160,7 @@ async def serve(
     gateway = config.gateway
     host = host or gateway.host
     port = gateway.port if port is None else port
-    check_bind(host, gateway.has_tokens)
+    check_bind(host, gateway.has_tokens, gateway.allowed_hosts)
     async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
         sock = bind_socket(host, port)
         app = create_app(config, factory=factory, bind_host=host, stateless=stateless or None, state=state)
@@ -246,7 +251,7 @@ async def serve_stdio(
     an error is shut down, and then the process exits 1 (``exit_for_a_restart``) for its client
     to start it again.
     """
-    from ._masked_stdio import MaskedWriteStream  # stdio alone needs it
+    from ._masked_stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)
@@ -268,7 +273,8 @@ async def serve_stdio(
 
                 tg.start_soon(_signals_or, stop, handle_signals, on_stop)
                 tg.start_soon(_signals_or, service.gave_up, False, on_stop)
-                await server.run(read, MaskedWriteStream(write), server.create_initialization_options())
+                out = MaskedWriteStream(write)
+                await server.run(AnsweringReadStream(read, out), out, server.create_initialization_options())
                 tg.cancel_scope.cancel()
         except Exception as exc:  # its service ended on an error (over HTTP: GatewayApp._lifespan)
             service.give_up(f"its service ended: {describe(exc)}")

@@ -38,6 +38,7 @@ from .._types import JSONObject
 from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
+from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..messages import ToolResult, ToolSpec
 from ..state.base import State
@@ -104,11 +105,17 @@ class ModelFailures:
             self.failed = anyio.Event()
 
 
+SHUTTING_DOWN = "cancelled: the gateway is shutting down (send the query again once it is back)"
+CLIENT_GONE = "cancelled: the caller's connection closed before the answer"
+NO_ANSWER = "cancelled: the caller did not come back with its answer to the approval question"
+"""Why the gateway cancels a run (the run's ``cancelled`` detail says it; see ``loop/cancel.py``)."""
+
+
 class Admission:
     """A query slot held for ``caller``; ``release`` (idempotent) gives it back."""
 
     def __init__(
-        self, service: GatewayService, agent: AgentLike, caller: Caller, slot: Slot, cancel: anyio.Event
+        self, service: GatewayService, agent: AgentLike, caller: Caller, slot: Slot, cancel: Cancel
     ) -> None:
         self.service = service
         self.agent = agent
@@ -159,7 +166,7 @@ class GatewayService:
         self.tools_version = 0
         self.tool_changes = ChangeNotices("tools-changed")
         self.catalog_changes = ChangeNotices("catalog")
-        self._running: set[anyio.Event] = set()
+        self._running: set[Cancel] = set()
         self._idle = anyio.Event()
         self._idle.set()
         self.model_server: JSONObject = {"reachable": None, "model_present": None, "error": None}
@@ -337,7 +344,7 @@ class GatewayService:
             raise NotReady("failed", f"the agent failed to start: {self.error}")
         raise NotReady("starting", "the agent is starting (tool servers are coming up); retry shortly")
 
-    async def admit(self, caller: Caller, *, wait_ready: float = 0, cancel: anyio.Event | None = None) -> Admission:
+    async def admit(self, caller: Caller, *, wait_ready: float = 0, cancel: Cancel | None = None) -> Admission:
         """A query slot for ``caller``: at once, or after waiting in the queue.
 
         Args:
@@ -365,7 +372,7 @@ class GatewayService:
             self.admissions.release(slot)
             self.metrics.reject("shutting_down")
             raise NotReady("stopping", "the gateway is shutting down")
-        admission = Admission(self, agent, caller, slot, cancel if cancel is not None else anyio.Event())
+        admission = Admission(self, agent, caller, slot, cancel if cancel is not None else Cancel())
         self._running.add(admission.cancel)
         if self._idle.is_set():
             self._idle = anyio.Event()
@@ -470,7 +477,7 @@ class GatewayService:
         self.ready.set()
         self.admissions.close()
         for cancel in list(self._running):
-            cancel.set()
+            cancel.set(SHUTTING_DOWN)
         return len(self._running)
 
     async def wait_idle(self, timeout: float) -> bool:

@@ -10,12 +10,19 @@ the run and owns the per-run guards (failure ledger, call book, executed-call co
    notes the round it repeats and whether it trips the loop guard. Then the gate gives its
    verdict (a denial is answered at once; ``need_approval`` waits at execution).
 2. The run checks the loop guard and the tool-call budget on the prepared ``Plan``.
-3. ``execute``: approvals are asked concurrently (all pending at once); then at most
+3. ``execute``: each call is first checked against its tool's live definition when the source
+   may have offered a cached one (``LiveToolSource``: the hub starts a lazy server here, within
+   its ``startupTimeoutSeconds``); a definition that differs in owner is answered with an error,
+   one that differs in annotations or parameters prepares the call again on it (validation and
+   the gate), so approvals are decided on what the server really offers. Then approvals are
+   asked concurrently (all pending at once); then at most
    ``maxParallelTools`` calls run in a task group, each under ``toolTimeoutSeconds`` (passed to
    the tool source) plus a loop-side safety bound. A result longer than ``maxResultChars`` is
    paged when the run has ``RunPages`` (``loop/pages.py``: the first page, a handle, and the
    ``read_result`` tool offered from then on, answered here without the tool source or the
    gate), else cut with a note; then, in call order, the ledger marks failures and adds the hint.
+   A call whose tool was redefined while it waited (for approval, for a free slot) is answered
+   with what changed instead of going out on a decision about the old definition.
 4. ``finish``: one tool message per call, in call order, whatever happened; a call that never
    ran is answered ``not executed: <why>``. Every call gets a ToolCallStarted/ToolCallEnded pair.
    The images a tool returned ride along on its message (``Message.images``); which of them
@@ -46,7 +53,7 @@ from ..events import (
 from ..exceptions import StateError
 from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..telemetry import NO_TRACE, RunTrace
-from ..tools.base import ToolSource
+from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
 from ..tools.content import content_images
 from ..tools.schema import checker_for, format_errors
 from ._emitter import Emitter
@@ -66,6 +73,9 @@ from .pages import RunPages
 from .result import ToolCallRecord
 
 logger = logging.getLogger(__name__)
+
+
+_CHECK_AGAIN = "The tools offered have been updated: check its definition and call it again if still needed."
 
 
 def safety_bound(timeout: float) -> float:
@@ -128,7 +138,7 @@ class Dispatcher:
     ) -> Plan:
         """Resolve, validate, fingerprint and gate each call, in order."""
         specs = {spec.name: spec for spec in offered}
-        plan = Plan(round, [])
+        plan = Plan(round, [], tainted=tainted)
         first_of: dict[str, int] = {}
         for index, call in enumerate(calls):
             slot = self._check(call, specs)
@@ -146,7 +156,9 @@ class Dispatcher:
             if plan.loop is None and is_loop(sighting.count, self.limits.loop_threshold):
                 plan.loop = (slot.call.name, sighting.count)
             if not self._reads_pages(slot.call.name):  # rereading what a tool already returned
-                await self._gate(round, slot, tainted)
+                await self._gate(slot, tainted)
+                if slot.done:
+                    self._rejected(round, slot)
         return plan
 
     def _check(self, call: ToolCall, specs: dict[str, ToolSpec]) -> Slot:
@@ -169,24 +181,31 @@ class Dispatcher:
                 "invalid_arguments",
             )
         else:
-            try:
-                check = checker_for(spec.parameters).check(call.arguments)
-            except Exception:  # a broken schema must not stop the run: call with what we have
-                logger.exception("validating the arguments of %s failed; calling it unvalidated", call.name)
-                return slot
-            if not check.ok:
-                slot.answer(format_errors(call.name, check), "invalid_arguments")
-            else:
-                slot.call = replace(call, arguments=check.arguments)
+            self._validate(slot, spec)
         return slot
 
-    async def _gate(self, round: int, slot: Slot, tainted: bool) -> None:
+    @staticmethod
+    def _validate(slot: Slot, spec: ToolSpec) -> None:
+        """Validate and coerce the call's arguments against ``spec``; answer the slot when invalid."""
+        call = slot.call
+        try:
+            check = checker_for(spec.parameters).check(call.arguments)
+        except Exception:  # a broken schema must not stop the run: call with what we have
+            logger.exception("validating the arguments of %s failed; calling it unvalidated", call.name)
+            return
+        if not check.ok:
+            slot.answer(format_errors(call.name, check), "invalid_arguments")
+        else:
+            slot.call = replace(call, arguments=check.arguments)
+
+    async def _gate(self, slot: Slot, tainted: bool) -> None:
+        """Ask the gate: a denial answers the slot, ``need_approval`` marks it (the caller emits)."""
+        slot.needs_approval = False
         if self.gate is None:
             return
         verdict = await self.gate.check(slot.call, tainted=tainted)
         if verdict.kind == "deny":
             slot.answer(denied_text(verdict.reason or "blocked by policy"), "denied")
-            self._rejected(round, slot)
         elif verdict.kind == "need_approval":
             slot.needs_approval = True
 
@@ -203,7 +222,7 @@ class Dispatcher:
         async with anyio.create_task_group() as tg:
             for slot in plan.slots:
                 if slot.pending:
-                    tg.start_soon(self._run_one, plan.round, slot, limiter)
+                    tg.start_soon(self._run_one, plan.round, slot, limiter, plan.tainted)
         for slot in plan.slots:  # in call order: the ledger, then the shared copies
             if slot.result is not None:
                 mark = self.ledger.record(slot.call.name, slot.result.text, is_error=slot.result.is_error)
@@ -216,9 +235,14 @@ class Dispatcher:
                 slot.handle = first.handle
                 self._rejected(plan.round, slot)
 
-    async def _run_one(self, round: int, slot: Slot, limiter: anyio.CapacityLimiter) -> None:
+    async def _run_one(
+        self, round: int, slot: Slot, limiter: anyio.CapacityLimiter, tainted: bool = False
+    ) -> None:
         try:
-            if slot.needs_approval:
+            refused = await self._go_live(round, slot, tainted)
+            if slot.done:  # prepared again on the live definition: invalid, or denied
+                return
+            if slot.needs_approval and refused is None:
                 self._started(round, slot)
                 decision = await self._ask(slot)
                 if not decision.approved:
@@ -232,7 +256,7 @@ class Dispatcher:
                 start = time.perf_counter()
                 try:
                     with slot.span.current():  # an MCP call made inside carries the span's context
-                        result = await self._call(slot.call, slot.timeout)
+                        result = refused or self._redefined(slot) or await self._call(slot.call, slot.timeout)
                 finally:  # also when cut off: the event says how long it ran
                     slot.ms = (time.perf_counter() - start) * 1000
             slot.result = result
@@ -246,6 +270,49 @@ class Dispatcher:
         finally:
             if slot.started:
                 self._ended(round, slot)
+
+    async def _go_live(self, round: int, slot: Slot, tainted: bool) -> ToolResult | None:
+        """Check the call against its tool's live definition before anything else happens to it.
+
+        A ``LiveToolSource`` may have offered a definition read from a cache: it starts the
+        tool's server if need be and gives the live one (``live_spec``). When the live
+        definition differs in what the checks rely on (``redefinition``), the call is prepared
+        again on it: validated against its parameters and gated on its annotations, so an
+        approval is asked, or not, for what the server really offers. A name that now belongs
+        to another tool, or to none, is answered with the source's error (returned: the call
+        does not go out, its arguments go nowhere).
+        """
+        name = slot.call.name
+        if slot.spec is None or self._reads_pages(name) or not isinstance(self.tools, LiveToolSource):
+            return None
+        live = await self.tools.live_spec(name)
+        if isinstance(live, ToolResult):
+            return live
+        checked, slot.spec = slot.spec, live
+        if not same_owner(checked, live):
+            return ToolResult(f"tool {name} was not called: {redefinition(checked, live)}. {_CHECK_AGAIN}", is_error=True)
+        if not redefinition(checked, live):
+            return None
+        self._validate(slot, live)
+        if not slot.done:
+            await self._gate(slot, tainted)
+        if slot.done:
+            self._started(round, slot)
+        return None
+
+    def _redefined(self, slot: Slot) -> ToolResult | None:
+        """An error instead of the call when the tool's definition changed since the call was
+        checked (while it waited for approval or for a free slot): the decision was about the
+        old one."""
+        if slot.spec is None or self._reads_pages(slot.call.name):
+            return None
+        now = next((spec for spec in self.tools.list_tools() if spec.name == slot.call.name), None)
+        what = redefinition(slot.spec, now) if now is not None else ""
+        if not what:
+            return None
+        return ToolResult(
+            f"tool {slot.call.name} was not called: {what} while the call waited. {_CHECK_AGAIN}", is_error=True
+        )
 
     async def _shorten(self, slot: Slot, text: str) -> str:
         """A result the model can take: paged, or cut with a note, when longer than a page (cut

@@ -61,11 +61,13 @@ class Plan:
         round: the round the turn belongs to.
         slots: one per call, in the model's order.
         loop: ``(name, occurrences)`` when a call trips the loop guard.
+        tainted: tool output was in the context when the calls were made (the gate's ``tainted``).
     """
 
     round: int
     slots: list[Slot]
     loop: tuple[str, int] | None = None
+    tainted: bool = False
 
     @property
     def calls(self) -> tuple[ToolCall, ...]:

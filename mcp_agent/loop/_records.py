@@ -4,6 +4,14 @@ store kept from costing a run its answer.
 A store that fails (``StateError``) is logged and never ends a run: a run record that cannot be
 written is lost (the run still answers), a transcript that cannot be saved is said in the
 result's ``detail`` (``note_unsaved``).
+
+What is kept shows no known secret (``_redact``: the API keys, tokens, secret headers and env,
+URL passwords of the config and the environment), whatever the backend: a run record is masked
+in ``quietly``, the one way records are written, and a transcript in ``kept_transcript``, the
+one way the Agent saves one. The values stay what they were (a masked transcript is a valid
+transcript, sent to the model on the session's next run with ``***`` where a secret was); only
+the secrets' text becomes ``***``. (Approvals mask their arguments in ``ApprovalQueue.submit``,
+pages their text in ``Pages.page``.)
 """
 
 from __future__ import annotations
@@ -11,12 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
+from .._redact import mask_secrets_in
 from .._types import JSONObject
 from ..config import AgentConfig
 from ..exceptions import StateError
+from ..messages import Message
 from ..state import open_state
 from ..state.base import State
 from ..state.memory import MemoryState
@@ -97,11 +107,23 @@ def broken_off(
 
 
 async def quietly(write: Callable[[RunRecord], Awaitable[None]], record: RunRecord) -> None:
-    """Write a run record; a failing store is logged, never raised."""
+    """Write a run record, its known secrets masked; a failing store is logged, never raised."""
+    data = record.to_dict()
+    masked = mask_secrets_in(data)
     try:
-        await write(record)
+        await write(record if masked == data else RunRecord.from_dict(masked))
     except StateError as exc:
         logger.warning("run %s: could not record it: %s", record.id, exc)
+
+
+def kept_transcript(transcript: Sequence[Message]) -> tuple[Message, ...]:
+    """``transcript`` as the state keeps it: each message with its known secrets masked."""
+    kept = []
+    for message in transcript:
+        data = message.to_dict()
+        masked = mask_secrets_in(data)
+        kept.append(message if masked == data else Message.from_dict(masked))
+    return tuple(kept)
 
 
 def note_unsaved(result: RunResult, why: str) -> RunResult:

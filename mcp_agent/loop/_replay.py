@@ -26,25 +26,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import anyio
 
 from ..config import AgentConfig, load_config
 from ..messages import ToolSpec
 from ..providers.server_info import ServerInfo, sized_for_server
-from ._record_format import read_recording
+from ._record_format import config_from_settings, read_recording
 from ._replay_compare import COMPARED, json_diff, of_name, plain, setting_changes, where
 from ._replay_report import ReplayReport
 from ._replay_standins import EventCheck, Replayer, ReplayPages, ReplayProvider, ReplayTools
 from .agent import Agent
 from .sessions import MemorySessionStore
 
-
-def config_from_settings(settings: Mapping[str, Any]) -> AgentConfig:
-    """The AgentConfig a recording's ``settings`` describe (no servers, no model server)."""
-    return AgentConfig.model_validate(dict(settings))
+__all__ = ["config_from_settings", "replay"]
 
 
 def _filtered(specs: Sequence[ToolSpec], config: AgentConfig) -> list[ToolSpec]:
@@ -86,7 +82,7 @@ async def replay(
     specs = recording.tool_specs
     recorded_settings = header["settings"]
     if config is None:
-        agent_config, source = config_from_settings(recorded_settings), "recording"
+        agent_config, source = recording.config, "recording"
     else:
         if not isinstance(config, AgentConfig):
             source = str(config)
@@ -100,7 +96,7 @@ async def replay(
     changes = setting_changes(recorded_settings, plain(settings_of(agent_config)))
     replayer = Replayer(recording)
     check = EventCheck(replayer)
-    history = [_message(m) for m in header.get("history") or []]
+    history = recording.history
     session_id = header.get("session_id") if history else None
     sessions = MemorySessionStore()
     if session_id:
@@ -137,12 +133,6 @@ async def replay(
         setting_changes=tuple(changes),
         ms=round((time.perf_counter() - start) * 1000, 3),
     )
-
-
-def _message(data: Mapping[str, Any]) -> Any:
-    from ..messages import Message
-
-    return Message.from_dict(data)
 
 
 def _check_end(rp: Replayer, reason: str, answer: str) -> None:

@@ -23,11 +23,11 @@ from ..exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from ..messages import ToolResult, ToolSpec, Turn, Usage
+from ..messages import ToolResult, ToolSpec, Turn
 from ..providers.base import DeltaCallback, ModelRequest
 from ..providers.server_info import ServerInfo
 from ..state.memory import MemoryPageStore
-from ._record_format import Recording, request_to_dict, result_from_dict
+from ._record_format import RecordedError, Recording, request_to_dict
 from ._replay_compare import COMPARED, event_what, json_diff, of_name, plain, request_difference, where
 from ._replay_report import Divergence
 from .agent import Agent
@@ -66,11 +66,11 @@ class Replayer:
     def check_tools_used(self, after: int) -> None:
         """Every recorded call made after model call ``after`` was made again."""
         for index, tool in enumerate(self.recording.tools):
-            if tool["after_model"] == after and not self.used_tools[index]:
+            if tool.after_model == after and not self.used_tools[index]:
                 self.diverge(
-                    f"tool call {tool['name']} after model call {after}",
-                    f"the recording called {tool['name']} here; the replay did not",
-                    json_diff(tool["arguments"], None),
+                    f"tool call {tool.name} after model call {after}",
+                    f"the recording called {tool.name} here; the replay did not",
+                    json_diff(tool.arguments, None),
                 )
                 return
 
@@ -97,27 +97,28 @@ class ReplayProvider:
                 f"the loop made a model call the recording does not have (it has {len(models)})",
                 json_diff(None, last),
             )
-        elif (difference := request_difference(models[n - 1]["request"], now)) is not None:
+        elif (difference := request_difference(models[n - 1].request, now)) is not None:
             rp.diverge(f"model call {n}", *difference)
         if rp.divergence is not None:
             raise rp.stopped()
         recorded = models[n - 1]
-        if "error" in recorded:
-            raise _error_from(recorded["error"])
-        return Turn.from_dict(recorded["turn"])
+        if recorded.error is not None:
+            raise _error_from(recorded.error)
+        assert recorded.turn is not None  # read_recording: a turn or an error
+        return recorded.turn
 
 
-def _error_from(data: Mapping[str, Any]) -> ProviderError:
-    cls = _ERRORS.get(str(data.get("type")), ProviderError)
+def _error_from(data: RecordedError) -> ProviderError:
+    cls = _ERRORS.get(data.type, ProviderError)
     error = cls(
-        str(data.get("message", "")),
-        status=data.get("status"),
-        request_id=data.get("request_id"),
-        terminal=bool(data.get("terminal")),
-        retryable=bool(data.get("retryable")),
+        data.message,
+        status=data.status,
+        request_id=data.request_id,
+        terminal=data.terminal,
+        retryable=data.retryable,
     )
-    if data.get("usage"):
-        error.usage = Usage.from_dict(data["usage"])
+    if data.usage is not None:
+        error.usage = data.usage
     return error
 
 
@@ -136,23 +137,21 @@ class ReplayTools:
     ) -> ToolResult:
         rp = self.replayer
         after, args = rp.model_calls, plain(arguments)
-        here = [
-            i for i, t in enumerate(rp.recording.tools) if t["after_model"] == after and not rp.used_tools[i]
-        ]
+        here = [i for i, t in enumerate(rp.recording.tools) if t.after_model == after and not rp.used_tools[i]]
         for index in here:
             tool = rp.recording.tools[index]
-            if tool["name"] == name and tool["arguments"] == args:
+            if tool.name == name and tool.arguments == args:
                 rp.used_tools[index] = True
-                return result_from_dict(tool["result"])
-        same = [rp.recording.tools[i] for i in here if rp.recording.tools[i]["name"] == name]
+                return tool.result
+        same = [rp.recording.tools[i] for i in here if rp.recording.tools[i].name == name]
         if same:
             rp.diverge(
                 f"tool call {name} after model call {after}",
                 f"{name} was called with other arguments",
-                json_diff(same[0]["arguments"], args),
+                json_diff(same[0].arguments, args),
             )
         else:
-            recorded = ", ".join(rp.recording.tools[i]["name"] for i in here) or "none"
+            recorded = ", ".join(rp.recording.tools[i].name for i in here) or "none"
             rp.diverge(
                 f"tool call {name} after model call {after}",
                 f"the recording has no call of {name} here (recorded here: {recorded})",

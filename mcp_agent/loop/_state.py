@@ -31,6 +31,7 @@ from ._dispatch import Dispatcher
 from ._emitter import Emitter
 from ._plan import Plan
 from .approvals import ApprovalQueue, Gate
+from .cancel import CancelSwitch, why
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history
 from .pages import RunPages
@@ -66,7 +67,7 @@ class RunState:
         system_prompt: str | None,
         history: Sequence[Message],
         sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
+        cancel: CancelSwitch | None,
         gate: Gate | None,
         approvals: ApprovalQueue | None,
         run_id: str,
@@ -123,7 +124,7 @@ class RunState:
 
     def interrupted(self) -> Ending | None:
         if self.cancel is not None and self.cancel.is_set():
-            detail = f"cancelled by the caller (round {self.rounds})"
+            detail = f"{why(self.cancel)} (round {self.rounds})"
             return Ending(R.CANCELLED, detail, self.partial, why="cancelled", truncated=bool(self.partial))
         if self.deadline is not None and anyio.current_time() >= self.deadline:
             return self.timed_out()
@@ -310,7 +311,7 @@ def _run_pages(
 
 
 @asynccontextmanager
-async def cancelled_by(cancel: anyio.Event | None) -> AsyncIterator[None]:
+async def cancelled_by(cancel: CancelSwitch | None) -> AsyncIterator[None]:
     """Cut the body off (quietly) as soon as ``cancel`` is set."""
     if cancel is None:
         yield

@@ -36,9 +36,10 @@ from ..tools.base import ToolSource
 from ..tools.router import ToolRouter
 from ._dispatch import Dispatcher
 from ._emitter import Emitter
-from ._records import begun, broken_off, finished, memory_state, note_unsaved, quietly
+from ._records import begun, broken_off, finished, kept_transcript, memory_state, note_unsaved, quietly
 from ._timeline import TimelineSink
 from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
+from .cancel import CancelSwitch
 from .guards import cut_parts
 from .history import trim_history
 from .recording import RecordTo
@@ -166,7 +167,7 @@ class Agent:
         session_id: str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
         events: EventSink | None = None,
-        cancel: anyio.Event | None = None,
+        cancel: CancelSwitch | None = None,
         caller: str | None = None,
     ) -> RunResult:
         """Answer ``text``; never raises for a run's outcome (read ``termination_reason``).
@@ -230,7 +231,7 @@ class Agent:
 
     async def _save(self, session: Session, result: RunResult) -> RunResult:
         """Keep the run's transcript in its session; a failure goes into ``detail``, the answer stays."""
-        transcript = trim_history(result.transcript, self.config.limits.max_history_chars)
+        transcript = kept_transcript(trim_history(result.transcript, self.config.limits.max_history_chars))
         try:
             saved = await self._sessions.save(session, transcript, release=True)  # the hold's last write
         except StateError as exc:
@@ -301,7 +302,7 @@ class Agent:
         limits: Limits,
         *,
         sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
+        cancel: CancelSwitch | None,
         caller: str | None,
         run_id: str | None = None,
         history: Sequence[Message] = (),
@@ -351,7 +352,7 @@ class Agent:
         limits: Limits,
         *,
         sinks: Sequence[EventSink],
-        cancel: anyio.Event | None,
+        cancel: CancelSwitch | None,
         caller: str | None,
         history: Sequence[Message] = (),
         session_id: str | None = None,
@@ -413,7 +414,7 @@ async def _open_agent(
     hold_starts: bool = False,
 ) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
-    from .._paths import state_dir
+    from .._paths import private_state_dir
     from ..providers.factory import open_provider
     from ..providers.server_info import server_info_of, sized_for_server
     from ..tools.hub import open_tool_hub
@@ -426,7 +427,7 @@ async def _open_agent(
         open_tool_hub(
             config.servers(),
             default_timeout=config.limits.tool_timeout_seconds,
-            state_dir=state_dir() if record_children else None,
+            state_dir=private_state_dir() if record_children else None,
             hold_starts=hold_starts,
         ) as hub,
     ):

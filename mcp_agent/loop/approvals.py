@@ -39,6 +39,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from .._globs import unmatched_globs
+from .._redact import mask_secrets_in
 from ..exceptions import ApprovalsFull
 from ..messages import ToolCall, ToolSpec
 from ..state.base import ApprovalStore
@@ -205,6 +206,9 @@ class ApprovalQueue:
     ) -> Approval:
         """Put ``call`` in the queue; the caller then awaits ``wait(id)``.
 
+        The approval keeps the call's arguments with their known secrets masked (the store may
+        write it to disk); the call, once approved, runs with its own.
+
         Raises:
             ApprovalsFull: ``max_pending`` approvals wait already, or ``max_per_caller`` of this
                 caller's (nothing is stored).
@@ -216,7 +220,7 @@ class ApprovalQueue:
             session_id=session_id,
             call_id=call.id,
             name=call.name,
-            arguments=dict(call.arguments),
+            arguments=mask_secrets_in(dict(call.arguments)),  # kept, maybe on disk: no known secret
             caller=caller,
             replica=self.replica,
         )

@@ -43,6 +43,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._redact import mask_secrets
 from ..exceptions import StateError
 from ..messages import Message, ToolResult, ToolSpec
 from ..state.base import PageStore
@@ -254,7 +255,10 @@ class RunPages:
 
     async def page(self, tool: str, text: str) -> Paged | None:
         """Keep ``text`` (longer than a page) and return its first page with the note; None when
-        it cannot be kept (the store failed, or the session is gone: the caller cuts it)."""
+        it cannot be kept (the store failed, or the session is gone: the caller cuts it). The
+        known secrets in ``text`` are masked first: the pages may be written to disk (the first
+        page, which the model reads now, is masked as the rest)."""
+        text = mask_secrets(text)
         kept = kept_pages(split_pages(text, self.page_chars), self.max_result_bytes)
         try:
             info = await self.store.put(self.scope, tool, kept, len(text), max_scope_bytes=self.max_scope_bytes)

@@ -10,7 +10,8 @@ query --record FILE`` and ``gateway.recordDir`` use it. The file format is in ``
 the tools' results come from the recording, each checked against what the loop asks now, and the
 report names the first point where the run diverges. Secrets are never written: every line goes
 through the known-secrets masking of ``_redact``, and neither the environment nor the config's
-server entries (commands, headers, env) are recorded.
+server entries (commands, headers, env) are recorded. A recording is the user's alone: the file
+0600, the folders it needed 0700 (``_paths``).
 
     async with Agent.from_config("agent.json", record="run.jsonl") as agent:
         await agent.query("What changed in the repo today?")
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from .. import __version__
+from .._paths import open_private, private_dirs
 from .._redact import mask_secrets, mask_secrets_in
 from .._types import JSONObject
 from ..exceptions import ProviderError
@@ -103,7 +105,7 @@ class Recorder:
     into the run: a write that fails (a full disk) stops the recording and is kept in ``error``.
 
     Args:
-        path: the file, created (with its folder) or overwritten.
+        path: the file, created (with its folder) or overwritten, owner-only.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -128,8 +130,8 @@ class Recorder:
     ) -> None:
         """Open the file and write the header."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("w", encoding="utf-8")
+            private_dirs(self.path.parent)
+            self._file = open_private(self.path)
         except OSError as exc:
             self.error = exc
             return

@@ -53,6 +53,7 @@ from ..tools.router import RoutedTools
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate
+from .cancel import CancelSwitch
 from .result import RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ async def run(
     system_prompt: str | None = None,
     history: Sequence[Message] = (),
     events: EventSink | Sequence[EventSink] | None = None,
-    cancel: anyio.Event | None = None,
+    cancel: CancelSwitch | None = None,
     gate: Gate | None = None,
     approvals: ApprovalQueue | None = None,
     run_id: str | None = None,
@@ -150,7 +151,7 @@ async def run(
                 await r.pages.close()
 
 
-async def _run(r: RunState, cancel: anyio.Event | None) -> RunResult:
+async def _run(r: RunState, cancel: CancelSwitch | None) -> RunResult:
     r.emit(RunStarted, query=r.query, limits=r.limits.model_dump(by_alias=True), tools=len(r.offered))
     ending: Ending | None = r.invalid_input()
     if ending is not None:

@@ -29,7 +29,7 @@ from typing import Literal, cast
 import anyio
 import httpx
 
-from .._paths import state_dir as default_state_dir
+from .._paths import private_state_dir
 from ..config import LLMConfig
 from ._client import build_client
 from .anthropic import AnthropicProvider
@@ -97,7 +97,7 @@ async def open_provider(
         identify: learn what each OpenAI-compatible server is before handing the provider out.
         state_dir: where identifications are cached; by default the state folder, None: nowhere.
     """
-    cache = default_state_dir() if state_dir == "default" else state_dir
+    cache = private_state_dir() if state_dir == "default" else state_dir
     configs = [llm.model_copy(update={"fallbacks": []}), *fallback_configs(llm)] if llm.fallbacks else [llm]
     async with AsyncExitStack() as stack:
         pairs = []

@@ -4,12 +4,16 @@ One JSON file in the state folder (``_paths.state_dir()``), ``server-info.json``
 
     {"version": 1, "entries": {"http://127.0.0.1:8080/v1 | qwen3:8b": {"at": 1796123509.2, "info": {...}}}}
 
-keyed by the normalised base URL and the model (the context window is the model's), each entry
-good for ``TTL_SECONDS`` (a server restarted with another ``--ctx-size`` is asked again soon).
-Only what a server answered is kept: a server that did not answer at all is asked again next
-time. Reading and writing never raise: a missing, corrupt or unwritable file only means asking
-again (logged). Writes go to a temporary file renamed into place, so a reader never sees half a
-file.
+keyed by the normalised base URL without its user info and the model (the context window is the
+model's), each entry good for ``TTL_SECONDS`` (a server restarted with another ``--ctx-size`` is
+asked again soon). Only what a server answered is kept: a server that did not answer at all is
+asked again next time. Reading and writing never raise: a missing, corrupt or unwritable file
+only means asking again (logged). Writes go to a temporary file renamed into place, so a reader
+never sees half a file, and the file is the user's alone (``_paths.write_private``).
+
+No credential is written: the key and a stored tokenizer URL carry no user info (a loaded entry
+gets the endpoint's back, ``known_server``), and every other known secret in an entry (a
+server's evidence quoting its URL) is masked (``_redact.mask_secrets_in``).
 
 ``known_server`` is the one call the rest uses: the cached entry while it is fresh, else
 ``identify.identify_server`` and store. ``remember`` adds what was learned later (``doctor``'s
@@ -20,15 +24,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from .._paths import write_private
+from .._redact import mask_secrets_in
 from ..config import LLMConfig
 from .endpoints import resolve_endpoint
 from .identify import identify_server
@@ -45,8 +50,22 @@ _MAX_ENTRIES = 64
 
 
 def cache_key(llm: LLMConfig) -> str:
-    """The key of ``llm``'s server and model: the normalised base URL and the model name."""
-    return f"{resolve_endpoint(llm).base_url} | {llm.model}"
+    """The key of ``llm``'s server and model: the normalised base URL (without user info) and the model name."""
+    return f"{_without_userinfo(resolve_endpoint(llm).base_url)} | {llm.model}"
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])) if "@" in parts.netloc else url
+
+
+def _with_userinfo_of(url: str, base_url: str) -> str:
+    """``url`` (stored without user info) with the user info of ``base_url``, the endpoint's now."""
+    userinfo = urlsplit(base_url).netloc.rpartition("@")[0]
+    parts = urlsplit(url)
+    if not userinfo or "@" in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc}"))
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -80,13 +99,12 @@ def store(path: Path, key: str, info: ServerInfo, *, now: float | None = None, t
         for name, entry in _read(path).items()
         if isinstance(entry, dict) and isinstance(entry.get("at"), int | float) and 0 <= now - entry["at"] <= ttl
     }
+    if info.tokenize_url is not None:
+        info = replace(info, tokenize_url=_without_userinfo(info.tokenize_url))
     entries[key] = {"at": now, "info": info.to_dict()}
     newest = sorted(entries.items(), key=lambda item: item[1]["at"])[-_MAX_ENTRIES:]
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".server-info.", delete=False) as out:
-            json.dump({"version": 1, "entries": dict(newest)}, out)
-        os.replace(out.name, path)
+        write_private(path, json.dumps(mask_secrets_in({"version": 1, "entries": dict(newest)})))
     except OSError as exc:
         logger.warning("cannot write the server-info cache %s: %s", path, exc)
 
@@ -113,6 +131,8 @@ async def known_server(
     path = state_dir / CACHE_FILE if state_dir is not None else None
     key = cache_key(llm)
     if path is not None and not refresh and (cached := load_cached(path, key)) is not None:
+        if cached.tokenize_url is not None:
+            cached = replace(cached, tokenize_url=_with_userinfo_of(cached.tokenize_url, resolve_endpoint(llm).base_url))
         return cached
     info = await identify_server(llm, client)
     if path is not None and info.source in ("probe", "port"):

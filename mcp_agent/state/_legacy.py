@@ -5,7 +5,8 @@ Before ``state.url`` existed, ``mcp-agent query --session ID`` wrote ``<state di
 ``SessionStore`` (unless the store already has one under that id: the store wins), then renames
 the folder to ``sessions.imported``, so the import runs once and the files stay on disk, untouched,
 for whoever wants them. A file that cannot be read is left there and named in the log; the folder
-is then kept, and the next start tries that file again.
+is then kept, and the next start tries that file again. What goes into the store has its known
+secrets masked, as every transcript the Agent keeps (``loop/_records.kept_transcript``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 from pathlib import Path
 
+from .._redact import mask_secrets_in
 from ..messages import Message
 from .base import SessionStore
 from .records import valid_session_id
@@ -38,7 +40,7 @@ async def import_session_files(folder: str | os.PathLike[str], sessions: Session
         session_id = file.stem
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
-            transcript = tuple(Message.from_dict(m) for m in data["transcript"])
+            transcript = tuple(Message.from_dict(mask_secrets_in(m)) for m in data["transcript"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logger.warning("session file %s cannot be read (%s); left in place", file, exc)
             failed += 1

@@ -30,6 +30,10 @@ leaves the old version whole. The file runs in WAL mode (readers never block the
 processes on one machine share it, waiting up to ``BUSY_TIMEOUT`` seconds for each other's
 writes) with ``synchronous=NORMAL``: a crash of the process loses nothing committed, a power
 cut may lose the last commits but never leaves a damaged file.
+
+A new file is the user's alone: made 0600 (in a folder created 0700) before SQLite opens it (the
+file made beside the path, which the hard link keeps), because SQLite gives the ``-wal`` and
+``-shm`` files it creates the database file's mode.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .._paths import create_private, private_dirs
 from ..exceptions import ConfigError
 
 BUSY_TIMEOUT = 10.0
@@ -234,7 +239,7 @@ def connect(path: Path, url: str) -> sqlite3.Connection:
     if path.is_dir():
         raise ConfigError(f"{where}: is a directory, not a database file", "state.url")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(path.parent)
     except OSError as exc:
         raise ConfigError(f"{where}: cannot create its folder: {exc.strerror or exc}", "state.url") from None
     if path.exists() and not os.access(path, os.R_OK | os.W_OK):
@@ -292,6 +297,7 @@ def _create(path: Path) -> None:
     """
     temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
     try:
+        create_private(temporary)  # 0600 before SQLite opens it: its journal, -wal and -shm then are too
         db = sqlite3.connect(temporary, isolation_level=None)
         try:
             db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table: freed pages can go back

@@ -2,18 +2,29 @@
 
 Every stdio server we start carries ``MCP_AGENT_OWNER=<our pid>:<random token>`` in its
 environment; its children inherit it (through ``npx``, shells and the like). While it runs, a
-small file in ``<state dir>/children/`` names its process group (pgid = the server's pid), the
-marker, and us (pid and start time). The file is written atomically (rename) when the server
-starts and removed once its whole group is gone.
+small file in ``<state dir>/children/`` names its process group (pgid = the server's pid) and
+the server's start time, the marker, and us (pid and start time). The file is written
+atomically (rename) and owner-only (``_paths.write_private``) when the server starts, and
+removed once its whole group is gone.
 
 A gateway killed by SIGKILL cannot remove its files, and while its direct children get SIGTERM
 from the kernel (``_spawn.py``), their own children live on. So when a hub starts,
 ``reap_orphans`` reads the files of gateways that no longer run (the pid is gone or belongs to
 a process that started at another time) and stops every process still in those groups that
-carries that gateway's marker: SIGTERM, a short wait, SIGKILL. A process without the marker
-(pids are reused), or whose environment cannot be read (another user's), is never signalled;
-nothing of a gateway that still runs is ever touched. Without ``/proc`` (not Linux) nothing is
-recorded or reaped.
+carries that gateway's marker: SIGTERM, a short wait, SIGKILL.
+
+A record is a claim, not a proof: anyone who can write a file there can name any process
+group, and a process of another user can carry any marker it likes (as root, a forged record
+once killed another user's process). So before anything is signalled, the group is checked to
+be ours: the record file belongs to this user (a regular file, small); the server's pid, if it
+still runs, started at the recorded time (a pid that was reused has another start time) and
+carries the marker; every process in the group that carries the marker belongs to this user
+(real and effective uid) and started no earlier than the server. A record that fails any check
+is dropped with a warning and nothing of its group is signalled. Processes without the marker
+(or whose environment cannot be read) are never signalled, nothing of a gateway that still
+runs is ever touched, and each signal goes through a pidfd opened and checked just before, so
+a pid reused meanwhile is never hit. Without ``/proc`` (not Linux) nothing is recorded or
+reaped.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import logging
 import os
 import secrets
 import signal
+import stat as stat_mode
 import time
 from collections.abc import Iterable
 from contextlib import suppress
@@ -33,6 +45,7 @@ from typing import Any
 
 import anyio
 
+from .._paths import write_private
 from . import _procfs
 
 logger = logging.getLogger(__name__)
@@ -41,6 +54,8 @@ OWNER_ENV = "MCP_AGENT_OWNER"
 """The environment variable that marks a process (and its descendants) as started by us."""
 REAP_GRACE_SECONDS = 1.0
 """How long orphans get to exit after SIGTERM, and to vanish after SIGKILL."""
+MAX_RECORD_BYTES = 4096
+"""A record is a few hundred bytes; a bigger file is not one of ours."""
 _POLL_SECONDS = 0.02
 
 
@@ -66,6 +81,9 @@ class ChildRecord:
         server: the server's name, for logs.
         pid_namespace: the owner's pid namespace (``/proc/self/ns/pid``): pids, and so this
             record, mean something only there (containers may share a state folder).
+        pgid_start: the server's (the group leader's) start time, read right after the spawn:
+            with ``pgid`` it names that one process, so a reused pid is told apart. None in
+            records of older versions, which are therefore never acted upon.
     """
 
     owner_pid: int
@@ -74,6 +92,7 @@ class ChildRecord:
     pgid: int
     server: str
     pid_namespace: str | None = None
+    pgid_start: int | None = None
 
     @property
     def filename(self) -> str:
@@ -96,16 +115,13 @@ class ChildRecord:
             pgid=int(data["pgid"]),
             server=str(data["server"]),
             pid_namespace=data.get("pid_namespace"),
+            pgid_start=None if data.get("pgid_start") is None else int(data["pgid_start"]),
         )
 
 
 def write_record(folder: Path, record: ChildRecord) -> None:
-    """Write ``record`` atomically (a reader sees the whole file or none)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / record.filename
-    partial = path.with_name(f".{record.filename}.partial")
-    partial.write_text(json.dumps(record.to_dict()))
-    os.replace(partial, path)
+    """Write ``record`` atomically (a reader sees the whole file or none), for this user only."""
+    write_private(folder / record.filename, json.dumps(record.to_dict()))
 
 
 class ChildRecords:
@@ -117,11 +133,17 @@ class ChildRecords:
         self._warned = False
 
     def add(self, pgid: int, server: str) -> None:
-        """Record a server's process group (just started, its marker is ours)."""
-        me = _procfs.read_stat(os.getpid())
-        if me is None:
+        """Record a server's process group (just started, its marker is ours).
+
+        Its start time is read now, while it is our child: a child that is already gone and
+        waited for (its pid may be another process's now) is not recorded.
+        """
+        me, leader = _procfs.read_stat(os.getpid()), _procfs.read_stat(pgid)
+        if me is None or leader is None or leader.ppid != os.getpid():
             return
-        record = ChildRecord(os.getpid(), me.start_time, owner_marker(), pgid, server, _procfs.pid_namespace())
+        record = ChildRecord(
+            os.getpid(), me.start_time, owner_marker(), pgid, server, _procfs.pid_namespace(), leader.start_time
+        )
         try:
             write_record(self.folder, record)
         except OSError as exc:
@@ -159,10 +181,23 @@ def reap_orphans_sync(folder: Path, grace: float = REAP_GRACE_SECONDS) -> None:
     for stat in _procfs.all_stats():
         if stat.pgid in groups and not stat.dead:
             members.setdefault(stat.pgid, []).append(stat)
-    marked = {
-        record: [s for s in members.get(record.pgid, []) if _procfs.environ_has(s.pid, record.environ_entry)]
-        for record in stale
-    }
+    marked: dict[ChildRecord, list[_procfs.ProcStat]] = {}
+    for record in stale:
+        ours, refusal = _vet(record, members.get(record.pgid, []))
+        if refusal is None:
+            marked[record] = ours
+            continue
+        logger.warning(
+            "not reaping process group %d of tool server %r (record %s, left by gateway pid %d): %s; "
+            "the record is dropped and nothing was signalled",
+            record.pgid,
+            record.server,
+            folder / record.filename,
+            record.owner_pid,
+            refusal,
+        )
+        with suppress(OSError):
+            (folder / record.filename).unlink(missing_ok=True)
     survivors = _stop([stat for stats in marked.values() for stat in stats], grace)
     for record, stats in marked.items():
         unmarked = len(members.get(record.pgid, [])) - len(stats)
@@ -182,11 +217,48 @@ def reap_orphans_sync(folder: Path, grace: float = REAP_GRACE_SECONDS) -> None:
             (folder / record.filename).unlink(missing_ok=True)
 
 
+def _vet(record: ChildRecord, members: list[_procfs.ProcStat]) -> tuple[list[_procfs.ProcStat], str | None]:
+    """The processes of ``record``'s group that are ours to stop, or why none of them is.
+
+    Every member that carries the record's marker must belong to this user and have started no
+    earlier than the server; the server itself, if it still runs, must be the process that
+    was recorded (its start time) and carry the marker. Members without the marker are left
+    alone (they are not in the list).
+    """
+    if record.pgid_start is None:
+        return [], "it does not say when the server started (written by an older version)"
+    leader = _procfs.read_stat(record.pgid)  # also a zombie: its start time still tells
+    if leader is not None and leader.start_time != record.pgid_start:
+        return [], (
+            f"process {record.pgid} started at tick {leader.start_time}, not at the recorded "
+            f"{record.pgid_start}: it is another process that reuses the server's pid"
+        )
+    ours = []
+    for stat in members:
+        uids = _procfs.read_uids(stat.pid)
+        if uids is None:  # gone meanwhile
+            continue
+        if uids != _our_uids():
+            return [], f"process {stat.pid} belongs to another user (uid {uids[0]}, effective {uids[1]})"
+        if not _procfs.environ_has(stat.pid, record.environ_entry):
+            if stat.pid == record.pgid:
+                return [], f"process {stat.pid} (the server's pid) does not carry the recorded marker"
+            continue
+        if stat.start_time < record.pgid_start:
+            return [], f"process {stat.pid} started before the server it would descend from"
+        ours.append(stat)
+    return ours, None
+
+
+def _our_uids() -> tuple[int, int]:
+    return os.getuid(), os.geteuid()
+
+
 def _read_records(folder: Path) -> list[ChildRecord]:
     records = []
     for path in sorted(folder.glob("*.json")):
         try:
-            records.append(ChildRecord.from_dict(json.loads(path.read_text())))
+            records.append(ChildRecord.from_dict(json.loads(_read_record_file(path))))
         except FileNotFoundError:  # removed meanwhile by its owner
             continue
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -196,6 +268,28 @@ def _read_records(folder: Path) -> list[ChildRecord]:
     return records
 
 
+def _read_record_file(path: Path) -> bytes:
+    """The bytes of a record file that this user owns; never follows a link, never blocks on a
+    FIFO, never reads more than ``MAX_RECORD_BYTES``.
+
+    Raises:
+        OSError: it cannot be opened (a symbolic link: ``ELOOP``).
+        ValueError: it is not a regular file of ours, or too big to be a record.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # not inherited (PEP 446)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat_mode.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        if info.st_uid != os.geteuid():
+            raise ValueError(f"owned by uid {info.st_uid}, not by this user (uid {os.geteuid()})")
+        data = file.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        raise ValueError(f"larger than {MAX_RECORD_BYTES} bytes: not a record")
+    return data
+
+
 def _owner_alive(record: ChildRecord) -> bool:
     stat = _procfs.read_stat(record.owner_pid)
     return stat is not None and not stat.dead and stat.start_time == record.owner_start
@@ -203,21 +297,50 @@ def _owner_alive(record: ChildRecord) -> bool:
 
 def _stop(stats: Iterable[_procfs.ProcStat], grace: float) -> set[_procfs.ProcStat]:
     """SIGTERM the processes, wait, SIGKILL those left, wait; return those still there."""
-    left = set(stats)
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        for stat in left:
-            if _same_process_runs(stat):  # never signal a pid that was reused meanwhile
-                with suppress(OSError):
-                    os.kill(stat.pid, signum)
-        deadline = time.monotonic() + grace
-        while (left := {s for s in left if _same_process_runs(s)}) and time.monotonic() < deadline:
-            time.sleep(_POLL_SECONDS)
-        if not left:
-            break
-    return left
+    handles = {stat: _Handle(stat) for stat in stats}
+    try:
+        left = set(handles)
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            for stat in left:
+                handles[stat].signal(signum)
+            deadline = time.monotonic() + grace
+            while (left := {s for s in left if _same_process_runs(s)}) and time.monotonic() < deadline:
+                time.sleep(_POLL_SECONDS)
+            if not left:
+                break
+        return left
+    finally:
+        for handle in handles.values():
+            handle.close()
+
+
+class _Handle:
+    """A way to signal one vetted process and no other: a pidfd (Linux 5.3+) opened, then
+    checked to still be that process (start time, owner), so a pid reused between the check and
+    the signal is never hit; without pidfds, ``kill`` right after the same check."""
+
+    def __init__(self, stat: _procfs.ProcStat) -> None:
+        self.stat = stat
+        self.fd: int | None = None
+        with suppress(OSError, AttributeError):
+            self.fd = os.pidfd_open(stat.pid)
+
+    def signal(self, signum: int) -> None:
+        if not (_same_process_runs(self.stat) and _procfs.read_uids(self.stat.pid) == _our_uids()):
+            return  # gone, or no longer the process that was vetted
+        with suppress(OSError):
+            if self.fd is not None:
+                signal.pidfd_send_signal(self.fd, signum)
+            else:
+                os.kill(self.stat.pid, signum)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
 
 
 def _same_process_runs(stat: _procfs.ProcStat) -> bool:
     now = _procfs.read_stat(stat.pid)
     return now is not None and not now.dead and now.start_time == stat.start_time
-

@@ -1,4 +1,4 @@
-"""What Linux's ``/proc`` says about processes: state, parent, group, start time and environment.
+"""What Linux's ``/proc`` says about processes: state, parent, group, start time, owner and environment.
 
 Small readers over one pure parser. Every reader answers None (or False) when the process is
 gone or unreadable, never raises: callers decide what "unknown" means (the orphan reaper takes
@@ -62,6 +62,21 @@ def parse_stat(text: str) -> ProcStat | None:
         return None
 
 
+def parse_uids(text: str) -> tuple[int, int] | None:
+    """The real and effective uid from the text of ``/proc/<pid>/status``; None when it has none.
+
+    The ``Uid:`` line holds the real, effective, saved and filesystem uids, tab-separated.
+    """
+    for line in text.splitlines():
+        if line.startswith("Uid:"):
+            fields = line[4:].split()
+            try:
+                return int(fields[0]), int(fields[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def available() -> bool:
     """Whether this system has a Linux-style ``/proc``."""
     return (PROC / "self" / "stat").is_file()
@@ -71,6 +86,18 @@ def read_stat(pid: int | str) -> ProcStat | None:
     """The process's stat, or None when it is gone or unreadable."""
     try:
         return parse_stat((PROC / str(pid) / "stat").read_text())
+    except OSError:
+        return None
+
+
+def read_uids(pid: int) -> tuple[int, int] | None:
+    """The process's real and effective uid, or None when it is gone or unreadable.
+
+    ``status`` is readable by every user for every process, unlike ``environ``: this is how a
+    process of another user is told apart from one whose marker we merely cannot read.
+    """
+    try:
+        return parse_uids((PROC / str(pid) / "status").read_text())
     except OSError:
         return None
 

@@ -360,6 +360,12 @@ class ServerConnection:
 
     # -------------------------------------------------------------------- calls
 
+    def unavailable(self, shown: str) -> str:
+        """What a call of the tool ``shown`` answers while this server cannot take it."""
+        state = "not responding" if self.state == "up" else self.state
+        reason = f": {self.error}" if self.error else ""
+        return f"tool {shown} is temporarily unavailable: server {self.name} is {state}{reason}"
+
     async def call(
         self,
         mcp_name: str,
@@ -386,9 +392,7 @@ class ServerConnection:
                 await self.wait_started()
             live = self._live
             if live is None or live.ended.is_set() or self.state != "up":
-                state = "not responding" if self.state == "up" else self.state
-                reason = f": {self.error}" if self.error else ""
-                text = f"tool {shown} is temporarily unavailable: server {self.name} is {state}{reason}"
+                text = self.unavailable(shown)
                 return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)
             return await call_tool_on(
                 live,

@@ -16,9 +16,15 @@ Given a state folder (the CLI and the gateway give theirs), the hub first reaps 
 killed owner left and records its stdio servers' process groups while they run (``_orphans.py``).
 
 The model only ever sees exposed names (``server__tool``, see ``naming.py``); the hub keeps
-the reverse map and routes each call to its server. The tool list is recomputed whenever a
-server comes up, restarts, fails or announces ``tools/list_changed``; subscribers are told
-when it actually changed.
+the reverse map and routes each call to its server. A cached list only speeds up listing: it
+decides nothing. Before a call goes out, its server is up and the name is a tool of its live
+list (``live_spec``, the ``LiveToolSource`` side: the loop gates and validates on that
+definition); a name the cache gave a tool the running server lacks, or that now belongs to
+another server's tool, is answered with an error and never carries a call or its arguments
+anywhere, and a definition that changed (owner, annotations, parameters) between the offer and
+the start is not called on the old one. The tool list is recomputed whenever a server comes up,
+restarts, fails or announces ``tools/list_changed``; subscribers are told when it actually
+changed.
 
 With ``hub.catalog`` (``catalog.py``) the servers' resources and prompts are listed, read and
 got through the same live sessions (a starting server's from the cache); ``subscribe_catalog``
@@ -49,6 +55,7 @@ from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
 from ._specs import exposed_specs
 from ._start_queue import StartQueue
+from .base import redefinition
 from .cache import ToolCache
 from .catalog import Catalog
 from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, StartMode
@@ -99,6 +106,7 @@ class ToolHub:
         self._catalog_subscribers: list[Callable[[CatalogKind], None]] = []
         self._specs: tuple[ToolSpec, ...] = ()
         self._routes: dict[str, tuple[ServerConnection, str]] = {}
+        self._by_name: dict[str, ToolSpec] = {}
         self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
         self._warnings: tuple[str, ...] = ()
         self._subscribers: list[Callable[[], None]] = []
@@ -121,12 +129,45 @@ class ToolHub:
     ) -> ToolResult:
         """Call a tool by its exposed name. Never raises for tool or server failures.
 
+        The call goes out only to a server that is up, for a tool of its live list under this
+        name (``live_spec``), and only when the tool's definition is still the one offered when
+        the call came in: a server that starts (or restarts when idle) with another owner,
+        other annotations or other parameters for this name gets no call, and the error says
+        what changed, so the caller checks the new definition and calls again.
+
         Args:
             name: the exposed name.
             arguments: the validated arguments.
             timeout: the caller's per-call deadline in seconds (None or 0: none); a server's
                 ``callTimeoutSeconds`` takes precedence.
             on_progress: receives the server's progress notifications for this call.
+        """
+        offered = self._by_name.get(name)
+        live = await self.live_spec(name)
+        if isinstance(live, ToolResult):
+            return live
+        if offered is not None and (what := redefinition(offered, live)):
+            text = (
+                f"tool {name} was not called: {what} when its server started. "
+                "The tools offered have been updated: check its definition and call it again if still needed."
+            )
+            return ToolResult(text, is_error=True)
+        connection, mcp_name = self._routes[name]  # live_spec returned with no wait since: still so
+        if connection.config.call_timeout_seconds is not None:
+            timeout = connection.config.call_timeout_seconds
+        elif timeout is None:
+            timeout = self._default_timeout
+        return await connection.call(
+            mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
+        )
+
+    async def live_spec(self, name: str) -> ToolSpec | ToolResult:
+        """The tool ``name`` as its server's live list defines it (``LiveToolSource``).
+
+        A server that is starting is waited for, a lazy or idle one is started first (both
+        bounded by its ``startupTimeoutSeconds``). A name offered from a cached list whose running
+        server has no such tool, or that belongs to another tool once the server's live list
+        is in, is answered with an error that says so: it never routes a call elsewhere.
         """
         if self._closed:
             return ToolResult(f"tool {name} is unavailable: the tool servers are shut down", is_error=True)
@@ -138,12 +179,30 @@ class ToolHub:
                 return ToolResult(text, is_error=True)
             return ToolResult(self._unknown(name), is_error=True)
         connection, mcp_name = route
-        if connection.config.call_timeout_seconds is not None:
-            timeout = connection.config.call_timeout_seconds
-        elif timeout is None:
-            timeout = self._default_timeout
-        return await connection.call(
-            mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
+        if connection.state in ("starting", "idle"):
+            await connection.wait_started()
+        if connection.state != "up":
+            return ToolResult(connection.unavailable(name), is_error=True)
+        now = self._routes.get(name)
+        if now is None or now[0] is not connection or now[1] != mcp_name:
+            return ToolResult(self._moved(name, connection, mcp_name), is_error=True)
+        return self._by_name[name]
+
+    def _moved(self, name: str, connection: ServerConnection, mcp_name: str) -> str:
+        """Why ``name``, offered as ``mcp_name`` of ``connection`` from its cached list, is no
+        longer that tool now that the server is up."""
+        renamed = next((n for n, (c, m) in self._routes.items() if c is connection and m == mcp_name), None)
+        owner = self._routes.get(name)
+        parts = [f"tool {name} was not called: server {connection.name}'s cached tool list offered it"]
+        if renamed is not None:
+            parts.append(f"the running server names its tool {mcp_name!r} {renamed}")
+        else:
+            parts.append(f"the running server has no tool {mcp_name!r}")
+        if owner is not None:
+            parts.append(f"{name} is now tool {owner[1]!r} of server {owner[0].name}")
+        return (
+            "; ".join(parts)
+            + ". The tools offered have been updated: check them and call again if still needed."
         )
 
     def _unknown(self, name: str) -> str:
@@ -247,6 +306,7 @@ class ToolHub:
                 if connection.running:
                     await connection.stopped.wait()
         self._routes = {}
+        self._by_name = {}
         self._specs = ()
 
     def _recompute(self) -> None:
@@ -273,6 +333,7 @@ class ToolHub:
             if name not in routes:
                 self._gone[name] = connection
         self._routes = routes
+        self._by_name = {spec.name: spec for spec in specs}
         if tuple(specs) == self._specs:
             return
         self._specs = tuple(specs)
@@ -302,7 +363,7 @@ async def open_tool_hub(
         default_timeout: the per-call timeout when neither the server's ``callTimeoutSeconds``
             nor the caller's ``timeout`` sets one (None or 0: none).
         restart_policy: backoff and budget for restarting crashed servers.
-        state_dir: the state folder (``mcp_agent._paths.state_dir()`` for the CLI and the
+        state_dir: the state folder (``mcp_agent._paths.private_state_dir()`` for the CLI and the
             gateway): first reap what killed gateways left, then record every stdio server's
             process group in its ``children/`` while it runs. None (the default for library
             use): neither (Linux only either way).

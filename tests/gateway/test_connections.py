@@ -186,6 +186,37 @@ async def test_open_mcp_sessions_are_capped_with_a_clear_answer() -> None:
         assert modern.status_code != 429
 
 
+async def test_a_new_client_gets_in_by_closing_the_session_idle_the_longest() -> None:
+    """With one caller, a client that opened every session locked all others out for 30 minutes."""
+    async with running_gateway(make_config(max_mcp_sessions=3)) as gateway, gateway.client() as http:
+        limits = gateway.app.mcp_sessions
+        hoarded = [(await open_http_session(http)).headers["mcp-session-id"] for _ in range(3)]
+        # nothing has been idle long enough yet: refused, saying so
+        refused = await open_http_session(http)
+        assert refused.status_code == 429 and "none idle" in refused.json()["error"]["message"]
+        limits.evict_after_idle = 0.3
+        await anyio.sleep(0.4)
+        # the first session is used again (a ping): the second is now the one idle the longest
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        headers = {**STREAMABLE, "mcp-session-id": hoarded[0], "mcp-protocol-version": "2025-11-25"}
+        assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 200
+        newcomer = await open_http_session(http)
+        assert newcomer.status_code == 200
+        assert sum(limits.open_sessions().values()) == 3
+        headers["mcp-session-id"] = hoarded[1]
+        assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 404  # it was closed
+        headers["mcp-session-id"] = hoarded[0]
+        assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 200  # it was not
+        # a session busy with a request (an open GET stream) is never closed to make room
+        async with http.stream("GET", "/mcp", headers={**headers, "Accept": "text/event-stream"}) as held:
+            assert held.status_code == 200
+            await anyio.sleep(0.4)
+            third = await open_http_session(http)  # closes hoarded[2], idle; never hoarded[0]
+            assert third.status_code == 200
+            headers["mcp-session-id"] = hoarded[2]
+            assert (await http.post("/mcp", json=ping, headers=headers)).status_code == 404
+
+
 async def test_each_caller_holds_at_most_its_share_of_mcp_sessions() -> None:
     callers = {"alice": CallerConfig(token="A" * 20), "bob": CallerConfig(token="B" * 20)}
     config = make_config(callers=callers, max_mcp_sessions=4)  # share: 3 each

@@ -135,3 +135,29 @@ async def test_a_client_that_resumes_its_stream_in_time_keeps_its_run_and_gets_t
         assert "sleep said: slept" in events
         assert gateway.tools.cancelled == []  # resumed within the grace: not cancelled
         assert gateway.app.service.metrics.queries["success"] == 1
+
+
+async def test_a_request_that_reuses_the_id_of_one_in_flight_is_refused_and_the_first_is_answered() -> None:
+    """The second request took over the first one's response stream: the first never got an answer."""
+    async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        headers = await open_session(http)
+        call = {**CALL, "id": 7, "params": {**CALL["params"], "arguments": {"query": "sleep 1"}}}
+        answers: list[httpx.Response] = []
+        async with anyio.create_task_group() as tg:
+
+            async def first() -> None:
+                answers.append(await http.post("/mcp", json=call, headers=headers))
+
+            tg.start_soon(first)
+            await eventually(lambda: gateway.tools.sleeping.is_set())
+            second = await http.post("/mcp", json=call, headers=headers)
+            assert second.status_code == 400
+            error = second.json()
+            assert error["id"] == 7 and error["error"]["code"] == -32600
+            assert "id 7 is still in flight" in error["error"]["message"]
+        [answer] = answers
+        assert answer.status_code == 200 and '"id":7' in answer.text and "sleep said: slept" in answer.text
+        # the id is free again once its request was answered
+        echo = {**call, "params": {**call["params"], "arguments": {"query": "echo hi"}}}
+        again = await http.post("/mcp", json=echo, headers=headers)
+        assert again.status_code == 200 and '"id":7' in again.text

@@ -6,6 +6,7 @@ fails to start is withdrawn with reads that say why."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,66 @@ async def test_a_cached_server_that_fails_to_start_is_withdrawn_and_reads_say_wh
         await eventually(lambda: told(types.ResourceListChangedNotification), timeout=30)
         assert await all_resources(client) == NOTES[:3]
         assert (await client.get_prompt("g__alpha")).messages[0].content.text == "prompt alpha"
+
+
+# ------------------------------------------------------------------ the cache decides nothing
+
+
+async def test_a_cached_read_only_mark_does_not_let_a_passed_through_call_skip_its_approval(tmp_path: Path) -> None:
+    """``exposeTools``: the cache may list ``delete_all`` as read-only while its lazy server is
+    idle, but the call starts the server, whose live list says destructive, so
+    ``requireDestructive`` asks for approval before anything reaches it."""
+    (tmp_path / "tools.txt").write_text("echo\ndelete_all\n")
+    (tmp_path / "gate").touch()
+    env = {
+        "GATED_GATE": str(tmp_path / "gate"),
+        "GATED_TOOLS": str(tmp_path / "tools.txt"),
+        "GATED_LOG": str(tmp_path / "log"),
+        "GATED_DESTRUCTIVE": "delete_all",
+    }
+    config = parse_config(
+        {
+            "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
+            "mcpServers": {"g": {"command": sys.executable, "args": [GATED], "env": env, "lazy": True}},
+            "gateway": {"exposeTools": True},
+            "approvals": {"requireDestructive": True, "timeoutSeconds": 30},
+        },
+        environ={},
+    )
+    async with open_tool_hub(config.servers(), state_dir=state_dir()):
+        pass
+    cache = ToolCache(state_dir() / "tool-cache")
+    data = json.loads(cache.path("g").read_text())
+    for tool in data["tools"]:
+        tool["annotations"] = {"readOnlyHint": True}
+    cache.path("g").write_text(json.dumps(data))
+
+    def received() -> list[str]:
+        return [line for line in (tmp_path / "log").read_text().splitlines() if line.startswith("tools/call")]
+
+    results: list[Any] = []
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", "legacy") as client,
+        gateway.client() as http,
+    ):
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert listed["g__delete_all"].annotations.read_only_hint is True  # listing: the cache's word
+        async with anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                results.append(await client.call_tool("g__delete_all", {"text": "all"}))
+
+            tg.start_soon(call)
+            pending: list[Any] = []
+
+            async def waiting() -> bool:
+                pending[:] = (await http.get("/api/v1/approvals")).json()["pending"]
+                return bool(pending)
+
+            await eventually(waiting, timeout=20)
+            assert [p["name"] for p in pending] == ["g__delete_all"] and received() == []
+            await http.post(f"/api/v1/approvals/{pending[0]['id']}", json={"approved": False})
+    [result] = results
+    assert result.is_error and result.content[0].text.startswith("[DENIED:")
+    assert received() == []

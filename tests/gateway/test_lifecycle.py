@@ -64,7 +64,8 @@ async def test_shutdown_cancels_queries_ends_streams_and_refuses_new_work() -> N
             assert refused.status_code == 503
             assert refused.json()["error"]["type"] == "shutting_down"
         [result] = answers
-        assert result.is_error and result.content[0].text.startswith("Agent terminated (cancelled)")
+        assert result.is_error
+        assert result.content[0].text.startswith("Agent terminated (cancelled): cancelled: the gateway is shutting down")
         assert events[-1] == "run_ended"
         assert gateway.tools.cancelled == [60.0]
         assert app.drain.open_requests() == 0

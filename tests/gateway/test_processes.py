@@ -16,6 +16,7 @@ import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from mcp_agent.gateway.service import SHUTTING_DOWN
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import answer_of, eventually, free_port
@@ -125,6 +126,52 @@ async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer,
     assert "stray" in (tmp_path / "stderr.txt").read_text()
 
 
+async def test_stdio_answers_malformed_lines_and_logs_them(model_server: FakeModelServer, tmp_path: Path) -> None:
+    """Over stdio, a line that was no JSON-RPC message got no answer and no log line: the client
+    waited forever."""
+    config = write_config(tmp_path, model_server.base_url, tmp_path / "slow.log")
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+    }
+    lines = [
+        json.dumps(init),
+        "this is not json",
+        '{"jsonrpc": "2.0", "id": 3}',
+        '{"id": "four", "method": "ping"}',
+        "[1, 2]",
+        '{"jsonrpc": "2.0", "id": 6, "method": "ping"}',
+    ]
+    answers: list[dict[str, Any]] = []
+    stderr = tmp_path / "stderr.txt"
+    with open(stderr, "wb") as errors_out, anyio.fail_after(30):
+        async with await anyio.open_process(
+            [sys.executable, "-m", "mcp_agent", "serve", "--stdio", "--config", str(config)],
+            stdin=-1,
+            stdout=-1,
+            stderr=errors_out,
+            cwd=str(ROOT),
+            env={**os.environ, "MCP_AGENT_STATE_DIR": str(tmp_path / "state")},
+        ) as process:
+            assert process.stdin is not None and process.stdout is not None
+            await process.stdin.send(("\n".join(lines) + "\n").encode())
+            buffer = b""
+            while not answers or answers[-1].get("id") != 6:  # the ping after the bad lines
+                buffer += await process.stdout.receive()
+                *complete, buffer = buffer.split(b"\n")
+                answers.extend(json.loads(line) for line in complete)
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+    errors = [(answer["id"], answer["error"]["code"]) for answer in answers if "error" in answer]
+    assert errors == [(None, -32700), (3, -32600), ("four", -32600), (None, -32600)]
+    assert answers[-1] == {"jsonrpc": "2.0", "id": 6, "result": {}}  # the session goes on
+    logged = stderr.read_text()
+    assert "answered -32700 to a malformed line: this is not json" in logged
+    assert logged.count("to a malformed line") == 4
+
+
 async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp_path: Path) -> None:
     record = tmp_path / "slow.log"
     config = write_config(tmp_path, model_server.base_url, record)
@@ -173,7 +220,9 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
         assert rest_answer[0].status_code == 200
         assert rest_answer[0].json()["termination_reason"] == "cancelled"
         assert mcp_answer[0].is_error
-        assert mcp_answer[0].content[0].text.startswith("Agent terminated (cancelled)")
+        # not "cancelled by the caller": nobody asked it to stop but the gateway's supervisor
+        assert mcp_answer[0].content[0].text.startswith(f"Agent terminated (cancelled): {SHUTTING_DOWN} (round 1)")
+        assert SHUTTING_DOWN in rest_answer[0].json()["error"]
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []
         assert record.read_text().count("cancelled") == 2  # both inner calls were cancelled on the server

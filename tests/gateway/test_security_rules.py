@@ -104,6 +104,29 @@ def test_check_bind(host: str, has_token: bool, refused: bool) -> None:
         check_bind(host, has_token)
 
 
+@pytest.mark.parametrize(
+    ("allowed", "has_token", "refused"),
+    [
+        (["agent.example.com"], False, True),  # a proxy forwards the public name to loopback
+        (["agent.example.com:443", "localhost"], False, True),
+        (["10.0.0.5"], False, True),
+        (["agent.example.com"], True, False),  # callers need a token: nobody is anonymous
+        (["localhost:8765", "127.0.0.1", "[::1]", "app.localhost"], False, False),
+        ([], False, False),
+    ],
+)
+def test_allowed_hosts_that_bring_requests_from_elsewhere_need_a_token(
+    allowed: list[str], has_token: bool, refused: bool
+) -> None:
+    """An anonymous gateway whose allowedHosts named a public proxy host served everyone, unasked."""
+    if refused:
+        with pytest.raises(ConfigError, match="allowedHosts") as caught:
+            check_bind("127.0.0.1", has_token, allowed)
+        assert caught.value.path == "gateway.allowedHosts"
+    else:
+        check_bind("127.0.0.1", has_token, allowed)
+
+
 RULES = host_rules(
     GatewayConfig(
         host="10.0.0.5", allowed_hosts=["agent.lan:8765"], allowed_origins=["https://ui.example.com/"]

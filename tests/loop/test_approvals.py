@@ -425,3 +425,28 @@ async def test_gate_is_asked_once_for_identical_calls_in_a_turn() -> None:
     tools.add("t", lambda: "x", parameters=OBJ)
     await go(ScriptedProvider([tool_turn(call("t", "a"), call("t", "b")), text_turn("ok")]), tools, gate=gate)
     assert gate.seen == [("t", False)]
+
+
+async def test_a_tool_redefined_while_its_call_waits_for_approval_is_not_called() -> None:
+    """The approval was about the definition the call was checked against: when the tool's
+    annotations change meanwhile (its server restarted with another list), the call does not go
+    out on the old decision; the model reads what changed and may call again."""
+    tools, queue = MemoryToolSource(), ApprovalQueue(timeout_seconds=10)
+    tools.add("fs__write", lambda path: f"wrote {path}", parameters=OBJ, annotations={"destructiveHint": False})
+    provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a.txt")), text_turn("ok")])
+    sink = RecordingSink()
+
+    async def redefine_then_approve() -> None:
+        while not await queue.pending():
+            await anyio.sleep(0.01)
+        tools.add("fs__write", lambda path: "wiped", parameters=OBJ, annotations={"destructiveHint": True})
+        await queue.resolve((await queue.pending())[0].id, True)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(redefine_then_approve)
+            result = await run("q", provider=provider, tools=tools, events=sink, gate=GlobGate(["fs__*"]), approvals=queue)
+    check_run(result, sink)
+    assert tools.calls == []
+    assert tool_texts(result)[0].startswith("tool fs__write was not called: its annotations changed")
+    assert '"destructiveHint":true' in tool_texts(result)[0]

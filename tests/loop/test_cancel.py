@@ -218,3 +218,18 @@ async def test_cancel_event_unused_does_not_keep_the_run_alive() -> None:
     with anyio.fail_after(10):
         result, _ = await go(ScriptedProvider([text_turn("ok")]), cancel=cancel)
     assert result.termination_reason is R.SUCCESS
+
+
+async def test_a_cancel_with_a_reason_says_who_stopped_the_run() -> None:
+    """Runs stopped by the gateway's shutdown said "cancelled by the caller"."""
+    from mcp_agent.loop.cancel import Cancel
+
+    cancel = Cancel()
+    cancel.set("cancelled: the gateway is shutting down")
+    cancel.set("a later reason")  # the first one wins
+    result, _ = await go(ScriptedProvider([text_turn("never")]), cancel=cancel)
+    assert result.termination_reason is R.CANCELLED
+    assert result.detail == "cancelled: the gateway is shutting down (round 0)"
+    plain = Cancel()
+    plain.set()
+    assert plain.is_set() and plain.reason == "cancelled by the caller"

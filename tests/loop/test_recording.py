@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcp_agent.loop.recording import RecordingError, replay
+from mcp_agent.loop.recording import Recorder, RecordingError, replay
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, openai_stream
 
@@ -115,6 +116,24 @@ def test_secrets_never_reach_the_file(recorded):
     assert FAKE_KEY not in text and HEADER_SECRET not in text
     assert "TEAM_TOKEN" not in text and "X-Team-Token" not in text  # no headers, no env
     assert "PATH" not in json.dumps(lines(path)[0])
+
+
+def test_the_recording_is_the_users_alone(recorded, tmp_path):
+    path, _ = recorded
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    older = tmp_path / "new" / "older.jsonl"  # a folder to make, a file an earlier version left readable
+    older.parent.mkdir(mode=0o700)
+    older.write_text("")
+    older.chmod(0o644)
+    recorder = Recorder(older)
+    recorder.start(query="q", run_id="r", settings={}, tools=[])
+    recorder.close()
+    assert stat.S_IMODE(older.stat().st_mode) == 0o600
+    fresh = Recorder(tmp_path / "made" / "run.jsonl")
+    fresh.start(query="q", run_id="r", settings={}, tools=[])
+    fresh.close()
+    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "made" / "run.jsonl").stat().st_mode) == 0o600
 
 
 def test_replay_without_servers_is_identical(recorded):

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import secrets
 from typing import Any
 
 import anyio
 import pytest
 
+from mcp_agent._redact import remember_secrets
 from mcp_agent.config import AgentConfig, Limits, SessionsConfig
+from mcp_agent.events import ApprovalRequested, RecordingSink
 from mcp_agent.exceptions import StateError
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.guards import FAILURE_HINT
 from mcp_agent.loop.result import TerminationReason as R
-from mcp_agent.loop.sessions import MemorySessionStore, Session
+from mcp_agent.loop.sessions import MemorySessionStore, Session, import_session_files
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
@@ -457,3 +461,64 @@ async def test_max_sessions_between_owners_holding_as_many_drops_the_oldest_of_a
         pass
     assert sorted(i.id for i in await store.list()) == ["a2", "b1", "b2", "c1"]
 
+
+
+async def test_what_the_agent_keeps_shows_no_known_secret_and_is_still_a_transcript() -> None:
+    """A secret in the query, in a long (paged) tool result, in a gated call's arguments and in
+    the answer: the session, the run record, the approval and the pages keep ``***`` instead,
+    and the next run sends the masked conversation to the model as a valid transcript."""
+    secret = f"tok{secrets.token_hex(8)}"
+    remember_secrets([secret])
+    tools = echo_tools()
+    tools.add("note", lambda text: f"noted {text}", parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+    provider = ScriptedProvider(
+        [
+            tool_turn(call("echo", "c1", text=f"the key is {secret}. " + "filler " * 300)),
+            tool_turn(call("note", "c2", text=f"remember {secret}")),
+            text_turn(f"done, the key was {secret}"),
+            text_turn("the second answer"),
+        ]
+    )
+    config = AgentConfig.model_validate(
+        {"limits": {"maxResultChars": 500}, "approvals": {"require": ["note"], "timeoutSeconds": 0.01}}
+    )
+    state = MemoryState(StateLimits())
+    sink = RecordingSink()
+    agent = Agent(provider, tools, config, state=state, events=sink)
+    session = await agent.sessions.create()
+
+    first = await agent.query(f"the key is {secret}", session_id=session.id)
+    assert first.termination_reason is R.SUCCESS and secret in first.answer  # the caller's own answer is whole
+
+    kept = await state.sessions.get(session.id)
+    assert kept is not None
+    shown = json.dumps([message.to_dict() for message in kept.transcript])
+    assert secret not in shown and shown.count("***") >= 4  # query, result, call, answer
+    assert_valid_transcript(kept.transcript)
+    [record] = await state.runs.list()
+    assert secret not in json.dumps(record.to_dict()) and "***" in record.query
+    [asked] = sink.of(ApprovalRequested)
+    approval = await state.approvals.get(asked.approval_id)
+    assert approval is not None and approval.arguments == {"text": "remember ***"}
+    [paged] = await state.pages.entries(session.id)
+    pages = [await state.pages.read(session.id, paged.handle, n) for n in range(1, paged.pages + 1)]
+    assert all(page is not None and page.text is not None and secret not in page.text for page in pages)
+
+    second = await agent.query("again", session_id=session.id)
+    assert second.termination_reason is R.SUCCESS
+    sent = provider.requests[-1].messages
+    assert_valid_transcript(sent)
+    assert any("***" in message.content for message in sent if message.role == "user")
+
+
+async def test_conversations_of_earlier_versions_are_imported_without_known_secrets(tmp_path: Any) -> None:
+    secret = f"tok{secrets.token_hex(8)}"
+    remember_secrets([secret])
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    transcript = [{"role": "user", "content": f"the key is {secret}"}, {"role": "assistant", "content": "noted"}]
+    (folder / "old-1.json").write_text(json.dumps({"id": "old-1", "runs": 1, "transcript": transcript}))
+    store = MemorySessionStore()
+    assert await import_session_files(folder, store) == 1
+    kept = await store.get("old-1")
+    assert kept is not None and kept.transcript == (Message.user("the key is ***"), Message.assistant("noted"))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import secrets
+import stat
 from pathlib import Path
 
 import httpx
 import pytest
 
+from mcp_agent._redact import remember_secrets
 from mcp_agent.config import AgentConfig, LLMConfig, parse_config
 from mcp_agent.loop.agent import Agent
 from mcp_agent.providers.factory import open_provider
@@ -90,6 +93,25 @@ async def test_a_fresh_entry_spares_the_questions(
     assert third.source == "probe" and len(model_server.probes) > asked
     remember(tmp_path / CACHE_FILE, llm, tools_dropped=True)
     assert (await known_server(llm, http_client, state_dir=tmp_path)).tools_dropped is True
+
+
+async def test_the_file_keeps_no_credential_and_is_the_users_alone(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    password = f"pw{secrets.token_hex(8)}"
+    remember_secrets([password])  # as parse_config does for a URL's password
+    model_server.routes.update(llamacpp_routes(n_ctx=4096))
+    endpoint = model_server.base_url.replace("http://", f"http://agent:{password}@")
+    llm = LLMConfig(endpoint=endpoint, model="smollm2")
+    first = await known_server(llm, http_client, state_dir=tmp_path / "state")
+    assert first.source == "probe" and first.tokenize_url == endpoint.removesuffix("/v1") + "/tokenize"
+    path = tmp_path / "state" / CACHE_FILE
+    text = path.read_text()
+    assert password not in text and "agent:" not in text
+    assert list(json.loads(text)["entries"]) == [f"{model_server.base_url} | smollm2"]  # no user info
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    cached = await known_server(llm, http_client, state_dir=tmp_path / "state")
+    assert cached.source == "cache" and cached.tokenize_url == first.tokenize_url  # the credential is put back
 
 
 async def test_a_server_that_did_not_answer_is_not_remembered(http_client: httpx.AsyncClient, tmp_path: Path) -> None:

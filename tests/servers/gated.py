@@ -8,6 +8,8 @@
 - ``$GATED_TOOLS``: a file of tool names, one a line (default: ``echo``); every tool echoes
   its ``text`` argument with its own name in front. The tool ``announce`` sends
   ``notifications/resources/list_changed`` and ``notifications/prompts/list_changed``.
+- ``$GATED_DESTRUCTIVE``: tool names, comma-separated, annotated ``destructiveHint: true`` (the
+  others ``readOnlyHint: true``).
 - ``$GATED_RESOURCES``: a file of resource URIs, one a line (a line with ``{`` is a URI
   template); when set, the server declares ``resources``, lists them two a page (or
   ``$GATED_PAGE``; the file is read anew at each request), and reads each listed URI (or one
@@ -15,11 +17,13 @@
 - ``$GATED_PROMPTS``: a file of prompt names, one a line; when set, the server declares
   ``prompts``, lists them one a page, and gets each as ``prompt <name>``.
 
-Each catalog request is logged as ``<method>`` (``resources/read <uri>``, ``prompts/get <name>``).
+Each catalog request is logged as ``<method>`` (``resources/read <uri>``, ``prompts/get <name>``),
+and each ``tools/call`` the server receives, known tool or not, as ``tools/call <name> <arguments>``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -47,11 +51,15 @@ def tool_names() -> list[str]:
 
 
 def tool(name: str) -> dict:
-    return {
+    described: dict[str, Any] = {
         "name": name,
         "description": f"Echo the text ({name}).",
         "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
     }
+    if destructive := os.environ.get("GATED_DESTRUCTIVE"):
+        hint = "destructiveHint" if name in destructive.split(",") else "readOnlyHint"
+        described["annotations"] = {hint: True}
+    return described
 
 
 def fail_unless_allowed() -> None:
@@ -148,6 +156,8 @@ def request(request_id: object, method: str, params: dict) -> None:
         while not os.path.exists(gate):
             time.sleep(0.02)
         fail_unless_allowed()
+    if method == "tools/call":
+        log(f"tools/call {params.get('name')} {json.dumps(params.get('arguments'))}")
     if not catalog(request_id, method, params):
         original_request(request_id, method, params)
 

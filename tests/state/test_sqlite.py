@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -101,6 +102,20 @@ async def test_a_new_file_gets_the_schema_in_wal_mode_and_the_folder_is_made(tmp
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert {"sessions", "session_locks", "approvals", "runs", "replicas"} <= tables
     await (await opened(path)).aclose()  # and it opens again as it is
+
+
+async def test_a_new_file_its_wal_and_shm_and_its_folder_are_the_users_alone(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "state.db"
+    state = await opened(path)
+    try:
+        await state.runs.begin(RunRecord("r1", query="kept in the WAL"))
+        files = [path, path.with_name("state.db-wal"), path.with_name("state.db-shm")]
+        assert all(file.exists() for file in files)
+        modes = {file.name: stat.S_IMODE(file.stat().st_mode) for file in files}
+        assert modes == dict.fromkeys(modes, 0o600)  # SQLite gives -wal and -shm the file's mode
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    finally:
+        await state.aclose()
 
 
 async def test_an_empty_file_is_refused_naming_it_and_what_to_do_and_left_untouched(tmp_path: Path) -> None:

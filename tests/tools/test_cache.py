@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import signal
+import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,21 @@ import pytest
 from mcp import MCPError
 
 from mcp_agent.config import StdioServerConfig
-from mcp_agent.tools.cache import CACHE_VERSION, MAX_CACHED_ENTRIES, CachedList, ToolCache, cache_key
+from mcp_agent.tools._resolved import is_pinned, package_spec
+from mcp_agent.tools.cache import (
+    CACHE_VERSION,
+    MAX_CACHED_ENTRIES,
+    MAX_CONTAINERS,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    CachedList,
+    ToolCache,
+    cache_key,
+)
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
 from mcp_agent.tools.restart import RestartPolicy
 
-from .conftest import FAST_RESTARTS, server
+from .conftest import FAST_RESTARTS, SERVERS, server
 
 
 async def until(condition: Any, seconds: float = 20) -> None:
@@ -138,13 +150,13 @@ async def test_changing_args_env_or_filters_invalidates_the_cache(
         assert cache.load("g", variant) is None
     # touching the server script changes its key too
     script = Path(config.args[0])
-    stat = script.stat()
+    times = script.stat()
     before = cache_key(config)
-    os.utime(script, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    os.utime(script, ns=(times.st_atime_ns, times.st_mtime_ns + 1_000_000_000))
     try:
         assert cache_key(config) != before
     finally:
-        os.utime(script, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        os.utime(script, ns=(times.st_atime_ns, times.st_mtime_ns))
     # secrets are hashed into the key, never written
     secret = config.model_copy(update={"env": {**config.env, "TOKEN": "s3cret-value"}})
     assert cache.save("s", secret, CachedList(({"name": "x", "inputSchema": {"type": "object"}},), {}))
@@ -176,6 +188,58 @@ async def test_a_corrupt_cache_file_is_ignored_with_a_warning(
         assert "ignoring corrupt file" in caplog.text
         assert json.loads(path.read_text())["tools"][0]["name"] == "echo"  # rewritten whole
         files["gate"].unlink()
+
+
+def hostile(kind: str, key: str) -> str:
+    """A cache file no save writes: too deep, too large, too many containers or entries."""
+    def entry(tools: list[Any], **more: Any) -> str:
+        return json.dumps({"version": CACHE_VERSION, "key": key, "capabilities": {}, "tools": tools, **more})
+
+    echo = {"name": "echo", "inputSchema": {"type": "object"}}
+    if kind == "deep":
+        return "[" * 100_000 + "]" * 100_000  # deeper than the JSON parser goes
+    if kind == "deep_in_schema":  # the parser takes it; the nesting cap does not
+        deep = "[" * (MAX_DEPTH + 10) + "]" * (MAX_DEPTH + 10)
+        return entry([echo]).replace('"object"}', f'"object", "default": {deep}}}', 1)
+    if kind == "large":
+        return entry([echo], padding="x" * MAX_FILE_BYTES)
+    if kind == "containers":
+        return entry([{**echo, "examples": [[]] * MAX_CONTAINERS}])
+    if kind == "many_tools":
+        return entry([{"name": f"t{i}"} for i in range(MAX_CACHED_ENTRIES + 1)])
+    assert kind == "many_prompts"
+    return entry([echo], prompts=[{"name": f"p{i}"} for i in range(MAX_CACHED_ENTRIES + 1)])
+
+
+@pytest.mark.parametrize("kind", ["deep", "deep_in_schema", "large", "containers", "many_tools", "many_prompts"])
+async def test_a_hostile_cache_file_is_ignored_with_a_warning_naming_it(
+    files: dict[str, Path], caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    config = gated(files, lazy=True)
+    await warm(files, config)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    path.write_text(hostile(kind, cache_key(config)))
+    files["gate"].touch()
+    with caplog.at_level(logging.WARNING):
+        async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+            # started (lazy or not) to learn its list, as without a cache
+            assert status(hub).status == "up" and not status(hub).from_cache
+            assert [t.name for t in hub.list_tools()] == ["g__echo", "g__shout"]
+    assert f"tool cache: ignoring corrupt file {path}: " in caplog.text
+    assert json.loads(path.read_text())["tools"][0]["name"] == "echo"  # rewritten by the start
+
+
+async def test_lists_a_load_would_refuse_are_not_saved(files: dict[str, Path]) -> None:
+    files["tools"].write_text("".join(f"t{i}\n" for i in range(MAX_CACHED_ENTRIES + 1)))
+    files["gate"].touch()
+    config = gated(files)
+    path = ToolCache(files["state"] / "tool-cache").path("g")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"version": CACHE_VERSION, "key": cache_key(config), "tools": [{"name": "t0"}]}))
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        await until(lambda: status(hub).status == "up")
+        assert len(hub.list_tools()) == MAX_CACHED_ENTRIES + 1
+    assert not path.exists()  # not written, and the out-of-date entry is gone
 
 
 async def test_a_cached_server_that_fails_to_start_says_it_is_down(files: dict[str, Path]) -> None:
@@ -392,3 +456,134 @@ async def test_a_restarting_server_keeps_its_catalog_listed_and_reads_say_it_res
             await hub.catalog.read_resource("gated://a")
         assert "server g is restarting" in caught.value.message
         assert told == []  # nothing was withdrawn
+
+
+def test_the_cache_folder_and_its_files_are_the_users_alone(tmp_path: Path) -> None:
+    cache = ToolCache.of_state_dir(tmp_path / "state")
+    config = StdioServerConfig(command="python", args=["server.py"])
+    assert cache.save("s", config, CachedList(tools=({"name": "echo"},), capabilities={}))
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache.folder.stat().st_mode) == 0o700
+    assert [stat.S_IMODE(p.stat().st_mode) for p in cache.folder.iterdir()] == [0o600]
+
+
+# ------------------------------------------------------------------ what the command resolves to
+
+
+def launcher(path: Path, body: str = "") -> Path:
+    """An executable at ``path`` that runs the gated server (a stand-in for npx, uvx, a binary)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\n{body}exec "{sys.executable}" "{SERVERS / "gated.py"}"\n')
+    path.chmod(0o755)
+    return path
+
+
+def npm_manifest(folder: Path, version: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "package.json").write_text(json.dumps({"name": "gated-pkg", "version": version}))
+
+
+def dist_info(site: Path, version: str) -> None:
+    for old in site.glob("gated_pkg-*.dist-info") if site.exists() else []:
+        old.rename(site / f"gated_pkg-{version}.dist-info")
+        return
+    (site / f"gated_pkg-{version}.dist-info").mkdir(parents=True)
+
+
+def upgrade_npx(tmp: Path, version: str) -> None:
+    npm_manifest(tmp / "npm" / "_npx" / "0a1b2c" / "node_modules" / "gated-pkg", version)
+
+
+def upgrade_local(tmp: Path, version: str) -> None:
+    npm_manifest(tmp / "work" / "node_modules" / "gated-pkg", version)
+
+
+def upgrade_uv_tool(tmp: Path, version: str) -> None:
+    tool = tmp / "uv-tools" / "gated-pkg"
+    dist_info(tool / "lib" / "python3.12" / "site-packages", version)
+    (tool / "uv-receipt.toml").write_text(f'[tool]\nrequirements = [{{ name = "gated-pkg" }}]\n# {version}\n')
+
+
+def upgrade_pipx_run(tmp: Path, version: str) -> None:
+    dist_info(tmp / "pipx" / ".cache" / "5e6f" / "lib" / "python3.12" / "site-packages", version)
+
+
+RUNNERS = {
+    "npx cache": ("npx", ["-y", "gated-pkg"], upgrade_npx),
+    "npx in cwd": ("npx", ["--yes", "gated-pkg"], upgrade_local),
+    "uvx tool": ("uvx", ["gated-pkg"], upgrade_uv_tool),
+    "uv tool run": ("uv", ["tool", "run", "--python", "3.12", "gated-pkg"], upgrade_uv_tool),
+    "pipx run": ("pipx", ["run", "gated-pkg"], upgrade_pipx_run),
+}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+async def test_a_package_upgrade_found_on_disk_is_a_new_cache_key(
+    files: dict[str, Path], tmp_path: Path, runner: str
+) -> None:
+    command, args, upgrade = RUNNERS[runner]
+    env = {
+        "npm_config_cache": str(tmp_path / "npm"),
+        "UV_TOOL_DIR": str(tmp_path / "uv-tools"),
+        "PIPX_HOME": str(tmp_path / "pipx"),
+    }
+    (tmp_path / "work").mkdir()
+    upgrade(tmp_path, "1.0.0")
+    config = gated(files, env=env, lazy=True).model_copy(
+        update={"command": str(launcher(tmp_path / "bin" / command)), "args": args, "cwd": str(tmp_path / "work")}
+    )
+    files["gate"].touch()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:  # learns and caches its list
+        assert status(hub).status == "up"
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        assert status(hub).status == "idle" and status(hub).from_cache  # the same package: the cache serves
+    upgrade(tmp_path, "1.1.0")  # the runner now has another version of the package: not that list
+    files["tools"].write_text("echo\nnew_in_1_1\n")
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        # no cached list for this version: started at once to learn it, as without a cache
+        assert status(hub).status == "up" and not status(hub).from_cache
+        assert [t.name for t in hub.list_tools()] == ["g__echo", "g__new_in_1_1"]
+    assert starts(files["log"]) == 2
+
+
+async def test_a_replaced_executable_is_a_new_cache_key_even_with_its_old_mtime(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    binary = launcher(tmp_path / "bin" / "my-server")
+    config = gated(files).model_copy(update={"command": "my-server", "args": []})
+    config = config.model_copy(update={"env": {**config.env, "PATH": f"{binary.parent}:/usr/bin:/bin"}})
+    await warm(files, config)
+    cache = ToolCache(files["state"] / "tool-cache")
+    assert cache.load("g", config) is not None
+    before = binary.stat()
+    launcher(binary, body=": upgraded\n")  # a new build at the same path, its mtime kept
+    os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cache.load("g", config) is None
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "spec", "pinned"),
+    [
+        ("npx", ["-y", "@modelcontextprotocol/server-filesystem", "."], ("npm", "@modelcontextprotocol/server-filesystem"), False),
+        ("npx", ["-y", "@scope/pkg@1.2.3"], ("npm", "@scope/pkg@1.2.3"), True),
+        ("npx", ["-y", "pkg@latest"], ("npm", "pkg@latest"), False),
+        ("npx", ["--yes", "-p", "pkg@2", "pkg-cli"], ("npm", "pkg@2"), False),
+        ("/usr/local/bin/bunx", ["pkg@1.0.0-rc.1"], ("npm", "pkg@1.0.0-rc.1"), True),
+        ("npm", ["exec", "--", "pkg@1.0.0"], ("npm", "pkg@1.0.0"), True),
+        ("pnpm", ["dlx", "pkg"], ("npm", "pkg"), False),
+        ("uvx", ["mcp-server-git"], ("uv", "mcp-server-git"), False),
+        ("uvx", ["mcp-server-git@0.6.2"], ("uv", "mcp-server-git@0.6.2"), True),
+        ("uvx", ["--from", "mcp-server-git==0.6.2", "mcp-server-git"], ("uv", "mcp-server-git==0.6.2"), True),
+        ("uvx", ["--python", "3.12", "pkg>=1"], ("uv", "pkg>=1"), False),
+        ("uv", ["tool", "run", "pkg"], ("uv", "pkg"), False),
+        ("pipx", ["run", "--spec", "pkg==1.0", "pkg"], ("pipx", "pkg==1.0"), True),
+        ("python", ["server.py"], None, None),
+        ("uv", ["run", "server.py"], None, None),
+    ],
+)
+def test_package_runners_and_their_packages(
+    command: str, args: list[str], spec: tuple[str, str] | None, pinned: bool | None
+) -> None:
+    assert package_spec(command, args) == spec
+    if spec is not None:
+        assert is_pinned(spec[0], spec[1]) is pinned  # type: ignore[arg-type]

@@ -10,10 +10,12 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import psutil
 import pytest
 
 from mcp_agent.tools import _procfs
-from mcp_agent.tools._orphans import OWNER_ENV, ChildRecord, reap_orphans_sync, write_record
+from mcp_agent.tools._orphans import OWNER_ENV, ChildRecord, _stop, reap_orphans_sync, write_record
 
 from .conftest import SERVERS, alive, server
 
@@ -123,6 +125,7 @@ async def test_servers_die_with_their_killed_owner_and_the_next_start_reaps_the_
     server_pid, grandchild_pid = first.pids
     [record] = records(state)
     assert json.loads(record.read_text())["pgid"] == server_pid
+    assert json.loads(record.read_text())["pgid_start"] == started_at(server_pid)  # read at spawn
 
     first.process.kill()  # SIGKILL: nothing of the owner runs to stop its server
     first.process.wait()
@@ -196,17 +199,38 @@ def dead_owner() -> _procfs.ProcStat:
     return stat
 
 
+def started_at(pid: int) -> int:
+    stat = _procfs.read_stat(pid)
+    assert stat is not None
+    return stat.start_time
+
+
+def orphan_record(pgid: int, *, start: int | None = None, marker: str = MARKER) -> ChildRecord:
+    """A record of a killed gateway's server ``pgid`` (started at ``start``: its real start
+    time unless given)."""
+    owner = dead_owner()
+    start = started_at(pgid) if start is None else start
+    return ChildRecord(owner.pid, owner.start_time, marker, pgid, "fixture", _procfs.pid_namespace(), start)
+
+
 def test_only_processes_with_the_dead_owners_marker_are_reaped(tmp_path: Path, leftovers: Leftovers) -> None:
     leader, members = start_group(leftovers)
-    owner = dead_owner()
-    record = ChildRecord(owner.pid, owner.start_time, MARKER, leader.pid, "fixture", _procfs.pid_namespace())
-    write_record(tmp_path, record)
+    write_record(tmp_path, orphan_record(leader.pid))
 
     reap_orphans_sync(tmp_path)
 
     assert leader.wait(timeout=20) == -signal.SIGTERM
     assert alive(members) == members  # no marker, or another gateway's: never signalled
     assert list(tmp_path.glob("*.json")) == []
+
+
+def test_a_record_and_its_folder_are_the_users_alone(tmp_path: Path) -> None:
+    owner = dead_owner()
+    record = ChildRecord(owner.pid, owner.start_time, MARKER, 1, "fixture", _procfs.pid_namespace())
+    write_record(tmp_path / "children", record)
+    assert [p.name for p in (tmp_path / "children").iterdir()] == [record.filename]  # nothing left beside it
+    assert stat.S_IMODE((tmp_path / "children").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "children" / record.filename).stat().st_mode) == 0o600
 
 
 @pytest.mark.parametrize(
@@ -223,7 +247,9 @@ def test_the_owner_is_its_pid_and_start_time_in_its_pid_namespace(
     me = _procfs.read_stat(os.getpid())
     assert me is not None
     pid_namespace = _procfs.pid_namespace() if namespace == "ours" else namespace
-    record = ChildRecord(me.pid, me.start_time + start_offset, MARKER, leader.pid, "fixture", pid_namespace)
+    record = ChildRecord(
+        me.pid, me.start_time + start_offset, MARKER, leader.pid, "fixture", pid_namespace, started_at(leader.pid)
+    )
     write_record(tmp_path, record)
 
     reap_orphans_sync(tmp_path)
@@ -242,3 +268,170 @@ def test_unreadable_records_are_removed_and_a_missing_folder_is_nothing_to_do(tm
     reap_orphans_sync(tmp_path)
     assert list(tmp_path.iterdir()) == []
     reap_orphans_sync(tmp_path / "missing")
+
+
+# ------------------------------------------- a record is a claim: checked before anything is signalled
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="starting a process of another user needs root")
+
+
+def start_marked(left: Leftovers, argv: list[str], **options: Any) -> subprocess.Popen[str]:
+    """A process that carries the marker, in its own process group, killed at teardown."""
+    process = subprocess.Popen(
+        argv, env=os.environ | {OWNER_ENV: MARKER}, start_new_session=True, text=True, **options
+    )
+    left.owners.append(process)
+    left.watch([process.pid])
+    return process
+
+
+def refused(caplog: pytest.LogCaptureFixture, why: str) -> bool:
+    return any(
+        "not reaping process group" in r.getMessage() and why in r.getMessage() and r.levelname == "WARNING"
+        for r in caplog.records
+    )
+
+
+@as_root
+def test_a_forged_record_never_signals_another_users_process(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As root, a record naming another user's process that carries the marker in its
+    environment, with its true start time (anyone can read it), signals nothing."""
+    victim = start_marked(leftovers, ["sleep", "600"], user=NOBODY)
+    write_record(tmp_path, orphan_record(victim.pid))
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert alive([victim.pid]) == [victim.pid]
+    assert list(tmp_path.glob("*.json")) == []  # dropped
+    assert refused(caplog, f"process {victim.pid} belongs to another user (uid {NOBODY}")
+
+
+# a group leader (ours, marked) that starts a sleeper of another user in its group, prints its pid
+MIXED_LEADER = f"""
+import subprocess, time
+other = subprocess.Popen(["sleep", "600"], user={NOBODY})
+print(other.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@as_root
+def test_a_group_holding_another_users_marked_process_is_left_alone(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server (the group's leader) is gone, as after a killed gateway; what is left in the
+    group carries the marker but is another user's: nothing is signalled."""
+    leader = start_marked(leftovers, [sys.executable, "-c", MIXED_LEADER], stdout=subprocess.PIPE)
+    assert leader.stdout is not None
+    other = int(leader.stdout.readline())
+    leftovers.watch([other])
+    record = orphan_record(leader.pid)
+    leader.kill()
+    leader.wait()
+    write_record(tmp_path, record)
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert alive([other]) == [other]
+    assert list(tmp_path.glob("*.json")) == []
+    assert refused(caplog, f"process {other} belongs to another user")
+
+
+def test_a_marked_process_with_another_start_time_is_not_signalled(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The recorded server's pid now belongs to a process that started at another time (a
+    reused pid), even one that carries the marker: nothing is signalled."""
+    process = start_marked(leftovers, [sys.executable, "-c", "import time; time.sleep(600)"])
+    write_record(tmp_path, orphan_record(process.pid, start=started_at(process.pid) - 1))
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert process.poll() is None
+    assert list(tmp_path.glob("*.json")) == []
+    assert refused(caplog, "it is another process that reuses the server's pid")
+
+
+def test_a_record_naming_an_unrelated_process_signals_nothing(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process of ours, with its true start time, but without the marker: not ours to stop."""
+    unrelated = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True, text=True
+    )
+    leftovers.owners.append(unrelated)
+    write_record(tmp_path, orphan_record(unrelated.pid))
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert unrelated.poll() is None
+    assert list(tmp_path.glob("*.json")) == []
+    assert refused(caplog, "does not carry the recorded marker")
+
+
+def test_a_record_without_the_servers_start_time_signals_nothing(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record of an older version (no ``pgid_start``) cannot be checked: it is dropped."""
+    leader, _ = start_group(leftovers)
+    record = orphan_record(leader.pid)
+    (tmp_path / record.filename).write_text(json.dumps({**record.to_dict(), "pgid_start": None}))
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert leader.poll() is None
+    assert list(tmp_path.glob("*.json")) == []
+    assert refused(caplog, "does not say when the server started")
+
+
+@as_root
+def test_a_record_file_of_another_user_is_dropped_unread(
+    tmp_path: Path, leftovers: Leftovers, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader, _ = start_group(leftovers)
+    record = orphan_record(leader.pid)
+    write_record(tmp_path, record)
+    os.chown(tmp_path / record.filename, NOBODY, NOBODY)
+
+    reap_orphans_sync(tmp_path, grace=0.2)
+
+    assert leader.poll() is None
+    assert list(tmp_path.glob("*.json")) == []
+    assert f"owned by uid {NOBODY}, not by this user" in caplog.text
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "huge"])
+def test_a_record_that_is_no_record_file_is_dropped_without_hanging(
+    kind: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A FIFO is never opened for a blocking read, a link never followed, a big file never read
+    whole."""
+    path = tmp_path / "1-2.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "link":
+        path.symlink_to("/dev/zero")
+    else:  # a valid record, padded
+        record = ChildRecord(1, 2, MARKER, 2, "fixture", _procfs.pid_namespace(), 3)
+        path.write_text(json.dumps(record.to_dict()) + " " * 10_000)
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(reap_orphans_sync, tmp_path).result(timeout=20)
+    assert list(tmp_path.iterdir()) == []
+    assert "removing unreadable record" in caplog.text
+
+
+def test_a_pid_that_is_no_longer_the_vetted_process_is_never_signalled(leftovers: Leftovers) -> None:
+    """The last check before each signal: the process must still be the one that was vetted
+    (same start time); a stat of the same pid with another start time is not it."""
+    process = start_marked(leftovers, [sys.executable, "-c", "import time; time.sleep(600)"])
+    stat = _procfs.read_stat(process.pid)
+    assert stat is not None
+    other = _procfs.ProcStat(stat.pid, stat.state, stat.ppid, stat.pgid, stat.start_time - 1)
+
+    assert _stop([other], grace=0.1) == set()  # "gone": the process that was vetted no longer runs
+    assert process.poll() is None
+    assert _stop([stat], grace=5) == set()
+    assert process.wait(timeout=20) == -signal.SIGTERM

@@ -22,7 +22,7 @@ from typing import Literal
 
 from ..._types import JSONObject
 from ...messages import Message, ToolResult, ToolSpec
-from ..base import ToolSource
+from ..base import LiveToolSource, ToolSource
 from ._index import ToolIndex
 from ._query import query_terms, text_query
 
@@ -211,9 +211,21 @@ class RoutedTools:
         return [spec for spec in offered if spec.name in chosen or spec in finder]
 
     async def call_tool(self, name: str, arguments: JSONObject, *, timeout: float | None = None) -> ToolResult:
-        if name != self.find_name or any(spec.name == name for spec in self.source.list_tools()):
+        if not self._is_finder(name):
             return await self.source.call_tool(name, arguments, timeout=timeout)
         return self.find(str(arguments.get("query", "")))
+
+    async def live_spec(self, name: str) -> ToolSpec | ToolResult:
+        """The source's live definition (``LiveToolSource``); ``find_tools`` is its own, and a
+        source that is not live has only the definitions it lists."""
+        if not self._is_finder(name) and isinstance(self.source, LiveToolSource):
+            return await self.source.live_spec(name)
+        spec = next((spec for spec in self.list_tools() if spec.name == name), None)
+        return spec if spec is not None else ToolResult(f"unknown tool {name!r}", is_error=True)
+
+    def _is_finder(self, name: str) -> bool:
+        """Whether a call of ``name`` is ``find_tools``'s (not a source tool of that name)."""
+        return name == self.find_name and not any(spec.name == name for spec in self.source.list_tools())
 
     def find(self, query: str) -> ToolResult:
         """``find_tools``' answer: the tools matching ``query``, now offered from the next round."""
