@@ -101,6 +101,7 @@ class Dispatcher:
         trace: RunTrace = NO_TRACE,
     ) -> None:
         self.tools = tools
+        self._live = tools if isinstance(tools, LiveToolSource) else None  # once: a Protocol check is slow
         self.pages = pages
         self.trace = trace
         self.limits = limits
@@ -283,9 +284,9 @@ class Dispatcher:
         does not go out, its arguments go nowhere).
         """
         name = slot.call.name
-        if slot.spec is None or self._reads_pages(name) or not isinstance(self.tools, LiveToolSource):
+        if slot.spec is None or self._live is None or self._reads_pages(name):
             return None
-        live = await self.tools.live_spec(name)
+        live = await self._live.live_spec(name)
         if isinstance(live, ToolResult):
             return live
         checked, slot.spec = slot.spec, live

@@ -64,6 +64,8 @@ def redefinition(checked: ToolSpec, live: ToolSpec) -> str:
     arguments were validated against them). A new description or title changes nothing a call
     depends on, so it is not a redefinition.
     """
+    if checked is live:  # the source still offers the very definition the call was checked on
+        return ""
     if (checked.server, checked.mcp_name) != (live.server, live.mcp_name):
         return (
             f"the name now belongs to tool {live.mcp_name!r} of server {live.server}, "
@@ -75,7 +77,7 @@ def redefinition(checked: ToolSpec, live: ToolSpec) -> str:
             ("annotations", checked.annotations, live.annotations),
             ("parameters", checked.parameters, live.parameters),
         )
-        if _canonical(before) != _canonical(after)
+        if before != after and _canonical(before) != _canonical(after)
     ]
     if not changed:
         return ""
