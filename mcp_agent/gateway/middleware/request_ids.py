@@ -4,7 +4,8 @@ JSON-RPC ids must be unique among a client's requests in flight. The SDK's sessi
 request's response stream by its id, so a second request that reuses the id of one still running
 takes over its stream: one of the two never gets an answer and its client hangs. This answers such
 a request at once with a JSON-RPC ``Invalid Request`` error (HTTP 400) naming the id, and leaves
-the first one alone. The id is free again once the first request's HTTP exchange is over.
+the first one alone. The id is free again once the first request's response is complete: the
+SDK's handler may still be tidying up then, but its client has the answer and may reuse the id.
 
 Only POSTs within a session (with ``Mcp-Session-Id``) are tracked: requests without one (a
 2026-era request, an ``initialize``) each have an exchange of their own.
@@ -56,8 +57,14 @@ class UniqueRequestIds:
             await _refuse(send, request_id)
             return
         self._in_flight.add(key)
+
+        async def answering(message: Message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self._in_flight.discard(key)  # answered: the client may reuse the id at once
+
         try:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, answering)
         finally:
             self._in_flight.discard(key)
 
