@@ -17,7 +17,8 @@
 - ``$GATED_PROMPTS``: a file of prompt names, one a line; when set, the server declares
   ``prompts``, lists them one a page, and gets each as ``prompt <name>``.
 
-Each catalog request is logged as ``<method>`` (``resources/read <uri>``, ``prompts/get <name>``),
+Each catalog request is logged as ``<method>`` (``resources/read <uri>``, ``prompts/get <name>``
+followed by its arguments as JSON when it has any),
 and each ``tools/call`` the server receives, known tool or not, as ``tools/call <name> <arguments>``.
 """
 
@@ -138,7 +139,8 @@ def catalog(request_id: object, method: str, params: dict) -> bool:
         result["prompts"] = result.pop("items")
     elif method == "prompts/get" and capabilities.get("prompts"):
         name = str(params.get("name"))
-        log(f"{method} {name}")
+        arguments = params.get("arguments")
+        log(f"{method} {name}" + (f" {json.dumps(arguments)}" if arguments else ""))
         result = {"messages": [{"role": "user", "content": {"type": "text", "text": f"prompt {name}"}}]}
     else:
         return False
