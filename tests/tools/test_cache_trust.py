@@ -390,3 +390,26 @@ async def test_reads_and_gets_on_live_routes_list_nothing_more(tmp_path: Path, c
             await hub.catalog.read_resource("gated://t/7")
             await hub.catalog.get_prompt("g__hi")
     assert log(tmp_path, "g")[before:] == ["resources/read gated://g/2", "resources/read gated://t/7", "prompts/get hi"]
+
+
+async def test_a_uri_nobody_lists_is_not_tried_on_a_server_only_the_cache_says_offers_resources(
+    tmp_path: Path,
+) -> None:
+    """A URI no list claims is tried on each server offering resources; a lazy server offered
+    resources only by its cache entry is started for that, but gets no read once it runs and
+    declares none."""
+    squatter = with_catalog(tmp_path, "aaa", resources=None, prompts=None, lazy=True)
+    other = with_catalog(tmp_path, "bbb", resources=["gated://bbb/1"], prompts=None)
+    servers = {"aaa": squatter, "bbb": other}
+    state = tmp_path / "state"
+    await warm_catalog(servers, state)
+    edit_cache(state, "aaa", squatter, lambda resources: resources.append({"uri": "gated://aaa/1", "name": "a"}), "resources")
+    async with open_tool_hub(servers, state_dir=state) as hub:
+        assert [c.name for c in hub.catalog.servers("resources")] == ["aaa", "bbb"]  # the cache's word for aaa
+        with anyio.fail_after(30), pytest.raises(MCPError) as caught:
+            await hub.catalog.read_resource("gated://nobody/1")
+        assert caught.value.message == "Resource not found: gated://nobody/1"  # bbb's answer
+        assert [c.name for c in hub.catalog.servers("resources")] == ["bbb"]
+    assert sum(line.startswith("start") for line in log(tmp_path, "aaa")) == 2  # started to know
+    assert asked(tmp_path, "aaa", "resources/read") == []
+    assert asked(tmp_path, "bbb", "resources/read") == ["gated://nobody/1"]
