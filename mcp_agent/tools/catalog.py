@@ -9,6 +9,16 @@ at once what the server will offer; once it is up, a list that differs is announ
 ``list_changed``. A read or a get on such a server waits for its start (bounded by its
 ``startupTimeoutSeconds``), as a tool call does.
 
+Known lists only speed up listing; they decide nothing. A read or a get that only they route
+(its URI, template or prompt name came from a server's known lists, not from the running server)
+first has that server started and listed live (every page of its resources and templates, or of
+every running server's prompts), then is routed again on what the live lists say. So a stale or
+poisoned cache entry can neither take a read or a get (with a prompt's arguments) meant for
+another server, nor send one to a server that no longer offers it: a URI that no live list offers
+answers "Resource not found" naming the server whose cached list offered it, and a prompt name no
+live list has answers "Unknown prompt". Each pass lists one more server live, so there are at
+most as many passes as servers. Routes from listings of running servers cost nothing more.
+
 A server that has failed (its start is retried with backoff, or it gave up restarting) is not
 listed, as its tools are not: listing what cannot be read would only move the failure to the
 read. Its clients are told (``list_changed``), and a read of one of its URIs, or a get of one of
@@ -23,8 +33,9 @@ its prompts, answers an error that names the server and why it is down, not "not
   each server offering resources in configuration order until one answers (then it owns the
   URI). An owner's answer, error included, is final.
 - **Resources and templates are paged through**, one upstream page per gateway page: the
-  gateway's cursor names the server and that server's own cursor, so a server with 10 000
-  resources is never read whole, and a client that stops early costs nothing more. At most
+  gateway's cursor names the server and that server's own cursor, so a listing never reads a
+  server with 10 000 resources whole (a read that only known lists route does, see above), and
+  a client that stops early costs nothing more. At most
   ``MAX_PAGES`` pages are followed per server (a server whose cursor loops cannot trap a client).
 - **Prompts are named like tools** (``server__prompt``, the server's ``toolPrefix``, see
   ``naming.py``) and are listed whole (all pages of all servers, in one answer): names can only
@@ -43,12 +54,12 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from .connection import CatalogKind, ServerConnection
 from .naming import NamedTool, assign_names
@@ -122,8 +133,20 @@ async def _with_params(
     return await fetch(session, params)
 
 
+async def _list_resources(
+    session: ClientSession, params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    return await session.list_resources(params=params)
+
+
+async def _list_templates(
+    session: ClientSession, params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
+    return await session.list_resource_templates(params=params)
+
+
 async def _list_prompts(
-    session: ClientSession, *, params: types.PaginatedRequestParams | None
+    session: ClientSession, params: types.PaginatedRequestParams | None
 ) -> types.ListPromptsResult:
     return await session.list_prompts(params=params)
 
@@ -153,9 +176,14 @@ class Catalog:
     ) -> None:
         self._connections = connections
         self._default_timeout = default_timeout
+        # routes from listings of running servers, and from known lists (the cache's): the
+        # latter only name a server to start and list live (_route)
         self._owners: dict[str, str] = {}
+        self._known_owners: dict[str, str] = {}
         self._templates: dict[tuple[str, str], re.Pattern[str]] = {}
+        self._known_templates: dict[tuple[str, str], re.Pattern[str]] = {}
         self._prompts: dict[str, tuple[str, str]] = {}
+        self._known_prompts: set[str] = set()
         self._gone_prompts: dict[str, tuple[str, str]] = {}
         self._collisions: set[str] = set()
 
@@ -177,35 +205,37 @@ class Catalog:
 
     async def list_resources(self, cursor: str | None = None) -> types.ListResourcesResult:
         """One page of resources (URIs as the servers sent them)."""
-        items, following = await self._paged(
+        items, following, live = await self._paged(
             cursor,
             "resources/list",
-            lambda session, params: session.list_resources(params=params),
+            _list_resources,
             lambda page: page.resources,
             lambda connection: connection.lists.entries("resources", types.Resource),
         )
         for server, resource in items:
-            self._own(resource.uri, server)
+            self._own(resource.uri, server, live=live)
         return types.ListResourcesResult(resources=[r for _, r in items], next_cursor=following)
 
     async def list_resource_templates(self, cursor: str | None = None) -> types.ListResourceTemplatesResult:
         """One page of resource templates (as the servers sent them)."""
-        items, following = await self._paged(
+        items, following, live = await self._paged(
             cursor,
             "resources/templates/list",
-            lambda session, params: session.list_resource_templates(params=params),
+            _list_templates,
             lambda page: page.resource_templates,
             lambda connection: connection.lists.entries("resource_templates", types.ResourceTemplate),
         )
+        routes = self._templates if live else self._known_templates
         for server, template in items:
-            _remember(
-                self._templates, (server, template.uri_template), template_pattern(template.uri_template)
-            )
+            _remember(routes, (server, template.uri_template), template_pattern(template.uri_template))
         return types.ListResourceTemplatesResult(
             resource_templates=[t for _, t in items], next_cursor=following
         )
 
-    def _own(self, uri: str, server: str) -> None:
+    def _own(self, uri: str, server: str, *, live: bool) -> None:
+        if not live:
+            _remember(self._known_owners, uri, server)
+            return
         owner = self._owners.get(uri)
         if owner is None:
             _remember(self._owners, uri, server)
@@ -215,25 +245,141 @@ class Catalog:
                 "resource %s is offered by servers %s and %s; reads go to %s", uri, owner, server, owner
             )
 
-    def owner(self, uri: str) -> str | None:
-        """The server a read of ``uri`` goes to, from what the listings showed, else from what
-        the servers are known to list (None: unknown)."""
-        owner = self._owners.get(uri)
-        if owner is not None:
-            return owner
-        order = list(self._connections)
-        matches = [server for (server, _), pattern in self._templates.items() if pattern.fullmatch(uri)]
-        if matches:
-            return min(matches, key=order.index)
-        known = [c.lists for c in self._connections.values()]
+    def _claim(self, uri: str, ruled_out: Collection[str] = ()) -> tuple[str, bool] | None:
+        """Which server a read of ``uri`` goes to by the rules of the module docstring, and
+        whether a listing of the running server says so (False: only its known lists do).
+
+        A listed URI first, else a listed template that matches, else the servers' known lists;
+        among claims of one rank, the first server in configuration order (a live claim before a
+        known one of the same server). Servers in ``ruled_out`` (their live lists lack the URI)
+        are passed over.
+        """
+        live_owner, known_owner = self._owners.get(uri), self._known_owners.get(uri)
+        if live_owner is not None and known_owner is None and live_owner not in ruled_out:
+            return live_owner, True  # the usual case, at the cost of two lookups
+        listed = self._first([(live_owner, True), (known_owner, False)], ruled_out)
+        if listed is not None:
+            return listed
+        matched = self._first(
+            [
+                (server, live)
+                for live, routes in ((True, self._templates), (False, self._known_templates))
+                for (server, _), pattern in routes.items()
+                if pattern.fullmatch(uri)
+            ],
+            ruled_out,
+        )
+        if matched is not None:
+            return matched
+        known = [c.lists for c in self._connections.values() if c.name not in ruled_out]
         for lists in known:
             if any(resource.uri == uri for resource in lists.entries("resources", types.Resource)):
-                return lists.name
+                return lists.name, False
         for lists in known:
             templates = lists.entries("resource_templates", types.ResourceTemplate)
             if any(template_pattern(t.uri_template).fullmatch(uri) for t in templates):
-                return lists.name
+                return lists.name, False
         return None
+
+    def _first(
+        self, claims: list[tuple[str | None, bool]], ruled_out: Collection[str]
+    ) -> tuple[str, bool] | None:
+        """The claim of the first server in configuration order (live before known)."""
+        kept = [(server, live) for server, live in claims if server is not None and server not in ruled_out]
+        if len(kept) < 2:
+            return kept[0] if kept else None
+        order = {name: index for index, name in enumerate(self._connections)}
+        return min(kept, key=lambda claim: (order.get(claim[0], len(order)), not claim[1]))
+
+    def owner(self, uri: str) -> str | None:
+        """The server that claims ``uri`` by what the listings showed, else by what the servers
+        are known to list (None: nobody). ``read_resource`` sends nothing on a claim that only
+        known lists make: it checks it against the live lists first."""
+        claim = self._claim(uri)
+        return claim[0] if claim is not None else None
+
+    async def _route(self, uri: str, what: str) -> str | None:
+        """The server a read of ``uri`` goes to, decided by live lists alone.
+
+        A claim from known lists starts its server (or waits for its start) and lists it live
+        (``_list_live``); a server whose live lists lack the URI (or that declares no resources
+        once it runs) is passed over, and the claims are weighed again. None: nobody claims the
+        URI (a trial follows, as for any URI never listed).
+
+        Raises:
+            MCPError: ``RESOURCE_NOT_FOUND`` when known lists claimed the URI and no live list
+                has it; the server's state when it cannot start; a live listing's error.
+        """
+        ruled_out: list[str] = []
+        for _ in range(len(self._connections) + 1):  # each pass lists one more server live
+            claim = self._claim(uri, ruled_out)
+            if claim is None:
+                if not ruled_out:
+                    return None
+                offered = (
+                    f"server {ruled_out[0]}'s cached list offered it, but the running server does not list it"
+                    if len(ruled_out) == 1
+                    else f"the cached lists of servers {', '.join(ruled_out)} offered it, but the running "
+                    "servers do not list it"
+                )
+                raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri} ({offered})")
+            owner, live = claim
+            connection = self._connections[owner]
+            if live:
+                return owner
+            if connection.state in ("starting", "idle"):
+                await connection.wait_started()
+            if connection.state != "up":
+                raise _unavailable(what, connection, "resources")
+            if not connection.offers("resources"):  # its known lists said it does
+                self._replace_routes(owner, [], [])
+                ruled_out.append(owner)
+            elif not await self._list_live(connection, uri, what):
+                ruled_out.append(owner)
+        raise MCPError(INTERNAL_ERROR, f"{what}: not sent: the servers' live lists kept changing")
+
+    async def _list_live(self, connection: ServerConnection, uri: str, what: str) -> bool:
+        """List the running ``connection``'s resources and templates (every page, ``MAX_PAGES`` at
+        most), make them its routes in place of what its known lists gave, and say whether they
+        offer ``uri``.
+
+        Raises:
+            MCPError: a listing failed (nothing is read on a route it could not check).
+        """
+        name = connection.name
+        try:
+            resources = await self._every_page(connection, "resources/list", _list_resources, lambda p: p.resources)
+            try:
+                templates = await self._every_page(
+                    connection, "resources/templates/list", _list_templates, lambda p: p.resource_templates
+                )
+            except MCPError as exc:
+                if exc.code != METHOD_NOT_FOUND:
+                    raise
+                templates = []
+        except MCPError as exc:
+            raise MCPError(
+                exc.code, f"{what}: not sent: server {name}'s resources could not be listed: {exc.message}"
+            ) from None
+        patterns = self._replace_routes(name, resources, templates)
+        return any(resource.uri == uri for resource in resources) or any(p.fullmatch(uri) for p in patterns)
+
+    def _replace_routes(
+        self, name: str, resources: Sequence[types.Resource], templates: Sequence[types.ResourceTemplate]
+    ) -> list[re.Pattern[str]]:
+        """Make what the running server ``name`` listed its routes, in place of what its known
+        lists (and its earlier listings) gave; returns its templates' patterns."""
+        listed = {resource.uri for resource in resources}
+        self._known_owners = {u: server for u, server in self._known_owners.items() if server != name}
+        self._owners = {u: server for u, server in self._owners.items() if server != name or u in listed}
+        self._known_templates = {key: p for key, p in self._known_templates.items() if key[0] != name}
+        self._templates = {key: p for key, p in self._templates.items() if key[0] != name}
+        for resource in resources:
+            self._own(resource.uri, name, live=True)
+        patterns = [template_pattern(t.uri_template) for t in templates]
+        for template, pattern in zip(templates, patterns, strict=True):
+            _remember(self._templates, (name, template.uri_template), pattern)
+        return patterns
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
         """Read ``uri`` from the server that owns it (see the module docstring).
@@ -242,14 +388,18 @@ class Catalog:
             MCPError: the owner's error, or the first server's when no server could read it.
         """
         what = f"resources/read {uri}"
+        owner = await self._route(uri, what)
         servers = {c.name: c for c in self.servers("resources")}
-        owner = self.owner(uri)
         if owner in servers:
             return await self._ask(servers[owner], what, lambda session: session.read_resource(uri))
         if owner is not None:  # its server lists it no more: say why rather than "not found"
             raise _unavailable(what, self._connections[owner], "resources")
         first: MCPError | None = None
         for connection in servers.values():
+            if connection.state in ("starting", "idle"):
+                await connection.wait_started()
+            if connection.state == "up" and not connection.offers("resources"):
+                continue  # its known lists said it offers resources; the running server does not
             try:
                 result = await self._ask(connection, what, lambda session: session.read_resource(uri))
             except MCPError as exc:
@@ -268,8 +418,9 @@ class Catalog:
         fetch: Callable[[ClientSession, types.PaginatedRequestParams | None], Awaitable[Any]],
         items_of: Callable[[Any], Sequence[P]],
         known: Callable[[ServerConnection], Sequence[P]],
-    ) -> tuple[list[tuple[str, P]], str | None]:
-        """One upstream page, from the server (and its cursor) that ``cursor`` names.
+    ) -> tuple[list[tuple[str, P]], str | None, bool]:
+        """One upstream page, from the server (and its cursor) that ``cursor`` names, and whether
+        the running server listed it (False: its known lists).
 
         A server that is not up gives its ``known`` list as one page. A server that fails is
         skipped with a warning, and so is one with nothing to list, so a page is empty only at
@@ -286,7 +437,8 @@ class Catalog:
         for connection in servers[index:]:
             params = types.PaginatedRequestParams(cursor=upstream) if upstream is not None else None
             page: Any = None
-            if connection.state != "up":  # its known list, whole (none left after a live page)
+            live = connection.state == "up"
+            if not live:  # its known list, whole (none left after a live page)
                 cached = known(connection) if upstream is None else []
                 items, following = [(connection.name, item) for item in cached], None
             else:
@@ -297,26 +449,30 @@ class Catalog:
                 items = [(connection.name, item) for item in items_of(page)] if page is not None else []
                 following = page.next_cursor if page is not None else None
             if following and pages + 1 < MAX_PAGES:
-                return items, encode_cursor(connection.name, following, pages + 1)
+                return items, encode_cursor(connection.name, following, pages + 1), live
             if following:
                 logger.warning("%s: stopped listing %s after %d pages", connection.name, method, MAX_PAGES)
             upstream, pages = None, 0
             if items:
                 after = names.index(connection.name) + 1
-                return items, encode_cursor(names[after], None, 0) if after < len(names) else None
-        return [], None
+                return items, encode_cursor(names[after], None, 0) if after < len(names) else None, live
+        return [], None, True
 
     # ------------------------------------------------------------------ prompts
 
     async def list_prompts(self) -> types.ListPromptsResult:
         """Every prompt of every server, named ``server__prompt`` (all pages, one answer)."""
         listed: list[tuple[ServerConnection, types.Prompt]] = []
+        known: set[str] = set()  # the servers listed from their known lists
         for connection in self.servers("prompts"):
             try:
                 if connection.state == "up":
-                    prompts = await self._all_prompts(connection)
+                    prompts = await self._every_page(
+                        connection, "prompts/list", _list_prompts, lambda page: page.prompts
+                    )
                 else:
                     prompts = connection.lists.entries("prompts", types.Prompt)
+                    known.add(connection.name)
             except MCPError as exc:
                 logger.warning("%s: prompts/list failed: %s", connection.name, exc.message)
                 continue
@@ -337,6 +493,7 @@ class Catalog:
         for name in routes:
             self._gone_prompts.pop(name, None)
         self._prompts = routes
+        self._known_prompts = {name for name, (server, _) in routes.items() if server in known}
         return types.ListPromptsResult(prompts=exposed_prompts)
 
     def _gone(self, name: str) -> ServerConnection | None:
@@ -356,44 +513,64 @@ class Catalog:
                 return connection
         return None
 
-    async def _all_prompts(self, connection: ServerConnection) -> list[types.Prompt]:
-        prompts: list[types.Prompt] = []
+    async def _every_page(
+        self,
+        connection: ServerConnection,
+        method: str,
+        fetch: Callable[[ClientSession, types.PaginatedRequestParams | None], Awaitable[Any]],
+        items_of: Callable[[Any], Sequence[P]],
+    ) -> list[P]:
+        """Every page of ``method`` from the running server (``MAX_PAGES`` at most; a cursor seen
+        before ends the listing)."""
+        items: list[P] = []
         cursor: str | None = None
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
-            page = await self._ask(
-                connection, "prompts/list", functools.partial(_list_prompts, params=params)
-            )
-            prompts.extend(page.prompts)
+            page = await self._ask(connection, method, functools.partial(_with_params, fetch, params))
+            items.extend(items_of(page))
             cursor = page.next_cursor
             if not cursor or cursor in seen:
                 break
             seen.add(cursor)
         else:
-            logger.warning("%s: stopped listing prompts after %d pages", connection.name, MAX_PAGES)
-        return prompts
+            logger.warning("%s: stopped listing %s after %d pages", connection.name, method, MAX_PAGES)
+        return items
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
     ) -> types.GetPromptResult:
         """Get the prompt the gateway lists as ``name`` from its server.
 
+        A name routed by a server's known lists first has that server started and the prompts
+        listed again: the get goes where the live lists route the name (see the module docstring).
+
         Raises:
             MCPError: ``INVALID_PARAMS`` for an unknown name, else the server's error.
         """
+        what = f"prompts/get {name}"
         if name not in self._prompts:  # not listed yet, or changed since
             await self.list_prompts()
+        for _ in range(len(self._connections) + 1):  # each pass lists one more server live
+            route = self._prompts.get(name)
+            if route is None or name not in self._known_prompts:
+                break
+            server = self._connections[route[0]]
+            if server.state in ("starting", "idle"):
+                await server.wait_started()
+            if server.state != "up":
+                raise _unavailable(what, server, "prompts")
+            await self.list_prompts()
+        else:
+            raise MCPError(INTERNAL_ERROR, f"{what}: not sent: the servers' live lists kept changing")
         route = self._prompts.get(name)
         gone = self._gone(name) if route is None else None
         if gone is not None:  # its server lists it no more: say why rather than "unknown"
-            raise _unavailable(f"prompts/get {name}", gone, "prompts")
+            raise _unavailable(what, gone, "prompts")
         connection = self._connections.get(route[0]) if route is not None else None
         if route is None or connection is None:
             known = ", ".join(sorted(self._prompts)[:50]) or "(none)"
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Available prompts: {known}")
         mcp_name = route[1]
         args = dict(arguments) if arguments else None
-        return await self._ask(
-            connection, f"prompts/get {name}", lambda session: session.get_prompt(mcp_name, args)
-        )
+        return await self._ask(connection, what, lambda session: session.get_prompt(mcp_name, args))

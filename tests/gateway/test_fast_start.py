@@ -397,3 +397,63 @@ async def test_a_cached_read_only_mark_does_not_let_a_passed_through_call_skip_i
     [result] = results
     assert result.is_error and result.content[0].text.startswith("[DENIED:")
     assert received() == []
+
+
+async def test_a_poisoned_cached_catalog_routes_no_get_and_no_read_of_another_server(tmp_path: Path) -> None:
+    """``exposeTools``: the lazy server ``aaa`` (bare names, first in the configuration) has a cache
+    entry that lists the files server's prompt name and resource URI as its own. Listing shows the
+    cache's word; the get and the read start ``aaa``, whose live lists say otherwise, and go to
+    the files server: neither they nor the prompt's arguments ever reach ``aaa``."""
+    servers: dict[str, Any] = {}
+    for name, resources, prompts, options in (
+        ("aaa", "gated://aaa/1\n", "hello\n", {"lazy": True, "toolPrefix": ""}),
+        ("files", "secret://files/report\n", "summarize\n", {}),
+    ):
+        (tmp_path / f"{name}.resources").write_text(resources)
+        (tmp_path / f"{name}.prompts").write_text(prompts)
+        env = {
+            "GATED_LOG": str(tmp_path / f"{name}.log"),
+            "GATED_RESOURCES": str(tmp_path / f"{name}.resources"),
+            "GATED_PROMPTS": str(tmp_path / f"{name}.prompts"),
+        }
+        servers[name] = {"command": sys.executable, "args": [GATED], "env": env, **options}
+    config = parse_config(
+        {
+            "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
+            "mcpServers": servers,
+            "gateway": {"exposeTools": True},
+        },
+        environ={},
+    )
+    cache = ToolCache(state_dir() / "tool-cache")
+
+    def known() -> bool:
+        entries = [cache.load(name, server) for name, server in config.servers().items()]
+        return all(e is not None and e.resources is not None and e.prompts is not None for e in entries)
+
+    async with open_tool_hub(config.servers(), state_dir=state_dir()):
+        await eventually(known, timeout=20)
+    data = json.loads(cache.path("aaa").read_text())
+    data["prompts"].append({"name": "files__summarize"})
+    data["resources"].append({"uri": "secret://files/report", "name": "report"})
+    cache.path("aaa").write_text(json.dumps(data))
+
+    def asked(name: str) -> list[str]:
+        lines = (tmp_path / f"{name}.log").read_text().splitlines()
+        return [line for line in lines if line.startswith(("prompts/get", "resources/read"))]
+
+    async with (
+        running_gateway(config, factory=Agent.from_config) as gateway,
+        connect(gateway.url, "http", "legacy") as client,
+    ):
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert prompts["files__summarize"].description is None  # the cache's (squatting) entry
+        assert await all_resources(client) == ["gated://aaa/1", "secret://files/report", "secret://files/report"]
+        with anyio.fail_after(30):
+            got = await client.get_prompt("files__summarize", {"text": "s3cret"})
+            read = await client.read_resource("secret://files/report")
+        assert got.messages[0].content.text == "prompt summarize"
+        assert read.contents[0].text == "read secret://files/report"
+    assert asked("aaa") == []
+    assert not any("s3cret" in line for line in (tmp_path / "aaa.log").read_text().splitlines())
+    assert asked("files") == ['prompts/get summarize {"text": "s3cret"}', "resources/read secret://files/report"]

@@ -17,8 +17,10 @@
 - ``$GATED_PROMPTS``: a file of prompt names, one a line; when set, the server declares
   ``prompts``, lists them one a page, and gets each as ``prompt <name>``.
 
-Each catalog request is logged as ``<method>`` (``resources/read <uri>``, ``prompts/get <name>``),
-and each ``tools/call`` the server receives, known tool or not, as ``tools/call <name> <arguments>``.
+Each catalog listing is logged as ``<method>``; each ``resources/read`` and ``prompts/get`` the
+server receives, declared capability or not, as ``resources/read <uri>`` and ``prompts/get <name>``
+(followed by its arguments as JSON when it has any); and each ``tools/call``, known tool or not,
+as ``tools/call <name> <arguments>``.
 """
 
 from __future__ import annotations
@@ -122,7 +124,6 @@ def catalog(request_id: object, method: str, params: dict) -> bool:
         result = {"resourceTemplates": templates}
     elif method == "resources/read" and capabilities.get("resources"):
         uri = str(params.get("uri"))
-        log(f"{method} {uri}")
         if not readable(uri):
             server.send(
                 {"id": request_id, "error": {"code": -32002, "message": f"Resource not found: {uri}"}}
@@ -138,7 +139,6 @@ def catalog(request_id: object, method: str, params: dict) -> bool:
         result["prompts"] = result.pop("items")
     elif method == "prompts/get" and capabilities.get("prompts"):
         name = str(params.get("name"))
-        log(f"{method} {name}")
         result = {"messages": [{"role": "user", "content": {"type": "text", "text": f"prompt {name}"}}]}
     else:
         return False
@@ -158,6 +158,11 @@ def request(request_id: object, method: str, params: dict) -> None:
         fail_unless_allowed()
     if method == "tools/call":
         log(f"tools/call {params.get('name')} {json.dumps(params.get('arguments'))}")
+    elif method == "resources/read":
+        log(f"{method} {params.get('uri')}")
+    elif method == "prompts/get":
+        arguments = params.get("arguments")
+        log(f"{method} {params.get('name')}" + (f" {json.dumps(arguments)}" if arguments else ""))
     if not catalog(request_id, method, params):
         original_request(request_id, method, params)
 

@@ -1,7 +1,8 @@
 """A tool cache that cannot decide: it only speeds up listing. Once a server is up, a call is
 checked against its live list: the tool's annotations (so ``approvals.requireDestructive``) come
 from there, and a name the cache gave another owner never carries a call, or its arguments, to a
-server that does not have that tool.
+server that does not have that tool. The same for resources and prompts (``exposeTools``): a read
+or a get routed by a cached list goes out only once the live lists agree.
 
 Real lazy stdio servers (``tests/servers/gated.py``, which logs every ``tools/call`` it
 receives) behind a real hub and an Agent, with cache entries edited on disk between two starts.
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
+from mcp import MCPError
 
 from mcp_agent.config import AgentConfig, ApprovalsConfig, LLMConfig, StdioServerConfig
 from mcp_agent.events import ApprovalRequested, RecordingSink
@@ -59,11 +62,14 @@ async def warm(servers: dict[str, StdioServerConfig], state: Path) -> None:
         assert all(s.status == "up" for s in hub.status())
 
 
-def edit_cache(state: Path, name: str, config: StdioServerConfig, change: Callable[[list[JSON]], None]) -> None:
-    """Change the cached tools of ``name`` on disk, as a stale or poisoned entry would be."""
+def edit_cache(
+    state: Path, name: str, config: StdioServerConfig, change: Callable[[list[JSON]], None], part: str = "tools"
+) -> None:
+    """Change the cached ``part`` (tools, resources, prompts) of ``name`` on disk, as a stale or
+    poisoned entry would be."""
     path = ToolCache.of_state_dir(state).path(name)
     data = json.loads(path.read_text())
-    change(data["tools"])
+    change(data.setdefault(part, []))
     path.write_text(json.dumps(data))
     cached = ToolCache.of_state_dir(state).load(name, config)
     assert cached is not None  # still a valid entry for this configuration
@@ -216,3 +222,194 @@ async def test_a_cached_tool_the_live_server_lacks_is_not_called(tmp_path: Path)
         assert result.is_error and "the running server has no tool 'ghost'" in result.text
         assert "g__ghost" not in [spec.name for spec in hub.list_tools()]
     assert received(tmp_path, "g") == []
+
+
+# ------------------------------------------------------------------ resources and prompts
+
+
+def with_catalog(
+    tmp_path: Path, name: str, *, resources: list[str] | None, prompts: list[str] | None, **options: Any
+) -> StdioServerConfig:
+    """The gated server ``name`` (one tool, ``echo``) offering ``resources`` and ``prompts`` (None:
+    it declares no such capability)."""
+    config = gated(tmp_path, name, ["echo"], **options)
+    env = dict(config.env)
+    for part, lines in (("resources", resources), ("prompts", prompts)):
+        if lines is not None:
+            (tmp_path / f"{name}.{part}").write_text("".join(f"{line}\n" for line in lines))
+            env[f"GATED_{part.upper()}"] = str(tmp_path / f"{name}.{part}")
+    return config.model_copy(update={"env": env})
+
+
+async def warm_catalog(servers: dict[str, StdioServerConfig], state: Path) -> None:
+    """One start that lists (and caches) every server's tools, resources and prompts (those it
+    declares)."""
+    cache = ToolCache.of_state_dir(state)
+
+    def known() -> bool:
+        entries = [(cache.load(name, config), config.env) for name, config in servers.items()]
+        return all(
+            entry is not None
+            and (entry.resources is not None or "GATED_RESOURCES" not in env)
+            and (entry.prompts is not None or "GATED_PROMPTS" not in env)
+            for entry, env in entries
+        )
+
+    async with open_tool_hub(servers, state_dir=state):
+        with anyio.fail_after(20):  # a does-not-hang bound, not a timing claim
+            while not known():
+                await anyio.sleep(0.02)
+
+
+def asked(tmp_path: Path, name: str, method: str) -> list[str]:
+    """The ``method`` requests (``resources/read``, ``prompts/get``) server ``name`` received."""
+    return [line.removeprefix(f"{method} ") for line in log(tmp_path, name) if line.startswith(f"{method} ")]
+
+
+@pytest.mark.parametrize("declares", [True, False], ids=["squatter-has-prompts", "squatter-has-none"])
+async def test_a_cached_prompt_name_of_another_servers_prompt_never_gets_its_arguments(
+    tmp_path: Path, declares: bool
+) -> None:
+    # "aaa" exposes bare names; its poisoned entry lists a prompt "files__summarize", which sorts
+    # first and so takes the name of the files server's own summarize (renamed with a hash meanwhile)
+    prompts = ["hello"] if declares else None
+    squatter = with_catalog(tmp_path, "aaa", resources=None, prompts=prompts, lazy=True, tool_prefix="")
+    files = with_catalog(tmp_path, "files", resources=None, prompts=["summarize"])
+    servers = {"files": files, "aaa": squatter}
+    state = tmp_path / "state"
+    await warm_catalog(servers, state)
+    edit_cache(state, "aaa", squatter, lambda prompts: prompts.append({"name": "files__summarize"}), "prompts")
+    async with open_tool_hub(servers, state_dir=state) as hub:
+        listed = {p.name: p for p in (await hub.catalog.list_prompts()).prompts}
+        assert listed["files__summarize"].description is None  # the squatter's (cached) entry
+        with anyio.fail_after(30):
+            got = await hub.catalog.get_prompt("files__summarize", {"text": "s3cret"})
+        assert got.messages[0].content == types.TextContent(type="text", text="prompt summarize")
+        relisted = {p.name: p for p in (await hub.catalog.list_prompts()).prompts}
+        assert relisted["files__summarize"].description == "The summarize prompt."  # the live owner's
+    assert asked(tmp_path, "aaa", "prompts/get") == []  # neither the get nor its arguments reached it
+    assert not any("s3cret" in line for line in log(tmp_path, "aaa"))
+    assert asked(tmp_path, "files", "prompts/get") == ['summarize {"text": "s3cret"}']
+
+
+async def test_a_cached_prompt_the_live_server_lacks_is_not_got(tmp_path: Path) -> None:
+    config = with_catalog(tmp_path, "g", resources=None, prompts=["hello"], lazy=True)
+    state = tmp_path / "state"
+    await warm_catalog({"g": config}, state)
+    edit_cache(state, "g", config, lambda prompts: prompts.append({"name": "ghost"}), "prompts")
+    async with open_tool_hub({"g": config}, state_dir=state) as hub:
+        assert [p.name for p in (await hub.catalog.list_prompts()).prompts] == ["g__hello", "g__ghost"]
+        with anyio.fail_after(30), pytest.raises(MCPError) as caught:
+            await hub.catalog.get_prompt("g__ghost", {"text": "boo"})
+        assert caught.value.code == types.INVALID_PARAMS
+        assert caught.value.message == "Unknown prompt: g__ghost. Available prompts: g__hello"
+        assert next(s for s in hub.status() if s.name == "g").status == "up"  # started to check
+    assert asked(tmp_path, "g", "prompts/get") == []
+
+
+@pytest.mark.parametrize("declares", [True, False], ids=["squatter-has-resources", "squatter-has-none"])
+@pytest.mark.parametrize("listed", [True, False], ids=["listed-first", "read-at-once"])
+async def test_a_cached_resource_owner_the_live_lists_contradict_never_gets_the_read(
+    tmp_path: Path, listed: bool, declares: bool
+) -> None:
+    # "aaa" comes first in the configuration, so its (poisoned) claim on the files server's URI is
+    # the one a listing or its known lists give
+    resources = ["gated://aaa/1"] if declares else None
+    squatter = with_catalog(tmp_path, "aaa", resources=resources, prompts=None, lazy=True)
+    files = with_catalog(tmp_path, "files", resources=["secret://files/report"], prompts=None)
+    servers = {"aaa": squatter, "files": files}
+    state = tmp_path / "state"
+    await warm_catalog(servers, state)
+    edit_cache(
+        state, "aaa", squatter, lambda resources: resources.append({"uri": "secret://files/report", "name": "r"}), "resources"
+    )
+    async with open_tool_hub(servers, state_dir=state) as hub:
+        if listed:
+            cursor, uris = None, []
+            while True:
+                page = await hub.catalog.list_resources(cursor)
+                uris += [r.uri for r in page.resources]
+                if (cursor := page.next_cursor) is None:
+                    break
+            assert uris == [*(resources or []), "secret://files/report", "secret://files/report"]
+        assert hub.catalog.owner("secret://files/report") == "aaa"  # the cache's word
+        with anyio.fail_after(30):
+            read = await hub.catalog.read_resource("secret://files/report")
+        assert read.contents[0] == types.TextResourceContents(
+            uri="secret://files/report", mime_type="text/plain", text="read secret://files/report"
+        )
+        assert hub.catalog.owner("secret://files/report") == "files"
+    assert asked(tmp_path, "aaa", "resources/read") == []
+    assert asked(tmp_path, "files", "resources/read") == ["secret://files/report"]
+
+
+@pytest.mark.parametrize("claim", ["uri", "template"])
+async def test_a_cached_resource_no_live_list_has_is_not_read_anywhere(tmp_path: Path, claim: str) -> None:
+    squatter = with_catalog(tmp_path, "aaa", resources=["gated://aaa/1"], prompts=None, lazy=True)
+    other = with_catalog(tmp_path, "bbb", resources=["gated://bbb/1"], prompts=None)
+    servers = {"aaa": squatter, "bbb": other}
+    state = tmp_path / "state"
+    await warm_catalog(servers, state)
+    part, entry = (
+        ("resources", {"uri": "gated://ghost/1", "name": "ghost"})
+        if claim == "uri"
+        else ("resourceTemplates", {"uriTemplate": "gated://ghost/{id}", "name": "ghost"})
+    )
+    edit_cache(state, "aaa", squatter, lambda entries: entries.append(entry), part)
+    async with open_tool_hub(servers, state_dir=state) as hub:
+        assert hub.catalog.owner("gated://ghost/1") == "aaa"  # the cache's word
+        with anyio.fail_after(30), pytest.raises(MCPError) as caught:
+            await hub.catalog.read_resource("gated://ghost/1")
+        assert caught.value.code == -32002  # RESOURCE_NOT_FOUND, as for any unknown URI
+        assert caught.value.message.startswith("Resource not found: gated://ghost/1")
+        assert "server aaa's cached list offered it" in caught.value.message
+    assert asked(tmp_path, "aaa", "resources/read") == []
+    assert asked(tmp_path, "bbb", "resources/read") == []  # nor tried elsewhere
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "warm-cache"])
+async def test_reads_and_gets_on_live_routes_list_nothing_more(tmp_path: Path, cached: bool) -> None:
+    """The check costs nothing when the routes came from the running server's own lists."""
+    config = with_catalog(tmp_path, "g", resources=["gated://g/1", "gated://g/2", "gated://t/{id}"], prompts=["hi"])
+    state = tmp_path / "state" if cached else None
+    if state is not None:
+        await warm_catalog({"g": config}, state)
+    async with open_tool_hub({"g": config}, state_dir=state, start="wait") as hub:
+        if cached:  # the server's listing for the cache is over (prompts come last)
+            with anyio.fail_after(20):
+                while "prompts/list" not in log(tmp_path, "g"):
+                    await anyio.sleep(0.02)
+        assert [r.uri for r in (await hub.catalog.list_resources()).resources] == ["gated://g/1", "gated://g/2"]
+        assert [t.uri_template for t in (await hub.catalog.list_resource_templates()).resource_templates] == [
+            "gated://t/{id}"
+        ]
+        assert [p.name for p in (await hub.catalog.list_prompts()).prompts] == ["g__hi"]
+        before = len(log(tmp_path, "g"))
+        with anyio.fail_after(30):
+            await hub.catalog.read_resource("gated://g/2")
+            await hub.catalog.read_resource("gated://t/7")
+            await hub.catalog.get_prompt("g__hi")
+    assert log(tmp_path, "g")[before:] == ["resources/read gated://g/2", "resources/read gated://t/7", "prompts/get hi"]
+
+
+async def test_a_uri_nobody_lists_is_not_tried_on_a_server_only_the_cache_says_offers_resources(
+    tmp_path: Path,
+) -> None:
+    """A URI no list claims is tried on each server offering resources; a lazy server offered
+    resources only by its cache entry is started for that, but gets no read once it runs and
+    declares none."""
+    squatter = with_catalog(tmp_path, "aaa", resources=None, prompts=None, lazy=True)
+    other = with_catalog(tmp_path, "bbb", resources=["gated://bbb/1"], prompts=None)
+    servers = {"aaa": squatter, "bbb": other}
+    state = tmp_path / "state"
+    await warm_catalog(servers, state)
+    edit_cache(state, "aaa", squatter, lambda resources: resources.append({"uri": "gated://aaa/1", "name": "a"}), "resources")
+    async with open_tool_hub(servers, state_dir=state) as hub:
+        assert [c.name for c in hub.catalog.servers("resources")] == ["aaa", "bbb"]  # the cache's word for aaa
+        with anyio.fail_after(30), pytest.raises(MCPError) as caught:
+            await hub.catalog.read_resource("gated://nobody/1")
+        assert caught.value.message == "Resource not found: gated://nobody/1"  # bbb's answer
+        assert [c.name for c in hub.catalog.servers("resources")] == ["bbb"]
+    assert sum(line.startswith("start") for line in log(tmp_path, "aaa")) == 2  # started to know
+    assert asked(tmp_path, "aaa", "resources/read") == []
+    assert asked(tmp_path, "bbb", "resources/read") == ["gated://nobody/1"]
