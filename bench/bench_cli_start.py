@@ -12,7 +12,7 @@ next to a bare ``python -c pass`` (the interpreter's own floor on this machine):
   starts every bundled tool server and lists its tools, so its time is the servers' start-up;
   an instant answer needs the tool-list cache of issue 13.
 
-The commands run as the console script does (``from mcp_agent.cli import main``), with this
+The commands run as the console script does (``from mcp_agent.cli.main import main``), with this
 checkout first on ``sys.path``. ``-X importtime`` shows where the time goes:
 ``python -X importtime -m mcp_agent --help 2>&1 >/dev/null | sort -t'|' -k2 -n | tail``.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-CONSOLE_SCRIPT = "import sys; from mcp_agent.cli import main; sys.exit(main())"
+CONSOLE_SCRIPT = "import sys; from mcp_agent.cli.main import main; sys.exit(main())"
 """What the installed ``mcp-agent`` script runs."""
 
 

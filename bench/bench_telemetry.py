@@ -322,7 +322,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, set_span_in_context
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.telemetry import RunTrace, TraceSettings, note_model_call, note_tool_transport
+from mcp_agent.telemetry.base import RunTrace, TraceSettings, note_model_call, note_tool_transport
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
@@ -415,7 +415,7 @@ from mcp_agent.config import parse_config
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Message, ToolCall, Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.telemetry import NO_TRACE, RunTrace, TraceSettings, note_model_call, note_tool_transport
+from mcp_agent.telemetry.base import NO_TRACE, RunTrace, TraceSettings, note_model_call, note_tool_transport
 from mcp_agent.tools.memory import MemoryToolSource
 
 N = int(sys.argv[1])

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from importlib import import_module as _import_module
 
+from ._version import __version__ as __version__
+
 TYPE_CHECKING = False  # not typing's: importing typing would cost more than this whole module
 if TYPE_CHECKING:
     from typing import Any
@@ -65,7 +67,6 @@ if TYPE_CHECKING:
     from .tools.hub import ToolHub as ToolHub
     from .tools.hub import open_tool_hub as open_tool_hub
 
-__version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": ".loop.agent",

@@ -10,7 +10,7 @@ Two kinds of masking:
   environment (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``...). ``parse_config``
   remembers both. ``mask_secrets`` (text) and ``mask_secret_bytes`` (a response body) replace every
   known value, also as it appears inside JSON strings or URL-encoded, with ``***``. Every place
-  where text leaves the process applies it: the log formatters (``_logs.py``), the CLI's stdout
+  where text leaves the process applies it: the log formatters (``telemetry/logs.py``), the CLI's stdout
   and stderr, the gateway's HTTP responses and event streams (``gateway/middleware/secrets.py``),
   the stdio transport (``gateway/serve.py``), and the messages of provider and tool-server errors.
   Values shorter than ``MIN_SECRET_CHARS`` are not remembered: masking a short word everywhere
@@ -73,7 +73,9 @@ def redact_url(url: str) -> str:
         if query:
             pairs = parse_qsl(query, keep_blank_values=True)
             if any(is_secret_name(name) for name, _ in pairs):
-                query = urlencode([(name, MASK if is_secret_name(name) else value) for name, value in pairs], safe="*")
+                query = urlencode(
+                    [(name, MASK if is_secret_name(name) else value) for name, value in pairs], safe="*"
+                )
     except ValueError:  # not parseable as a URL: mask it whole rather than risk a leak
         return MASK
     if netloc == parts.netloc and query == parts.query:
@@ -81,7 +83,9 @@ def redact_url(url: str) -> str:
     head = f"{parts.scheme}:" if parts.scheme else ""
     if url[len(head) :].startswith("//"):
         head += f"//{netloc}"
-    return head + parts.path + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return (
+        head + parts.path + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 def redact_text(text: str) -> str:
@@ -100,7 +104,16 @@ def redact_text(text: str) -> str:
 MIN_SECRET_CHARS = 6
 """Shorter values are not remembered as secrets (see the module docstring)."""
 PLACEHOLDERS = frozenset(
-    {"ollama", "lm-studio", "lmstudio", "not-needed", "no-key", "sk-no-key-required", "not-used", "placeholder"}
+    {
+        "ollama",
+        "lm-studio",
+        "lmstudio",
+        "not-needed",
+        "no-key",
+        "sk-no-key-required",
+        "not-used",
+        "placeholder",
+    }
 )
 """Stand-ins that local servers' docs tell people to put where a key goes (Ollama, LM Studio,
 llama.cpp): no secret, and masking "ollama" would garble every hint that names Ollama."""

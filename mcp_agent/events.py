@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Protocol, TypeAlias
 
-from ._types import JSONObject
+from .messages import JSONObject
 
 
 @dataclass(frozen=True, kw_only=True)

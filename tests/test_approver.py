@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from mcp_agent._approver import describe_call, is_yes
+from mcp_agent.cli.approver import describe_call, is_yes
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,7 @@ def test_version_and_both_console_scripts():
     assert (done.returncode, done.stdout) == (0, f"mcp-agent {mcp_agent.__version__}\n")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["version"] == mcp_agent.__version__
-    assert project["scripts"] == {"mcp-agent": "mcp_agent.cli:main", "mcp-gateway-agent": "mcp_agent.cli:main"}
+    assert project["scripts"] == {"mcp-agent": "mcp_agent.cli.main:main", "mcp-gateway-agent": "mcp_agent.cli.main:main"}
 
 
 def test_config_comes_from_the_option_then_the_variable_then_agent_json(tmp_path):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from mcp_agent._config_read import expand_env
 from mcp_agent.config import (
     DEFAULT_SYSTEM_PROMPT,
     AgentConfig,
@@ -19,6 +18,7 @@ from mcp_agent.config import (
     load_config,
     parse_config,
 )
+from mcp_agent.config.load import expand_env
 from mcp_agent.exceptions import ConfigError
 
 # A config file as Claude Desktop writes it, copied as is (with keys we do not know).

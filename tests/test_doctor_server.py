@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from mcp_agent.cli.doctor import run_doctor
 
-from mcp_agent._paths import state_dir
 from mcp_agent.config import parse_config
-from mcp_agent.doctor import run_doctor
 from mcp_agent.providers.server_cache import CACHE_FILE, cache_key, load_cached
+from mcp_agent.state.folder import state_dir
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, running_model_server
 from tests.fakes.openai_shapes import completion, openai_stream
 from tests.fakes.server_shapes import SAMPLES, llama_cpp_python_routes, llamacpp_routes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_agent._globs import UnmatchedGlob, nearest_names, unmatched_globs
+from mcp_agent.config.globs import UnmatchedGlob, nearest_names, unmatched_globs
 
 EXPOSED = ["files__read_file", "files__write_file", "files__list_directory", "time__get_current_time"]
 

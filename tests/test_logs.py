@@ -9,8 +9,8 @@ import secrets
 
 import pytest
 
-from mcp_agent._logs import JsonFormatter, MaskedStream, TextFormatter, log_format
 from mcp_agent._redact import remember_secrets
+from mcp_agent.telemetry.logs import JsonFormatter, MaskedStream, TextFormatter, log_format
 
 
 def _record(message: str, *args: object, exc: BaseException | None = None, **extra: object) -> logging.LogRecord:
@@ -101,14 +101,14 @@ def test_masked_stream_turns_printed_lines_into_json_objects() -> None:
     stream.flush()
     entries = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [e["message"] for e in entries] == ["round 1/10: calling x with ***", "second line", "Allow? [y/N] "]
-    assert {e["logger"] for e in entries} == {"mcp_agent.cli"} and {e["level"] for e in entries} == {"INFO"}
+    assert {e["logger"] for e in entries} == {"mcp_agent.cli.main"} and {e["level"] for e in entries} == {"INFO"}
 
 
 async def test_log_fields_and_the_run_id_reach_every_record_of_the_run() -> None:
     import anyio
 
-    from mcp_agent._logs import ContextFields, RunLogFields, log_fields
     from mcp_agent.events import RunStarted
+    from mcp_agent.telemetry.logs import ContextFields, RunLogFields, log_fields
 
     out = io.StringIO()
     handler = logging.StreamHandler(out)

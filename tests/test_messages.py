@@ -6,9 +6,17 @@ import json
 
 import pytest
 
-from mcp_agent._json import canonical_json, parse_arguments
 from mcp_agent.events import RecordingSink, RunEnded, ToolCallEnded
-from mcp_agent.messages import Image, Message, ToolCall, ToolSpec, Turn, Usage
+from mcp_agent.messages import (
+    Image,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    Usage,
+    canonical_json,
+    parse_arguments,
+)
 
 CALL = ToolCall("call_1", "ports__check_port", {"port": 8000})
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_agent._paths import create_private, open_private, private_state_dir, state_dir, write_private
 from mcp_agent.config import AgentConfig
 from mcp_agent.exceptions import ConfigError
+from mcp_agent.state.folder import create_private, open_private, private_state_dir, state_dir, write_private
 
 
 @pytest.mark.parametrize(

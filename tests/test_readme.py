@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcp_agent.cli import _parser
+from mcp_agent.cli.main import _parser
 from mcp_agent.config import parse_config
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
 from tests.frameworks.snippets import FRAMEWORKS, Framework

@@ -47,7 +47,7 @@ def _loaded(body: str, *, env: dict[str, str] | None = None) -> tuple[int, list[
 
 def _cli(*args: str) -> str:
     return (
-        "from mcp_agent.cli import main\n"
+        "from mcp_agent.cli.main import main\n"
         "try:\n"
         f"    code = main({list(args)!r})\n"
         "except SystemExit as exc:\n"
@@ -75,7 +75,7 @@ def test_help_and_version_load_nothing_heavy(option: str) -> None:
     heavy = sorted({name.split(".")[0] for name in loaded} & set(HEAVY))
     assert heavy == [], f"{option} loaded {heavy}"
     ours = [name for name in loaded if name.startswith("mcp_agent.")]
-    assert set(ours) <= {"mcp_agent.cli", "mcp_agent._logs", "mcp_agent._redact"}, ours
+    assert set(ours) <= {"mcp_agent.cli.main", "mcp_agent.telemetry.logs", "mcp_agent._redact"}, ours
 
 
 def test_help_of_a_command_loads_nothing_heavy() -> None:

@@ -75,7 +75,9 @@ def error_for(exc: Exception) -> types.JSONRPCError:
     raw = errors[0].get("input") if errors else None
     if (errors and errors[0].get("type") == "json_invalid") or not errors:
         return types.JSONRPCError(
-            jsonrpc="2.0", id=None, error=types.ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON")
+            jsonrpc="2.0",
+            id=None,
+            error=types.ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON"),
         )
     request_id = raw.get("id") if isinstance(raw, dict) else None
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
@@ -97,7 +99,9 @@ class AnsweringReadStream:
     """A ``ReadStream`` of the stdio transport that answers (on ``write``) every item that is an
     exception instead of a message, and passes only messages on (see the module docstring)."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]) -> None:
+    def __init__(
+        self, inner: ReadStream[SessionMessage | Exception], write: WriteStream[SessionMessage]
+    ) -> None:
         self.inner = inner
         self.write = write
 

@@ -22,12 +22,11 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from .._types import JSONObject
 from ..config import AgentConfig, Limits
 from ..events import EventSink
 from ..loop.cancel import CancelSwitch
 from ..loop.result import RunResult
-from ..messages import ToolResult, ToolSpec
+from ..messages import JSONObject, ToolResult, ToolSpec
 
 
 class QueryRunner(Protocol):
@@ -65,13 +64,17 @@ class ResourceCatalog(Protocol):
 
     async def list_resources(self, cursor: str | None = None) -> types.ListResourcesResult: ...
 
-    async def list_resource_templates(self, cursor: str | None = None) -> types.ListResourceTemplatesResult: ...
+    async def list_resource_templates(
+        self, cursor: str | None = None
+    ) -> types.ListResourceTemplatesResult: ...
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult: ...
 
     async def list_prompts(self) -> types.ListPromptsResult: ...
 
-    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> types.GetPromptResult: ...
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> types.GetPromptResult: ...
 
 
 class ApprovalBook(Protocol):
@@ -79,7 +82,9 @@ class ApprovalBook(Protocol):
 
     async def pending(self) -> Sequence[Any]: ...
 
-    async def resolve(self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None) -> bool: ...
+    async def resolve(
+        self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None
+    ) -> bool: ...
 
 
 class SessionBook(Protocol):

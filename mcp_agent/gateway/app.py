@@ -195,7 +195,9 @@ class GatewayApp:
             Route(
                 "/mcp",
                 limit_http(
-                    LateErrorGuard(UniqueRequestIds(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager))))
+                    LateErrorGuard(
+                        UniqueRequestIds(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager)))
+                    )
                 ),
                 methods=["GET", "POST", "DELETE"],
             ),
@@ -204,7 +206,11 @@ class GatewayApp:
         self.starlette = Starlette(
             routes=routes,
             lifespan=self._lifespan,
-            exception_handlers={HTTPException: _http_error, StateError: self._state_error, Exception: _server_error},
+            exception_handlers={
+                HTTPException: _http_error,
+                StateError: self._state_error,
+                Exception: _server_error,
+            },
         )
         inner: Any = BodyLimitMiddleware(self.starlette, gateway.max_request_bytes)
         inner = CallerAuthMiddleware(inner, self.service.callers)
@@ -252,11 +258,20 @@ class GatewayApp:
             lambda: {(str(s.get("name")),): float(s.get("status") == "up") for s in servers()},
             labels=("server",),
         )
-        watch("mcp_agent_servers_up", "Tool servers up now.", lambda: sum(s.get("status") == "up" for s in servers()))
+        watch(
+            "mcp_agent_servers_up",
+            "Tool servers up now.",
+            lambda: sum(s.get("status") == "up" for s in servers()),
+        )
         watch("mcp_agent_tools", "Tools offered to the model.", lambda: len(service.tool_specs()))
         watch("mcp_agent_queries_queued", "Queries waiting for a slot.", lambda: service.admissions.queued)
         watch("mcp_agent_state_up", "1 while the state store works, else 0.", lambda: float(service.store.ok))
-        watch("mcp_agent_events_dropped", "Events that slow listeners lost.", lambda: service.bus.dropped, kind="counter")
+        watch(
+            "mcp_agent_events_dropped",
+            "Events that slow listeners lost.",
+            lambda: service.bus.dropped,
+            kind="counter",
+        )
         watch("mcp_agent_event_listeners", "Open /api/v1/events streams.", lambda: service.bus.listeners)
         watch(
             "mcp_agent_mcp_connections",
@@ -268,7 +283,11 @@ class GatewayApp:
             "Open MCP sessions (SSE connections and Streamable HTTP sessions).",
             lambda: sum(self.mcp_sessions.open_sessions().values()),
         )
-        watch("mcp_agent_http_requests_open", "HTTP requests open now (streams included).", self.drain.open_requests)
+        watch(
+            "mcp_agent_http_requests_open",
+            "HTTP requests open now (streams included).",
+            self.drain.open_requests,
+        )
 
     async def shutdown(self, *, query_timeout: float = 5.0, flush_timeout: float = 2.0) -> None:
         """Graceful shutdown of everything HTTP, before the server stops.

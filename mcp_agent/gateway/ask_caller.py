@@ -33,9 +33,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from .._types import JSONObject
 from ..events import ApprovalRequested, ApprovalResolved, Event
 from ..loop.result import RunResult
+from ..messages import JSONObject
 from ._runner import ApprovalBook
 from .callers import Caller
 from .eventbus import BufferedSink, Relay
@@ -107,7 +107,12 @@ def decision(result: types.ElicitResult) -> tuple[bool, str]:
         return True, given or "approved by the caller"
     if result.action == "accept":
         return False, given or "the caller did not approve this call"
-    return False, "the caller declined this call" if result.action == "decline" else "the caller dismissed the question"
+    return (
+        False,
+        "the caller declined this call"
+        if result.action == "decline"
+        else "the caller dismissed the question",
+    )
 
 
 def approval_sink() -> BufferedSink:
@@ -116,18 +121,27 @@ def approval_sink() -> BufferedSink:
 
 
 async def resolve(
-    approvals: ApprovalBook, approval_id: str, answer: types.ElicitResult, caller: Caller, *, self_approval: bool
+    approvals: ApprovalBook,
+    approval_id: str,
+    answer: types.ElicitResult,
+    caller: Caller,
+    *,
+    self_approval: bool,
 ) -> None:
     """Resolve an approval with the caller's answer, if the caller may decide it (checked here
     again, whoever asked); an answer it may not give is ignored and the call keeps waiting."""
     if not may_answer(caller, self_approval=self_approval):
         logger.warning(
-            "caller %r answered approval %s but lacks the 'approve' scope; the answer is ignored", caller.name, approval_id
+            "caller %r answered approval %s but lacks the 'approve' scope; the answer is ignored",
+            caller.name,
+            approval_id,
         )
         return
     approved, reason = decision(answer)
     if not await approvals.resolve(approval_id, approved, reason, by=caller.name):
-        logger.info("approval %s was already resolved elsewhere; the caller's answer changes nothing", approval_id)
+        logger.info(
+            "approval %s was already resolved elsewhere; the caller's answer changes nothing", approval_id
+        )
 
 
 # ------------------------------------------------------------------------------------ 2025: back channel
@@ -177,11 +191,17 @@ class BackChannelAsker:
                     question(event), APPROVAL_SCHEMA, related_request_id=self.related_request_id
                 )
             except Exception as exc:  # no back channel after all, the client refused, it left
-                logger.info("could not ask the caller about %s (%s); it waits for the dashboard or REST", event.name, exc)
+                logger.info(
+                    "could not ask the caller about %s (%s); it waits for the dashboard or REST",
+                    event.name,
+                    exc,
+                )
                 return
             finally:
                 self._asking.pop(event.approval_id, None)
-            await resolve(self.approvals, event.approval_id, answer, self.caller, self_approval=self.self_approval)
+            await resolve(
+                self.approvals, event.approval_id, answer, self.caller, self_approval=self.self_approval
+            )
 
 
 # ------------------------------------------------------------------------------------ 2026: parked runs
@@ -234,7 +254,9 @@ class ParkedRuns:
         self._runs.pop(parked.token, None)
         parked.events.aclose_receiver()
 
-    async def next_stop(self, parked: ParkedRun, approvals: ApprovalBook) -> types.InputRequiredResult | RunResult:
+    async def next_stop(
+        self, parked: ParkedRun, approvals: ApprovalBook
+    ) -> types.InputRequiredResult | RunResult:
         """Wait until the run ends (its result) or asks an approval not yet asked (the question)."""
         parked.last_seen = time.monotonic()
         while True:
@@ -268,12 +290,16 @@ class ParkedRuns:
             elif isinstance(event, ApprovalResolved):
                 parked.waiting.pop(event.approval_id, None)
 
-    async def answer(self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalBook) -> None:
+    async def answer(
+        self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalBook
+    ) -> None:
         """Apply a retry's answers (keys are approval ids); others are ignored."""
         for approval_id, response in (responses or {}).items():
             if approval_id in parked.waiting and isinstance(response, types.ElicitResult):
                 parked.waiting.pop(approval_id)
-                await resolve(approvals, approval_id, response, parked.caller, self_approval=self.self_approval)
+                await resolve(
+                    approvals, approval_id, response, parked.caller, self_approval=self.self_approval
+                )
 
     async def watch(self, parked: ParkedRun) -> None:
         """Cancel the run of a caller that does not come back with its answers in ``retry_window``;

@@ -60,7 +60,9 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if self.max_connections and len(self.connections) > self.max_connections:
-            message = f"too many open connections ({self.max_connections}, gateway.maxConnections); retry later"
+            message = (
+                f"too many open connections ({self.max_connections}, gateway.maxConnections); retry later"
+            )
             transport.write(_raw_response(503, "Service Unavailable", message, "too_many_connections"))
             transport.close()
             return
@@ -95,7 +97,9 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         if self.cycle is None or not self.cycle.response_started:
-            message = f"the request did not arrive within {self.read_timeout:g} s (gateway.readTimeoutSeconds)"
+            message = (
+                f"the request did not arrive within {self.read_timeout:g} s (gateway.readTimeoutSeconds)"
+            )
             self.transport.write(_raw_response(408, "Request Timeout", message, "request_timeout"))
         self.transport.close()
 

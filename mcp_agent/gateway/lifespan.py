@@ -223,7 +223,12 @@ async def open_service(
 
 @asynccontextmanager
 async def _run_service(
-    service: GatewayService, factory: AgentFactory | None, state: State, *, background: bool, stop_timeout: float
+    service: GatewayService,
+    factory: AgentFactory | None,
+    state: State,
+    *,
+    background: bool,
+    stop_timeout: float,
 ) -> AsyncIterator[GatewayService]:
     config = service.config
     probe = factory is None  # the real model server: check it at start-up

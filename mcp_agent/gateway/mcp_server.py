@@ -33,10 +33,9 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .. import __version__
-from .._types import JSONObject
+from .._version import __version__
 from ..loop.result import RESULT_SCHEMA, RunResult
-from ..messages import ToolSpec
+from ..messages import JSONObject, ToolSpec
 from ._runner import as_dict
 from .callers import LOCAL, Caller
 from .mcp_catalog import CatalogHandlers
@@ -231,7 +230,9 @@ class AgentQueryTool:
                 return await self._inner_call(spec, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
-    async def _inner_call(self, spec: ToolSpec, arguments: JSONObject, caller: Caller) -> types.CallToolResult:
+    async def _inner_call(
+        self, spec: ToolSpec, arguments: JSONObject, caller: Caller
+    ) -> types.CallToolResult:
         """One exposed call: the server's parts and structuredContent, held to its outputSchema."""
         try:
             result = await self.service.call_tool(spec.name, arguments, caller)

@@ -134,7 +134,9 @@ class McpSessionLimits:
         timeout = manager.session_idle_timeout if manager is not None else None
         if manager is None or timeout is None:
             return False
-        latest = anyio.current_time() + timeout - self.evict_after_idle  # deadlines of sessions idle that long
+        latest = (
+            anyio.current_time() + timeout - self.evict_after_idle
+        )  # deadlines of sessions idle that long
         owners: dict[str, Any] = manager._session_owners
         chosen: tuple[float, str, anyio.CancelScope] | None = None
         for session_id, transport in list(manager._server_instances.items()):

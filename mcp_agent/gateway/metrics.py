@@ -200,7 +200,9 @@ class Metrics:
         """Tool calls by ``(tool, outcome)``, summed over servers."""
 
     @classmethod
-    def for_config(cls, config: AgentConfig, tools: Callable[[], Iterable[ToolSpec]] | None = None) -> Metrics:
+    def for_config(
+        cls, config: AgentConfig, tools: Callable[[], Iterable[ToolSpec]] | None = None
+    ) -> Metrics:
         """Metrics labelled with the models ``config`` names (``llm.model`` and its fallbacks)."""
         llm = config.llm
         models = [

@@ -63,12 +63,16 @@ class QueryCalls:
         self.streams = streams
         self.parked = ParkedRuns(self_approval=service.config.approvals.self_approval)
 
-    async def call(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
+    async def call(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller
+    ) -> Answer:
         if params.request_state is not None:
             return await self._resume(ctx, params, caller)
         service = self.service
         try:
-            request = parse_query_input(dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars)
+            request = parse_query_input(
+                dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars
+            )
         except QueryInputError as exc:
             service.metrics.reject("invalid")
             return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
@@ -199,7 +203,9 @@ class QueryCalls:
 
         async def run() -> None:
             try:
-                parked.result = await self.service.run(request, admission, events=FanOut([parked.events, relay]))
+                parked.result = await self.service.run(
+                    request, admission, events=FanOut([parked.events, relay])
+                )
             except BaseException as exc:
                 parked.error = exc if isinstance(exc, Exception) else None
                 if not isinstance(exc, Exception):
@@ -212,7 +218,9 @@ class QueryCalls:
         self.service.spawn(partial(self.parked.watch, parked))
         return await self._round(ctx, parked)
 
-    async def _resume(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller) -> Answer:
+    async def _resume(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller
+    ) -> Answer:
         parked = self.parked.find(params.request_state or "", caller)
         if parked is None:
             return text_result(

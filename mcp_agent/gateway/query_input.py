@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .._types import JSONObject
 from ..config import Limits
 from ..loop.sessions import valid_session_id
+from ..messages import JSONObject
 
 
 class QueryInputError(ValueError):

@@ -43,7 +43,9 @@ class ClientErrorFilter(logging.Filter):
             self._held[name] = self._held.get(name, 0) + 1
             return False
         held = self._held.pop(name, 0)
-        reason = f"{type(record.exc_info[1]).__name__}" if record.exc_info and record.exc_info[1] else "invalid"
+        reason = (
+            f"{type(record.exc_info[1]).__name__}" if record.exc_info and record.exc_info[1] else "invalid"
+        )
         what = "the client's session closed meanwhile" if closed else "answered 400"
         record.msg = f"{record.msg} from a client ({reason}; {what})" + (
             f"; {held} more since the last report" if held else ""

@@ -33,11 +33,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from .. import __version__
 from .._redact import redact_text, redact_url
-from .._types import JSONObject
+from .._version import __version__
 from ..events import Event
 from ..loop.result import TerminationReason
+from ..messages import JSONObject
 from ._runner import RunBook, as_dict
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from .middleware import caller_of
@@ -82,7 +82,9 @@ def run_filters(params: Mapping[str, str]) -> JSONObject:
         limit = int(params.get("limit", "50"))
         before = float(params["before"]) if params.get("before") else None
     except ValueError:
-        raise ApiError(400, "limit must be an integer and before a number (a run's started time)", "invalid_request") from None
+        raise ApiError(
+            400, "limit must be an integer and before a number (a run's started time)", "invalid_request"
+        ) from None
     if not 1 <= limit <= MAX_RUNS_PAGE or (before is not None and not math.isfinite(before)):
         raise ApiError(400, f"limit must be 1-{MAX_RUNS_PAGE} and before a finite number", "invalid_request")
     return {"reason": reason, "text": text, "limit": limit, "before": before}
@@ -221,7 +223,9 @@ class RestAPI:
         except ApiError as exc:
             return exc.response()
         caller = caller_of(request.scope)
-        if not await agent.approvals.resolve(approval_id, approved, reason, by=caller.name if caller else None):
+        if not await agent.approvals.resolve(
+            approval_id, approved, reason, by=caller.name if caller else None
+        ):
             return error_response(
                 404, f"no pending approval {approval_id!r} (unknown or already resolved)", "not_found"
             )
@@ -261,7 +265,9 @@ class RestAPI:
         except ApiError as exc:
             return exc.response()
         book: RunBook | None = getattr(agent, "runs", None)  # an agent without a record shows none
-        found = [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
+        found = (
+            [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
+        )
         runs = [as_dict(item) for item in found]
         for item in runs:
             item.pop("timeline", None)  # in GET /api/v1/runs/{id} only

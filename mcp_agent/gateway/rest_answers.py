@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from .._types import JSONObject
 from ..exceptions import StateError
 from ..loop.result import RunResult
-from ..telemetry import continued_from
+from ..messages import JSONObject
+from ..telemetry.base import continued_from
 from .callers import Caller
 from .eventbus import BufferedSink
 from .middleware import caller_of

@@ -129,7 +129,9 @@ class SessionEventStore(EventStore):
             self.budget.release(self._forget(oldest))
         return event_id
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         stored = self._events.get(last_event_id)
         if stored is None:
             return None
@@ -165,7 +167,9 @@ class ResumableSessionManager(StreamableHTTPSessionManager):
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
         transport = super()._admit_session(requestor)
         if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = SessionEventStore(transport.mcp_session_id, self.budget, self.streams.resume)
+            transport._event_store = SessionEventStore(
+                transport.mcp_session_id, self.budget, self.streams.resume
+            )
         return transport
 
 

@@ -75,7 +75,7 @@ class Waiting:
             self._approvals.pop(event.approval_id, None)
 
     def describe(self) -> str:
-        """"round 2/10: waiting for the model (15 s)", or for tools, or for approvals."""
+        """ "round 2/10: waiting for the model (15 s)", or for tools, or for approvals."""
         now = self._clock()
         if self._approvals:
             name, since = min(self._approvals.values(), key=lambda item: item[1])

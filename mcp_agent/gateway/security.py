@@ -81,9 +81,7 @@ def check_bind(host: str, has_token: bool, allowed_hosts: Sequence[str] = ()) ->
     """
     if has_token:
         return
-    fix = (
-        'Set gateway.authToken (for example "authToken": "${MCP_AGENT_TOKEN}") or gateway.callers'
-    )
+    fix = 'Set gateway.authToken (for example "authToken": "${MCP_AGENT_TOKEN}") or gateway.callers'
     if not bind_is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host!r} without gateway.authToken: anyone who can reach it could "

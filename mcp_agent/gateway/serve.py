@@ -42,11 +42,11 @@ import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
 
-from .._paths import private_folder, private_state_dir
 from ..config import AgentConfig
 from ..exceptions import ConfigError, GatewayFailed
 from ..loop._records import open_agent_state
 from ..state.base import State
+from ..state.folder import private_folder, private_state_dir
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
@@ -152,7 +152,9 @@ async def serve(
     stateless = stateless or config.gateway.stateless
     default = None if stateless else private_state_dir() / "state.db"
     if config.gateway.record_dir:  # recordings hold whole runs: refused where another user could read them
-        private_folder(config.base_dir / config.gateway.record_dir, what="gateway.recordDir", other=_OTHER_RECORD_DIR)
+        private_folder(
+            config.base_dir / config.gateway.record_dir, what="gateway.recordDir", other=_OTHER_RECORD_DIR
+        )
     if stdio:
         async with contextlib.aclosing(await open_agent_state(config, default=default)) as state:
             await serve_stdio(config, factory=factory, stop=stop, handle_signals=handle_signals, state=state)
@@ -252,6 +254,7 @@ async def serve_stdio(
     to start it again.
     """
     from ._masked_stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
+
     async with stdio_server() as (read, write):
         service = GatewayService(config)
         server, _ = create_mcp_server(service)

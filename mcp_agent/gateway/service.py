@@ -33,15 +33,14 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 
-from .._logs import RunLogFields, log_fields
-from .._types import JSONObject
 from ..config import AgentConfig
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
 from ..loop.cancel import Cancel
 from ..loop.result import RunResult
-from ..messages import ToolResult, ToolSpec
+from ..messages import JSONObject, ToolResult, ToolSpec
 from ..state.base import State
+from ..telemetry.logs import RunLogFields, log_fields
 from ._changes import ChangeNotices
 from ._runner import AgentLike, ResourceCatalog, as_dict
 from .admission import Admissions, Busy, Closed, Slot
@@ -344,7 +343,9 @@ class GatewayService:
             raise NotReady("failed", f"the agent failed to start: {self.error}")
         raise NotReady("starting", "the agent is starting (tool servers are coming up); retry shortly")
 
-    async def admit(self, caller: Caller, *, wait_ready: float = 0, cancel: Cancel | None = None) -> Admission:
+    async def admit(
+        self, caller: Caller, *, wait_ready: float = 0, cancel: Cancel | None = None
+    ) -> Admission:
         """A query slot for ``caller``: at once, or after waiting in the queue.
 
         Args:
@@ -411,7 +412,9 @@ class GatewayService:
             raise UnknownSession(request.session_id)
         return request
 
-    async def run(self, request: QueryInput, admission: Admission, *, events: EventSink | None = None) -> RunResult:
+    async def run(
+        self, request: QueryInput, admission: Admission, *, events: EventSink | None = None
+    ) -> RunResult:
         """Run one query in the slot ``admission`` holds (released at the end).
 
         Args:
@@ -424,12 +427,23 @@ class GatewayService:
             agent = admission.agent
             # the client's limits only tighten the configured ones (the Agent applies Limits.tighten too)
             limits = agent.config.limits.tighten(request.limits) if request.limits is not None else None
-            with log_fields(session_id=request.session_id, caller=admission.caller.name):  # on its log records
+            with log_fields(
+                session_id=request.session_id, caller=admission.caller.name
+            ):  # on its log records
                 return await agent.query(
                     request.query,
                     session_id=request.session_id,
                     limits=limits,
-                    events=FanOut([RunLogFields(), self.bus, self.shared_events, self.metrics, self.model_failures, events]),
+                    events=FanOut(
+                        [
+                            RunLogFields(),
+                            self.bus,
+                            self.shared_events,
+                            self.metrics,
+                            self.model_failures,
+                            events,
+                        ]
+                    ),
                     cancel=admission.cancel,
                     caller=admission.caller.name,
                 )

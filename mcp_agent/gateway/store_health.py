@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 
 from .._redact import redact_text
-from .._types import JSONObject
 from ..exceptions import LeaseLost, SessionTooLarge
+from ..messages import JSONObject
 
 __all__ = ["StoreHealth", "is_outage"]
 

@@ -52,7 +52,7 @@ from ..events import (
 )
 from ..exceptions import StateError
 from ..messages import Message, ToolCall, ToolResult, ToolSpec
-from ..telemetry import NO_TRACE, RunTrace
+from ..telemetry.base import NO_TRACE, RunTrace
 from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
 from ..tools.content import content_images
 from ..tools.schema import checker_for, format_errors
@@ -291,7 +291,9 @@ class Dispatcher:
             return live
         checked, slot.spec = slot.spec, live
         if not same_owner(checked, live):
-            return ToolResult(f"tool {name} was not called: {redefinition(checked, live)}. {_CHECK_AGAIN}", is_error=True)
+            return ToolResult(
+                f"tool {name} was not called: {redefinition(checked, live)}. {_CHECK_AGAIN}", is_error=True
+            )
         if not redefinition(checked, live):
             return None
         self._validate(slot, live)
@@ -312,7 +314,8 @@ class Dispatcher:
         if not what:
             return None
         return ToolResult(
-            f"tool {slot.call.name} was not called: {what} while the call waited. {_CHECK_AGAIN}", is_error=True
+            f"tool {slot.call.name} was not called: {what} while the call waited. {_CHECK_AGAIN}",
+            is_error=True,
         )
 
     async def _shorten(self, slot: Slot, text: str) -> str:
@@ -403,10 +406,13 @@ class Dispatcher:
         for slot in plan.slots:
             error = "" if slot.ok else first_line(slot.text)
             self.records.append(
-                ToolCallRecord(slot.call.name, slot.ok, slot.ms, error, slot.verdict, slot.pages, slot.total_chars)
+                ToolCallRecord(
+                    slot.call.name, slot.ok, slot.ms, error, slot.verdict, slot.pages, slot.total_chars
+                )
             )
         return [
-            Message.tool(slot.call, slot.text, is_error=slot.is_error, images=slot.images) for slot in plan.slots
+            Message.tool(slot.call, slot.text, is_error=slot.is_error, images=slot.images)
+            for slot in plan.slots
         ]
 
     # ----------------------------------------------------------------------------------------

@@ -54,9 +54,7 @@ _NO_SPACE_BEFORE = tuple(".,;:!?)]}%'\"’”…")
 _NO_SPACE_AFTER = ("-", "(", "[", "{")
 
 
-async def call_model(
-    r: RunState, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()
-) -> Turn | Ending:
+async def call_model(r: RunState, tools: Sequence[ToolSpec], extra: Sequence[Message] = ()) -> Turn | Ending:
     """One model call on the trimmed history; a context-length error trims hard and retries once."""
     messages = r.history()
     for attempt in (1, 2):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..messages import Image, ToolCall, ToolResult, ToolSpec
-from ..telemetry import NULL_TOOL_SPAN, ToolSpan
+from ..telemetry.base import NULL_TOOL_SPAN, ToolSpan
 
 
 @dataclass

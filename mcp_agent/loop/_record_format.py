@@ -40,10 +40,9 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, StrictInt, ValidationError
 
-from .._types import JSONObject
 from ..config import AgentConfig
 from ..exceptions import MCPAgentError
-from ..messages import Message, ToolResult, ToolSpec, Turn, Usage
+from ..messages import JSONObject, Message, ToolResult, ToolSpec, Turn, Usage
 from ..providers.base import ModelRequest
 
 FORMAT_VERSION = 1
@@ -255,12 +254,17 @@ def _validated(shape: type[_S], data: JSONObject, name: str, number: int) -> _S:
     except ValidationError as exc:
         kind = data["kind"]
         raise RecordingError(
-            f"a {kind} line that is not what a recorder writes: {_first_error(kind, exc)}", path=name, line=number
+            f"a {kind} line that is not what a recorder writes: {_first_error(kind, exc)}",
+            path=name,
+            line=number,
         ) from None
 
 
 def read_recording(
-    path: str | os.PathLike[str], *, max_bytes: int = MAX_RECORDING_BYTES, max_line_bytes: int = MAX_LINE_BYTES
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = MAX_RECORDING_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> Recording:
     """Read and check a recording, reading at most ``max_bytes`` and lines of ``max_line_bytes``.
 
@@ -280,7 +284,9 @@ def read_recording(
             kind = data["kind"]
             if kind == "header":
                 if recording is not None:
-                    raise RecordingError("a second header: one recording holds one run", path=name, line=number)
+                    raise RecordingError(
+                        "a second header: one recording holds one run", path=name, line=number
+                    )
                 _check_format(data, name, number)
                 header = _validated(_Header, data, name, number)
                 recording = _recording(name, data, header, number)
@@ -293,7 +299,9 @@ def read_recording(
                 recording.models.append(ModelCall(data["request"], model.turn, model.error))
             elif kind == "tool":
                 tool = _validated(_ToolLine, data, name, number)
-                recording.tools.append(ToolCallRecord(tool.after_model, tool.name, tool.arguments, tool.result))
+                recording.tools.append(
+                    ToolCallRecord(tool.after_model, tool.name, tool.arguments, tool.result)
+                )
             elif kind == "event":
                 _validated(_EventLine, data, name, number)
                 recording.events.append(data["event"])
@@ -327,7 +335,9 @@ def config_from_settings(settings: Mapping[str, Any]) -> AgentConfig:
             for sub in value:
                 if sub not in inner:
                     held = ", ".join(inner)
-                    raise ValueError(f"settings.{key}.{sub}: not a recorded setting (a recording holds {held})")
+                    raise ValueError(
+                        f"settings.{key}.{sub}: not a recorded setting (a recording holds {held})"
+                    )
     if not isinstance(settings.get("systemPrompt", ""), str):
         raise ValueError("settings.systemPrompt: not a text")
     try:
@@ -409,7 +419,9 @@ def _not_regular(mode: int) -> str | None:
     return "not a file"
 
 
-def _lines(file: IO[bytes], name: str, max_bytes: int, max_line_bytes: int) -> Iterator[tuple[int, JSONObject]]:
+def _lines(
+    file: IO[bytes], name: str, max_bytes: int, max_line_bytes: int
+) -> Iterator[tuple[int, JSONObject]]:
     """Each non-blank line as a JSON object with a string ``kind``, with its 1-based number.
 
     Lines end at ``\n`` only: JSON text may hold U+2028 and the like, which ``str.splitlines``
@@ -437,9 +449,13 @@ def _lines(file: IO[bytes], name: str, max_bytes: int, max_line_bytes: int) -> I
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise RecordingError(f"not JSON ({exc.msg} at column {exc.colno})", path=name, line=number) from None
+            raise RecordingError(
+                f"not JSON ({exc.msg} at column {exc.colno})", path=name, line=number
+            ) from None
         except RecursionError:
-            raise RecordingError(f"JSON nested deeper than {MAX_DEPTH} levels", path=name, line=number) from None
+            raise RecordingError(
+                f"JSON nested deeper than {MAX_DEPTH} levels", path=name, line=number
+            ) from None
         except ValueError as exc:  # an integer of more than 4300 digits
             raise RecordingError(f"not JSON ({exc})", path=name, line=number) from None
         if not isinstance(data, dict) or not isinstance(data.get("kind"), str):

@@ -23,10 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from .._redact import mask_secrets_in
-from .._types import JSONObject
 from ..config import AgentConfig
 from ..exceptions import StateError
-from ..messages import Message
+from ..messages import JSONObject, Message
 from ..state import open_state
 from ..state.base import State
 from ..state.memory import MemoryState
@@ -65,10 +64,14 @@ async def open_agent_state(config: AgentConfig, *, default: str | os.PathLike[st
     return await open_state(config.state_url(default), limits=state_limits(config))
 
 
-def begun(run_id: str, query: object, *, session_id: str | None, caller: str | None, replica: str) -> RunRecord:
+def begun(
+    run_id: str, query: object, *, session_id: str | None, caller: str | None, replica: str
+) -> RunRecord:
     """The record of a run about to start."""
     text = query if isinstance(query, str) else f"(not text: {type(query).__name__})"
-    return RunRecord(run_id, session_id=session_id, caller=caller, query=text, started=time.time(), replica=replica)
+    return RunRecord(
+        run_id, session_id=session_id, caller=caller, query=text, started=time.time(), replica=replica
+    )
 
 
 def finished(record: RunRecord, result: RunResult, timeline: tuple[JSONObject, ...] = ()) -> RunRecord:

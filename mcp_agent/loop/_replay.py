@@ -155,4 +155,3 @@ def _check_end(rp: Replayer, reason: str, answer: str) -> None:
         now = plain({"termination_reason": reason, "answer": answer})
         if was != now:
             rp.diverge("end", "the run ended differently", json_diff(was, now))
-

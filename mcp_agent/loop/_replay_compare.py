@@ -102,7 +102,9 @@ def where(data: Mapping[str, Any]) -> str:
     if data["type"] == "run_ended":
         return "end"
     round_ = f", round {data['round']}" if data.get("round") is not None else ""
-    call = f" (call {data['call_id']}{round_})" if data.get("call_id") else f" ({round_[2:]})" if round_ else ""
+    call = (
+        f" (call {data['call_id']}{round_})" if data.get("call_id") else f" ({round_[2:]})" if round_ else ""
+    )
     return f"{data['type']}{of_name(data)}{call}"
 
 
@@ -111,7 +113,9 @@ def of_name(data: Mapping[str, Any]) -> str:
     return f" of {data['name']}" if data.get("name") else ""
 
 
-def event_what(data: Mapping[str, Any], was: Mapping[str, Any], now: Mapping[str, Any], models_left: int) -> str:
+def event_what(
+    data: Mapping[str, Any], was: Mapping[str, Any], now: Mapping[str, Any], models_left: int
+) -> str:
     """What differs in an event (``data``) whose compared fields were ``was`` and are ``now``;
     ``models_left``: the recorded model calls the replay has not made."""
     changed = ", ".join(f"{k} {was[k]!r} -> {now[k]!r}" for k in was if was[k] != now[k])

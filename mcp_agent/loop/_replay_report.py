@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._types import JSONObject
+from ..messages import JSONObject
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 
-from .._types import JSONObject
 from ..exceptions import (
     ContextLengthError,
     ProviderConnectionError,
@@ -23,7 +22,7 @@ from ..exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from ..messages import ToolResult, ToolSpec, Turn
+from ..messages import JSONObject, ToolResult, ToolSpec, Turn
 from ..providers.base import DeltaCallback, ModelRequest
 from ..providers.server_info import ServerInfo
 from ..state.memory import MemoryPageStore
@@ -137,7 +136,9 @@ class ReplayTools:
     ) -> ToolResult:
         rp = self.replayer
         after, args = rp.model_calls, plain(arguments)
-        here = [i for i, t in enumerate(rp.recording.tools) if t.after_model == after and not rp.used_tools[i]]
+        here = [
+            i for i, t in enumerate(rp.recording.tools) if t.after_model == after and not rp.used_tools[i]
+        ]
         for index in here:
             tool = rp.recording.tools[index]
             if tool.name == name and tool.arguments == args:

@@ -25,7 +25,7 @@ from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
 from ..providers.base import Provider
 from ..state.base import PageStore
 from ..state.memory import MemoryPageStore
-from ..telemetry import NO_TRACE, RunTrace
+from ..telemetry.base import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher
 from ._emitter import Emitter
@@ -246,7 +246,9 @@ class RunState:
             run_id=self.run_id,
             model=self.model,
         )
-        self._ended(ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms, answer=ending.answer)
+        self._ended(
+            ending.reason, ending.detail, ending.early_stopped, result.elapsed_ms, answer=ending.answer
+        )
         return result
 
     def end_abruptly(self, exc: BaseException) -> None:

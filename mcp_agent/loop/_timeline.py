@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 
-from .._types import JSONObject
 from ..events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -30,6 +29,7 @@ from ..events import (
     ToolCallEnded,
     ToolCallStarted,
 )
+from ..messages import JSONObject
 
 MAX_SPANS = 400
 MAX_ARGUMENT_CHARS = 2000
@@ -69,7 +69,12 @@ class TimelineSink:
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ModelCallStarted):
-            span: JSONObject = {"kind": "model", "round": event.round, "start_ms": _ms(self.started, event.ts), "ms": None}
+            span: JSONObject = {
+                "kind": "model",
+                "round": event.round,
+                "start_ms": _ms(self.started, event.ts),
+                "ms": None,
+            }
             self._open_model = span if self._add(span) else None
         elif isinstance(event, ModelCallEnded) and self._open_model is not None:
             self._open_model.update(

@@ -19,19 +19,18 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from .._types import JSONObject
 from ..config import AgentConfig, Limits, load_config
 from ..events import (
     EventSink,
 )
 from ..exceptions import ConfigError, StateError
-from ..messages import Message, ToolCall, ToolResult
+from ..messages import JSONObject, Message, ToolCall, ToolResult
 from ..providers.base import Provider
 from ..providers.server_info import server_info_of
 from ..state.base import PageStore, RunStore, SessionStore, State
 from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
-from ..telemetry import RunTrace, TraceSettings, flush_tracing, setup_tracing
+from ..telemetry.base import RunTrace, TraceSettings, flush_tracing, setup_tracing
 from ..tools.base import ToolSource
 from ..tools.router import ToolRouter
 from ._dispatch import Dispatcher
@@ -197,14 +196,21 @@ class Agent:
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
-                await quietly(self._state.runs.end, broken_off(record, exc, cancelled=cancelled, timeline=timeline.spans()))
+                await quietly(
+                    self._state.runs.end,
+                    broken_off(record, exc, cancelled=cancelled, timeline=timeline.spans()),
+                )
             raise
         with anyio.CancelScope(shield=True):
             await quietly(self._state.runs.end, finished(record, result, timeline.spans()))
         return result
 
     async def _query(
-        self, text: str, session_id: str | None, limits: Limits | Mapping[str, Any] | None, options: dict[str, Any]
+        self,
+        text: str,
+        session_id: str | None,
+        limits: Limits | Mapping[str, Any] | None,
+        options: dict[str, Any],
     ) -> RunResult:
         try:
             effective = self._tighten(limits)
@@ -217,13 +223,17 @@ class Agent:
             return await self._run(text, effective, input_error=error, **options)
         async with AsyncExitStack() as stack:
             try:
-                session = await stack.enter_async_context(self._sessions.hold(session_id, owner=options["caller"]))
+                session = await stack.enter_async_context(
+                    self._sessions.hold(session_id, owner=options["caller"])
+                )
             except (TypeError, ValueError) as exc:
                 return await self._run(text, effective, input_error=f"session_id: {exc}", **options)
             except StateError as exc:
                 error = f"session_id: the conversation could not be loaded ({exc})"
                 return await self._run(text, effective, input_error=error, session_id=session_id, **options)
-            result = await self._run(text, effective, history=session.transcript, session_id=session.id, **options)
+            result = await self._run(
+                text, effective, history=session.transcript, session_id=session.id, **options
+            )
             if not result.rounds and result.termination_reason is TerminationReason.TERMINAL_ERROR:
                 return result  # refused input: nothing to keep
             return await self._save(session, result)
@@ -314,7 +324,9 @@ class Agent:
         )
         if self.record is not None and input_error is None:
             return await self._recorded(text, limits, **options)
-        return await self._run_with(self.provider, self._tools, text, limits, input_error=input_error, **options)
+        return await self._run_with(
+            self.provider, self._tools, text, limits, input_error=input_error, **options
+        )
 
     async def _recorded(self, text: str, limits: Limits, **options: Any) -> RunResult:
         """One run recorded to ``record`` (``loop/recording.py``)."""
@@ -414,9 +426,9 @@ async def _open_agent(
     hold_starts: bool = False,
 ) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
-    from .._paths import private_state_dir
     from ..providers.factory import open_provider
     from ..providers.server_info import server_info_of, sized_for_server
+    from ..state.folder import private_state_dir
     from ..tools.hub import open_tool_hub
 
     if not isinstance(config, AgentConfig):

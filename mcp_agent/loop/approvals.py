@@ -38,8 +38,8 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
-from .._globs import unmatched_globs
 from .._redact import mask_secrets_in
+from ..config.globs import unmatched_globs
 from ..exceptions import ApprovalsFull
 from ..messages import ToolCall, ToolSpec
 from ..state.base import ApprovalStore
@@ -251,7 +251,9 @@ class ApprovalQueue:
         """The calls waiting now, oldest first."""
         return await self.store.pending()
 
-    async def resolve(self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None) -> bool:
+    async def resolve(
+        self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None
+    ) -> bool:
         """Approve or deny a waiting call. False for an unknown or already resolved id.
 
         Args:

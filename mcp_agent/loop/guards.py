@@ -28,8 +28,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .._json import canonical_json
-from .._types import JSONObject
+from ..messages import JSONObject, canonical_json
 
 FAILURE_HINT = (
     "[SYSTEM: This tool has failed multiple times. Do NOT retry it. Answer using your own knowledge instead.]"
@@ -228,6 +227,10 @@ def _part_text(part: JSONObject) -> tuple[str | None, Callable[[str], JSONObject
     if part.get("type") == "text" and isinstance(part.get("text"), str):
         return part["text"], lambda text: {**part, "text": text}
     resource = part.get("resource")
-    if part.get("type") == "resource" and isinstance(resource, dict) and isinstance(resource.get("text"), str):
+    if (
+        part.get("type") == "resource"
+        and isinstance(resource, dict)
+        and isinstance(resource.get("text"), str)
+    ):
         return resource["text"], lambda text: {**part, "resource": {**resource, "text": text}}
     return None, None

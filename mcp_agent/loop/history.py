@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .._json import canonical_json
-from ..messages import Message
+from ..messages import Message, canonical_json
 
 IMAGE_CHARS = 4000
 """What one image counts for in the history size (about 1000 tokens, four characters each)."""

@@ -261,7 +261,9 @@ class RunPages:
         text = mask_secrets(text)
         kept = kept_pages(split_pages(text, self.page_chars), self.max_result_bytes)
         try:
-            info = await self.store.put(self.scope, tool, kept, len(text), max_scope_bytes=self.max_scope_bytes)
+            info = await self.store.put(
+                self.scope, tool, kept, len(text), max_scope_bytes=self.max_scope_bytes
+            )
         except StateError as exc:
             logger.warning("a long result of %s could not be kept for paging, so it is cut: %s", tool, exc)
             return None
@@ -271,7 +273,7 @@ class RunPages:
         self.mentioned.add(info.handle)
         note = f"[... paged result {info.handle}: {info.total_chars} characters in {info.pages} pages; this is page 1"
         if info.pages > 1:
-            note += f". Read on with {self.name}(handle=\"{info.handle}\", page=2), up to page {info.pages}"
+            note += f'. Read on with {self.name}(handle="{info.handle}", page=2), up to page {info.pages}'
         dropped = info.total_chars - info.kept_chars
         if dropped:
             note += f". The last {dropped} characters were not kept (limits.maxPagedBytes)"
@@ -287,7 +289,9 @@ class RunPages:
             page = int(page)
         number = page if isinstance(page, int) and not isinstance(page, bool) else 0
         try:
-            found = await self.store.read(self.scope, handle, number) if _HANDLE_ALONE.fullmatch(handle) else None
+            found = (
+                await self.store.read(self.scope, handle, number) if _HANDLE_ALONE.fullmatch(handle) else None
+            )
         except StateError as exc:
             return ToolResult(f"error: paged result {handle} could not be read now ({exc}).", is_error=True)
         if found is None or found.result is None:
@@ -311,7 +315,7 @@ class RunPages:
         head += f"characters {found.start}-{found.end - 1} of {result.total_chars}]"
         body = f"{head}\n{found.text}"
         if number < result.pages:
-            body += f"\n[... read on with {self.name}(handle=\"{handle}\", page={number + 1})]"
+            body += f'\n[... read on with {self.name}(handle="{handle}", page={number + 1})]'
         elif result.kept_chars < result.total_chars:
             body += f"\n[... the last {result.total_chars - result.kept_chars} characters were not kept]"
         return ToolResult(body)

@@ -29,13 +29,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import __version__
-from .._paths import open_private, private_dirs
 from .._redact import mask_secrets, mask_secrets_in
-from .._types import JSONObject
+from .._version import __version__
 from ..exceptions import ProviderError
-from ..messages import Message, ToolResult, ToolSpec, Turn
+from ..messages import JSONObject, Message, ToolResult, ToolSpec, Turn
 from ..providers.base import DeltaCallback, ModelRequest, Provider
+from ..state.folder import open_private, private_dirs
 from ..tools.base import ToolSource
 from ._record_format import (
     FORMAT_VERSION,

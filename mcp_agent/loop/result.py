@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .._types import JSONObject, JSONSchema
-from ..messages import Message, Usage
+from ..messages import JSONObject, JSONSchema, Message, Usage
 
 
 class TerminationReason(StrEnum):
@@ -249,5 +248,3 @@ RESULT_SCHEMA: JSONSchema = {
     ],
 }
 """The ``outputSchema`` of ``agent_query``: the shape of ``RunResult.to_structured()``."""
-
-

@@ -47,7 +47,7 @@ from ..events import (
 from ..messages import Message, ToolCall, ToolSpec
 from ..providers.base import Provider, ToolChoice
 from ..state.base import PageStore
-from ..telemetry import RunTrace, TraceSettings
+from ..telemetry.base import RunTrace, TraceSettings
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
@@ -235,8 +235,12 @@ async def _early_stop(r: RunState, trigger: Ending) -> Ending:
         logger.warning("the early-stop answer repeats the loop's instruction; dropped: %.200r", turn.content)
         return replace(trigger, detail=f"{trigger.detail}; early-stop synthesis repeated its instruction")
     r.add(Message.assistant(turn.content, reasoning=turn.reasoning))
-    detail = f"stopped early ({trigger.detail}); the answer was written from the work so far, without more tools"
+    detail = (
+        f"stopped early ({trigger.detail}); the answer was written from the work so far, without more tools"
+    )
     truncated = turn.finish_reason == "length"
     if truncated:
         detail += "; it was cut off at the length limit"
-    return replace(trigger, answer=turn.content.strip(), early_stopped=True, detail=detail, truncated=truncated)
+    return replace(
+        trigger, answer=turn.content.strip(), early_stopped=True, detail=detail, truncated=truncated
+    )

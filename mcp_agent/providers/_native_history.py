@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._json import canonical_json
-from ..messages import Message, ToolCall
+from ..messages import Message, ToolCall, canonical_json
 
 __all__ = ["NOT_RECORDED", "call_text", "stray_text", "take_results"]
 

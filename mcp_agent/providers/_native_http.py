@@ -87,7 +87,9 @@ def with_defaults(
 
 
 def _foreign(response: httpx.Response, content: bytes, request_id: str | None, api: ProviderName) -> None:
-    error = foreign_answer(response.status_code, response.headers, content, url=str(response.request.url), api=api)
+    error = foreign_answer(
+        response.status_code, response.headers, content, url=str(response.request.url), api=api
+    )
     if error is not None:
         error.request_id = request_id
         raise error

@@ -21,9 +21,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
-from .._json import DEFAULT_MAX_ARGUMENT_CHARS, KEPT_ARGUMENT_CHARS, arguments_too_long, json_chars
 from ..exceptions import ProviderError
-from ..messages import Delta, ToolCall, Turn, Usage
+from ..messages import (
+    DEFAULT_MAX_ARGUMENT_CHARS,
+    KEPT_ARGUMENT_CHARS,
+    Delta,
+    ToolCall,
+    Turn,
+    Usage,
+    arguments_too_long,
+    json_chars,
+)
 from ._usage import token_count, trusted_usage
 from .base import DeltaCallback, ModelRequest
 from .textcalls import extract_tool_calls, split_reasoning
@@ -138,7 +146,11 @@ def bound_arguments(calls: Sequence[ToolCall], max_chars: int) -> tuple[ToolCall
 
 
 def finish_turn(
-    turn: Turn, request: ModelRequest, *, style: str = "auto", max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS
+    turn: Turn,
+    request: ModelRequest,
+    *,
+    style: str = "auto",
+    max_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
 ) -> Turn:
     """The turn as the loop gets it (see the module docstring); ``turn`` itself when nothing changes.
 

@@ -73,7 +73,9 @@ async def check_tools_kept(provider: OpenAICompatProvider) -> ToolsCheck:
     return ToolsCheck(with_tool - without < 4, without, with_tool)
 
 
-async def check_stream_tools(provider: OpenAICompatProvider, *, timeout: float = STREAM_SECONDS) -> str | None:
+async def check_stream_tools(
+    provider: OpenAICompatProvider, *, timeout: float = STREAM_SECONDS
+) -> str | None:
     """None when a streamed request with a tool is answered with chunks; else what went wrong."""
     caps = replace(provider.endpoint.capabilities, stream_tools=True)
     request = ModelRequest(_ASK, (PROBE_TOOL,), max_output_tokens=8, temperature=0)

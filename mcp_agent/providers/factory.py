@@ -29,8 +29,8 @@ from typing import Literal, cast
 import anyio
 import httpx
 
-from .._paths import private_state_dir
 from ..config import LLMConfig
+from ..state.folder import private_state_dir
 from ._client import build_client
 from .anthropic import AnthropicProvider
 from .base import Provider
@@ -42,7 +42,6 @@ from .server_cache import CACHE_FILE, known_server, remember
 from .server_info import ServerInfo
 
 __all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
-
 
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
@@ -63,7 +62,9 @@ def apply_server_info(provider: OpenAICompatProvider, info: ServerInfo) -> None:
     endpoint = provider.endpoint
     if info.kind in SERVER_KINDS and info.kind != endpoint.kind:
         kind = cast(ServerKind, info.kind)
-        endpoint = replace(endpoint, kind=kind, capabilities=capabilities_for(kind, provider.llm.capabilities))
+        endpoint = replace(
+            endpoint, kind=kind, capabilities=capabilities_for(kind, provider.llm.capabilities)
+        )
     if info.stream_tools is False and provider.llm.capabilities.stream_tools is None:
         endpoint = replace(endpoint, capabilities=replace(endpoint.capabilities, stream_tools=False))
     provider.endpoint = endpoint

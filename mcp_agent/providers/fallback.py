@@ -54,7 +54,14 @@ from .base import DeltaCallback, ModelRequest, Provider
 from .endpoints import resolve_endpoint
 from .server_info import ServerInfo, server_info_of
 
-__all__ = ["DEFAULT_COOLDOWN", "SERVER_KEYS", "Candidate", "FallbackProvider", "fallback_configs", "falls_back"]
+__all__ = [
+    "DEFAULT_COOLDOWN",
+    "SERVER_KEYS",
+    "Candidate",
+    "FallbackProvider",
+    "fallback_configs",
+    "falls_back",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +191,9 @@ class FallbackProvider:
                 if reported or last or not falls_back(exc):
                     raise _failed(failures) from exc
                 candidate.resting_until = self.clock() + max(self.cooldown_seconds, exc.retry_after or 0.0)
-                logger.warning("model %s failed (%s); trying %s", candidate.label, exc, order[position + 1].label)
+                logger.warning(
+                    "model %s failed (%s); trying %s", candidate.label, exc, order[position + 1].label
+                )
                 continue
             candidate.resting_until = 0.0
             return turn if turn.model else replace(turn, model=candidate.name)

@@ -161,13 +161,17 @@ def read_ollama_show(body: Any) -> tuple[int | None, str]:
     if not isinstance(body, Mapping):
         return None, ""
     parameters = body.get("parameters")
-    if isinstance(parameters, str) and (match := re.search(r"^\s*num_ctx\s+(\d+)\s*$", parameters, re.MULTILINE)):
+    if isinstance(parameters, str) and (
+        match := re.search(r"^\s*num_ctx\s+(\d+)\s*$", parameters, re.MULTILINE)
+    ):
         return int(match.group(1)), "/api/show parameters num_ctx"
     info = body.get("model_info")
     if isinstance(info, Mapping):
         for key, value in info.items():
             if isinstance(key, str) and key.endswith(".context_length") and (trained := _count(value)):
-                return min(trained, OLLAMA_DEFAULT_CONTEXT), f"/api/show {key} ({trained}), at most Ollama's default"
+                return min(
+                    trained, OLLAMA_DEFAULT_CONTEXT
+                ), f"/api/show {key} ({trained}), at most Ollama's default"
     return None, ""
 
 
@@ -314,7 +318,9 @@ async def _gather(asker: _Asker, requests: Mapping[str, tuple[str, Any]]) -> dic
     return answers
 
 
-async def identify_server(llm: LLMConfig, client: httpx.AsyncClient, *, timeout: float = PROBE_SECONDS) -> ServerInfo:
+async def identify_server(
+    llm: LLMConfig, client: httpx.AsyncClient, *, timeout: float = PROBE_SECONDS
+) -> ServerInfo:
     """What answers at ``llm.endpoint`` (see the module docstring). Never raises."""
     endpoint = resolve_endpoint(llm)
     if endpoint.provider != "openai" or endpoint.kind in _HOSTED:
@@ -326,7 +332,9 @@ async def identify_server(llm: LLMConfig, client: httpx.AsyncClient, *, timeout:
             return await _identify(llm, endpoint, _Asker(llm, client, timeout))
     except Exception as exc:  # never raises: the guess stands
         logger.debug("identifying the model server failed: %r", exc)
-        return ServerInfo(kind=endpoint.kind, source="none", evidence=f"no answer in time ({type(exc).__name__})")
+        return ServerInfo(
+            kind=endpoint.kind, source="none", evidence=f"no answer in time ({type(exc).__name__})"
+        )
 
 
 async def _identify(llm: LLMConfig, endpoint: Endpoint, asker: _Asker) -> ServerInfo:
@@ -382,7 +390,9 @@ async def _window(found: Found, asker: _Asker, root: str, endpoint: Endpoint, mo
         else:
             window, source = read_ollama_show(second["show"].body)
     elif found.kind == "lmstudio":
-        if (loaded := read_lmstudio_loaded((await asker.ask(f"{root}/api/v1/models")).body, model)) is not None:
+        if (
+            loaded := read_lmstudio_loaded((await asker.ask(f"{root}/api/v1/models")).body, model)
+        ) is not None:
             window, source = loaded, "/api/v1/models loaded_instances context_length"
     elif found.kind in ("vllm", "llamacpp"):
         listed = read_models_list(await asker.ask(endpoint.url("/models")), model)

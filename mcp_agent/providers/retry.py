@@ -22,7 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from ..exceptions import ProviderError
-from ..telemetry import note_retry
+from ..telemetry.base import note_retry
 from ._classify import (
     ErrorInfo,
     classify_error,

@@ -32,9 +32,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .._paths import write_private
 from .._redact import mask_secrets_in
 from ..config import LLMConfig
+from ..state.folder import write_private
 from .endpoints import resolve_endpoint
 from .identify import identify_server
 from .server_info import ServerInfo
@@ -80,7 +80,9 @@ def _read(path: Path) -> dict[str, Any]:
     return entries if isinstance(entries, dict) else {}
 
 
-def load_cached(path: Path, key: str, *, now: float | None = None, ttl: float = TTL_SECONDS) -> ServerInfo | None:
+def load_cached(
+    path: Path, key: str, *, now: float | None = None, ttl: float = TTL_SECONDS
+) -> ServerInfo | None:
     """The fresh entry for ``key`` in the cache file at ``path`` (``source`` "cache"), else None."""
     entry = _read(path).get(key)
     if not isinstance(entry, dict) or not isinstance(entry.get("at"), int | float):
@@ -91,13 +93,17 @@ def load_cached(path: Path, key: str, *, now: float | None = None, ttl: float = 
     return replace(ServerInfo.from_dict(entry["info"]), source="cache")
 
 
-def store(path: Path, key: str, info: ServerInfo, *, now: float | None = None, ttl: float = TTL_SECONDS) -> None:
+def store(
+    path: Path, key: str, info: ServerInfo, *, now: float | None = None, ttl: float = TTL_SECONDS
+) -> None:
     """Keep ``info`` for ``key`` (dropping stale entries); never raises."""
     now = time.time() if now is None else now
     entries = {
         name: entry
         for name, entry in _read(path).items()
-        if isinstance(entry, dict) and isinstance(entry.get("at"), int | float) and 0 <= now - entry["at"] <= ttl
+        if isinstance(entry, dict)
+        and isinstance(entry.get("at"), int | float)
+        and 0 <= now - entry["at"] <= ttl
     }
     if info.tokenize_url is not None:
         info = replace(info, tokenize_url=_without_userinfo(info.tokenize_url))
@@ -132,7 +138,9 @@ async def known_server(
     key = cache_key(llm)
     if path is not None and not refresh and (cached := load_cached(path, key)) is not None:
         if cached.tokenize_url is not None:
-            cached = replace(cached, tokenize_url=_with_userinfo_of(cached.tokenize_url, resolve_endpoint(llm).base_url))
+            cached = replace(
+                cached, tokenize_url=_with_userinfo_of(cached.tokenize_url, resolve_endpoint(llm).base_url)
+            )
         return cached
     info = await identify_server(llm, client)
     if path is not None and info.source in ("probe", "port"):

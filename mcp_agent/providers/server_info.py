@@ -150,7 +150,9 @@ def server_info_of(provider: object) -> ServerInfo:
 def tool_chars(tools: Sequence[ToolSpec]) -> int:
     """The size of the tools' definitions as a server reads them: names, descriptions, schemas."""
     return sum(
-        len(spec.name) + len(spec.description) + len(json.dumps(spec.schema_for("openai"), ensure_ascii=False))
+        len(spec.name)
+        + len(spec.description)
+        + len(json.dumps(spec.schema_for("openai"), ensure_ascii=False))
         for spec in tools
     )
 

@@ -121,7 +121,9 @@ class Piece:
 
 
 def _tool_lines(tools: Sequence[ToolSpec]) -> str:
-    functions = ({"name": t.name, "description": t.description, "parameters": t.schema_for("openai")} for t in tools)
+    functions = (
+        {"name": t.name, "description": t.description, "parameters": t.schema_for("openai")} for t in tools
+    )
     return "\n".join(json.dumps({"type": "function", "function": f}, ensure_ascii=False) for f in functions)
 
 
@@ -141,13 +143,19 @@ def _function_calling(request: ModelRequest, tools: bool) -> list[Piece]:
         functions = "".join(
             f"\nfunctions.{t.name}:\n{json.dumps(t.schema_for('openai'))}\n" for t in request.tools
         )
-        pieces.append(Piece("\n\nYou have access to the following functions:\n" + functions + FUNCTION_CALLING_CODA))
+        pieces.append(
+            Piece("\n\nYou have access to the following functions:\n" + functions + FUNCTION_CALLING_CODA)
+        )
     for message in request.messages:
         if message.role == "tool":
             continue
-        text = ("message:\n" if offered and message.content and message.role == "assistant" else "") + message.content
+        text = (
+            "message:\n" if offered and message.content and message.role == "assistant" else ""
+        ) + message.content
         calls = "".join(f"functions.{c.name}:\n{json.dumps(c.arguments)}" for c in message.tool_calls)
-        pieces.append(Piece(text + calls, MESSAGE_TOKENS + (MESSAGE_TOKENS - 3 if calls and message.content else 0)))
+        pieces.append(
+            Piece(text + calls, MESSAGE_TOKENS + (MESSAGE_TOKENS - 3 if calls and message.content else 0))
+        )
     pieces.append(Piece("", REPLY_TOKENS))
     return pieces
 
@@ -155,7 +163,11 @@ def _function_calling(request: ModelRequest, tools: bool) -> list[Piece]:
 def template_for(info: ServerInfo) -> str:
     """The prompt layout of ``info``'s server: ``chatml-function-calling`` for llama-cpp-python
     unless it was seen to drop tools (then it runs the model's own template), else ``chatml``."""
-    return "chatml-function-calling" if info.kind == "llama-cpp-python" and info.tools_dropped is not True else "chatml"
+    return (
+        "chatml-function-calling"
+        if info.kind == "llama-cpp-python" and info.tools_dropped is not True
+        else "chatml"
+    )
 
 
 def prompt_pieces(request: ModelRequest, *, tools: bool = True, template: str = "chatml") -> list[Piece]:
@@ -180,7 +192,9 @@ def approx_prompt_tokens(request: ModelRequest, *, tools: bool = True, template:
 
 def output_text(turn: Turn) -> str:
     """What the model wrote: reasoning, text and calls (names and arguments)."""
-    calls = "".join(json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in turn.tool_calls)
+    calls = "".join(
+        json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in turn.tool_calls
+    )
     return turn.reasoning + turn.content + calls
 
 

@@ -46,8 +46,12 @@ class MemoryPageStore:
         self.max_bytes = max_bytes
         self.bytes = 0
         self._live = live
-        self._kept: collections.OrderedDict[Key, _Kept] = collections.OrderedDict()  # least recently used first
-        self._scopes: dict[str, collections.OrderedDict[str, None]] = {}  # each scope's, least recently used first
+        self._kept: collections.OrderedDict[Key, _Kept] = (
+            collections.OrderedDict()
+        )  # least recently used first
+        self._scopes: dict[
+            str, collections.OrderedDict[str, None]
+        ] = {}  # each scope's, least recently used first
         self._scope_bytes: dict[str, int] = {}
         self._gone: collections.OrderedDict[Key, None] = collections.OrderedDict()  # evicted, oldest first
         self._gone_of: dict[str, set[str]] = {}  # each scope's evicted handles

@@ -168,7 +168,14 @@ return 1
 
 def _info(handle: str, raw: Any) -> PageInfo:
     data = json.loads(raw)
-    return PageInfo(handle, str(data["tool"]), int(data["pages"]), int(data["total"]), int(data["kept"]), int(data["bytes"]))
+    return PageInfo(
+        handle,
+        str(data["tool"]),
+        int(data["pages"]),
+        int(data["total"]),
+        int(data["kept"]),
+        int(data["bytes"]),
+    )
 
 
 class RedisPageStore:
@@ -218,7 +225,9 @@ class RedisPageStore:
                 return PageInfo(handle, tool, len(kept), total_chars, at, size)
             if reply == "gone":
                 return None
-        raise StateError(f"state.url {self._backend.shown_url}: no free handle for a paged result")  # pragma: no cover
+        raise StateError(
+            f"state.url {self._backend.shown_url}: no free handle for a paged result"
+        )  # pragma: no cover
 
     async def read(self, scope: str, handle: str, number: int) -> Page | None:
         with self._backend.failures(f"reading a page of session {scope!r}"):

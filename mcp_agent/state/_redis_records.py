@@ -69,7 +69,13 @@ class RedisApprovalStore:
             added, waiting = await self._add_script(
                 keys=[keys.approval(approval.id), keys.pending, keys.approvals_of(replica), *mine],
                 args=[
-                    record, replica, approval.id, repr(approval.created), caller or "", max_pending, max_per_caller
+                    record,
+                    replica,
+                    approval.id,
+                    repr(approval.created),
+                    caller or "",
+                    max_pending,
+                    max_per_caller,
                 ],
             )
         if added == 0:
@@ -159,7 +165,12 @@ class RedisRunStore:
         keys = self._keys
         with self._backend.failures(f"recording run {record.id!r}"):
             await self._begin_script(  # one script: one round trip, one reply
-                keys=[keys.run(record.id), keys.runs, keys.live, keys.runs_of(record.replica or self.replica)],
+                keys=[
+                    keys.run(record.id),
+                    keys.runs,
+                    keys.live,
+                    keys.runs_of(record.replica or self.replica),
+                ],
                 args=[dumps(record.to_dict()), repr(record.started), record.id],
             )
 
@@ -197,7 +208,12 @@ class RedisRunStore:
                     keys.live,
                     keys.runs_of(record.replica or self.replica),
                 ],
-                args=[dumps(record.to_dict()), repr(record.started), repr(record.ended or record.started), record.id],
+                args=[
+                    dumps(record.to_dict()),
+                    repr(record.started),
+                    repr(record.ended or record.started),
+                    record.id,
+                ],
             )
 
     async def retain(self) -> int:

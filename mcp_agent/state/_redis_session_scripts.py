@@ -44,7 +44,9 @@ local function forget_pages(prefix, key, id)
 end
 """
 
-_INDEX = _PAGES + """
+_INDEX = (
+    _PAGES
+    + """
 -- The session indexes (see the key table): every session id is in ``sessions`` and, with its
 -- owner, in ``sessions:owner``, ``sessions:of:<owner>`` and the owner's count in
 -- ``sessions:owners``.
@@ -153,6 +155,7 @@ local function make_room(prefix, owner, max_owner, max_total)
   end
 end
 """
+)
 
 _LET_GO = """
 -- let_go(lock, locks of the holder's replica, session key, token, id, wake channel, idle ttl):

@@ -342,7 +342,12 @@ class RedisSessionStore:
         lease = session.lease if release else None  # the hold's last write: the lock goes with it
         with self._backend.failures(f"saving session {session.id!r}"):
             runs = await self._save_script(
-                keys=[keys.session(session.id), keys.sessions, keys.lock(session.id), keys.locks_of(self.replica)],
+                keys=[
+                    keys.session(session.id),
+                    keys.sessions,
+                    keys.lock(session.id),
+                    keys.locks_of(self.replica),
+                ],
                 args=[
                     data,
                     len(messages),

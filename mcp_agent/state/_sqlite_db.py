@@ -131,7 +131,9 @@ class Database:
             if self._writes % CHECKPOINT_EVERY == 0:
                 try:
                     await self.checkpoint()
-                except StateError as exc:  # upkeep, not this write's: the next beat tries again and reports it
+                except (
+                    StateError
+                ) as exc:  # upkeep, not this write's: the next beat tries again and reports it
                     logger.warning("%s (a checkpoint of the WAL)", exc)
         with self.failures():
             if self._limiter.borrowed_tokens == 0:  # nobody else on the connection: try at once
@@ -157,7 +159,9 @@ class Database:
             StateError: it failed (a full disk: the file cannot grow; an I/O error).
         """
         with self.failures():
-            await anyio.to_thread.run_sync(self.db.execute, "PRAGMA wal_checkpoint(PASSIVE)", limiter=self._limiter)
+            await anyio.to_thread.run_sync(
+                self.db.execute, "PRAGMA wal_checkpoint(PASSIVE)", limiter=self._limiter
+            )
 
     def check_file(self) -> None:
         """Raise ``StateError`` when the file opened is no longer at its path (deleted, moved away
@@ -175,7 +179,9 @@ class Database:
             found = _identity(self.path)
             emptied = found == self._identity and self.path.stat().st_size == 0
         except OSError as exc:
-            raise StateError(f"state.url {self.url!r}: cannot look at {self.path}: {exc.strerror or exc}") from exc
+            raise StateError(
+                f"state.url {self.url!r}: cannot look at {self.path}: {exc.strerror or exc}"
+            ) from exc
         self.lost = None
         if emptied:
             self.lost = (
@@ -216,5 +222,3 @@ def _identity(path: Path) -> tuple[int, int] | None:
 
 
 _BUSY = frozenset({sqlite3.SQLITE_BUSY})
-
-

@@ -75,7 +75,8 @@ class SqlitePageStore:
         def read(db: sqlite3.Connection) -> Page | None:
             row = first_row(
                 db.execute(
-                    f"SELECT {_INFO}, used FROM paged_results WHERE session_id = ? AND handle = ?", (scope, handle)
+                    f"SELECT {_INFO}, used FROM paged_results WHERE session_id = ? AND handle = ?",
+                    (scope, handle),
                 )
             )
             if row is None:
@@ -84,7 +85,8 @@ class SqlitePageStore:
                 return Page(handle, number, None)
             info = _info(row[:-1])
             db.execute(
-                "UPDATE paged_results SET used = ? WHERE session_id = ? AND handle = ?", (_tick(db), scope, handle)
+                "UPDATE paged_results SET used = ? WHERE session_id = ? AND handle = ?",
+                (_tick(db), scope, handle),
             )
             if not 1 <= number <= info.pages:
                 return Page(handle, number, info)
@@ -115,7 +117,9 @@ class SqlitePageStore:
         """Evict the scope's least recently used results beyond its cap, then anyone's beyond
         the total cap (each step reads one row through an index)."""
         if max_scope_bytes:
-            held = first_row(db.execute("SELECT total(bytes) FROM paged_results WHERE session_id = ?", (scope,)))[0]
+            held = first_row(
+                db.execute("SELECT total(bytes) FROM paged_results WHERE session_id = ?", (scope,))
+            )[0]
             while held + size > max_scope_bytes:
                 victim = first_row(
                     db.execute(
@@ -132,7 +136,9 @@ class SqlitePageStore:
             (total,) = first_row(db.execute("SELECT bytes FROM page_totals WHERE id = 1"))
             while total + size > self.max_bytes:
                 victim = first_row(
-                    db.execute("SELECT session_id, handle, bytes FROM paged_results WHERE used > 0 ORDER BY used LIMIT 1")
+                    db.execute(
+                        "SELECT session_id, handle, bytes FROM paged_results WHERE used > 0 ORDER BY used LIMIT 1"
+                    )
                 )
                 if victim is None:
                     break
@@ -142,7 +148,9 @@ class SqlitePageStore:
 
 def _tick(db: sqlite3.Connection) -> int:
     """The next value of the logical clock that orders uses."""
-    (clock,) = db.execute("UPDATE page_totals SET clock = clock + 1 WHERE id = 1 RETURNING clock").fetchall()[0]
+    (clock,) = db.execute("UPDATE page_totals SET clock = clock + 1 WHERE id = 1 RETURNING clock").fetchall()[
+        0
+    ]
     return int(clock)
 
 

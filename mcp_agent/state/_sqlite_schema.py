@@ -46,8 +46,8 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .._paths import create_private, private_dirs
 from ..exceptions import ConfigError
+from .folder import create_private, private_dirs
 
 BUSY_TIMEOUT = 10.0
 """Seconds a write waits for another process's write to finish before it fails."""
@@ -313,7 +313,10 @@ def _create(path: Path) -> None:
             if not os.path.lexists(path):
                 os.replace(temporary, path)
     finally:
-        for leftover in [temporary, *(temporary.with_name(f"{temporary.name}-{end}") for end in ("journal", "wal", "shm"))]:
+        for leftover in [
+            temporary,
+            *(temporary.with_name(f"{temporary.name}-{end}") for end in ("journal", "wal", "shm")),
+        ]:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
 
@@ -356,12 +359,16 @@ def _configure(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA foreign_keys = ON")
 
 
-def migrate(db: sqlite3.Connection, migrations: Sequence[Callable[[sqlite3.Connection], None]] = MIGRATIONS) -> int:
+def migrate(
+    db: sqlite3.Connection, migrations: Sequence[Callable[[sqlite3.Connection], None]] = MIGRATIONS
+) -> int:
     """Bring the database up to ``len(migrations)``, every pending step in one transaction (a
     crash leaves the old version whole); the version it was at."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        version: int = db.execute("PRAGMA user_version").fetchone()[0]  # read again: another process may have migrated
+        version: int = db.execute("PRAGMA user_version").fetchone()[
+            0
+        ]  # read again: another process may have migrated
         for step in range(version, len(migrations)):
             migrations[step](db)
         if version < len(migrations):

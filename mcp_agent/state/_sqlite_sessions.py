@@ -59,10 +59,12 @@ class SqliteSessionStore:
 
     def _read(self, db: sqlite3.Connection, session_id: str, now: float) -> Session | None:
         """A live session, its transcript parsed once per version (``created``, ``runs``)."""
-        row = first_row(db.execute(
-            f"SELECT owner, created, updated, runs FROM sessions s WHERE id = ? AND {_LIVE}",
-            (session_id, self._cutoff(now), now),
-        ))
+        row = first_row(
+            db.execute(
+                f"SELECT owner, created, updated, runs FROM sessions s WHERE id = ? AND {_LIVE}",
+                (session_id, self._cutoff(now), now),
+            )
+        )
         if row is None:
             return None
         owner, created, updated, runs = row
@@ -118,19 +120,25 @@ class SqliteSessionStore:
     async def _acquire(self, session_id: str, owner: str | None, holder: str) -> Session:
         pause = 0.02
         while True:
-            session = await self._db.run(lambda db: self._try_acquire(db, session_id, owner, holder), write=True)
+            session = await self._db.run(
+                lambda db: self._try_acquire(db, session_id, owner, holder), write=True
+            )
             if session is not None:
                 return session
             await anyio.sleep(pause)
             pause = min(pause * 2, POLL_SECONDS)
 
-    def _try_acquire(self, db: sqlite3.Connection, session_id: str, owner: str | None, holder: str) -> Session | None:
+    def _try_acquire(
+        self, db: sqlite3.Connection, session_id: str, owner: str | None, holder: str
+    ) -> Session | None:
         now = time.time()
-        row = first_row(db.execute(
-            "SELECT l.replica, l.expires, r.host, r.pid, r.process FROM session_locks l "
-            "LEFT JOIN replicas r ON r.id = l.replica WHERE l.session_id = ?",
-            (session_id,),
-        ))
+        row = first_row(
+            db.execute(
+                "SELECT l.replica, l.expires, r.host, r.pid, r.process FROM session_locks l "
+                "LEFT JOIN replicas r ON r.id = l.replica WHERE l.session_id = ?",
+                (session_id,),
+            )
+        )
         if row is not None:
             replica, expires, host, pid, process = row
             # a row of this replica's is stale (its runs queue on the local lock first)
@@ -190,20 +198,24 @@ class SqliteSessionStore:
         for (count,) in db.execute("SELECT DISTINCT n FROM session_owners ORDER BY n DESC").fetchall():
             owners = db.execute("SELECT owner FROM session_owners WHERE n = ? LIMIT 17", (count,)).fetchall()
             if len(owners) > 16:
-                found = first_row(db.execute(
-                    f"SELECT s.id FROM sessions AS s INDEXED BY sessions_by_use WHERE "
-                    f"(SELECT n FROM session_owners WHERE key = {OWNER_KEY.format('s.owner')}) = ? AND {_IDLE} "
-                    "ORDER BY s.used LIMIT 1",
-                    (count, now),
-                ))
+                found = first_row(
+                    db.execute(
+                        f"SELECT s.id FROM sessions AS s INDEXED BY sessions_by_use WHERE "
+                        f"(SELECT n FROM session_owners WHERE key = {OWNER_KEY.format('s.owner')}) = ? AND {_IDLE} "
+                        "ORDER BY s.used LIMIT 1",
+                        (count, now),
+                    )
+                )
                 if found is not None:
                     return str(found[0])
                 continue
             oldest = [
-                first_row(db.execute(
-                    f"SELECT s.used, s.id FROM sessions AS s WHERE s.owner IS ? AND {_IDLE} ORDER BY s.used LIMIT 1",
-                    (owner, now),
-                ))
+                first_row(
+                    db.execute(
+                        f"SELECT s.used, s.id FROM sessions AS s WHERE s.owner IS ? AND {_IDLE} ORDER BY s.used LIMIT 1",
+                        (owner, now),
+                    )
+                )
                 for (owner,) in owners
             ]
             idle = [row for row in oldest if row is not None]
@@ -216,10 +228,12 @@ class SqliteSessionStore:
             await anyio.sleep(self.lease_seconds / 3)
             try:
                 renewed = await self._db.run(
-                    lambda db: db.execute(
-                        "UPDATE session_locks SET expires = ? WHERE session_id = ? AND holder = ?",
-                        (time.time() + self.lease_seconds, session_id, holder),
-                    ).rowcount,
+                    lambda db: (
+                        db.execute(
+                            "UPDATE session_locks SET expires = ? WHERE session_id = ? AND holder = ?",
+                            (time.time() + self.lease_seconds, session_id, holder),
+                        ).rowcount
+                    ),
                     write=True,
                 )
             except StateError as exc:
@@ -260,9 +274,17 @@ class SqliteSessionStore:
         lease = session.lease if release else None  # the hold's last write: the lock goes with it
 
         def save(db: sqlite3.Connection) -> int | None:
-            if session.lease is not None and first_row(db.execute(
-                "SELECT 1 FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, session.lease)
-            )) is None and first_row(db.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,))) is not None:
+            if (
+                session.lease is not None
+                and first_row(
+                    db.execute(
+                        "SELECT 1 FROM session_locks WHERE session_id = ? AND holder = ?",
+                        (session.id, session.lease),
+                    )
+                )
+                is None
+                and first_row(db.execute("SELECT 1 FROM sessions WHERE id = ?", (session.id,))) is not None
+            ):
                 raise LeaseLost(session.id)  # in the write transaction: nobody takes the lock meanwhile
             cursor = db.execute(
                 "UPDATE sessions SET transcript = ?, messages = ?, updated = ?, used = ?, runs = runs + 1 "
@@ -271,7 +293,9 @@ class SqliteSessionStore:
             )
             rows = cursor.fetchall()  # all: the statement is done before the commit
             if lease is not None:
-                db.execute("DELETE FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, lease))
+                db.execute(
+                    "DELETE FROM session_locks WHERE session_id = ? AND holder = ?", (session.id, lease)
+                )
             if not rows:
                 return None
             [(created, runs)] = rows
@@ -296,12 +320,12 @@ class SqliteSessionStore:
                 (now, self._cutoff(now), now),
             ).fetchall()
         )
-        return [SessionInfo(id_, n, runs, c, u, bool(busy), owner) for id_, n, runs, c, u, busy, owner in rows]
+        return [
+            SessionInfo(id_, n, runs, c, u, bool(busy), owner) for id_, n, runs, c, u, busy, owner in rows
+        ]
 
     async def delete(self, session_id: str) -> bool:
         deleted = await self._db.run(
             lambda db: db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount, write=True
         )
         return bool(deleted)
-
-

@@ -262,7 +262,9 @@ class MemoryApprovalStore:
         caller = approval.caller
         if approval.pending:
             mine = self._mine[caller] if caller is not None else 0
-            check_room(self._waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller)
+            check_room(
+                self._waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller
+            )
         previous = self._approvals.get(approval.id)
         if previous is not None and previous.pending:
             self._count(previous, -1)  # the same id again replaces the one counted
@@ -350,7 +352,11 @@ class MemoryRunStore:
         limit: int = 50,
         before: float | None = None,
     ) -> list[RunRecord]:
-        found = [r for r in self._runs.values() if r.matches(caller=caller, reason=reason, text=text, before=before)]
+        found = [
+            r
+            for r in self._runs.values()
+            if r.matches(caller=caller, reason=reason, text=text, before=before)
+        ]
         found.sort(key=lambda r: r.started, reverse=True)
         return found[: max(limit, 0)]
 
@@ -424,6 +430,8 @@ class MemoryState:
         pass
 
 
-async def open_memory_state(url: str = "memory://", *, limits: StateLimits, replica: str | None = None) -> MemoryState:
+async def open_memory_state(
+    url: str = "memory://", *, limits: StateLimits, replica: str | None = None
+) -> MemoryState:
     """``memory://``: a new, empty MemoryState."""
     return MemoryState(limits, replica=replica)

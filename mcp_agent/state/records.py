@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._types import JSONObject
 from ..exceptions import ApprovalsFull
-from ..messages import Message, Usage
+from ..messages import JSONObject, Message, Usage
 
 __all__ = [
     "EXPIRED_KEPT",
@@ -177,7 +176,9 @@ class Decision:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decision:
-        return cls(bool(data["approved"]), str(data.get("reason", "")), data.get("by"), float(data.get("at", 0.0)))
+        return cls(
+            bool(data["approved"]), str(data.get("reason", "")), data.get("by"), float(data.get("at", 0.0))
+        )
 
 
 @dataclass(frozen=True)
@@ -359,7 +360,9 @@ class RunRecord:
             timeline=tuple(dict(span) for span in data.get("timeline") or ()),
         )
 
-    def matches(self, *, caller: str | None, reason: str | None, text: str | None, before: float | None) -> bool:
+    def matches(
+        self, *, caller: str | None, reason: str | None, text: str | None, before: float | None
+    ) -> bool:
         """Whether ``RunStore.list`` with these filters shows this record (the reference rule)."""
         if caller is not None and self.caller != caller:
             return False

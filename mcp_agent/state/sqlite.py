@@ -103,7 +103,9 @@ class SqliteApprovalStore:
             if approval.pending and (max_pending or max_per_caller):
                 waiting = _count(db, "") if max_pending else 0
                 mine = _count(db, "AND caller = ?", caller) if max_per_caller and caller is not None else 0
-                check_room(waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller)
+                check_room(
+                    waiting, mine, max_pending=max_pending, max_per_caller=max_per_caller, caller=caller
+                )
             db.execute(
                 "INSERT INTO approvals (id, replica, created, decided, caller, record) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -114,12 +116,15 @@ class SqliteApprovalStore:
 
     async def decide(self, approval_id: str, decision: Decision) -> bool:
         def decide(db: sqlite3.Connection) -> bool:
-            row = first_row(db.execute("SELECT record FROM approvals WHERE id = ? AND decided IS NULL", (approval_id,)))
+            row = first_row(
+                db.execute("SELECT record FROM approvals WHERE id = ? AND decided IS NULL", (approval_id,))
+            )
             if row is None:
                 return False
             decided = replace(Approval.from_record(json.loads(row[0])), decision=decision)
             db.execute(
-                "UPDATE approvals SET decided = ?, record = ? WHERE id = ?", (decision.at, _record(decided), approval_id)
+                "UPDATE approvals SET decided = ?, record = ? WHERE id = ?",
+                (decision.at, _record(decided), approval_id),
             )
             return True
 
@@ -151,7 +156,9 @@ class SqliteApprovalStore:
 
     async def pending(self) -> list[Approval]:
         rows = await self._db.run(
-            lambda db: db.execute("SELECT record FROM approvals WHERE decided IS NULL ORDER BY created").fetchall()
+            lambda db: db.execute(
+                "SELECT record FROM approvals WHERE decided IS NULL ORDER BY created"
+            ).fetchall()
         )
         return [Approval.from_record(json.loads(row[0])) for row in rows]
 
@@ -200,7 +207,9 @@ class SqliteRunStore:
         )
 
     async def get(self, run_id: str) -> RunRecord | None:
-        row = await self._db.run(lambda db: first_row(db.execute("SELECT record FROM runs WHERE id = ?", (run_id,))))
+        row = await self._db.run(
+            lambda db: first_row(db.execute("SELECT record FROM runs WHERE id = ?", (run_id,)))
+        )
         return None if row is None else RunRecord.from_dict(json.loads(row[0]))
 
     async def list(
@@ -292,7 +301,14 @@ class SqliteState:
         db.execute(
             "INSERT INTO replicas (id, host, pid, process, started, expires) VALUES (?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET expires = excluded.expires",
-            (self._replica, HOST, os.getpid(), process_token(os.getpid()), now, now + self._limits.lease_seconds),
+            (
+                self._replica,
+                HOST,
+                os.getpid(),
+                process_token(os.getpid()),
+                now,
+                now + self._limits.lease_seconds,
+            ),
         )
 
     async def beat(self) -> None:
@@ -314,7 +330,9 @@ class SqliteState:
         now = time.time()
         known = {
             id_: holder_alive(host, pid, process, expires, now)
-            for id_, host, pid, process, expires in db.execute("SELECT id, host, pid, process, expires FROM replicas")
+            for id_, host, pid, process, expires in db.execute(
+                "SELECT id, host, pid, process, expires FROM replicas"
+            )
         }
         known[self._replica] = True
 
@@ -350,7 +368,9 @@ class SqliteState:
         locks = 0
         for session_id, replica in db.execute("SELECT session_id, replica FROM session_locks").fetchall():
             if dead(replica):
-                db.execute("DELETE FROM session_locks WHERE session_id = ? AND replica = ?", (session_id, replica))
+                db.execute(
+                    "DELETE FROM session_locks WHERE session_id = ? AND replica = ?", (session_id, replica)
+                )
                 locks += 1
         for replica, alive in known.items():
             if not alive:
@@ -386,7 +406,9 @@ async def open_sqlite_state(url: str, *, limits: StateLimits, replica: str | Non
         await state._database.run(state._register, write=True)
     except StateError as exc:  # its first write (a full disk: no room for the WAL)
         await state._database.close()
-        raise ConfigError(f"state.url {url!r} ({path}): {CANNOT_USE.format(exc.__cause__ or exc)}", "state.url") from None
+        raise ConfigError(
+            f"state.url {url!r} ({path}): {CANNOT_USE.format(exc.__cause__ or exc)}", "state.url"
+        ) from None
     except BaseException:
         await state._database.close()
         raise

@@ -114,9 +114,9 @@ class LineSplitter:
 
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
 _JSONRPC = rb'(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?'
-_ID_FIRST = re.compile(rb'\A\s*\{\s*' + _JSONRPC + rb'"id"\s*:\s*' + _ID + rb'\s*,\s*"(?:result|error)"\s*:')
-_RESULT_FIRST = re.compile(rb'\A\s*\{\s*' + _JSONRPC + rb'"(?:result|error)"\s*:')
-_ID_LAST = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb'\s*\}\s*\Z')
+_ID_FIRST = re.compile(rb"\A\s*\{\s*" + _JSONRPC + rb'"id"\s*:\s*' + _ID + rb'\s*,\s*"(?:result|error)"\s*:')
+_RESULT_FIRST = re.compile(rb"\A\s*\{\s*" + _JSONRPC + rb'"(?:result|error)"\s*:')
+_ID_LAST = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z")
 
 
 def response_id(head: bytes, tail: bytes) -> int | str | None:
@@ -199,7 +199,10 @@ def bound_result(result: Mapping[str, Any]) -> tuple[Mapping[str, Any], tuple[st
     reduced: dict[str, Any] = {"content": [*texts, {"type": "text", "text": note}]}
     if "isError" in result:
         reduced["isError"] = result["isError"]
-    return reduced, (*notes, f"more than {MAX_RESULT_VALUES} JSON values: reduced to its {len(texts)} text parts")
+    return reduced, (
+        *notes,
+        f"more than {MAX_RESULT_VALUES} JSON values: reduced to its {len(texts)} text parts",
+    )
 
 
 def _more_values_than(value: Any, limit: int) -> bool:
@@ -216,7 +219,9 @@ def _more_values_than(value: Any, limit: int) -> bool:
     return False
 
 
-def trim_content(result: Mapping[str, Any], max_parts: int = MAX_CONTENT_PARTS) -> tuple[Mapping[str, Any], str | None]:
+def trim_content(
+    result: Mapping[str, Any], max_parts: int = MAX_CONTENT_PARTS
+) -> tuple[Mapping[str, Any], str | None]:
     """A ``tools/call`` result with at most ``max_parts`` content parts (pure).
 
     The first ``max_parts`` parts are kept, then one text part says how many were dropped.

@@ -24,8 +24,8 @@ from mcp import ClientSession, MCPError
 from mcp_types import METHOD_NOT_FOUND
 from pydantic import BaseModel, ValidationError
 
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
+from ..messages import JSONObject
 from ._incarnation import CatalogKind
 from ._server_tools import ServerTool, cached_tools, filter_warnings, server_tool
 from ._session import LiveSession, list_pages, list_tool_pages

@@ -45,7 +45,7 @@ from typing import Any
 
 import anyio
 
-from .._paths import write_private
+from ..state.folder import write_private
 from . import _procfs
 
 logger = logging.getLogger(__name__)
@@ -142,7 +142,13 @@ class ChildRecords:
         if me is None or leader is None or leader.ppid != os.getpid():
             return
         record = ChildRecord(
-            os.getpid(), me.start_time, owner_marker(), pgid, server, _procfs.pid_namespace(), leader.start_time
+            os.getpid(),
+            me.start_time,
+            owner_marker(),
+            pgid,
+            server,
+            _procfs.pid_namespace(),
+            leader.start_time,
         )
         try:
             write_record(self.folder, record)
@@ -211,7 +217,9 @@ def reap_orphans_sync(folder: Path, grace: float = REAP_GRACE_SECONDS) -> None:
             f"; left {unmarked} without its marker alone" if unmarked else "",
         )
         if survivors.intersection(stats):
-            logger.warning("process group %d: some processes survived SIGKILL; keeping its record", record.pgid)
+            logger.warning(
+                "process group %d: some processes survived SIGKILL; keeping its record", record.pgid
+            )
             continue
         with suppress(OSError):
             (folder / record.filename).unlink(missing_ok=True)
@@ -276,7 +284,9 @@ def _read_record_file(path: Path) -> bytes:
         OSError: it cannot be opened (a symbolic link: ``ELOOP``).
         ValueError: it is not a regular file of ours, or too big to be a record.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)  # not inherited (PEP 446)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    )  # not inherited (PEP 446)
     fd = os.open(path, flags)
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)

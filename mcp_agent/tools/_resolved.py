@@ -51,7 +51,17 @@ _PASSED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
 
 _NPM_RUNNERS = {"npx", "pnpx", "bunx"}
 _NPM_SUBCOMMANDS = {"npm": "exec", "pnpm": "dlx", "yarn": "dlx", "bun": "x"}
-_NPM_VALUED = {"-p", "--package", "-c", "--call", "--registry", "--cache", "--userconfig", "-w", "--workspace"}
+_NPM_VALUED = {
+    "-p",
+    "--package",
+    "-c",
+    "--call",
+    "--registry",
+    "--cache",
+    "--userconfig",
+    "-w",
+    "--workspace",
+}
 _UV_VALUED = {
     "--from",
     "--with",

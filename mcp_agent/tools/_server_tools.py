@@ -17,10 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._globs import unmatched_globs
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..messages import ToolResult
+from ..config.globs import unmatched_globs
+from ..messages import JSONObject, ToolResult
 from .content import content_to_text
 from .schema import CompiledSchema, compile_tool_schema
 

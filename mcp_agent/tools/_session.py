@@ -21,10 +21,9 @@ from mcp import ClientSession, MCPError
 from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..messages import ToolResult
-from ..telemetry import note_tool_transport
+from ..messages import JSONObject, ToolResult
+from ..telemetry.base import note_tool_transport
 from ._failures import crash_error
 from ._repair import ResponseRepairer, describe_validation_error
 from ._server_tools import call_result

@@ -20,7 +20,9 @@ def exposed_specs(
 ) -> tuple[tuple[ToolSpec, ...], dict[str, tuple[str, str]], list[str]]:
     """``(specs, names, warnings)``: the specs in the order of ``tools``, each exposed name's
     ``(server, MCP name)``, and the naming warnings (collisions, cut names)."""
-    names, warnings = assign_names([NamedTool(t.server, t.mcp_name, configs[t.server].tool_prefix) for t in tools])
+    names, warnings = assign_names(
+        [NamedTool(t.server, t.mcp_name, configs[t.server].tool_prefix) for t in tools]
+    )
     specs: list[ToolSpec] = []
     routes: dict[str, tuple[str, str]] = {}
     for tool in tools:

@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..telemetry import inject_trace_headers
+from ..telemetry.base import inject_trace_headers
 from ._orphans import ChildRecords
 from ._stdio import StdioChild, open_stdio_transport
 

@@ -12,8 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from .._types import JSONObject
-from ..messages import ToolResult, ToolSpec
+from ..messages import JSONObject, ToolResult, ToolSpec
 
 
 class ToolSource(Protocol):
@@ -31,7 +30,9 @@ class ToolSource(Protocol):
 
     def list_tools(self) -> Sequence[ToolSpec]: ...
 
-    async def call_tool(self, name: str, arguments: JSONObject, *, timeout: float | None = None) -> ToolResult: ...
+    async def call_tool(
+        self, name: str, arguments: JSONObject, *, timeout: float | None = None
+    ) -> ToolResult: ...
 
 
 @runtime_checkable

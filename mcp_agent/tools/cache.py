@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._paths import private_dirs
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
+from ..messages import JSONObject
+from ..state.folder import private_dirs
 from ._resolved import resolution
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,9 @@ def _entries(data: dict[str, Any], wire: str, key: str) -> tuple[JSONObject, ...
     ):
         raise ValueError(f"{wire!r} is not a list of objects with a {key!r}")
     if len(value) > MAX_CACHED_ENTRIES:
-        raise ValueError(f"{wire!r} has {len(value)} entries, more than the {MAX_CACHED_ENTRIES} a cache holds")
+        raise ValueError(
+            f"{wire!r} has {len(value)} entries, more than the {MAX_CACHED_ENTRIES} a cache holds"
+        )
     return tuple(value)
 
 
@@ -244,7 +246,9 @@ class ToolCache:
             if not isinstance(tools, list) or not all(isinstance(t, dict) and "name" in t for t in tools):
                 raise ValueError("'tools' is not a list of tools")
             if len(tools) > MAX_CACHED_ENTRIES:
-                raise ValueError(f"it lists {len(tools)} tools, more than the {MAX_CACHED_ENTRIES} a cache holds")
+                raise ValueError(
+                    f"it lists {len(tools)} tools, more than the {MAX_CACHED_ENTRIES} a cache holds"
+                )
             if not isinstance(capabilities, dict):
                 raise ValueError("'capabilities' is not an object")
             catalog = {field: _entries(data, wire, key) for field, wire, key in _CATALOG_FIELDS}

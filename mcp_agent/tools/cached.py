@@ -44,7 +44,9 @@ def cached_listing(
     statuses = [
         ServerStatus(name=name, status="disabled", lazy=config.lazy)
         if name in disabled
-        else ServerStatus(name=name, status="idle", tool_count=counts.get(name, 0), from_cache=True, lazy=config.lazy)
+        else ServerStatus(
+            name=name, status="idle", tool_count=counts.get(name, 0), from_cache=True, lazy=config.lazy
+        )
         for name, config in servers.items()
     ]
     return specs, statuses

@@ -348,7 +348,9 @@ class Catalog:
         """
         name = connection.name
         try:
-            resources = await self._every_page(connection, "resources/list", _list_resources, lambda p: p.resources)
+            resources = await self._every_page(
+                connection, "resources/list", _list_resources, lambda p: p.resources
+            )
             try:
                 templates = await self._every_page(
                     connection, "resources/templates/list", _list_templates, lambda p: p.resource_templates

@@ -36,10 +36,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import ClientSession, MCPError
 from mcp_types import INTERNAL_ERROR
 
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..exceptions import ToolServerExited
-from ..messages import ToolResult
+from ..messages import JSONObject, ToolResult
 from ._demand import Demand
 from ._failures import _leaves as _leaves  # importable here, as before the split
 from ._failures import error_text

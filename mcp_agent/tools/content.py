@@ -24,13 +24,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .._types import JSONObject
-from ..messages import Image
+from ..messages import Image, JSONObject
 
 _MAX_FIELD_CHARS = 300  # names, uris and descriptions of summarised parts
 
 
-def content_to_text(content: Sequence[JSONObject], structured: Any = None, *, max_resource_chars: int = 8000) -> str:
+def content_to_text(
+    content: Sequence[JSONObject], structured: Any = None, *, max_resource_chars: int = 8000
+) -> str:
     """Render a tool result's content for the model.
 
     Args:

@@ -48,9 +48,8 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from .._types import JSONObject
 from ..config import RemoteServerConfig, StdioServerConfig
-from ..messages import ToolResult, ToolSpec
+from ..messages import JSONObject, ToolResult, ToolSpec
 from . import _procfs
 from ._orphans import ChildRecords, reap_orphans
 from ._specs import exposed_specs
@@ -323,8 +322,12 @@ class ToolHub:
             c for c in self._connections.values() if c.state in ("up", "restarting", "starting", "idle")
         ]
         tools = [tool for c in serving for tool in c.tools]
-        specs, names, warnings = exposed_specs(tools, {name: c.config for name, c in self._connections.items()})
-        routes = {exposed: (self._connections[server], mcp_name) for exposed, (server, mcp_name) in names.items()}
+        specs, names, warnings = exposed_specs(
+            tools, {name: c.config for name, c in self._connections.items()}
+        )
+        routes = {
+            exposed: (self._connections[server], mcp_name) for exposed, (server, mcp_name) in names.items()
+        }
         if tuple(warnings) != self._warnings:
             for warning in warnings:
                 logger.warning("tool names: %s", warning)
@@ -363,7 +366,7 @@ async def open_tool_hub(
         default_timeout: the per-call timeout when neither the server's ``callTimeoutSeconds``
             nor the caller's ``timeout`` sets one (None or 0: none).
         restart_policy: backoff and budget for restarting crashed servers.
-        state_dir: the state folder (``mcp_agent._paths.private_state_dir()`` for the CLI and the
+        state_dir: the state folder (``mcp_agent.state.folder.private_state_dir()`` for the CLI and the
             gateway): first reap what killed gateways left, then record every stdio server's
             process group in its ``children/`` while it runs. None (the default for library
             use): neither (Linux only either way).

@@ -18,8 +18,7 @@ from typing import Any
 
 import anyio
 
-from .._types import JSONObject, JSONSchema
-from ..messages import ToolResult, ToolSpec
+from ..messages import JSONObject, JSONSchema, ToolResult, ToolSpec
 
 
 class MemoryToolSource:
@@ -55,7 +54,9 @@ class MemoryToolSource:
     def list_tools(self) -> Sequence[ToolSpec]:
         return [spec for spec, _ in self._tools.values()]
 
-    async def call_tool(self, name: str, arguments: JSONObject, *, timeout: float | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: JSONObject, *, timeout: float | None = None
+    ) -> ToolResult:
         self.calls.append((name, dict(arguments)))
         entry = self._tools.get(name)
         if entry is None:

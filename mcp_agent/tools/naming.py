@@ -104,7 +104,9 @@ def assign_names(tools: Sequence[NamedTool]) -> tuple[dict[tuple[str, str], str]
         key = (tool.server, tool.mcp_name)
         if key in unique:
             if unique[key].prefix != tool.prefix:
-                warnings.append(f"tool {tool.mcp_name!r} of server {tool.server!r} is listed twice; named once")
+                warnings.append(
+                    f"tool {tool.mcp_name!r} of server {tool.server!r} is listed twice; named once"
+                )
             continue
         unique[key] = tool
 

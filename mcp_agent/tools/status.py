@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .._types import JSONObject
+from ..messages import JSONObject
 
 ServerState = Literal["starting", "up", "failed", "disabled", "restarting", "idle"]
 
@@ -54,5 +54,3 @@ class ServerStatus:
             "junk_lines": self.junk_lines,
             "from_cache": self.from_cache,
         }
-
-

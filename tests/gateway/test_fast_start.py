@@ -16,9 +16,9 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
-from mcp_agent._paths import state_dir
 from mcp_agent.config import AgentConfig, StdioServerConfig, parse_config
 from mcp_agent.loop.agent import Agent
+from mcp_agent.state.folder import state_dir
 from mcp_agent.tools.cache import CachedList, ToolCache
 from mcp_agent.tools.hub import open_tool_hub
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcp_agent import _telemetry_attrs as attrs
+from mcp_agent.telemetry import spans as attrs
 from mcp_agent.exceptions import ProviderConnectionError, ProviderHTTPError
 from mcp_agent.messages import Message, ToolCall, Turn
 

@@ -158,7 +158,7 @@ def test_http_client_headers_hook_is_harmless_without_tracing() -> None:
     import subprocess
 
     code = (
-        "from mcp_agent.telemetry import inject_trace_headers\n"
+        "from mcp_agent.telemetry.base import inject_trace_headers\n"
         "headers = {}\n"
         "inject_trace_headers(headers)\n"
         "print(headers)\n"

@@ -20,7 +20,7 @@ from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import ToolCall, Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.telemetry import NO_TRACE, RunTrace, TraceSettings
+from mcp_agent.telemetry.base import NO_TRACE, RunTrace, TraceSettings
 from mcp_agent.tools.memory import MemoryToolSource
 
 from .conftest import Spans, names
@@ -238,7 +238,7 @@ def test_without_a_provider_nothing_is_traced() -> None:
     import sys
 
     code = (
-        "from mcp_agent.telemetry import RunTrace, NO_TRACE, tracer\n"
+        "from mcp_agent.telemetry.base import RunTrace, NO_TRACE, tracer\n"
         "assert tracer() is None\n"
         "assert RunTrace.start(run_id='r') is NO_TRACE\n"
         "print('ok')\n"
@@ -261,7 +261,7 @@ async def test_a_broken_exporter_never_breaks_a_run(spans: Spans, caplog: pytest
         def export(self, batch: Any) -> None:
             raise RuntimeError("the collector is on fire")
 
-    caplog.set_level(logging.DEBUG, logger="mcp_agent.telemetry")  # a warning once, then debug
+    caplog.set_level(logging.DEBUG, logger="mcp_agent.telemetry.base")  # a warning once, then debug
     switch = _installed_switch()
     switch.target = Broken()
     provider = ScriptedProvider([tool_turn(ToolCall("c1", "mem__echo", {"text": "x"})), text_turn("fine")])

@@ -51,7 +51,9 @@ class CallerAuthMiddleware:
         self.book = book
         self.exempt = frozenset(exempt)
         self._users = {
-            caller: AuthenticatedUser(AccessToken(token="-", client_id=caller.name, scopes=sorted(caller.scopes)))
+            caller: AuthenticatedUser(
+                AccessToken(token="-", client_id=caller.name, scopes=sorted(caller.scopes))
+            )
             for caller in book.callers
             if caller.authenticated
         }

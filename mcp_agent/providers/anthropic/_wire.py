@@ -27,9 +27,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
-from ..._types import JSONObject
-from ...messages import Delta, Image, Message, ToolCall, ToolSpec, Turn, Usage
+from ...messages import (
+    DEFAULT_MAX_ARGUMENT_CHARS,
+    Delta,
+    Image,
+    JSONObject,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    Usage,
+    parse_arguments,
+)
 from .._native_history import call_text, stray_text, take_results
 from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
 from .._usage import reported_usage, sum_counts, token_count

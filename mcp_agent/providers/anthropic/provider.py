@@ -31,11 +31,10 @@ from typing import Any
 
 import httpx
 
-from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
-from ...messages import Delta, Turn
-from ...telemetry import note_model_call
+from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
+from ...telemetry.base import note_model_call
 from .._classify import classify_error, request_id_from
 from .._client import build_client
 from .._images import fit_images

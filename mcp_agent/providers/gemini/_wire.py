@@ -34,15 +34,20 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..._json import (
+from ...messages import (
     DEFAULT_MAX_ARGUMENT_CHARS,
     KEPT_ARGUMENT_CHARS,
+    Delta,
+    JSONObject,
+    Message,
+    ToolCall,
+    ToolSpec,
+    Turn,
+    Usage,
     arguments_too_long,
     json_chars,
     parse_arguments,
 )
-from ..._types import JSONObject
-from ...messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from .._images import image_label
 from .._native_history import call_text, stray_text, take_results
 from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
@@ -276,7 +281,9 @@ def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
     if not meta:
         return Usage()
     prompt = token_count(meta.get("promptTokenCount"))
-    completion = sum_counts(token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount")))
+    completion = sum_counts(
+        token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount"))
+    )
     return reported_usage(prompt, completion, token_count(meta.get("totalTokenCount")))
 
 

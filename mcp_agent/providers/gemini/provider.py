@@ -41,11 +41,10 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import httpx
 
-from ..._json import DEFAULT_MAX_ARGUMENT_CHARS
 from ...config import LLMConfig
 from ...exceptions import ProviderHTTPError, ProviderResponseError
-from ...messages import Delta, Turn
-from ...telemetry import note_model_call
+from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
+from ...telemetry.base import note_model_call
 from .._classify import classify_error, request_id_from
 from .._client import build_client
 from .._images import fit_images

@@ -64,7 +64,9 @@ def whole_answer(
                 continue
             if isinstance(chunk, Mapping):
                 acc.feed(chunk)
-        return finish_turn(acc, request, style=style, request_id=request_id, max_argument_chars=max_argument_chars)
+        return finish_turn(
+            acc, request, style=style, request_id=request_id, max_argument_chars=max_argument_chars
+        )
     try:
         data = json.loads(content)
     except ValueError:
@@ -78,9 +80,7 @@ def whole_answer(
             retryable=True,
         ) from None
     if not isinstance(data, Mapping):
-        raise ProviderResponseError(
-            "the answer is not a JSON object", request_id=request_id, retryable=True
-        )
+        raise ProviderResponseError("the answer is not a JSON object", request_id=request_id, retryable=True)
     if "choices" not in data and error_info(data) is not None:  # LM Studio: HTTP 200, error body
         recovered = recover_calls(data, request, style, max_argument_chars=max_argument_chars)
         if recovered is not None:
@@ -91,7 +91,9 @@ def whole_answer(
     except ProviderError as exc:
         exc.request_id = exc.request_id or request_id
         raise
-    return finish_turn(acc, request, style=style, request_id=request_id, max_argument_chars=max_argument_chars)
+    return finish_turn(
+        acc, request, style=style, request_id=request_id, max_argument_chars=max_argument_chars
+    )
 
 
 def foreign_error(response: httpx.Response, content: bytes, *, chat_url: str) -> ProviderError | None:

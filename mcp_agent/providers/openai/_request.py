@@ -30,8 +30,7 @@ import logging
 from collections.abc import Sequence
 from typing import Literal
 
-from ..._types import JSONObject
-from ...messages import Image, Message, ToolCall, ToolSpec
+from ...messages import Image, JSONObject, Message, ToolCall, ToolSpec
 from .._images import data_url, image_label
 from ..base import ModelRequest
 from ..endpoints import Capabilities
@@ -164,7 +163,9 @@ def to_openai_messages(
     def flush() -> None:
         if responses:
             text = "\n".join(responses)
-            out.append({"role": "user", "content": [{"type": "text", "text": text}, *images] if images else text})
+            out.append(
+                {"role": "user", "content": [{"type": "text", "text": text}, *images] if images else text}
+            )
         elif images:
             out.append({"role": "user", "content": list(images)})
         responses.clear()

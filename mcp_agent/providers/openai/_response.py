@@ -21,10 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..._json import DEFAULT_MAX_ARGUMENT_CHARS, parse_arguments
-from ..._types import JSONObject
 from ...exceptions import ProviderResponseError
-from ...messages import Delta, ToolCall, Turn, Usage
+from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, JSONObject, ToolCall, Turn, Usage, parse_arguments
 from .. import _turns
 from .._classify import classify_error
 from .._turns import join_reasoning, new_call_id

@@ -82,7 +82,9 @@ async def fold_stream(
             deltas = acc.feed(chunk)
         except ProviderError as exc:
             recovered = (
-                None if out.count else recover_calls(chunk, request, style, max_argument_chars=max_argument_chars)
+                None
+                if out.count
+                else recover_calls(chunk, request, style, max_argument_chars=max_argument_chars)
             )
             if recovered is not None:
                 return recovered

@@ -57,7 +57,7 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
-from ...telemetry import note_model_call
+from ...telemetry.base import note_model_call
 from .._classify import classify_error, request_id_from
 from .._images import accepts_images, fit_images
 from .._response_limit import capped_bytes, read_body
@@ -204,7 +204,9 @@ class OpenAICompatProvider:
             turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
         except ProviderResponseError as exc:
             if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
-                exc.usage = await self.usage_estimator.estimate(request, Turn(content=out.text), self.server_info)
+                exc.usage = await self.usage_estimator.estimate(
+                    request, Turn(content=out.text), self.server_info
+                )
             raise
         turn = await self.usage_estimator.settle(request, turn, self.server_info)
         if not out.count:  # answered whole: report it once, as the streamed path would have
@@ -224,7 +226,11 @@ class OpenAICompatProvider:
         self, acc: ChunkAccumulator, request: ModelRequest, style: ToolCallStyle, request_id: str | None
     ) -> Turn:
         return finish_turn(
-            acc, request, style=style, request_id=request_id, max_argument_chars=self.llm.max_tool_argument_chars
+            acc,
+            request,
+            style=style,
+            request_id=request_id,
+            max_argument_chars=self.llm.max_tool_argument_chars,
         )
 
     def _body(self, request: ModelRequest, *, stream: bool, style: ToolCallStyle) -> dict[str, object]:
@@ -254,7 +260,9 @@ class OpenAICompatProvider:
                 f"the model server at {self.endpoint.base_url} went away: it answered before, and now the "
                 "connection is refused (it crashed or was stopped)"
             )
-            mapping = map_transport_errors(refused_message=went_away, refused_final=False, local=self.endpoint.local)
+            mapping = map_transport_errors(
+                refused_message=went_away, refused_final=False, local=self.endpoint.local
+            )
         with mapping:
             try:
                 yield
@@ -351,7 +359,9 @@ class OpenAICompatProvider:
         if foreign is not None:
             raise foreign
         if response.status_code == 400:
-            recovered = recover_calls(content, request, style, max_argument_chars=self.llm.max_tool_argument_chars)
+            recovered = recover_calls(
+                content, request, style, max_argument_chars=self.llm.max_tool_argument_chars
+            )
             if recovered is not None:
                 return recovered
         error = classify_error(response.status_code, content, response.headers)

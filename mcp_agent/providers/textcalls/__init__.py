@@ -13,4 +13,11 @@ from ._extract import (
     split_reasoning,
 )
 
-__all__ = ["MAX_MARKERS", "MAX_SCAN_CHARS", "TextExtraction", "convert_value", "extract_tool_calls", "split_reasoning"]
+__all__ = [
+    "MAX_MARKERS",
+    "MAX_SCAN_CHARS",
+    "TextExtraction",
+    "convert_value",
+    "extract_tool_calls",
+    "split_reasoning",
+]

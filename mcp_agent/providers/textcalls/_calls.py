@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._json import parse_arguments
-from ..._types import JSONObject
+from ...messages import JSONObject, parse_arguments
 from ._values import BROKEN, PY_LITERALS, literal, read_value, skip_ws
 
 __all__ = [

@@ -32,7 +32,14 @@ from ._values import convert_value, convert_xml_params
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MAX_MARKERS", "MAX_SCAN_CHARS", "TextExtraction", "convert_value", "extract_tool_calls", "split_reasoning"]
+__all__ = [
+    "MAX_MARKERS",
+    "MAX_SCAN_CHARS",
+    "TextExtraction",
+    "convert_value",
+    "extract_tool_calls",
+    "split_reasoning",
+]
 
 MAX_SCAN_CHARS = 256_000
 """Calls are looked for in the first this many characters of an answer (about 64 000 tokens, more
@@ -194,7 +201,9 @@ def _scan(
     while (hit := scanner.next_marker(pos)) is not None:
         tried += 1
         if tried > MAX_MARKERS:
-            logger.info("textcalls: more than %d call markers; the rest of the text is left as it is", MAX_MARKERS)
+            logger.info(
+                "textcalls: more than %d call markers; the rest of the text is left as it is", MAX_MARKERS
+            )
             break
         try:
             block = scanner.read(hit)

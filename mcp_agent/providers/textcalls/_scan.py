@@ -18,8 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..._json import parse_arguments
-from ...messages import ToolSpec
+from ...messages import ToolSpec, parse_arguments
 from ._calls import RawCall, calls_from_value, ds_token, find_name, pythonic_calls
 from ._cursor import Block, Hit, consume, skip_fence
 from ._tag_readers import KIMI_SECTION_BEGIN, TagReaders

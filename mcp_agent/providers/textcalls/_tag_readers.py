@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ..._json import parse_arguments
+from ...messages import parse_arguments
 from ._calls import RawCall, deepseek_call, ds_token, gemma_value, kimi_call, pythonic_calls
 from ._cursor import Block, Cursor, Hit, consume, past_any, strip_newline
 from ._harmony import HARMONY_ENDS, is_call, read_header

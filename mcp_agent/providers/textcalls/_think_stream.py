@@ -113,7 +113,15 @@ def _partial_suffix(text: str, tags: Any) -> int:
     return best
 
 
-_HARMONY_TOKENS = ("<|start|>", "<|channel|>", "<|constrain|>", "<|message|>", "<|end|>", "<|call|>", "<|return|>")
+_HARMONY_TOKENS = (
+    "<|start|>",
+    "<|channel|>",
+    "<|constrain|>",
+    "<|message|>",
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+)
 _HARMONY_TOKEN = re.compile(r"<\|(start|channel|constrain|message|end|call|return)\|>")
 _MAX_HEADER = 800
 """A header longer than this is not one (``_harmony``'s header parts are bounded alike): it is text."""
@@ -157,7 +165,13 @@ class _HarmonyStream:
                 continue
             token, hold = _next_token(buf, self._prev, final=final)
             if token is None:
-                keep = len(buf) - hold if hold < len(buf) else 0 if final else _partial_suffix(buf, _HARMONY_TOKENS)
+                keep = (
+                    len(buf) - hold
+                    if hold < len(buf)
+                    else 0
+                    if final
+                    else _partial_suffix(buf, _HARMONY_TOKENS)
+                )
                 out += self._piece(buf[: len(buf) - keep])
                 self._pending = buf[len(buf) - keep :]
                 return out

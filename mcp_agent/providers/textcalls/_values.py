@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..._types import JSONObject
+from ...messages import JSONObject
 
 __all__ = [
     "BROKEN",

@@ -20,8 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..._types import JSONObject
-from ...messages import Message, ToolResult, ToolSpec
+from ...messages import JSONObject, Message, ToolResult, ToolSpec
 from ..base import LiveToolSource, ToolSource
 from ._index import ToolIndex
 from ._query import query_terms, text_query
@@ -49,7 +48,6 @@ MIN_RANKED = 3
 """However small a share budget, a round offers at least this many ranked tools."""
 FOUND_LISTED = 6
 """How many tools one ``find_tools`` answer lists."""
-
 
 
 @dataclass(frozen=True)
@@ -210,7 +208,9 @@ class RoutedTools:
                 room -= cost
         return [spec for spec in offered if spec.name in chosen or spec in finder]
 
-    async def call_tool(self, name: str, arguments: JSONObject, *, timeout: float | None = None) -> ToolResult:
+    async def call_tool(
+        self, name: str, arguments: JSONObject, *, timeout: float | None = None
+    ) -> ToolResult:
         if not self._is_finder(name):
             return await self.source.call_tool(name, arguments, timeout=timeout)
         return self.find(str(arguments.get("query", "")))
@@ -231,9 +231,13 @@ class RoutedTools:
         """``find_tools``' answer: the tools matching ``query``, now offered from the next round."""
         weights = text_query(query)
         if not weights:
-            return ToolResult("error: give find_tools a few words saying what the tool should do", is_error=True)
+            return ToolResult(
+                "error: give find_tools a few words saying what the tool should do", is_error=True
+            )
         tools = {spec.name: spec for spec in self.source.list_tools()}
-        names = [n for n in self.router.index(list(tools.values())).matches(weights) if n in tools][:FOUND_LISTED]
+        names = [n for n in self.router.index(list(tools.values())).matches(weights) if n in tools][
+            :FOUND_LISTED
+        ]
         if not names:
             return ToolResult(f"no results: no tool matches {query!r}; try other words")
         self.found.update(names)

@@ -58,11 +58,15 @@ _DOMAIN = re.compile(
     r"(?:/\S*)?",
     re.IGNORECASE,
 )
-_ZONE = re.compile(r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_]+")
+_ZONE = re.compile(
+    r"\b(?:Africa|America|Antarctica|Asia|Atlantic|Australia|Europe|Indian|Pacific|Etc)/[A-Za-z_]+"
+)
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b|\b\d{1,2}:\d{2}\b", re.IGNORECASE)
 _REVISION = re.compile(r"\bHEAD(?:[~^]\d*)*(?!\w)|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b")
 _SUM = re.compile(r"\d\s*\+\s*\d")
-_PATH = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z][a-z0-9]{0,4}\b", re.IGNORECASE)
+_PATH = re.compile(
+    r"(?:^|\s)(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*|\b[\w-]+\.[a-z][a-z0-9]{0,4}\b", re.IGNORECASE
+)
 _NOT_FILE = re.compile(r"^\d+(\.\d+)*$|^(e\.g|i\.e|etc)\.?$", re.IGNORECASE)
 _MEDIA = {
     "image": "png jpg jpeg gif webp bmp svg ico heic tif tiff",

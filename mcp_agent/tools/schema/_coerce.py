@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema
 from ._nodes import enum_values, infer_type, is_number
 
 _INTEGER_TEXT = re.compile(r"\s*[-+]?[0-9]+\s*")
@@ -78,7 +78,9 @@ class Coercer:
             if kind in kinds:
                 converted = _convert(value, kind)
                 if converted is not _NO:
-                    candidates.append(self.coerce(converted, schema) if kind in ("object", "array") else converted)
+                    candidates.append(
+                        self.coerce(converted, schema) if kind in ("object", "array") else converted
+                    )
         candidates += _enum_matches(value, schema)
         for key in ("anyOf", "oneOf"):
             for branch in schema.get(key, ()):
@@ -97,7 +99,11 @@ class Coercer:
         out: JSONObject = {}
         for name, item in value.items():
             if name in props:
-                if (item is None or item == "") and name not in required and not self._valid(item, props[name]):
+                if (
+                    (item is None or item == "")
+                    and name not in required
+                    and not self._valid(item, props[name])
+                ):
                     continue  # an optional property "left out" the way models do it
                 out[name] = self.coerce(item, props[name])
             else:
@@ -167,4 +173,3 @@ def _enum_matches(value: Any, schema: JSONSchema) -> list[Any]:
     exact = [o for o in options if not isinstance(o, str) and json.dumps(o) == text]
     folded = [o for o in options if isinstance(o, str) and o.casefold() == text.casefold()]
     return exact + (folded if len(folded) == 1 else [])
-

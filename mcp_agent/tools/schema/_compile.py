@@ -21,8 +21,7 @@ from typing import Any
 
 import jsonschema
 
-from ..._json import canonical_json
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema, canonical_json
 from ._coerce import Coercer
 from ._dialects import compile_variants
 from ._errors import MAX_LISTED, describe, shorten
@@ -120,16 +119,26 @@ class ArgumentChecker:
         unchanged and the server judges them.
         """
         if not isinstance(arguments, dict):
-            return ArgumentCheck({}, ({"path": "", "message": "the arguments must be a JSON object",
-                                       "expected": "object", "received": shorten(arguments)},))
+            return ArgumentCheck(
+                {},
+                (
+                    {
+                        "path": "",
+                        "message": "the arguments must be a JSON object",
+                        "expected": "object",
+                        "received": shorten(arguments),
+                    },
+                ),
+            )
         try:
             if self._validator.is_valid(arguments):
                 return ArgumentCheck(arguments)
             coerced = self._coercer.coerce(arguments, self.schema, known_invalid=True)
             errors = describe(self._validator.iter_errors(coerced))
         except Exception:
-            logger.warning("argument validation failed on schema %s", canonical_json(self.schema)[:200],
-                           exc_info=True)
+            logger.warning(
+                "argument validation failed on schema %s", canonical_json(self.schema)[:200], exc_info=True
+            )
             return ArgumentCheck(arguments)
         return ArgumentCheck(coerced, errors)
 

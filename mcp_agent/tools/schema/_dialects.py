@@ -15,18 +15,48 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema
 from ._nodes import Notes, at_path, infer_type, is_whole, join_path, map_children
 from ._strict import openai_strict
 
-_GEMINI_KEYS = frozenset({"type", "format", "title", "description", "nullable", "enum", "items", "minItems",
-                          "maxItems", "properties", "required", "minProperties", "maxProperties", "minLength",
-                          "maxLength", "pattern", "example", "anyOf", "propertyOrdering", "minimum", "maximum"})
+_GEMINI_KEYS = frozenset(
+    {
+        "type",
+        "format",
+        "title",
+        "description",
+        "nullable",
+        "enum",
+        "items",
+        "minItems",
+        "maxItems",
+        "properties",
+        "required",
+        "minProperties",
+        "maxProperties",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "example",
+        "anyOf",
+        "propertyOrdering",
+        "minimum",
+        "maximum",
+    }
+)
 """Gemini ``parameters`` keys (OpenAPI-3.0 Schema subset; ``default`` left out on purpose)."""
-_GEMINI_FORMATS = {"string": {"enum", "date-time"}, "number": {"float", "double"}, "integer": {"int32", "int64"}}
-_TYPE_KEYS = {"string": ("minLength", "maxLength", "pattern", "format"), "array": ("items", "minItems", "maxItems"),
-              "object": ("properties", "required", "minProperties", "maxProperties"),
-              "number": ("minimum", "maximum"), "integer": ("minimum", "maximum")}
+_GEMINI_FORMATS = {
+    "string": {"enum", "date-time"},
+    "number": {"float", "double"},
+    "integer": {"int32", "int64"},
+}
+_TYPE_KEYS = {
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "array": ("items", "minItems", "maxItems"),
+    "object": ("properties", "required", "minProperties", "maxProperties"),
+    "number": ("minimum", "maximum"),
+    "integer": ("minimum", "maximum"),
+}
 
 
 def compile_variants(parameters: JSONSchema, notes: Notes) -> dict[str, JSONSchema]:
@@ -79,7 +109,9 @@ def _lift_root(schema: JSONSchema, dialect: str, drop: Iterable[str], notes: Not
             alternatives.append(", ".join(names) if names else "no arguments")
         common = set.intersection(*(set(b.get("required", [])) for b in branches))
         required += [r for r in sorted(common) if r not in required]
-        hint = "Arguments must match one of: " + "; ".join(f"({i}) {a}" for i, a in enumerate(alternatives, 1))
+        hint = "Arguments must match one of: " + "; ".join(
+            f"({i}) {a}" for i, a in enumerate(alternatives, 1)
+        )
         out["description"] = f"{out['description']} {hint}" if out.get("description") else hint
         notes.add(f"{dialect}: lifted the top-level {key} ({len(branches)} alternatives) into properties")
     if required:
@@ -148,8 +180,9 @@ def _gemini(schema: Any, path: str, notes: Notes, root: bool = False) -> JSONSch
             node["type"] = kinds[0] if kinds else "string"
         else:
             node.pop("type")
-            node["anyOf"] = [{"type": k, **{x: node.pop(x) for x in _TYPE_KEYS.get(k, ()) if x in node}}
-                             for k in kinds]
+            node["anyOf"] = [
+                {"type": k, **{x: node.pop(x) for x in _TYPE_KEYS.get(k, ()) if x in node}} for k in kinds
+            ]
         note(f"type {json.dumps(kind)} turned into " + ("nullable" if len(kinds) <= 1 else "anyOf"))
     elif kind == "null":
         node["type"], nullable = "string", True
@@ -197,7 +230,9 @@ def _gemini(schema: Any, path: str, notes: Notes, root: bool = False) -> JSONSch
         if "type" in node:
             node["anyOf"] = [{"type": node["type"], **b} if "type" not in b else b for b in node["anyOf"]]
             del node["type"]
-        node["anyOf"] = [_gemini(b, join_path(path, "anyOf", str(i)), notes) for i, b in enumerate(node["anyOf"])]
+        node["anyOf"] = [
+            _gemini(b, join_path(path, "anyOf", str(i)), notes) for i, b in enumerate(node["anyOf"])
+        ]
     elif "type" not in node:
         node["type"] = infer_type(node) or "string"
         note(f"missing type set to {node['type']}")
@@ -208,12 +243,17 @@ def _gemini(schema: Any, path: str, notes: Notes, root: bool = False) -> JSONSch
     if node.get("type") == "object":
         declared = node.get("properties")
         if not root and not declared:
-            node = {"type": "string", **({"description": node["description"]} if "description" in node else {})}
+            node = {
+                "type": "string",
+                **({"description": node["description"]} if "description" in node else {}),
+            }
             node["description"] = f"{node.get('description', '')} (a JSON object, as text)".strip()
             note("object without properties sent as JSON text")
         else:
-            node["properties"] = {name: _gemini(sub, join_path(path, "properties", name), notes)
-                                  for name, sub in (declared or {}).items()}
+            node["properties"] = {
+                name: _gemini(sub, join_path(path, "properties", name), notes)
+                for name, sub in (declared or {}).items()
+            }
             required = [r for r in node.get("required", []) if r in node["properties"]]
             node.pop("required", None)
             if required:
@@ -226,8 +266,10 @@ def _gemini(schema: Any, path: str, notes: Notes, root: bool = False) -> JSONSch
         node["items"] = _gemini(items if isinstance(items, dict) else {}, join_path(path, "items"), notes)
     else:
         node.pop("items", None)
-    if not (isinstance(node.get("propertyOrdering"), list)
-            and all(isinstance(p, str) for p in node["propertyOrdering"])):
+    if not (
+        isinstance(node.get("propertyOrdering"), list)
+        and all(isinstance(p, str) for p in node["propertyOrdering"])
+    ):
         node.pop("propertyOrdering", None)
     dropped = [k for k in node if k not in _GEMINI_KEYS]
     for key in dropped:
@@ -237,4 +279,3 @@ def _gemini(schema: Any, path: str, notes: Notes, root: bool = False) -> JSONSch
     if nullable:
         node["nullable"] = True
     return node
-

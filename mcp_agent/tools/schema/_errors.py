@@ -16,8 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from ..._json import canonical_json
-from ..._types import JSONObject
+from ...messages import JSONObject, canonical_json
 from ._nodes import infer_type, json_type
 
 MAX_LISTED = 20
@@ -48,7 +47,9 @@ def _summary(schema: Any) -> str:
     if isinstance(schema.get("enum"), list):
         values = schema["enum"]
         listed = ", ".join(canonical_json(v) for v in values[:MAX_LISTED])
-        return f"one of {listed}" + (f" (and {len(values) - MAX_LISTED} more)" if len(values) > MAX_LISTED else "")
+        return f"one of {listed}" + (
+            f" (and {len(values) - MAX_LISTED} more)" if len(values) > MAX_LISTED else ""
+        )
     kind = schema.get("type")
     if isinstance(kind, list):
         text = " or ".join(kind)
@@ -66,11 +67,19 @@ def _summary(schema: Any) -> str:
     return text
 
 
-_BOUNDS = {"minimum": ">= {}", "maximum": "<= {}", "exclusiveMinimum": "> {}", "exclusiveMaximum": "< {}",
-           "minLength": "at least {} characters", "maxLength": "at most {} characters",
-           "minItems": "at least {} items", "maxItems": "at most {} items",
-           "minProperties": "at least {} properties", "maxProperties": "at most {} properties",
-           "multipleOf": "a multiple of {}"}
+_BOUNDS = {
+    "minimum": ">= {}",
+    "maximum": "<= {}",
+    "exclusiveMinimum": "> {}",
+    "exclusiveMaximum": "< {}",
+    "minLength": "at least {} characters",
+    "maxLength": "at most {} characters",
+    "minItems": "at least {} items",
+    "maxItems": "at most {} items",
+    "minProperties": "at least {} properties",
+    "maxProperties": "at most {} properties",
+    "multipleOf": "a multiple of {}",
+}
 
 
 def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, ...]:
@@ -97,8 +106,13 @@ def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, 
                 where = _pointer([*path, name])
                 if name not in instance and (where, keyword) not in seen:
                     seen.add((where, keyword))
-                    out.append({"path": where, "message": "required property is missing",
-                                "expected": _summary(props.get(name, True))})
+                    out.append(
+                        {
+                            "path": where,
+                            "message": "required property is missing",
+                            "expected": _summary(props.get(name, True)),
+                        }
+                    )
             continue
         if keyword == "additionalProperties" and isinstance(instance, dict) and value is False:
             known = list(schema.get("properties", {}))
@@ -108,21 +122,33 @@ def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, 
                     continue
                 close = difflib.get_close_matches(name, known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                out.append({"path": _pointer([*path, name]), "message": f"unknown property{hint}",
-                            "expected": "one of the known properties: " + (", ".join(known) or "(none)"),
-                            "received": shorten(instance[name])})
+                out.append(
+                    {
+                        "path": _pointer([*path, name]),
+                        "message": f"unknown property{hint}",
+                        "expected": "one of the known properties: " + (", ".join(known) or "(none)"),
+                        "received": shorten(instance[name]),
+                    }
+                )
             continue
         if keyword == "type":
-            message, expected = f"wrong type ({json_type(instance)})", " or ".join(value) if isinstance(
-                value, list) else str(value)
+            message, expected = (
+                f"wrong type ({json_type(instance)})",
+                " or ".join(value) if isinstance(value, list) else str(value),
+            )
         elif keyword in ("enum", "const"):
             message, expected = "not an allowed value", _summary({keyword: value})
         elif keyword in _BOUNDS:
-            message, expected = f"out of bounds ({keyword} {canonical_json(value)})", _BOUNDS[keyword].format(
-                canonical_json(value))
+            message, expected = (
+                f"out of bounds ({keyword} {canonical_json(value)})",
+                _BOUNDS[keyword].format(canonical_json(value)),
+            )
         elif keyword in ("anyOf", "oneOf"):
-            message = "matches none of the allowed shapes" if keyword == "anyOf" else (
-                "must match exactly one of the allowed shapes")
+            message = (
+                "matches none of the allowed shapes"
+                if keyword == "anyOf"
+                else ("must match exactly one of the allowed shapes")
+            )
             expected = " | ".join(_summary(b) for b in value) if isinstance(value, list) else str(value)
         elif keyword == "pattern":
             message, expected = "does not match the pattern", f"a string matching {value}"
@@ -136,8 +162,8 @@ def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, 
         if (_pointer(path), message) in seen:
             continue
         seen.add((_pointer(path), message))
-        out.append({"path": _pointer(path), "message": message, "expected": expected,
-                    "received": shorten(instance)})
+        out.append(
+            {"path": _pointer(path), "message": message, "expected": expected, "received": shorten(instance)}
+        )
     out.sort(key=lambda e: e["path"])
     return tuple(out)
-

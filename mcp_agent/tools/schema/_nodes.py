@@ -13,14 +13,27 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..._types import JSONObject
+from ...messages import JSONObject
 
 _MAX_CHANGES = 100  # notes kept per compile; the rest are counted
 
 # Where subschemas sit. Anything else (enum, const, default, examples...) is data, never walked.
-_SUBSCHEMA = frozenset({"items", "additionalProperties", "unevaluatedProperties", "unevaluatedItems",
-                        "additionalItems", "contains", "propertyNames", "not", "if", "then", "else",
-                        "contentSchema"})
+_SUBSCHEMA = frozenset(
+    {
+        "items",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "additionalItems",
+        "contains",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
 SUBSCHEMA_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas", "$defs", "definitions"})
 SUBSCHEMA_LISTS = frozenset({"anyOf", "oneOf", "allOf", "prefixItems"})
 
@@ -68,8 +81,9 @@ def map_children(node: JSONObject, fn: Callable[[Any, str, str], Any], path: str
         elif (key in SUBSCHEMA_LISTS or key == "items") and isinstance(value, list):
             out[key] = [fn(v, key, join_path(path, key, str(i))) for i, v in enumerate(value)]
         elif key == "dependencies" and isinstance(value, dict):  # draft-07: schemas or name lists
-            out[key] = {k: v if isinstance(v, list) else fn(v, key, join_path(path, key, k))
-                        for k, v in value.items()}
+            out[key] = {
+                k: v if isinstance(v, list) else fn(v, key, join_path(path, key, k)) for k, v in value.items()
+            }
         else:
             out[key] = value
     return out
@@ -108,8 +122,17 @@ def enum_values(node: JSONObject) -> list[Any]:
 def infer_type(node: JSONObject) -> str | None:
     """The type a schema without ``type`` evidently means, from its keywords."""
     keys = node.keys()
-    if keys & {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
-               "maxProperties", "propertyNames", "dependentRequired", "dependentSchemas"}:
+    if keys & {
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "dependentRequired",
+        "dependentSchemas",
+    }:
         return "object"
     if keys & {"items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"}:
         return "array"

@@ -17,7 +17,7 @@ import math
 import re
 from typing import Any
 
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema
 from ._nodes import (
     SUBSCHEMA_LISTS,
     SUBSCHEMA_MAPS,
@@ -37,17 +37,49 @@ EMPTY: JSONSchema = {"type": "object", "properties": {}}
 
 _MAX_JSON_DEPTH = 100  # input nesting kept; deeper parts are cut
 _TYPES = ("string", "number", "integer", "boolean", "object", "array", "null")
-_TYPE_ALIASES = {"str": "string", "text": "string", "int": "integer", "long": "integer", "float": "number",
-                 "double": "number", "bool": "boolean", "dict": "object", "map": "object", "list": "array",
-                 "none": "null"}
+_TYPE_ALIASES = {
+    "str": "string",
+    "text": "string",
+    "int": "integer",
+    "long": "integer",
+    "float": "number",
+    "double": "number",
+    "bool": "boolean",
+    "dict": "object",
+    "map": "object",
+    "list": "array",
+    "none": "null",
+}
 _BOOL_OK = frozenset({"additionalProperties", "unevaluatedProperties", "items", "unevaluatedItems"})
-_META_KEYS = ("$schema", "$id", "$comment", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$ref",
-              "$dynamicRef", "$recursiveRef", "$defs", "definitions")  # whatever inlining left is dropped
+_META_KEYS = (
+    "$schema",
+    "$id",
+    "$comment",
+    "$anchor",
+    "$dynamicAnchor",
+    "$recursiveAnchor",
+    "$vocabulary",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "$defs",
+    "definitions",
+)  # whatever inlining left is dropped
 
 # What each keyword's value must be (the Draft 2020-12 meta-schema, checked by hand: fast).
 _NUMBER_KEYS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-_COUNT_KEYS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minContains", "maxContains",
-                         "minProperties", "maxProperties"})
+_COUNT_KEYS = frozenset(
+    {
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minContains",
+        "maxContains",
+        "minProperties",
+        "maxProperties",
+    }
+)
 _STRING_KEYS = frozenset({"title", "description", "format", "contentEncoding", "contentMediaType"})
 _BOOLEAN_KEYS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
 
@@ -142,15 +174,20 @@ def _fix_keywords(node: JSONObject, path: str, notes: Notes) -> None:
             if sub.pop("required"):
                 required = node.get("required")
                 node["required"] = [*(required if isinstance(required, list) else []), name]
-            notes.add(f"property-level required moved to the parent{at_path(join_path(path, 'properties', name))}")
+            notes.add(
+                f"property-level required moved to the parent{at_path(join_path(path, 'properties', name))}"
+            )
     for key, value in list(node.items()):
         if not _value_ok(key, value):
             del node[key]
             notes.add(f"dropped invalid {key}{at_path(path)}")
     for key in ("required", "dependentRequired"):
         if key in node:
-            node[key] = _clean_names(node[key]) if key == "required" else {
-                k: _clean_names(v) for k, v in node[key].items()}
+            node[key] = (
+                _clean_names(node[key])
+                if key == "required"
+                else {k: _clean_names(v) for k, v in node[key].items()}
+            )
     for key in _COUNT_KEYS & node.keys():
         node[key] = int(node[key])
     if "patternProperties" in node:
@@ -251,4 +288,3 @@ def normalise(schema: Any, notes: Notes) -> JSONSchema:
 def _wrap(root: JSONSchema, kind: str, notes: Notes) -> JSONSchema:
     notes.add(f"root schema of type {kind} wrapped as the object property 'value'")
     return {"type": "object", "properties": {"value": root}, "required": ["value"]}
-

@@ -17,7 +17,7 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema
 from ._nodes import Notes, at_path, map_children
 
 _MAX_SCHEMA_DEPTH = 48  # schema nesting after inlining $refs
@@ -119,13 +119,19 @@ class _Inliner:
             replacement = {} if target else {"not": {}}
         elif ref in chain:
             replacement = _cycle_stub(target)
-            self.note("cycle", ref,
-                      f"recursive $ref {ref} cut{at_path(path)} (replaced by {json.dumps(replacement)})")
+            self.note(
+                "cycle",
+                ref,
+                f"recursive $ref {ref} cut{at_path(path)} (replaced by {json.dumps(replacement)})",
+            )
         elif len(chain) >= _MAX_REF_CHAIN or self.budget <= 0:
             replacement = _cycle_stub(target)
             why = f"more than {_MAX_REF_CHAIN} $refs deep" if self.budget > 0 else "the schema is too large"
-            self.note("cut", ref,
-                      f"$ref {ref}{at_path(path)} not inlined: {why} (replaced by {json.dumps(replacement)})")
+            self.note(
+                "cut",
+                ref,
+                f"$ref {ref}{at_path(path)} not inlined: {why} (replaced by {json.dumps(replacement)})",
+            )
         else:
             self.notes.add(f"inlined $ref {ref}")
             replacement = self.expand(target, path, (*chain, ref), depth)
@@ -155,4 +161,3 @@ def _merge_ref(target: Any, siblings: JSONObject) -> Any:
         else:
             merged[key] = value
     return merged
-

@@ -18,18 +18,54 @@ from typing import Any
 
 import jsonschema
 
-from ..._json import canonical_json
-from ..._types import JSONObject, JSONSchema
+from ...messages import JSONObject, JSONSchema, canonical_json
 from ._nodes import Notes, allow_null, at_path, infer_type, join_path
 
-_STRICT_FATAL = ("not", "if", "then", "else", "patternProperties", "propertyNames", "minProperties",
-                 "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-                 "unevaluatedItems", "prefixItems", "contains", "minContains", "maxContains", "contentSchema")
-_STRICT_KEEP = frozenset({"type", "description", "title", "default", "enum", "pattern", "minimum", "maximum",
-                          "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems"})
-_STRICT_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"})
-_STRICT_HINTS = {"minLength": "at least {} characters", "maxLength": "at most {} characters",
-                 "format": "format: {}", "uniqueItems": "items must be unique"}
+_STRICT_FATAL = (
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "prefixItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "contentSchema",
+)
+_STRICT_KEEP = frozenset(
+    {
+        "type",
+        "description",
+        "title",
+        "default",
+        "enum",
+        "pattern",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "minItems",
+        "maxItems",
+    }
+)
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+_STRICT_HINTS = {
+    "minLength": "at least {} characters",
+    "maxLength": "at most {} characters",
+    "format": "format: {}",
+    "uniqueItems": "items must be unique",
+}
 _STRICT_MAX_DEPTH = 10
 _STRICT_MAX_ENUM = 1000
 
@@ -123,11 +159,14 @@ def _strict(node: Any, path: str, depth: int, notes: Notes) -> JSONSchema:
         out["format"] = node["format"]
     if hints:
         out["description"] = f"{out.get('description', '')} ({'; '.join(hints)})".strip()
-        notes.add(f"openai_strict: {', '.join(k for k in _STRICT_HINTS if k in node)} moved to the description"
-                  f"{at_path(path)}")
+        notes.add(
+            f"openai_strict: {', '.join(k for k in _STRICT_HINTS if k in node)} moved to the description"
+            f"{at_path(path)}"
+        )
     if "anyOf" in node:
-        out["anyOf"] = [_strict(b, join_path(path, "anyOf", str(i)), depth, notes)
-                        for i, b in enumerate(node["anyOf"])]
+        out["anyOf"] = [
+            _strict(b, join_path(path, "anyOf", str(i)), depth, notes) for i, b in enumerate(node["anyOf"])
+        ]
     if "object" in kinds or "properties" in node:
         if depth >= _STRICT_MAX_DEPTH:
             raise _NotStrict(f"objects nested deeper than {_STRICT_MAX_DEPTH} levels at {where}")
@@ -150,7 +189,9 @@ def _strict(node: Any, path: str, depth: int, notes: Notes) -> JSONSchema:
                 optional.append(name)
             out_props[name] = strict_sub
         if optional:
-            notes.add(f"openai_strict: optional {', '.join(optional)} made required and nullable{at_path(path)}")
+            notes.add(
+                f"openai_strict: optional {', '.join(optional)} made required and nullable{at_path(path)}"
+            )
         out.update(properties=out_props, required=list(props), additionalProperties=False)
         if "type" not in out:
             out["type"] = "object"

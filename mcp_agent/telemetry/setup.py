@@ -11,14 +11,14 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ._redact import redact_text
+from .._redact import redact_text
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
-    from .config import TelemetryConfig
+    from ..config import TelemetryConfig
 
-logger = logging.getLogger("mcp_agent.telemetry")
+logger = logging.getLogger("mcp_agent.telemetry.base")
 
 DEFAULT_SERVICE_NAME = "mcp-agent"
 

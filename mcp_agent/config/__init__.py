@@ -17,30 +17,29 @@ is); the models use snake_case attributes. Rules the loader enforces:
 
 Config objects are inert: factories elsewhere build runtime objects from them.
 
-Where each part lives (this module only gathers the names the rest of the package imports):
-
-- ``_config_model``: the base of every model (camelCase keys, unknown keys rejected, frozen).
-- ``_config_llm``: ``llm`` (``LLMConfig``, ``CapabilityOverrides``, fallbacks).
-- ``_config_run``: ``limits`` and ``approvals`` (``Limits``, ``ApprovalsConfig``).
-- ``_config_servers``: ``mcpServers`` (``StdioServerConfig``, ``RemoteServerConfig``, their union).
-- ``_config_gateway``: ``gateway`` (``GatewayConfig``, ``CallerConfig``, the bind-host check).
-- ``_config_state``: ``sessions`` and ``state`` (``SessionsConfig``, ``StateConfig``).
-- ``_config_telemetry``: ``telemetry`` (``TelemetryConfig``).
-- ``_config_agent``: the whole file (``AgentConfig``) and ``DEFAULT_SYSTEM_PROMPT``.
-- ``_config_load``: ``parse_config`` and ``load_config``; ``_config_read``: their pure helpers
-  (``${VAR}`` expansion, error messages that name JSON paths).
+The folder: ``sections.py`` (the models, one per object of the file), ``load.py`` (reading,
+``${VAR}`` expansion, errors that name JSON paths), ``globs.py`` (globs that match nothing).
+This module gathers the names the rest of the package imports.
 """
 
 from __future__ import annotations
 
-from ._config_agent import DEFAULT_SYSTEM_PROMPT, AgentConfig
-from ._config_gateway import CallerConfig, GatewayConfig
-from ._config_llm import CapabilityOverrides, LLMConfig
-from ._config_load import load_config, parse_config
-from ._config_run import ApprovalsConfig, Limits
-from ._config_servers import RemoteServerConfig, StdioServerConfig
-from ._config_state import SessionsConfig, StateConfig
-from ._config_telemetry import TelemetryConfig
+from .load import load_config, parse_config
+from .sections import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentConfig,
+    ApprovalsConfig,
+    CallerConfig,
+    CapabilityOverrides,
+    GatewayConfig,
+    Limits,
+    LLMConfig,
+    RemoteServerConfig,
+    SessionsConfig,
+    StateConfig,
+    StdioServerConfig,
+    TelemetryConfig,
+)
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",

@@ -33,7 +33,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import IO
 
-from .exceptions import ConfigError
+from ..exceptions import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,9 @@ def private_state_dir() -> Path:
     Raises:
         ConfigError: it belongs to another user or others may write into it.
     """
-    return private_folder(state_dir(), what="the state folder", other="set MCP_AGENT_STATE_DIR to a folder of your own")
+    return private_folder(
+        state_dir(), what="the state folder", other="set MCP_AGENT_STATE_DIR to a folder of your own"
+    )
 
 
 def private_folder(path: str | os.PathLike[str], *, what: str, other: str) -> Path:
@@ -94,7 +96,9 @@ def private_folder(path: str | os.PathLike[str], *, what: str, other: str) -> Pa
             f"chown {os.geteuid()} {folder} && chmod 700 {folder}"
         )
     if mode & _WRITABLE_BY_OTHERS:
-        who = "group and others" if mode & 0o020 and mode & 0o002 else "its group" if mode & 0o020 else "others"
+        who = (
+            "group and others" if mode & 0o020 and mode & 0o002 else "its group" if mode & 0o020 else "others"
+        )
         raise ConfigError(
             f"{what} {folder} is writable by {who} (mode {mode:04o}): another local user could replace or read "
             f"what mcp-agent keeps there. Make it private: chmod 700 {folder}; or {other}"
@@ -103,7 +107,13 @@ def private_folder(path: str | os.PathLike[str], *, what: str, other: str) -> Pa
         try:
             os.chmod(folder, mode & ~_OTHERS)
         except OSError as exc:
-            logger.warning("%s %s is readable by other users (mode %04o) and cannot be made private: %s", what, folder, mode, exc)
+            logger.warning(
+                "%s %s is readable by other users (mode %04o) and cannot be made private: %s",
+                what,
+                folder,
+                mode,
+                exc,
+            )
         else:
             logger.warning(
                 "%s %s was readable by other users (mode %04o, as earlier versions made it); it is now %04o",

@@ -11,7 +11,7 @@ output, or the MCP protocol for ``serve --stdio``).
 
 The CLI's own stderr and stdout are wrapped too (``wrap_streams``): what is printed (progress, a
 question, an error, the answer) has the known secrets masked, and with JSON logs each line
-printed on stderr becomes a JSON object of its own (logger ``mcp_agent.cli``), so that every
+printed on stderr becomes a JSON object of its own (logger ``mcp_agent.cli.main``), so that every
 line of stderr parses. Uncaught exceptions and Python warnings go through the log as well.
 
 ``log_fields(session_id=..., caller=...)`` adds fields to every record logged inside it (in that
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ._redact import mask_secrets, redact_text
+from .._redact import mask_secrets, redact_text
 
 TYPE_CHECKING = False  # not typing's: the CLI imports this module before it parses its arguments
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 LOG_FORMATS = ("text", "json")
 FORMAT_VARIABLE = "MCP_AGENT_LOG_FORMAT"
 """The environment variable that chooses the format when ``--log-format`` is not given."""
-CLI_LOGGER = "mcp_agent.cli"
+CLI_LOGGER = "mcp_agent.cli.main"
 
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
@@ -141,7 +141,9 @@ _FIELDS: ContextVar[dict[str, Any]] = ContextVar("mcp_agent_log_fields", default
 @contextmanager
 def log_fields(**fields: Any) -> Iterator[None]:
     """Add ``fields`` (those not None) to every record logged in this context until the end."""
-    token = _FIELDS.set({**_FIELDS.get(), **{key: value for key, value in fields.items() if value is not None}})
+    token = _FIELDS.set(
+        {**_FIELDS.get(), **{key: value for key, value in fields.items() if value is not None}}
+    )
     try:
         yield
     finally:
@@ -202,7 +204,7 @@ class MaskedStream:
     """A text stream that masks the known secrets in everything written to it.
 
     With ``json_lines`` (stderr, with JSON logs), each complete line becomes a JSON log object
-    (logger ``mcp_agent.cli``, level INFO); a partial line is held until its end or a ``flush``,
+    (logger ``mcp_agent.cli.main``, level INFO); a partial line is held until its end or a ``flush``,
     so that a question printed without a newline still shows. Everything else (``fileno``,
     ``isatty``, ``buffer``...) is the wrapped stream's.
     """
@@ -266,8 +268,6 @@ def unwrap_streams() -> None:
             setattr(sys, name, stream.wrapped)
 
 
-def log_uncaught(
-    kind: type[BaseException], error: BaseException, traceback: TracebackType | None
-) -> None:
+def log_uncaught(kind: type[BaseException], error: BaseException, traceback: TracebackType | None) -> None:
     """``sys.excepthook`` with JSON logs: a crash is one log object with its traceback."""
     logging.getLogger(CLI_LOGGER).critical("uncaught %s", kind.__name__, exc_info=(kind, error, traceback))

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
-from .config import AgentConfig, RemoteServerConfig
-from .exceptions import ConfigError, MCPAgentError
+from ..config import AgentConfig, RemoteServerConfig
+from ..exceptions import ConfigError, MCPAgentError
 
 if TYPE_CHECKING:
     import httpx
@@ -65,7 +65,7 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
     except ConfigError as exc:
         report.line("FAIL", str(exc))
     gateway = config.gateway
-    from .gateway.security import check_bind
+    from ..gateway.security import check_bind
 
     try:
         check_bind(gateway.host, gateway.has_tokens, gateway.allowed_hosts)
@@ -74,9 +74,9 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:
-    from .providers.endpoints import resolve_endpoint
-    from .providers.factory import build_client
-    from .providers.models import list_models, model_present
+    from ..providers.endpoints import resolve_endpoint
+    from ..providers.factory import build_client
+    from ..providers.models import list_models, model_present
 
     endpoint = resolve_endpoint(config.llm)
     where = f"{endpoint.provider} API at {endpoint.base_url}"
@@ -113,13 +113,13 @@ async def _check_server(
     config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool
 ) -> None:
     """What the server is, and (for a local one, when the model is there) what it does with tools."""
-    from ._paths import private_state_dir
-    from .providers.checks import check_stream_tools, check_tools_kept, tools_hint
-    from .providers.endpoints import SERVER_NAMES
-    from .providers.factory import apply_server_info, create_provider
-    from .providers.openai_compat import OpenAICompatProvider
-    from .providers.server_cache import CACHE_FILE, known_server, remember
-    from .providers.server_info import sized_for_server
+    from ..providers.checks import check_stream_tools, check_tools_kept, tools_hint
+    from ..providers.endpoints import SERVER_NAMES
+    from ..providers.factory import apply_server_info, create_provider
+    from ..providers.openai_compat import OpenAICompatProvider
+    from ..providers.server_cache import CACHE_FILE, known_server, remember
+    from ..providers.server_info import sized_for_server
+    from ..state.folder import private_state_dir
 
     cache = private_state_dir() / CACHE_FILE
     info = await known_server(config.llm, client, state_dir=cache.parent, refresh=True)
@@ -162,10 +162,10 @@ async def _check_server(
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
-    from ._paths import private_state_dir
-    from .loop.approvals import require_warnings
-    from .providers.endpoints import resolve_endpoint
-    from .tools.hub import open_tool_hub
+    from ..loop.approvals import require_warnings
+    from ..providers.endpoints import resolve_endpoint
+    from ..state.folder import private_state_dir
+    from ..tools.hub import open_tool_hub
 
     servers = config.servers()
     if not servers:
@@ -174,7 +174,9 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
     timeout = config.limits.tool_timeout_seconds
     # every server is really started (a cached list does not count as up), and each says how
     # its cached list compared
-    async with open_tool_hub(servers, default_timeout=timeout, state_dir=private_state_dir(), start="wait") as hub:
+    async with open_tool_hub(
+        servers, default_timeout=timeout, state_dir=private_state_dir(), start="wait"
+    ) as hub:
         tools = hub.list_tools()
         for status in hub.status():
             server = servers.get(status.name)

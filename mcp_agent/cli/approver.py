@@ -30,9 +30,9 @@ from typing import Any, Protocol, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._types import JSONObject
-from .events import ApprovalRequested, ApprovalResolved, Event, EventSink
-from .loop.approvals import ApprovalQueue
+from ..events import ApprovalRequested, ApprovalResolved, Event, EventSink
+from ..loop.approvals import ApprovalQueue
+from ..messages import JSONObject
 
 VALUE_CHARS = 60
 """A string argument longer than this is cut in the question."""
@@ -40,7 +40,9 @@ CALL_CHARS = 300
 """The arguments shown take at most this many characters."""
 
 
-def describe_call(name: str, arguments: JSONObject, *, value_chars: int = VALUE_CHARS, total: int = CALL_CHARS) -> str:
+def describe_call(
+    name: str, arguments: JSONObject, *, value_chars: int = VALUE_CHARS, total: int = CALL_CHARS
+) -> str:
     """``name {"key": "value", ...}`` on one line: compact JSON, strings cut to ``value_chars``,
     the whole cut to ``total`` characters (a cut is marked ``…``)."""
 
@@ -152,8 +154,12 @@ class TerminalApprover:
         the question must be asked."""
         glob = next((g for g in self.approve if fnmatch.fnmatchcase(event.name, g)), None)
         if glob is not None:
-            self._say(f"· approved {describe_call(event.name, event.arguments)} (--approve {glob!r})", always=False)
-            await self.approvals.resolve(event.approval_id, True, f"approved by --approve {glob!r}", by="--approve")
+            self._say(
+                f"· approved {describe_call(event.name, event.arguments)} (--approve {glob!r})", always=False
+            )
+            await self.approvals.resolve(
+                event.approval_id, True, f"approved by --approve {glob!r}", by="--approve"
+            )
             return True
         if self.reader is None or self._closed:
             why = "no terminal to ask on" if self.reader is None else "the terminal's input is closed"

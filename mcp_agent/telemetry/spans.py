@@ -1,4 +1,4 @@
-"""The recording spans of a run (``telemetry.py`` holds the no-op bases and the public face).
+"""The recording spans of a run and their attributes (``telemetry/base.py`` holds the no-op bases).
 
 Loaded only once something is traced: ``RunTrace.start`` imports it when a TracerProvider is
 installed. Every method that makes, changes or ends a span is ``_quiet``: an error there (a
@@ -8,18 +8,19 @@ broken exporter or span processor) is logged and the run goes on.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from urllib.parse import urlsplit
 
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
-from . import _telemetry_attrs as attrs
-from ._redact import redact_text
-from .messages import Message, ToolCall, ToolSpec, Turn, Usage
-from .telemetry import (
+from .._redact import redact_text
+from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
+from .base import (
     AGENT_NAME,
     NO_TRACE,
     NULL_TOOL_SPAN,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
-logger = logging.getLogger("mcp_agent.telemetry")
+logger = logging.getLogger("mcp_agent.telemetry.base")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -83,7 +84,7 @@ def _null_tool_span() -> ToolSpan:
 @_quiet(_nothing)
 def retry_event(span: Span, error: BaseException, wait: float, number: int) -> None:
     attributes: dict[str, str | int | float] = {
-        "error.type": attrs.error_type(error),
+        "error.type": error_type(error),
         "mcp_agent.retry.number": number,
         "mcp_agent.retry.wait_s": wait,
     }
@@ -147,9 +148,9 @@ class _RecordingModelSpan(ModelSpan):
             if ttft_ms is not None and notes.stream:
                 found["gen_ai.response.time_to_first_chunk"] = ttft_ms / 1000
             if self.settings.capture_content:
-                found["gen_ai.output.messages"] = attrs.output_messages(turn)
+                found["gen_ai.output.messages"] = output_messages(turn)
         else:
-            kind = attrs.error_type(exc, _cut_off_type(error))
+            kind = error_type(exc, _cut_off_type(error))
             found["error.type"] = kind
             span.set_status(StatusCode.ERROR, redact_text(error)[:500])
         span.set_attributes(found)
@@ -160,11 +161,11 @@ def _served_by(api: str | None, url: str, configured_api: str | None, endpoint: 
     """The attributes of the server that answered (``url``), where they differ from those of the
     configured one that the ``chat`` span started with: a fallback's server and provider name."""
     found: dict[str, Any] = {}
-    server = attrs.server_of(url)
-    if server != attrs.server_of(endpoint):
+    server = server_of(url)
+    if server != server_of(endpoint):
         found.update(server)
-    name = attrs.provider_name(api, url)
-    if name != attrs.provider_name(configured_api, endpoint):
+    name = provider_name(api, url)
+    if name != provider_name(configured_api, endpoint):
         found["gen_ai.provider.name"] = name
     return found
 
@@ -215,14 +216,14 @@ class _RecordingToolSpan(ToolSpan):
             if notes.protocol_version is not None:
                 found["mcp.protocol.version"] = notes.protocol_version
             if notes.url is not None:
-                found.update(attrs.server_of(notes.url))
+                found.update(server_of(notes.url))
         if is_error:
             found["error.type"] = "tool_error" if verdict == "run" else verdict
             self.span.set_status(
                 StatusCode.ERROR, redact_text(text.splitlines()[0] if text else verdict)[:500]
             )
         if self.settings.capture_content and verdict in ("run", "shared"):
-            found["gen_ai.tool.call.result"] = attrs.redacted_text(text)
+            found["gen_ai.tool.call.result"] = redacted_text(text)
         self.span.set_attributes(found)
 
 
@@ -232,7 +233,7 @@ def _bases(settings: TraceSettings) -> tuple[Mapping[str, Any], Mapping[str, Any
 
     The run span is an in-process agent's: the model server's address is on the ``chat`` spans."""
     model = {"gen_ai.request.model": settings.request_model} if settings.request_model else {}
-    provider = attrs.provider_name(settings.api, settings.endpoint)
+    provider = provider_name(settings.api, settings.endpoint)
     run: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.provider.name": provider,
@@ -245,7 +246,7 @@ def _bases(settings: TraceSettings) -> tuple[Mapping[str, Any], Mapping[str, Any
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         **model,
-        **attrs.server_of(settings.endpoint),
+        **server_of(settings.endpoint),
     }
     return MappingProxyType(run), MappingProxyType(chat)
 
@@ -280,7 +281,7 @@ class _Recording(RunTrace):
         if caller is not None:
             found["mcp_agent.caller"] = caller
         if settings.capture_content:
-            found["gen_ai.input.messages"] = attrs.text_messages("user", query)
+            found["gen_ai.input.messages"] = text_messages("user", query)
         self.span = tracer.start_span(f"invoke_agent {AGENT_NAME}", kind=SpanKind.INTERNAL, attributes=found)
         self.parent = set_span_in_context(self.span)
 
@@ -305,8 +306,8 @@ class _Recording(RunTrace):
         if temperature is not None:
             found["gen_ai.request.temperature"] = temperature
         if settings.capture_content:
-            found["gen_ai.input.messages"] = attrs.input_messages(messages)
-            instructions = attrs.system_instructions(messages)
+            found["gen_ai.input.messages"] = input_messages(messages)
+            instructions = system_instructions(messages)
             if instructions is not None:
                 found["gen_ai.system_instructions"] = instructions
         span = self.tracer.start_span(
@@ -334,7 +335,7 @@ class _Recording(RunTrace):
             if spec.mcp_name:
                 found["mcp_agent.tool.mcp_name"] = spec.mcp_name
         if self.settings.capture_content:
-            found["gen_ai.tool.call.arguments"] = attrs.redacted_json(dict(call.arguments))
+            found["gen_ai.tool.call.arguments"] = redacted_json(dict(call.arguments))
         span = self.tracer.start_span(
             f"execute_tool {call.name}", context=self.parent, kind=SpanKind.INTERNAL, attributes=found
         )
@@ -386,7 +387,7 @@ class _Recording(RunTrace):
             "gen_ai.usage.output_tokens": usage.completion_tokens,
         }
         if self.settings.capture_content and answer:
-            found["gen_ai.output.messages"] = attrs.text_messages("assistant", answer)
+            found["gen_ai.output.messages"] = text_messages("assistant", answer)
         if not ok:
             found["error.type"] = reason
             span.set_status(StatusCode.ERROR, redact_text(detail)[:500])
@@ -420,3 +421,178 @@ def _is_cancellation(exc: BaseException) -> bool:
     import anyio
 
     return isinstance(exc, anyio.get_cancelled_exc_class())
+
+
+# Pure parts of the traces: span attributes by the OpenTelemetry GenAI semantic
+# conventions, and the conversation as the conventions' message JSON, with secrets redacted.
+#
+# Nothing here imports OpenTelemetry: every function returns plain values (attribute dicts whose
+# values are str, bool, int, float or lists of str), so all of it is table-tested without the SDK.
+#
+# - ``provider_name``: ``gen_ai.provider.name`` from the wire API and the endpoint's host (a
+#   well-known value for the hosted APIs, else the API's flavour: ``openai`` for Chat Completions);
+# - ``server_of``: ``server.address`` and ``server.port`` of a URL;
+# - ``input_messages`` / ``output_messages`` / ``system_instructions``: the opt-in content
+#   attributes (``telemetry.captureContent``), as JSON text, each text part redacted;
+# - ``redacted_json``: any JSON value as JSON text with every string redacted.
+HOSTED: tuple[tuple[str, str], ...] = (
+    ("api.anthropic.com", "anthropic"),
+    ("generativelanguage.googleapis.com", "gcp.gemini"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+    ("openai.azure.com", "azure.ai.openai"),
+    ("api.openai.com", "openai"),
+    ("api.groq.com", "groq"),
+    ("api.deepseek.com", "deepseek"),
+    ("api.mistral.ai", "mistral_ai"),
+    ("api.x.ai", "x_ai"),
+    ("api.perplexity.ai", "perplexity"),
+    ("api.moonshot.ai", "moonshot_ai"),
+    ("api.cohere.com", "cohere"),
+)
+"""Host suffix → the conventions' well-known ``gen_ai.provider.name``."""
+
+API_FLAVOUR = {"openai": "openai", "anthropic": "anthropic", "gemini": "gcp.gemini"}
+"""Our wire APIs → the provider name whose telemetry flavour they follow."""
+
+MAX_TEXT_CHARS = 16_000
+"""A content part longer than this is cut (with a note): spans are not transcripts."""
+
+
+@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256)
+def provider_name(api: str | None, url: str | None) -> str:
+    """``gen_ai.provider.name`` for a call to ``url`` over the ``api`` wire format.
+
+    A hosted API gets its well-known value (``api.groq.com`` → ``groq``); any other server
+    (Ollama, vLLM, llama.cpp, LM Studio) the flavour of the API it speaks, as the conventions
+    advise for servers reached through another provider's API: ``openai`` for Chat Completions.
+    """
+    host = (urlsplit(url).hostname or "").lower() if url else ""
+    for suffix, name in HOSTED:
+        if host == suffix or host.endswith("." + suffix):
+            return name
+    return API_FLAVOUR.get(api or "openai", api or "openai")
+
+
+def server_of(url: str | None) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of ``url`` (the scheme's default port when it has none)."""
+    return dict(_server_of(url))
+
+
+@functools.lru_cache(maxsize=256)
+def _server_of(url: str | None) -> tuple[tuple[str, Any], ...]:
+    return tuple(_parse_server(url).items())
+
+
+def _parse_server(url: str | None) -> dict[str, Any]:
+    if not url:
+        return {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return {}
+    if not parts.hostname:
+        return {}
+    attributes: dict[str, Any] = {"server.address": parts.hostname}
+    if port:
+        attributes["server.port"] = port
+    return attributes
+
+
+def error_type(exc: BaseException | None, fallback: str = "_OTHER") -> str:
+    """A low-cardinality ``error.type``: the HTTP status when there is one, else the class name."""
+    if exc is None:
+        return fallback
+    status = getattr(exc, "status", None)
+    if isinstance(status, int):
+        return str(status)
+    return type(exc).__name__
+
+
+def redacted_text(text: str) -> str:
+    """``text`` redacted and cut to ``MAX_TEXT_CHARS`` (with a note of what was cut)."""
+    text = redact_text(text)
+    if len(text) > MAX_TEXT_CHARS:
+        return f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS} characters cut]"
+    return text
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redacted_text(value)
+    if isinstance(value, Mapping):
+        return {str(key): _redact_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_redact_value(item) for item in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def redacted_json(value: Any) -> str:
+    """``value`` as compact JSON text, every string in it redacted and cut to ``MAX_TEXT_CHARS``."""
+    return _dumps(_redact_value(value))
+
+
+def _call_part(call: ToolCall) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "id": call.id,
+        "name": call.name,
+        "arguments": _redact_value(dict(call.arguments)),
+    }
+
+
+def message_parts(message: Message) -> list[dict[str, Any]]:
+    """The parts of one message in the conventions' shape (text, tool_call, tool_call_response)."""
+    if message.role == "tool":
+        return [
+            {
+                "type": "tool_call_response",
+                "id": message.tool_call_id or "",
+                "result": redacted_text(message.content),
+            }
+        ]
+    parts: list[dict[str, Any]] = []
+    if message.content:
+        parts.append({"type": "text", "content": redacted_text(message.content)})
+    parts.extend(_call_part(call) for call in message.tool_calls)
+    return parts
+
+
+def input_messages(messages: Sequence[Message]) -> str:
+    """``gen_ai.input.messages``: the chat history sent, system messages left out (they are
+    ``gen_ai.system_instructions``)."""
+    shown = [{"role": m.role, "parts": message_parts(m)} for m in messages if m.role != "system"]
+    return _dumps(shown)
+
+
+def system_instructions(messages: Sequence[Message]) -> str | None:
+    """``gen_ai.system_instructions``: the system messages' text parts, or None without any."""
+    parts = [
+        {"type": "text", "content": redacted_text(m.content)}
+        for m in messages
+        if m.role == "system" and m.content
+    ]
+    return _dumps(parts) if parts else None
+
+
+def output_messages(turn: Turn) -> str:
+    """``gen_ai.output.messages``: the model's one answer (its text and tool calls)."""
+    parts: list[dict[str, Any]] = []
+    if turn.content:
+        parts.append({"type": "text", "content": redacted_text(turn.content)})
+    parts.extend(_call_part(call) for call in turn.tool_calls)
+    message = {"role": "assistant", "parts": parts, "finish_reason": turn.finish_reason or "stop"}
+    return _dumps([message])
+
+
+def text_messages(role: str, text: str) -> str:
+    """One message of one text part, as the conventions' message JSON (the run's query, its answer)."""
+    message: dict[str, Any] = {"role": role, "parts": [{"type": "text", "content": redacted_text(text)}]}
+    if role == "assistant":
+        message["finish_reason"] = "stop"
+    return _dumps([message])

@@ -27,8 +27,8 @@ Content (prompts, answers, tool arguments and results) goes on the spans only wi
 ``telemetry.captureContent``, every string redacted (``_redact.redact_text``).
 
 This module is the seam the loop, providers, tools and gateway see. The recording spans live in
-``_telemetry_spans.py`` (imported only once something is traced), their attributes in
-``_telemetry_attrs.py`` (pure), the provider set up from ``OTEL_*`` in ``_telemetry_setup.py``.
+``telemetry/spans.py`` with their attributes (imported only once something is traced), the provider
+set up from ``OTEL_*`` in ``telemetry/setup.py``, the logs in ``telemetry/logs.py``.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._telemetry_setup import flush_tracing as flush_tracing
-from ._telemetry_setup import setup_tracing as setup_tracing
-from .messages import Message, ToolCall, ToolSpec, Turn, Usage
+from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
+from .setup import flush_tracing as flush_tracing
+from .setup import setup_tracing as setup_tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-    from .config import AgentConfig
+    from ..config import AgentConfig
 
 AGENT_NAME = "mcp_agent"
 
@@ -132,7 +132,7 @@ def note_retry(error: BaseException, wait: float) -> None:
         return
     notes.retries += 1
     if notes.span is not None:
-        from ._telemetry_spans import retry_event  # loaded already: a span exists
+        from .spans import retry_event  # loaded already: a span exists
 
         retry_event(notes.span, error, wait, notes.retries)
 
@@ -168,7 +168,7 @@ def tracer() -> Tracer | None:
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
-    from . import __version__
+    from .._version import __version__
 
     found = provider.get_tracer("mcp_agent", __version__)
     _cached = (provider, found)
@@ -249,7 +249,7 @@ class RunTrace:
         found = tracer()
         if found is None:
             return NO_TRACE
-        from ._telemetry_spans import recording  # the recording classes load only when traced
+        from .spans import recording  # the recording classes load only when traced
 
         return recording(found, settings, run_id, session_id, caller, query, run_span)
 

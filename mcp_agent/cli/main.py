@@ -19,7 +19,7 @@ and the config, never the gateway; ``serve`` alone loads uvicorn and Starlette).
 
 Logs go to stderr as text, or as one JSON object per line with ``--log-format json`` (or
 ``$MCP_AGENT_LOG_FORMAT``); the secrets the config holds are masked in every log line and in
-everything the CLI prints (``_logs.py``, ``_redact.py``).
+everything the CLI prints (``telemetry/logs.py``, ``_redact.py``).
 """
 
 from __future__ import annotations
@@ -30,17 +30,19 @@ import json
 import logging
 import os
 import sys
+from typing import TextIO
 
-from . import __version__
-from ._logs import LOG_FORMATS
+from .._version import __version__
+from ..events import Event, describe
+from ..telemetry.logs import LOG_FORMATS
 
 TYPE_CHECKING = False  # not typing's: --help must not pay for importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any, TextIO
 
-    from .config import AgentConfig
-    from .state.base import State
+    from ..config import AgentConfig
+    from ..state.base import State
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 CONFIG_VARIABLE = "MCP_AGENT_CONFIG"
@@ -51,7 +53,9 @@ logger = logging.getLogger("mcp_agent")
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-agent", description="An MCP gateway agent.")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"
+    )
     parser.add_argument("--version", action="version", version=f"mcp-agent {__version__}")
     parser.add_argument(
         "--log-format",
@@ -71,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = add("serve", "serve agent_query over SSE and Streamable HTTP (or stdio)")
     serve.add_argument("--host", help="bind address (default: gateway.host, 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port, 0..65535 (default: gateway.port, 8765; 0: any free port)")
+    serve.add_argument(
+        "--port", type=int, help="port, 0..65535 (default: gateway.port, 8765; 0: any free port)"
+    )
     serve.add_argument("--stdio", action="store_true", help="serve MCP over stdin/stdout instead of HTTP")
     serve.add_argument("--stateless", action="store_true", help="stateless Streamable HTTP (for replicas)")
 
@@ -98,7 +104,9 @@ def _parser() -> argparse.ArgumentParser:
 
     tools = add("tools", "list every tool and every server's state")
     tools.add_argument("--json", action="store_true", help="print JSON")
-    tools.add_argument("--fresh", action="store_true", help="start every server, also those whose tool list is cached")
+    tools.add_argument(
+        "--fresh", action="store_true", help="start every server, also those whose tool list is cached"
+    )
 
     add("doctor", "check the config, the model server and every tool server")
 
@@ -132,8 +140,8 @@ def with_bind_overrides(config: AgentConfig, host: str | None, port: int | None)
     """
     from pydantic import ValidationError
 
-    from .config import GatewayConfig
-    from .exceptions import ConfigError
+    from ..config import GatewayConfig
+    from ..exceptions import ConfigError
 
     overrides = {key: value for key, value in (("host", host), ("port", port)) if value is not None}
     if not overrides:
@@ -150,7 +158,7 @@ def with_bind_overrides(config: AgentConfig, host: str | None, port: int | None)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
-    from ._logs import log_format, log_uncaught, setup_logging, unwrap_streams, wrap_streams
+    from ..telemetry.logs import log_format, log_uncaught, setup_logging, unwrap_streams, wrap_streams
 
     args = _parser().parse_args(argv)  # --help and --version end here, having loaded nothing heavy
     try:
@@ -173,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
-    from ._logs import say
+    from ..telemetry.logs import say
 
     def fail(message: str, code: int = EXIT_USAGE) -> int:
         if args.log_format == "json":
@@ -185,11 +193,13 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
     if args.command == "replay":
         return _replay(args, fail)
     if args.command == "query" and not args.question.strip():
-        return fail('query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"')
+        return fail(
+            'query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"'
+        )
     import anyio
 
-    from .config import load_config
-    from .exceptions import ConfigError, GatewayFailed
+    from ..config import load_config
+    from ..exceptions import ConfigError, GatewayFailed
 
     path, origin = config_path(args.config)
     try:
@@ -216,15 +226,15 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
 
 
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
-    from ._paths import private_state_dir
-    from .providers.endpoints import resolve_endpoint
+    from ..providers.endpoints import resolve_endpoint
+    from ..state.folder import private_state_dir
 
     dialect = resolve_endpoint(config.llm).provider
     listed = None if args.fresh else await _cached_listing(config)
     if listed is not None:  # every list is cached: nothing to start, and no MCP SDK to load
         report = tools_report(listed[0], listed[1], dialect)
     else:
-        from .tools.hub import open_tool_hub
+        from ..tools.hub import open_tool_hub
 
         # a server whose list is cached is not started: its list is shown "from cache"
         async with open_tool_hub(
@@ -244,9 +254,9 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
 async def _cached_listing(config: AgentConfig) -> Any:
     """Every server's tools from the tool cache, or None when one has no cached list. What
     killed gateways left is reaped first, as a hub does when it opens."""
-    from ._paths import private_state_dir
-    from .tools.cache import ToolCache
-    from .tools.cached import cached_listing, reap_what_killed_gateways_left
+    from ..state.folder import private_state_dir
+    from ..tools.cache import ToolCache
+    from ..tools.cached import cached_listing, reap_what_killed_gateways_left
 
     await reap_what_killed_gateways_left(private_state_dir())
     return cached_listing(config.servers(), ToolCache.of_state_dir(private_state_dir()))
@@ -309,12 +319,12 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
 async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     import anyio
 
-    from ._approver import TerminalApprover, TerminalReader, on_a_terminal
-    from ._globs import unmatched_globs
-    from .exceptions import ConfigError
-    from .loop.agent import Agent
-    from .loop.sessions import valid_session_id
-    from .progress import ProgressPrinter
+    from ..config.globs import unmatched_globs
+    from ..exceptions import ConfigError
+    from ..loop.agent import Agent
+    from ..loop.sessions import valid_session_id
+    from .approver import TerminalApprover, TerminalReader, on_a_terminal
+    from .main import ProgressPrinter
 
     printer = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
     async with contextlib.AsyncExitStack() as stack:
@@ -334,7 +344,12 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
             logger.warning("%s", glob.describe("--approve"))
         reader = TerminalReader(sys.stdin.fileno()) if on_a_terminal() else None
         approver = TerminalApprover(
-            agent.approvals, approve=args.approve, reader=reader, out=sys.stderr, then=printer, quiet=args.quiet
+            agent.approvals,
+            approve=args.approve,
+            reader=reader,
+            out=sys.stderr,
+            then=printer,
+            quiet=args.quiet,
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(approver.serve)
@@ -359,10 +374,10 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     else ``~/.local/state/mcp-agent``), the gateway's own default, so ``serve`` and ``query`` share
     conversations. The JSON files earlier versions kept in ``sessions/`` there are imported into it
     once (``import_session_files``)."""
-    from ._paths import private_state_dir
-    from .exceptions import StateError
-    from .loop._records import open_agent_state
-    from .loop.sessions import import_session_files
+    from ..exceptions import StateError
+    from ..loop._records import open_agent_state
+    from ..loop.sessions import import_session_files
+    from ..state.folder import private_state_dir
 
     folder = private_state_dir()
     state = await open_agent_state(config, default=folder / "state.db")
@@ -382,8 +397,8 @@ def _replay(args: argparse.Namespace, fail: Any) -> int:
     """``mcp-agent replay FILE``: 0 identical, 1 diverged, 2 an unreadable recording or config."""
     import anyio
 
-    from .exceptions import ConfigError
-    from .loop.recording import RecordingError, replay
+    from ..exceptions import ConfigError
+    from ..loop.recording import RecordingError, replay
 
     try:
         report = anyio.run(lambda: replay(args.file, config=args.config))
@@ -401,7 +416,7 @@ def _replay(args: argparse.Namespace, fail: Any) -> int:
 
 
 async def _serve(config: AgentConfig, args: argparse.Namespace) -> int:
-    from .gateway.serve import serve
+    from ..gateway.serve import serve
 
     def ready(host: str, port: int) -> None:
         url = f"http://{host}:{port}"
@@ -429,3 +444,19 @@ async def _doctor(config: AgentConfig, args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+# Live progress for the terminal: an EventSink that prints one line per step to stderr.
+class ProgressPrinter:
+    """Prints ``events.describe`` lines to a stream (the CLI's stderr). Never raises."""
+
+    def __init__(self, out: TextIO, *, max_rounds: int = 0) -> None:
+        self.out = out
+        self.max_rounds = max_rounds
+
+    def emit(self, event: Event) -> None:
+        line = describe(event, self.max_rounds)
+        if line is None:
+            return
+        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not break the run
+            print(f"· {line}", file=self.out, flush=True)
