@@ -1,4 +1,4 @@
-"""The pure parts of the traces (``_telemetry_attrs.py``), table-tested without the SDK."""
+"""The pure parts of the traces (``telemetry/spans.py``), table-tested without the SDK."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from mcp_agent.telemetry import spans as attrs
 from mcp_agent.exceptions import ProviderConnectionError, ProviderHTTPError
 from mcp_agent.messages import Message, ToolCall, Turn
+from mcp_agent.telemetry import spans as attrs
 
 SECRET = "sk-ant-abcdefghijklmnopqrstuvwxyz0123"
 
