@@ -1,9 +1,9 @@
 """The tool router on its three evaluation sets: recall, ranking time and prompt tokens; prints one JSON object.
 
 The sets are over the 57 tools of the six reference MCP servers and the three bundled ones, as
-recorded in ``tests/router/tool_lists/`` (offline: no server runs):
+recorded in ``tests/tools/router/tool_lists/`` (offline: no server runs):
 
-- ``labelled``: ``tests/router/labelled.json``, 118 questions (10 with an earlier exchange) that
+- ``labelled``: ``tests/tools/router/labelled.json``, 118 questions (10 with an earlier exchange) that
   the ranker was tuned on first;
 - ``heldout``: ``heldout.json``, 30 questions written after that first tuning; the second round of
   tuning (related words, shapes, quoted text, fields) looked at its misses too;
@@ -46,8 +46,8 @@ from mcp_agent.messages import Message, ToolCall, ToolSpec
 from mcp_agent.providers.tokens import _tool_lines, approx_tokens
 from mcp_agent.tools import router
 from mcp_agent.tools.memory import MemoryToolSource
-from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, _text, definition_tokens
-from tests.router._fixtures import Case, labelled, recall_at, reference_tools
+from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, definition_tokens, ranker
+from tests.tools.router._fixtures import Case, labelled, recall_at, reference_tools
 
 KS = (1, 3, 5, 8)
 NOISE = (
@@ -67,12 +67,12 @@ def recalls(cases: list[Case], ranked: list[list[str]]) -> dict[str, float]:
 
 @contextmanager
 def without_expansion() -> Iterator[None]:
-    related, shapes = _text._RELATED, _text.shapes
-    _text._RELATED, _text.shapes = {}, lambda text: []  # type: ignore[assignment]
+    related, shapes = ranker._RELATED, ranker.shapes
+    ranker._RELATED, ranker.shapes = {}, lambda text: []  # type: ignore[assignment]
     try:
         yield
     finally:
-        _text._RELATED, _text.shapes = related, shapes  # type: ignore[assignment]
+        ranker._RELATED, ranker.shapes = related, shapes  # type: ignore[assignment]
 
 
 def with_noise(case: Case) -> list[Message]:

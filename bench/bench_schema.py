@@ -1,6 +1,6 @@
 """Cost of the schema pipeline: compiling a tool schema, building a checker, checking arguments.
 
-Runs over the real-looking schemas in tests/tools/schemas/ and prints one JSON object (microseconds
+Runs over the real-looking schemas in tests/tools/schema/schemas/ and prints one JSON object (microseconds
 per operation, the median of several rounds):
 
     .venv/bin/python bench/bench_schema.py
@@ -34,7 +34,7 @@ def per_call_us(fn: Callable[[], Any], number: int, rounds: int = 5) -> float:
 
 
 def main() -> None:
-    cases = [json.loads(p.read_text()) for p in sorted((ROOT / "tests" / "tools" / "schemas").glob("*.json"))]
+    cases = [json.loads(p.read_text()) for p in sorted((ROOT / "tests" / "tools" / "schema" / "schemas").glob("*.json"))]
     schemas = [c["inputSchema"] for c in cases]
     compiled = [compile_tool_schema(s) for s in schemas]
     checkers = [ArgumentChecker(c.parameters) for c in compiled]

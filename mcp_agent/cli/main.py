@@ -253,8 +253,8 @@ async def _cached_listing(config: AgentConfig) -> Any:
     """Every server's tools from the tool cache, or None when one has no cached list. What
     killed gateways left is reaped first, as a hub does when it opens."""
     from ..state.folder import private_state_dir
-    from ..tools.cache import ToolCache
-    from ..tools.cached import cached_listing, reap_what_killed_gateways_left
+    from ..tools.cache import ToolCache, cached_listing
+    from ..tools.stdio.processes import reap_what_killed_gateways_left
 
     await reap_what_killed_gateways_left(private_state_dir())
     return cached_listing(config.servers(), ToolCache.of_state_dir(private_state_dir()))

@@ -54,7 +54,7 @@ from ..exceptions import StateError
 from ..messages import Message, ToolCall, ToolResult, ToolSpec
 from ..telemetry.base import NO_TRACE, RunTrace
 from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
-from ..tools.content import content_images
+from ..tools.presentation import content_images
 from ..tools.schema import checker_for, format_errors
 from ._emitter import Emitter
 from ._plan import Plan, Slot

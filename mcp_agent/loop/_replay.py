@@ -45,7 +45,7 @@ __all__ = ["config_from_settings", "replay"]
 
 def _filtered(specs: Sequence[ToolSpec], config: AgentConfig) -> list[ToolSpec]:
     """The recorded tools that ``config``'s servers still offer (disabled, allowTools, denyTools)."""
-    from ..tools._server_tools import tool_allowed
+    from ..tools.presentation import tool_allowed
 
     servers = config.servers()
     kept = []

@@ -61,8 +61,9 @@ import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
-from .connection import CatalogKind, ServerConnection
-from .naming import NamedTool, assign_names
+from .presentation import NamedTool, assign_names
+from .server.connection import ServerConnection
+from .server.lists import CatalogKind
 
 logger = logging.getLogger(__name__)
 

@@ -50,15 +50,15 @@ import anyio.abc
 
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import JSONObject, ToolResult, ToolSpec
-from . import _procfs
-from ._orphans import ChildRecords, reap_orphans
-from ._specs import exposed_specs
-from ._start_queue import StartQueue
 from .base import redefinition
 from .cache import ToolCache
 from .catalog import Catalog
-from .connection import CatalogKind, ProgressCallback, RestartPolicy, ServerConnection, StartMode
+from .presentation import exposed_specs
+from .server.connection import RestartPolicy, ServerConnection, StartMode, StartQueue
+from .server.lists import CatalogKind
+from .server.session import ProgressCallback
 from .status import ServerStatus
+from .stdio.processes import ChildRecords, procfs_available, reap_orphans
 
 logger = logging.getLogger(__name__)
 
@@ -282,11 +282,6 @@ class ToolHub:
         serves). Idempotent."""
         self._queue.release()
 
-    @property
-    def starts_held(self) -> bool:
-        """Whether background starts still wait for ``release_starts`` (``hold_starts``)."""
-        return self._queue.held
-
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         """Start every enabled server concurrently; return when each is up or has failed."""
         async with anyio.create_task_group() as starting:
@@ -385,7 +380,7 @@ async def open_tool_hub(
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
     records = None
-    if state_dir is not None and _procfs.available():
+    if state_dir is not None and procfs_available():
         records = ChildRecords(Path(state_dir) / "children")
         await reap_orphans(records.folder)
     tool_cache = ToolCache.of_state_dir(state_dir) if state_dir is not None and cache else None

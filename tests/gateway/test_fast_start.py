@@ -102,16 +102,16 @@ async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Pa
     config = gated_config(tmp_path)
     await warm(tmp_path, config)
     (tmp_path / "gate").touch()
-    async with running_gateway(config, factory=lambda c: Agent.from_config(c, hold_starts=True)) as gateway:
-        hub = gateway.app.service.agent.tools  # the gateway's own factory holds them too
-        assert not hub.starts_held  # released by the lifespan once the agent was attached
-        async with gateway.client() as http:
+    async with (
+        running_gateway(config, factory=lambda c: Agent.from_config(c, hold_starts=True)) as gateway,
+        gateway.client() as http,
+    ):
 
-            async def up() -> bool:
-                servers = (await http.get("/api/v1/tools")).json()["servers"]
-                return bool(servers[0]["status"] == "up")
+        async def up() -> bool:
+            servers = (await http.get("/api/v1/tools")).json()["servers"]
+            return bool(servers[0]["status"] == "up")
 
-            await eventually(up, timeout=20)  # started with no call asking for it
+        await eventually(up, timeout=20)  # started with no call asking for it: the lifespan released them
 
 
 # ------------------------------------------------------------------ resources and prompts

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from mcp_agent.config import StdioServerConfig
-from mcp_agent.tools.connection import RestartPolicy
+from mcp_agent.tools.server.connection import RestartPolicy
 
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
 

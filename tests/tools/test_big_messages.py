@@ -10,17 +10,19 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from mcp_agent.tools._big_messages import (
-    KEPT_BYTES,
+from mcp_agent.tools.server.session import (
     MAX_CONTENT_PARTS,
     MAX_RESULT_VALUES,
+    bound_result,
+    repair_call_result,
+)
+from mcp_agent.tools.stdio.transport import (
+    KEPT_BYTES,
     LineSplitter,
     OversizedLine,
-    bound_result,
     parse_message,
     response_id,
 )
-from mcp_agent.tools._repair import repair_call_result
 
 # ---------------------------------------------------------------------------- LineSplitter
 

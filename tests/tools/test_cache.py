@@ -21,7 +21,6 @@ import pytest
 from mcp import MCPError
 
 from mcp_agent.config import StdioServerConfig
-from mcp_agent.tools._resolved import is_pinned, package_spec
 from mcp_agent.tools.cache import (
     CACHE_VERSION,
     MAX_CACHED_ENTRIES,
@@ -31,9 +30,11 @@ from mcp_agent.tools.cache import (
     CachedList,
     ToolCache,
     cache_key,
+    is_pinned,
+    package_spec,
 )
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
-from mcp_agent.tools.restart import RestartPolicy
+from mcp_agent.tools.server.connection import RestartPolicy
 
 from .conftest import FAST_RESTARTS, SERVERS, server
 

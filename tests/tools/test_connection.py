@@ -15,10 +15,10 @@ import pytest
 
 from mcp_agent.config import StdioServerConfig
 from mcp_agent.exceptions import ToolServerStartError
-from mcp_agent.tools._repair import ResponseRepairer, repair_call_result, repair_tools_result
-from mcp_agent.tools._server_tools import tool_allowed
-from mcp_agent.tools._stdio import open_stdio_transport
-from mcp_agent.tools.connection import RestartPolicy, ServerConnection, _leaves
+from mcp_agent.tools.presentation import tool_allowed
+from mcp_agent.tools.server.connection import RestartPolicy, ServerConnection
+from mcp_agent.tools.server.session import ResponseRepairer, _leaves, repair_call_result, repair_tools_result
+from mcp_agent.tools.stdio.transport import open_stdio_transport
 
 from .conftest import FAST_RESTARTS, alive, children_of_us, server
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_agent.tools.content import base64_size, content_images, content_to_text, format_size
+from mcp_agent.tools.presentation import base64_size, content_images, content_to_text, format_size
 
 TINY_PNG = "A" * 5380  # the everything server's tiny image is 5380 base64 characters
 BLOB = base64.b64encode(b"\x1f\x8b" + b"\x00" * 1498).decode()  # 1500 bytes

@@ -15,9 +15,9 @@ import pytest
 
 from mcp_agent.config import AgentConfig, RemoteServerConfig, StdioServerConfig
 from mcp_agent.tools.base import ToolSource
-from mcp_agent.tools.connection import RestartPolicy
 from mcp_agent.tools.hub import ServerStatus, ToolHub, open_tool_hub
 from mcp_agent.tools.schema import compile_tool_schema
+from mcp_agent.tools.server.connection import RestartPolicy
 
 from .conftest import FAST_RESTARTS, SERVERS, Remote, alive, children_of_us, server
 

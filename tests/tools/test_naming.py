@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcp_agent.tools.naming import NAME_PATTERN, NamedTool, assign_names, exposed_name, sanitize
+from mcp_agent.tools.presentation import NAME_PATTERN, NamedTool, assign_names, exposed_name, sanitize
 
 
 def sha8(text: str) -> str:

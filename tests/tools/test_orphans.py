@@ -24,12 +24,12 @@ import anyio
 import psutil
 import pytest
 
-from mcp_agent.tools import _procfs
-from mcp_agent.tools._orphans import OWNER_ENV, ChildRecord, _stop, reap_orphans_sync, write_record
+from mcp_agent.tools.stdio import processes
+from mcp_agent.tools.stdio.processes import OWNER_ENV, ChildRecord, _stop, reap_orphans_sync, write_record
 
 from .conftest import SERVERS, alive, server
 
-pytestmark = pytest.mark.skipif(not _procfs.available(), reason="needs Linux's /proc")
+pytestmark = pytest.mark.skipif(not processes.procfs_available(), reason="needs Linux's /proc")
 
 GRANDCHILD = server("grandchild.py").model_dump(by_alias=True, exclude_none=True)
 # the server ignores the end of its stdin: only a signal stops it
@@ -190,10 +190,10 @@ def start_group(left: Leftovers) -> tuple[subprocess.Popen[str], list[int]]:
     return leader, members
 
 
-def dead_owner() -> _procfs.ProcStat:
+def dead_owner() -> processes.ProcStat:
     """The pid and start time of a process that has exited (a gateway that was killed)."""
     process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    stat = _procfs.read_stat(process.pid)
+    stat = processes.read_stat(process.pid)
     assert process.stdin is not None
     process.stdin.close()
     process.wait()
@@ -202,7 +202,7 @@ def dead_owner() -> _procfs.ProcStat:
 
 
 def started_at(pid: int) -> int:
-    stat = _procfs.read_stat(pid)
+    stat = processes.read_stat(pid)
     assert stat is not None
     return stat.start_time
 
@@ -212,7 +212,7 @@ def orphan_record(pgid: int, *, start: int | None = None, marker: str = MARKER) 
     time unless given)."""
     owner = dead_owner()
     start = started_at(pgid) if start is None else start
-    return ChildRecord(owner.pid, owner.start_time, marker, pgid, "fixture", _procfs.pid_namespace(), start)
+    return ChildRecord(owner.pid, owner.start_time, marker, pgid, "fixture", processes.pid_namespace(), start)
 
 
 def test_only_processes_with_the_dead_owners_marker_are_reaped(tmp_path: Path, leftovers: Leftovers) -> None:
@@ -228,7 +228,7 @@ def test_only_processes_with_the_dead_owners_marker_are_reaped(tmp_path: Path, l
 
 def test_a_record_and_its_folder_are_the_users_alone(tmp_path: Path) -> None:
     owner = dead_owner()
-    record = ChildRecord(owner.pid, owner.start_time, MARKER, 1, "fixture", _procfs.pid_namespace())
+    record = ChildRecord(owner.pid, owner.start_time, MARKER, 1, "fixture", processes.pid_namespace())
     write_record(tmp_path / "children", record)
     assert [p.name for p in (tmp_path / "children").iterdir()] == [record.filename]  # nothing left beside it
     assert stat.S_IMODE((tmp_path / "children").stat().st_mode) == 0o700
@@ -246,9 +246,9 @@ def test_the_owner_is_its_pid_and_start_time_in_its_pid_namespace(
     is a process that reused the pid of a gateway that is gone; pids of another pid namespace
     (a container sharing the state folder) mean nothing here."""
     leader, _ = start_group(leftovers)
-    me = _procfs.read_stat(os.getpid())
+    me = processes.read_stat(os.getpid())
     assert me is not None
-    pid_namespace = _procfs.pid_namespace() if namespace == "ours" else namespace
+    pid_namespace = processes.pid_namespace() if namespace == "ours" else namespace
     record = ChildRecord(
         me.pid,
         me.start_time + start_offset,
@@ -423,7 +423,7 @@ def test_a_record_that_is_no_record_file_is_dropped_without_hanging(
     elif kind == "link":
         path.symlink_to("/dev/zero")
     else:  # a valid record, padded
-        record = ChildRecord(1, 2, MARKER, 2, "fixture", _procfs.pid_namespace(), 3)
+        record = ChildRecord(1, 2, MARKER, 2, "fixture", processes.pid_namespace(), 3)
         path.write_text(json.dumps(record.to_dict()) + " " * 10_000)
     with ThreadPoolExecutor(1) as pool:
         pool.submit(reap_orphans_sync, tmp_path).result(timeout=20)
@@ -435,9 +435,9 @@ def test_a_pid_that_is_no_longer_the_vetted_process_is_never_signalled(leftovers
     """The last check before each signal: the process must still be the one that was vetted
     (same start time); a stat of the same pid with another start time is not it."""
     process = start_marked(leftovers, [sys.executable, "-c", "import time; time.sleep(600)"])
-    stat = _procfs.read_stat(process.pid)
+    stat = processes.read_stat(process.pid)
     assert stat is not None
-    other = _procfs.ProcStat(stat.pid, stat.state, stat.ppid, stat.pgid, stat.start_time - 1)
+    other = processes.ProcStat(stat.pid, stat.state, stat.ppid, stat.pgid, stat.start_time - 1)
 
     assert _stop([other], grace=0.1) == set()  # "gone": the process that was vetted no longer runs
     assert process.poll() is None

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from mcp_agent.tools import _procfs
-from mcp_agent.tools._procfs import ProcStat, parse_stat, parse_uids
+from mcp_agent.tools.stdio import processes
+from mcp_agent.tools.stdio.processes import ProcStat, parse_stat, parse_uids
 
 TAIL = "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 777 18 19\n"
 
@@ -40,16 +40,16 @@ def test_parse_uids(text: str, expected: tuple[int, int] | None) -> None:
     assert parse_uids(text) == expected
 
 
-@pytest.mark.skipif(not _procfs.available(), reason="needs Linux's /proc")
+@pytest.mark.skipif(not processes.procfs_available(), reason="needs Linux's /proc")
 def test_this_process_reads_as_itself() -> None:
-    me = _procfs.read_stat(os.getpid())
+    me = processes.read_stat(os.getpid())
     assert me is not None and (me.pid, me.ppid, me.pgid, me.dead) == (
         os.getpid(),
         os.getppid(),
         os.getpgid(0),
         False,
     )
-    assert any(stat.pid == os.getpid() for stat in _procfs.all_stats())
-    assert _procfs.read_stat(2**31 - 1) is None
-    assert _procfs.read_uids(os.getpid()) == (os.getuid(), os.geteuid())
-    assert _procfs.read_uids(2**31 - 1) is None
+    assert any(stat.pid == os.getpid() for stat in processes.all_stats())
+    assert processes.read_stat(2**31 - 1) is None
+    assert processes.read_uids(os.getpid()) == (os.getuid(), os.geteuid())
+    assert processes.read_uids(2**31 - 1) is None

@@ -10,7 +10,7 @@ import sys
 import anyio
 import pytest
 
-from mcp_agent.tools._spawn import die_with_parent_hook, open_child_process
+from mcp_agent.tools.stdio.processes import die_with_parent_hook, open_child_process
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 

@@ -1,4 +1,4 @@
-"""The queue of background starts (``tools/_start_queue.py``): held until released, a few at a
+"""The queue of background starts (``StartQueue``, in ``tools/server/connection.py``): held until released, a few at a
 time, a call jumping the queue; then with real gated fixture servers behind a ToolHub."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from mcp_agent.config import StdioServerConfig
-from mcp_agent.tools._start_queue import Slot, StartQueue, default_limit
 from mcp_agent.tools.hub import open_tool_hub
+from mcp_agent.tools.server.connection import Slot, StartQueue, default_limit
 
 from .conftest import server
 from .test_cache import until

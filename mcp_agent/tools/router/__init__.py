@@ -8,21 +8,30 @@ model pulls in any other tool.
 
 The parts, each pure but the last:
 
-- ``_vocabulary``: the stop words and the related-words table (data).
-- ``_text``: words, stems, shapes (a URL says ``url``) and related words of a text.
-- ``_index``: ``ToolIndex``, BM25F over a tool list's weighted fields.
-- ``_query``: ``query_terms``, the conversation as a weighted query.
-- ``_routing``: the budget rule, ``ToolRouter`` (one per agent, caching the index) and
+- ``ranker``: the stop words and the related-words table (data); words, stems, shapes (a URL
+  says ``url``) and related words of a text; ``ToolIndex``, BM25F over a tool list's weighted
+  fields; ``query_terms``, the conversation as a weighted query.
+- ``routing``: the budget rule, ``ToolRouter`` (one per agent, caching the index) and
   ``RoutedTools`` (one run's tools: what a round offers, ``find_tools``' answers).
 
-Measured by ``bench/bench_router.py`` on ``tests/router/``'s labelled, held-out and fresh sets.
+Measured by ``bench/bench_router.py`` on ``tests/tools/router/``'s labelled, held-out and fresh sets.
 """
 
 from __future__ import annotations
 
-from ._index import ToolIndex
-from ._query import QUOTED, RELATED, query_terms, text_query
-from ._routing import (
+from .ranker import (
+    QUOTED,
+    RELATED,
+    ToolIndex,
+    expansions,
+    query_terms,
+    shapes,
+    stem,
+    terms,
+    text_query,
+    words,
+)
+from .routing import (
     AUTO_BUDGET,
     FIND_TOOLS,
     LOCAL_KINDS,
@@ -33,7 +42,6 @@ from ._routing import (
     definition_tokens,
     find_tools_spec,
 )
-from ._text import expansions, shapes, stem, terms, words
 
 __all__ = [
     "AUTO_BUDGET",

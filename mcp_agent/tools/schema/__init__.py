@@ -1,10 +1,10 @@
-"""Tool schemas (pure): compile an MCP ``inputSchema`` once (``_compile``: normalise in
-``_normalize``, inline ``$ref`` in ``_refs``, per-dialect forms in ``_dialects`` and ``_strict``),
-and check a model's arguments (coerce in ``_coerce``, report in ``_errors``)."""
+"""Tool schemas (pure): compile an MCP ``inputSchema`` once (``compile``: normalised and
+``$ref`` inlined in ``normalize``, then per-dialect forms), and check a model's arguments
+(coerce and report in ``arguments``)."""
 
 from __future__ import annotations
 
-from ._compile import (
+from .compile import (
     DIALECTS,
     ArgumentCheck,
     ArgumentChecker,

@@ -14,7 +14,7 @@ from mcp_agent.tools.router import (
     ToolRouter,
     definition_tokens,
 )
-from tests.router._fixtures import reference_tools
+from tests.tools.router._fixtures import reference_tools
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """The routing policy: which tools one round offers, under which budget, and ``find_tools``.
 
 When the tools exceed the budget, a round offers the best-ranked tools for the conversation so
-far (``_index``, ``_query``), the pinned ones (``llm.pinnedTools``, globs on exposed names), the
+far (``ranker.py``), the pinned ones (``llm.pinnedTools``, globs on exposed names), the
 ones used in this run and those ``find_tools`` named, and ``find_tools`` itself. A call to a real
 tool not offered this round still runs; it then counts as used.
 
@@ -22,8 +22,7 @@ from typing import Literal
 
 from ...messages import JSONObject, Message, ToolResult, ToolSpec
 from ..base import LiveToolSource, ToolSource
-from ._index import ToolIndex
-from ._query import query_terms, text_query
+from .ranker import ToolIndex, query_terms, text_query
 
 __all__ = [
     "AUTO_BUDGET",

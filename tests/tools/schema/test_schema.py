@@ -25,8 +25,7 @@ from mcp_agent.tools.schema import (
     compile_tool_schema,
     format_errors,
 )
-from mcp_agent.tools.schema import _compile as schema_module
-from mcp_agent.tools.schema import _dialects as _schema_dialects
+from mcp_agent.tools.schema import compile as schema_module
 
 CORPUS = sorted((Path(__file__).parent / "schemas").glob("*.json"))
 EMPTY = {"type": "object", "properties": {}}
@@ -656,7 +655,7 @@ def test_a_failure_inside_the_compiler_falls_back_to_no_parameters(monkeypatch: 
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(_schema_dialects, "_gemini", broken)
+    monkeypatch.setattr(schema_module, "_gemini", broken)
     compiled = compile_tool_schema({"type": "object", "properties": {"a": {"type": "string"}}})
     assert compiled.parameters == EMPTY
     assert compiled.changes == ("schema could not be compiled (RuntimeError): no parameters",)

@@ -24,15 +24,17 @@ from mcp import ClientSession, MCPError
 from mcp_types import METHOD_NOT_FOUND
 from pydantic import BaseModel, ValidationError
 
-from ..config import RemoteServerConfig, StdioServerConfig
-from ..messages import JSONObject
-from ._incarnation import CatalogKind
-from ._server_tools import ServerTool, cached_tools, filter_warnings, server_tool
-from ._session import LiveSession, list_pages, list_tool_pages
-from .cache import MAX_CACHED_ENTRIES, CachedList, ToolCache
+from ...config import RemoteServerConfig, StdioServerConfig
+from ...messages import JSONObject
+from ..cache import MAX_CACHED_ENTRIES, CachedList, ToolCache
+from ..presentation import ServerTool, cached_tools, filter_warnings, server_tool
+from .session import LiveSession, list_pages, list_tool_pages
 
 logger = logging.getLogger(__name__)
 
+CatalogKind = Literal["resources", "prompts"]
+"""What of a server's catalog a ``list_changed`` notification names: its resources (with their
+templates) or its prompts."""
 CatalogPart = Literal["resources", "resource_templates", "prompts"]
 """A list of the catalog, by its ``CachedList`` field."""
 M = TypeVar("M", bound=BaseModel)

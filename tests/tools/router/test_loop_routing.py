@@ -20,7 +20,7 @@ from tests.fakes.model_server import FakeModelServer, Reply, running_model_serve
 from tests.fakes.openai_shapes import Call, completion
 from tests.fakes.server_shapes import llamacpp_routes
 from tests.loop._helpers import assert_valid_transcript
-from tests.router._fixtures import reference_tools
+from tests.tools.router._fixtures import reference_tools
 
 
 @pytest.fixture

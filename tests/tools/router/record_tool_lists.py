@@ -3,7 +3,7 @@
 The router's evaluation (``test_router_eval.py``, ``bench/bench_router.py``) runs offline on
 these files. To refresh them, install the servers and run this script with the commands to use:
 
-    python -m tests.router.record_tool_lists time='mcp-server-time' \\
+    python -m tests.tools.router.record_tool_lists time='mcp-server-time' \\
         fetch='mcp-server-fetch' git='mcp-server-git' \\
         everything='node .../server-everything/dist/index.js stdio' ...
 

@@ -8,15 +8,16 @@ once there is one, the last 100 lines of stderr and how many junk lines came on 
 - The child runs in its own process group (``start_new_session``) with the SDK's safe default
   environment plus the server's ``env`` plus our ``MCP_AGENT_OWNER`` marker.
 - Children die with the gateway: on Linux each child gets SIGTERM from the kernel when the
-  gateway dies, even by SIGKILL (``PR_SET_PDEATHSIG``, ``_spawn.py``). Their own children do
+  gateway dies, even by SIGKILL (``PR_SET_PDEATHSIG``, ``processes.py``). Their own children do
   not; for them the process group is recorded in the state folder while it runs, and the next
-  hub to start reaps the marked processes of groups whose gateway is gone (``_orphans.py``).
+  hub to start reaps the marked processes of groups whose gateway is gone (``processes.py``).
 - A stdout line that is not a JSON-RPC message is logged (warning, at most one every few
   seconds) and counted, never fatal, before or after the handshake. Blank lines are ignored.
 - A stdout line longer than ``maxMessageBytes`` is never held: it is dropped as it streams in.
   When it is the response to a request (its id is found at either end), that request fails with
   a JSON-RPC error naming the size and the limit; otherwise it counts as a junk line. Big
-  messages are parsed cheaply and their content parts capped (``_big_messages``).
+  messages are parsed cheaply (below); their content parts are capped by the repair filter
+  (``server/session.py``), as on every transport.
 - stderr goes to a ring buffer and to our log at debug level.
 - When the process exits, the session's read stream ends at once (after a short grace for output
   still in the pipe), even when a grandchild keeps stdout open: in-flight requests then fail with
@@ -29,12 +30,17 @@ once there is one, the last 100 lines of stderr and how many junk lines came on 
 from __future__ import annotations
 
 import collections
+import gc
+import json
 import logging
 import os
+import re
 import signal
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, nullcontext, suppress
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,23 +48,13 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import mcp_types as types
+import pydantic_core
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-from ..config import StdioServerConfig
-from ..exceptions import ToolServerStartError
-from . import _procfs
-from ._big_messages import (
-    BIG_MESSAGE_BYTES,
-    LineSplitter,
-    OversizedLine,
-    gc_paused,
-    oversize_text,
-    parse_message,
-    response_id,
-)
-from ._orphans import OWNER_ENV, ChildRecords, owner_marker
-from ._spawn import open_child_process
+from ...config import StdioServerConfig
+from ...exceptions import ToolServerStartError
+from .processes import OWNER_ENV, ChildRecords, all_stats, open_child_process, owner_marker, procfs_available
 
 logger = logging.getLogger(__name__)
 
@@ -291,9 +287,9 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    if not _procfs.available():
+    if not procfs_available():
         return True
-    return any(stat.pgid == pgid and not stat.dead for stat in _procfs.all_stats())
+    return any(stat.pgid == pgid and not stat.dead for stat in all_stats())
 
 
 @asynccontextmanager
@@ -341,3 +337,154 @@ async def open_stdio_transport(
                 records.remove(child.pid)
             tg.cancel_scope.cancel()
     logger.debug("%s: pid %d ended with exit code %s", name, child.pid, child.returncode)
+
+
+# Big lines from a server's stdout, bounded in size and in work (pure, no I/O).
+#
+# A server can write a line of any length on stdout. What keeps it cheap:
+#
+# - ``LineSplitter`` cuts stdout into lines and never holds more than ``max_bytes`` of one. A
+#   longer line is dropped as it streams in; only its head and tail (a few KB each) are kept, so
+#   ``response_id`` can find the request it answers (the Python SDK writes ``id`` near the start,
+#   the TypeScript SDK as the last key) and that request can fail at once.
+# - ``parse_message`` turns a line into a JSON-RPC message with pydantic-core's JSON parser and
+#   the SDK's model. Validating ``dict[str, Any]`` straight from JSON costs ~10x more than parsing
+#   first and validating the Python value (1 s against 0.1 s for 8 MiB of tiny parts), and the
+#   cyclic GC is paused while a big line is parsed: it would traverse the new objects again and
+#   again (up to 6x the parse itself).
+#
+# Measured with ``bench/bench_big_results.py``.
+KEPT_BYTES = 4096
+"""How much of the head and of the tail of an oversized line is kept to find its id."""
+BIG_MESSAGE_BYTES = 256 * 1024
+"""From this size on, a message is parsed with the cyclic GC paused."""
+
+
+@dataclass(frozen=True)
+class OversizedLine:
+    """A line longer than the limit, of which only both ends were kept.
+
+    Attributes:
+        size: the line's length in bytes (without its newline).
+        head: its first ``KEPT_BYTES`` bytes.
+        tail: its last ``KEPT_BYTES`` bytes.
+    """
+
+    size: int
+    head: bytes
+    tail: bytes
+
+
+class LineSplitter:
+    """Bytes in, lines out, holding at most ``max_bytes`` (0 = no limit) of an unfinished line."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._head: bytes | None = None
+        """Set while a line longer than ``max_bytes`` is being dropped."""
+        self._tail = b""
+
+    def feed(self, chunk: bytes) -> list[bytes | OversizedLine]:
+        """The lines that ``chunk`` completes, in order (without their newlines)."""
+        lines: list[bytes | OversizedLine] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._add(chunk[start:end])
+            lines.append(self._finish())
+            start = end + 1
+        if start < len(chunk):
+            self._add(chunk[start:])
+        return lines
+
+    def flush(self) -> list[bytes | OversizedLine]:
+        """The unfinished last line, if any (the stream ended without a newline)."""
+        return [self._finish()] if self._size else []
+
+    def _add(self, piece: bytes) -> None:
+        self._size += len(piece)
+        if self._head is not None:
+            if len(self._head) < KEPT_BYTES:
+                self._head += piece[: KEPT_BYTES - len(self._head)]
+            self._tail = (self._tail + piece)[-KEPT_BYTES:]
+        elif self.max_bytes and self._size > self.max_bytes:
+            line = b"".join([*self._pending, piece])
+            self._head, self._tail = line[:KEPT_BYTES], line[-KEPT_BYTES:]
+            self._pending.clear()
+        else:
+            self._pending.append(piece)
+
+    def _finish(self) -> bytes | OversizedLine:
+        line: bytes | OversizedLine
+        if self._head is not None:
+            line = OversizedLine(self._size, self._head, self._tail)
+        else:
+            line = b"".join(self._pending)
+        self._pending.clear()
+        self._size, self._head, self._tail = 0, None, b""
+        return line
+
+
+_ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
+_JSONRPC = rb'(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?'
+_ID_FIRST = re.compile(rb"\A\s*\{\s*" + _JSONRPC + rb'"id"\s*:\s*' + _ID + rb'\s*,\s*"(?:result|error)"\s*:')
+_RESULT_FIRST = re.compile(rb"\A\s*\{\s*" + _JSONRPC + rb'"(?:result|error)"\s*:')
+_ID_LAST = re.compile(rb',\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z")
+
+
+def response_id(head: bytes, tail: bytes) -> int | str | None:
+    """The id of the JSON-RPC response whose first and last bytes these are, or None.
+
+    Only a response counts: ``{"jsonrpc": "2.0", "id": 7, "result": ...`` (id before
+    ``result``/``error``, as the Python SDK writes it) or ``{"result": ..., "id": 7}`` (id as the
+    last key, as the TypeScript SDK writes it). An ``id`` inside the result is never taken: the
+    patterns are anchored at the line's ends. A request or a notification gives None.
+    """
+    match = _ID_FIRST.match(head) or (_ID_LAST.search(tail) if _RESULT_FIRST.match(head) else None)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:  # an escape json rejects
+        return None
+    return value if isinstance(value, int | str) else None
+
+
+def oversize_text(server: str, size: int, limit: int) -> str:
+    """What a call whose answer was too big fails with."""
+    return f"server {server} sent a message of {size} bytes; the limit is {limit} (mcpServers.{server}.maxMessageBytes)"
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic cyclic garbage collection inside (nested and concurrent uses may overlap)."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def parse_message(line: bytes) -> types.JSONRPCMessage:
+    """One JSON-RPC message from one line.
+
+    Raises:
+        ValueError: the line is not JSON (nesting deeper than 200 levels included) or not a
+            JSON-RPC message (pydantic's ``ValidationError`` is a ``ValueError``).
+    """
+    data = pydantic_core.from_json(line)
+    return types.jsonrpc_message_adapter.validate_python(data, by_name=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_agent.tools.router import ToolIndex, query_terms
-from tests.router._fixtures import SERVERS, Case, labelled, recall_at, reference_tools
+from tests.tools.router._fixtures import SERVERS, Case, labelled, recall_at, reference_tools
 
 
 def rankings(name: str = "labelled.json") -> tuple[list[Case], list[list[str]]]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcp_agent.messages import Message, ToolSpec
-from mcp_agent.tools.naming import sanitize
+from mcp_agent.tools.presentation import sanitize
 from mcp_agent.tools.schema import compile_tool_schema
 
 HERE = Path(__file__).parent
