@@ -4,7 +4,7 @@ The gateway offers them with ``exposeTools`` (``gateway/mcp_catalog.py``); the l
 them. A listing asks the servers that are up and declared the capability, so a list is as fresh
 as the servers' own (their ``list_changed`` notifications reach the gateway's clients through
 the hub). A server that is starting, idle (lazy) or restarting is listed from its known lists
-(the tool cache's, or its last start's: ``_lists.py``) when there are any, so a warm start lists
+(the tool cache's, or its last start's: ``server/lists.py``) when there are any, so a warm start lists
 at once what the server will offer; once it is up, a list that differs is announced with
 ``list_changed``. A read or a get on such a server waits for its start (bounded by its
 ``startupTimeoutSeconds``), as a tool call does.
@@ -38,7 +38,7 @@ its prompts, answers an error that names the server and why it is down, not "not
   a client that stops early costs nothing more. At most
   ``MAX_PAGES`` pages are followed per server (a server whose cursor loops cannot trap a client).
 - **Prompts are named like tools** (``server__prompt``, the server's ``toolPrefix``, see
-  ``naming.py``) and are listed whole (all pages of all servers, in one answer): names can only
+  ``presentation.py``) and are listed whole (all pages of all servers, in one answer): names can only
   be made unique over the whole set, and prompt lists are short.
 
 A server that fails a listing is skipped with a warning; the others are listed. Reads and gets

@@ -8,14 +8,14 @@ tools appear when it comes up). With a state folder, a server whose tool list is
 the background, a call to it waits for its start, and a real list that differs replaces the
 cached one (subscribers are told). These background starts run a few at a time (half the
 CPUs), so that they leave the gateway room to answer, and a call to a server that has not started
-yet jumps the queue (``_start_queue.py``). ``lazy`` servers start on their first call and stop
+yet jumps the queue (``StartQueue``, ``server/connection.py``). ``lazy`` servers start on their first call and stop
 after ``idleSeconds`` without calls. The hub owns one ``ServerConnection`` task per
 server in its task group (structured concurrency): leaving the context, calling ``aclose()`` or
 cancelling the owner stops every server and reaps every process, grandchildren included.
 Given a state folder (the CLI and the gateway give theirs), the hub first reaps what an earlier,
-killed owner left and records its stdio servers' process groups while they run (``_orphans.py``).
+killed owner left and records its stdio servers' process groups while they run (``stdio/processes.py``).
 
-The model only ever sees exposed names (``server__tool``, see ``naming.py``); the hub keeps
+The model only ever sees exposed names (``server__tool``, see ``presentation.py``); the hub keeps
 the reverse map and routes each call to its server. A cached list only speeds up listing: it
 decides nothing. Before a call goes out, its server is up and the name is a tool of its live
 list (``live_spec``, the ``LiveToolSource`` side: the loop gates and validates on that
@@ -375,7 +375,7 @@ async def open_tool_hub(
         hold_starts: the background starts (``start="background"`` with a cached list) wait
             for ``hub.release_starts()`` (5 s at most); the gateway releases them once it serves.
         start_limit: how many background starts run at once (default: half the CPUs, at least
-            one; ``_start_queue.py``). A call to a server that has not started jumps the queue.
+            one; ``StartQueue``). A call to a server that has not started jumps the queue.
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """

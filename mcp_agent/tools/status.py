@@ -1,4 +1,4 @@
-"""How a tool server is doing, as the hub (``hub.py``) and the cache-only listing (``cached.py``)
+"""How a tool server is doing, as the hub (``hub.py``) and the cache-only listing (``cache.cached_listing``)
 report it: plain values, importable without the MCP SDK."""
 
 from __future__ import annotations

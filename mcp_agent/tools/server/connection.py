@@ -2,9 +2,10 @@ r"""One MCP tool server for its whole life: spawn or connect, handshake, list, c
 
 A ``ServerConnection`` supervises one server from ``agent.json``. ``run()`` starts it (a stdio
 child through our own transport, or a remote server over Streamable HTTP or SSE:
-``open_server_transport``), does the legacy ``initialize`` handshake (mcp-sdk-2.md G3), lists its tools
-page by page through the repair filter (G1, G2: ``session.py``; ``lists.py`` keeps them, and the tool cache),
-and then serves until the server exits or the connection drops. Then it restarts it with
+``open_server_transport``), does the legacy ``initialize`` handshake (mcp-sdk-2.md G3), lists
+its tools page by page through the repair filter (G1, G2: ``session.py``; ``lists.py`` keeps
+them, and the tool cache), and then serves until the server exits or the connection drops.
+Then it restarts it with
 exponential backoff inside a restart budget (``RestartPolicy``); meanwhile its tools answer
 "temporarily unavailable". A server that fails its first start is reported (exit code, stderr
 tail, or "did not start within N s": ``session.py``) and retried with backoff: the others
