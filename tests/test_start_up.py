@@ -142,7 +142,9 @@ def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> N
     ]
     assert not [name for name in loaded if name.split(".")[0] in ("mcp", "mcp_types")]
     assert not [
-        name for name in loaded if name.startswith(("mcp_agent.tools.hub", "mcp_agent.tools.server.connection"))
+        name
+        for name in loaded
+        if name.startswith(("mcp_agent.tools.hub", "mcp_agent.tools.server.connection"))
     ]
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     # no model client: tools never talks to the model server (it only reads the provider's dialect)
