@@ -1,5 +1,6 @@
-"""The queue of background starts (``StartQueue``, in ``tools/server/connection.py``): held until released, a few at a
-time, a call jumping the queue; then with real gated fixture servers behind a ToolHub."""
+"""The queue of background starts (``StartQueue``, in ``tools/server/connection.py``): held until
+released, a few at a time, a call jumping the queue; then with real gated fixture servers behind a
+ToolHub."""
 
 from __future__ import annotations
 
