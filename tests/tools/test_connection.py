@@ -222,7 +222,9 @@ async def test_junk_on_stdout_is_counted_not_fatal(caplog: pytest.LogCaptureFixt
     async with running(server("junk.py")) as (connection, _):
         assert connection.state == "up"
         assert connection.junk_lines == 2  # before the handshake; the blank line is not junk
-        warnings = [r for r in caplog.records if r.name.endswith("stdio.transport") and r.levelname == "WARNING"]
+        warnings = [
+            r for r in caplog.records if r.name.endswith("stdio.transport") and r.levelname == "WARNING"
+        ]
         assert len(warnings) == 1  # rate-limited
         assert "Starting junk server v1.0..." in warnings[0].getMessage()
         result = await connection.call("noisy", {})
