@@ -1,311 +1,340 @@
-"""Record and replay (``loop/recording.py``): real runs through the fake model server and real
-fixture tool servers, replayed with no server running."""
+"""Reading recordings (``loop/recording.py``) as the untrusted input they are.
+
+A table of malformed recordings through the real CLI (each exits 2 with one line naming the file
+and the line, never a traceback), what a recording may not make replay do (read a file, hang on
+a FIFO, read /dev/zero), the byte and line bounds, and a hypothesis fuzz of mutated recordings
+(each replays or is refused with a ``RecordingError``; nothing else escapes).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from mcp_agent.loop.recording import Recorder, RecordingError, replay
-from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
-from tests.fakes.openai_shapes import Call, openai_stream
+from mcp_agent.config import AgentConfig
+from mcp_agent.loop.agent import Agent
+from mcp_agent.loop.recording import MAX_DEPTH, RecordingError, read_recording
+from mcp_agent.messages import ToolCall
+from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.replay import replay
+
+from ._helpers import echo_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-ECHO = str(ROOT / "tests" / "servers" / "echo.py")
-ENV_ECHO = str(ROOT / "tests" / "servers" / "env_echo.py")
-FAKE_KEY = "sk-test-RecordingMustNeverHoldThis0123456789"
-HEADER_SECRET = "hdr-secret-value-7f3a9c2e5b"
+Lines = list[dict[str, Any]]
 
 
-def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mcp_agent", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=90,
+        timeout=60,  # a replay that hangs (a FIFO) fails here instead of holding the suite
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 
-def config(folder: Path, model: FakeModelServer | None, name: str = "agent.json", **extra: Any) -> Path:
-    data: dict[str, Any] = {
-        "llm": {
-            "endpoint": model.base_url if model else "http://127.0.0.1:9/v1",
-            "model": "m",
-            "maxRetries": 0,
-            "apiKey": FAKE_KEY,
-            "headers": {"X-Team-Token": "${TEAM_TOKEN}"},
-        },
-        "systemPrompt": "You are a careful agent.",
-        "mcpServers": {"echo": {"command": sys.executable, "args": [ECHO]}},
-    }
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    path = folder / name
-    path.write_text(json.dumps(data))
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _team_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEAM_TOKEN", HEADER_SECRET)
-
-
-def two_rounds(model: FakeModelServer) -> None:
-    """Round 1 calls echo and add in one turn; round 2 answers."""
-    model.enqueue(
-        Reply.sse(
-            openai_stream(
-                calls=[Call("echo__echo", {"text": "hi there"}), Call("echo__add", {"a": 2, "b": 3})],
-                usage=(10, 5),
-            )
-        ),
-        Reply.sse(openai_stream(content="The echo said hi there; 2 + 3 = 5.", usage=(20, 4))),
+async def record_run(path: Path, echo_text: str = "hi") -> None:
+    """A recorded run with history (a second query of a session), three tool calls (one fails)
+    and an answer: a recording of every kind of line."""
+    provider = ScriptedProvider(
+        [
+            text_turn("first answer"),
+            tool_turn(
+                ToolCall("c1", "echo", {"text": echo_text}), ToolCall("c2", "add", {"a": 2, "b": 3}), ToolCall("c3", "fail", {})
+            ),
+            text_turn("done: 5"),
+        ]
     )
+    config = AgentConfig.model_validate({"systemPrompt": "You are careful.", "limits": {"maxRounds": 4}})
+    agent = Agent(provider, echo_tools(), config, record=path)
+    await agent.query("hello", session_id="s1")
+    result = await agent.query("say hi and add", session_id="s1")
+    assert result.answer == "done: 5"
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """One recorded run (``query --record``): the recording and its config; the servers are gone after."""
-    folder = tmp_path_factory.mktemp("recorded")
-    with running_model_server() as model:
-        two_rounds(model)
-        path = config(folder, model)
-        done = cli("query", "say hi and add 2 and 3", "--record", str(folder / "run.jsonl"), "--config", str(path),
-                   env={"TEAM_TOKEN": HEADER_SECRET})
-        assert done.returncode == 0, done.stderr
-        assert "2 + 3 = 5" in done.stdout
-    yield folder / "run.jsonl", path
-
-
-def lines(path: Path) -> list[dict[str, Any]]:
+def seed(tmp_path_factory: pytest.TempPathFactory) -> Lines:
+    path = tmp_path_factory.mktemp("seed") / "run.jsonl"
+    anyio.run(record_run, path)
+    assert anyio.run(replay, path).identical
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_the_recording_holds_header_model_and_tool_lines(recorded):
-    path, _ = recorded
-    kinds = [line["kind"] for line in lines(path)]
-    assert kinds[0] == "header" and kinds[-1] == "end"
-    assert kinds.count("model") == 2 and kinds.count("tool") == 2
-    header = lines(path)[0]
-    assert header["format"] == 1 and header["query"] == "say hi and add 2 and 3"
-    assert header["config_digest"].startswith("sha256:")
-    assert {tool["name"] for tool in header["tools"]} >= {"echo__echo", "echo__add"}
-    model = next(line for line in lines(path) if line["kind"] == "model")
-    assert model["request"]["messages"][0] == {**model["request"]["messages"][0], "content": "You are a careful agent."}
-    assert [c["name"] for c in model["turn"]["tool_calls"]] == ["echo__echo", "echo__add"]
-    assert model["ms"] >= 0
+def write(path: Path, lines: Lines) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
 
 
-def test_secrets_never_reach_the_file(recorded):
-    path, _ = recorded
-    text = path.read_text()
-    assert FAKE_KEY not in text and HEADER_SECRET not in text
-    assert "TEAM_TOKEN" not in text and "X-Team-Token" not in text  # no headers, no env
-    assert "PATH" not in json.dumps(lines(path)[0])
+def first(lines: Lines, kind: str, test: Callable[[dict[str, Any]], bool] = lambda _: True) -> dict[str, Any]:
+    return next(line for line in lines if line["kind"] == kind and test(line))
 
 
-def test_the_recording_is_the_users_alone(recorded, tmp_path):
-    path, _ = recorded
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    older = tmp_path / "new" / "older.jsonl"  # a folder to make, a file an earlier version left readable
-    older.parent.mkdir(mode=0o700)
-    older.write_text("")
-    older.chmod(0o644)
-    recorder = Recorder(older)
-    recorder.start(query="q", run_id="r", settings={}, tools=[])
-    recorder.close()
-    assert stat.S_IMODE(older.stat().st_mode) == 0o600
-    fresh = Recorder(tmp_path / "made" / "run.jsonl")
-    fresh.start(query="q", run_id="r", settings={}, tools=[])
-    fresh.close()
-    assert stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o700
-    assert stat.S_IMODE((tmp_path / "made" / "run.jsonl").stat().st_mode) == 0o600
+def edit(change: Callable[[Lines], Any]) -> Callable[[Lines], Lines]:
+    def edited(lines: Lines) -> Lines:
+        copy: Lines = json.loads(json.dumps(lines))
+        change(copy)
+        return copy
+
+    return edited
 
 
-def test_replay_without_servers_is_identical(recorded):
-    path, _ = recorded
-    done = cli("replay", str(path))
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "identical" in done.stdout
-    report = json.loads(cli("replay", str(path), "--json").stdout)
-    assert report["identical"] is True and report["divergence"] is None
-    assert (report["model_calls"], report["tool_calls"]) == (2, 2)
-    assert report["termination_reason"] == report["recorded_termination_reason"] == "success"
+def calls_tools(line: dict[str, Any]) -> bool:
+    return bool(line.get("turn", {}).get("tool_calls"))
 
 
-@pytest.mark.anyio
-async def test_library_replay_identical_and_with_the_same_config(recorded):
-    path, config_path = recorded
-    report = await replay(path)
-    assert report.identical, report.describe()
-    # the config it was recorded with: same settings, same tools
-    report = await replay(path, config=config_path)
-    assert report.identical, report.describe()
-    assert report.setting_changes == ()
+# (the recording from the seed's lines, or its bytes; the line at fault, -1 for the last, None
+# to be found by reading; what the message says)
+MALFORMED: dict[str, tuple[Callable[[Lines], Lines | bytes], int | None, str]] = {
+    "truncated JSON": (  # line -1: the last one
+        lambda lines: "".join(json.dumps(line) + "\n" for line in lines)[:-40].encode(),
+        -1,
+        "not JSON",
+    ),
+    "missing header": (lambda lines: lines[1:], 1, "the first line is not a recording header"),
+    "a newer format": (edit(lambda lines: lines[0].update(format=99)), 1, "upgrade mcp_agent"),
+    "format 0": (edit(lambda lines: lines[0].update(format=0)), 1, "format 0 is not a recording format"),
+    "format as text": (edit(lambda lines: lines[0].update(format="1")), 1, "header.format: Input should be"),
+    "format true": (edit(lambda lines: lines[0].update(format=True)), 1, "header.format: Input should be"),
+    "tools not a list": (edit(lambda lines: lines[0].update(tools={"a": 1})), 1, "header.tools: Input should be"),
+    "a tool without name": (edit(lambda lines: lines[0]["tools"][0].pop("name")), 1, "header.tools[0].name"),
+    "history of numbers": (edit(lambda lines: lines[0].update(history=[5])), 1, "header.history[0]"),
+    "a bad history role": (
+        edit(lambda lines: lines[0]["history"][1].update(role="root")),
+        1,
+        "header.history[1].role",
+    ),
+    "server as a list": (edit(lambda lines: lines[0].update(server=[1])), 1, "header.server"),
+    "limits as a number": (
+        edit(lambda lines: lines[0]["settings"].update(limits=5)),
+        1,
+        "settings.limits: Input should be",
+    ),
+    "systemPromptFile": (
+        edit(lambda lines: lines[0]["settings"].update(systemPromptFile="/etc/passwd")),
+        1,
+        "settings.systemPromptFile: a recording holds the system prompt's text",
+    ),
+    "servers in the settings": (
+        edit(lambda lines: lines[0]["settings"].update(mcpServers={"x": {"command": "sh"}})),
+        1,
+        "settings.mcpServers: not a recorded setting",
+    ),
+    "an llm endpoint in the settings": (
+        edit(lambda lines: lines[0]["settings"]["llm"].update(endpoint="http://127.0.0.1:9/v1")),
+        1,
+        "settings.llm.endpoint: not a recorded setting",
+    ),
+    "turn content a number": (
+        edit(lambda lines: first(lines, "model", calls_tools)["turn"].update(content=5)),
+        None,
+        "model.turn.content: Input should be a valid string",
+    ),
+    "a tool call without id": (
+        edit(lambda lines: first(lines, "model", calls_tools)["turn"]["tool_calls"][0].pop("id")),
+        None,
+        "model.turn.tool_calls[0].id: Field required",
+    ),
+    "request messages not objects": (
+        edit(lambda lines: first(lines, "model")["request"].update(messages=["hi"])),
+        None,
+        "model.request.messages[0]",
+    ),
+    "a model line without turn or error": (
+        edit(lambda lines: first(lines, "model").pop("turn")),
+        None,
+        "a model line without turn or error",
+    ),
+    "an error of the wrong shape": (
+        edit(lambda lines: first(lines, "model").update(turn=None, error={"status": "500"})),
+        None,
+        "model.error.status",
+    ),
+    "after_model as text": (
+        edit(lambda lines: first(lines, "tool").update(after_model="1")),
+        None,
+        "tool.after_model: Input should be a valid integer",
+    ),
+    "a tool line without result": (edit(lambda lines: first(lines, "tool").pop("result")), None, "tool.result"),
+    "an event without type": (edit(lambda lines: first(lines, "event")["event"].pop("type")), None, "event.event.type"),
+    "an end without reason": (
+        edit(lambda lines: first(lines, "end").pop("termination_reason")),
+        None,
+        "end.termination_reason",
+    ),
+    "a second header": (lambda lines: [*lines, lines[0]], None, "a second header"),
+    "not an object": (lambda lines: b"[1, 2]\n", 1, 'a JSON object with a "kind"'),
+    "binary": (lambda lines: b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)) * 4, 1, "not UTF-8 text"),
+    "a huge integer": (lambda lines: b'{"kind": "header", "format": ' + b"9" * 5000 + b"}\n", 1, "not JSON"),
+    "deep nesting": (
+        lambda lines: (json.dumps(lines[0]) + "\n" + '{"kind": "x", "v": ' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}\n").encode(),
+        2,
+        f"JSON nested deeper than {MAX_DEPTH} levels",
+    ),
+    "very deep nesting": (
+        lambda lines: ('{"kind": "header", "v": ' + "[" * 100_000 + "]" * 100_000 + "}\n").encode(),
+        1,
+        "JSON nested deeper",
+    ),
+    "empty": (lambda lines: b"", None, "empty: not a recording"),
+    "blank lines only": (lambda lines: b"\n \n\n", None, "empty: not a recording"),
+}
 
 
-@pytest.mark.anyio
-async def test_a_changed_system_prompt_diverges_at_the_first_model_call(recorded, tmp_path):
-    path, _ = recorded
-    report = await replay(path, config=config(tmp_path, None, systemPrompt="You are a hasty agent."))
-    assert not report.identical
-    assert report.divergence is not None
-    assert report.divergence.at == "model call 1"
-    assert report.divergence.what == "the system prompt changed"
-    assert "-You are a careful agent." in report.divergence.diff
-    assert "+You are a hasty agent." in report.divergence.diff
-    assert any(change.startswith("systemPrompt") for change in report.setting_changes)
-
-
-@pytest.mark.anyio
-async def test_a_removed_tool_diverges_at_the_tool_list(recorded, tmp_path):
-    path, _ = recorded
-    removed = {"echo": {"command": sys.executable, "args": [ECHO], "denyTools": ["add"]}}
-    report = await replay(path, config=config(tmp_path, None, mcpServers=removed))
-    assert report.divergence is not None
-    assert report.divergence.at == "model call 1"
-    assert "no longer offered: echo__add" in report.divergence.what
-
-
-@pytest.mark.anyio
-async def test_a_tighter_limit_diverges_where_the_run_now_stops(recorded, tmp_path):
-    path, _ = recorded
-    report = await replay(path, config=config(tmp_path, None, limits={"maxRounds": 1}))
-    assert report.divergence is not None
-    assert report.divergence.at == "end"
-    assert "termination_reason 'success' -> 'max_rounds'" in report.divergence.what
-    assert "1 more model call" in report.divergence.what
-    assert "limits.maxRounds: 10 -> 1" in report.setting_changes
-    # a tool-call budget below the turn's two calls: the turn is skipped, a different guard decision
-    report = await replay(path, config=config(tmp_path, None, limits={"maxToolCalls": 1}))
-    assert report.divergence is not None
-    assert "guard decision" in report.divergence.what or report.divergence.at == "end", report.describe()
-
-
-@pytest.mark.anyio
-async def test_a_call_now_needing_approval_is_a_different_guard_decision(recorded, tmp_path):
-    path, _ = recorded
-    report = await replay(path, config=config(tmp_path, None, approvals={"require": ["echo__add"]}))
-    assert report.divergence is not None, report.describe()
-    assert report.divergence.what == "echo__add now needs approval; the recorded run did not ask"
-    assert report.divergence.at.startswith("approval_requested of echo__add (call ")
-    assert report.ms < 30_000  # the recorded decision-less approval is denied at once, not timed out
-
-
-def test_replay_diverged_exit_1_and_json(recorded, tmp_path):
-    path, _ = recorded
-    other = config(tmp_path, None, systemPrompt="other")
-    done = cli("replay", str(path), "--json", "--config", str(other), env={"TEAM_TOKEN": HEADER_SECRET})
-    assert done.returncode == 1
-    report = json.loads(done.stdout)
-    assert report["identical"] is False
-    assert report["divergence"]["at"] == "model call 1"
-
-
-@pytest.mark.parametrize(
-    "content, message",
-    [
-        ("", "empty: not a recording"),
-        ("not json\n", ":1: not JSON"),
-        ('{"kind": "model", "request": {}}\n', ":1: the first line is not a recording header"),
-        ('{"kind": "header", "format": 99, "query": "q", "settings": {}, "tools": []}\n', "upgrade mcp_agent"),
-        ("[1, 2]\n", 'a JSON object with a "kind"'),
-    ],
-)
-def test_a_bad_file_exits_2_with_a_clear_message(tmp_path, content, message):
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_recording_exits_2_with_one_line_naming_the_file_and_line(
+    case: str, seed: Lines, tmp_path: Path
+) -> None:
+    make, line, says = MALFORMED[case]
+    made = make(seed)
     path = tmp_path / "bad.jsonl"
-    path.write_text(content)
+    if isinstance(made, bytes):
+        path.write_bytes(made)
+    else:
+        write(path, made)
+    if line == -1:
+        line = len(seed)
+    if line is None and case not in ("empty", "blank lines only"):
+        with pytest.raises(RecordingError) as caught:
+            read_recording(path)
+        line = caught.value.line
+
+    done = cli("replay", str(path))
+
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # one line
+    where = f"{path}:{line}: " if line is not None else f"{path}: "
+    assert done.stderr.startswith(f"mcp-agent: replay: {where}"), done.stderr
+    assert says in done.stderr, done.stderr
+
+
+def test_a_recording_never_makes_replay_read_a_file(seed: Lines, tmp_path: Path) -> None:
+    """``systemPromptFile`` in a recording's settings once printed that file in the diff."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE-4b1d")
+    lines = edit(lambda lines: lines[0]["settings"].update(systemPromptFile=str(secret)))(seed)
+    lines[0]["settings"].pop("systemPrompt")
+
+    done = cli("replay", str(write(tmp_path / "leak.jsonl", lines)))
+
+    assert done.returncode == 2
+    assert "TOP-SECRET" not in done.stdout + done.stderr
+    assert "settings.systemPromptFile" in done.stderr
+
+
+def test_a_line_over_the_line_bound_is_refused_before_it_is_parsed(seed: Lines, tmp_path: Path) -> None:
+    """The real bound (32 MiB), through the CLI: the line is read no further than that."""
+    path = tmp_path / "huge.jsonl"
+    with path.open("w") as file:
+        file.write(json.dumps(seed[0]) + "\n")
+        file.write('{"kind": "x", "pad": "' + "x" * (33 * 1024 * 1024) + '"}\n')
     done = cli("replay", str(path))
     assert done.returncode == 2
-    assert message in done.stderr and "replay:" in done.stderr
-    assert done.stdout == ""
+    assert done.stderr == f"mcp-agent: replay: {path}:2: a line longer than 32 MiB: not a recording line\n"
 
 
-def test_a_truncated_recording_line_is_named(recorded, tmp_path):
-    path, _ = recorded
-    text = path.read_text().splitlines()
-    broken = tmp_path / "broken.jsonl"
-    broken.write_text("\n".join([*text[:2], text[2][: len(text[2]) // 2], *text[3:]]))
-    with pytest.raises(RecordingError, match=r"broken.jsonl:3: not JSON"):
-        import anyio
-
-        anyio.run(replay, broken)
-    assert cli("replay", str(tmp_path / "missing.jsonl")).returncode == 2
-
-
-@pytest.mark.anyio
-async def test_a_changed_recorded_answer_is_found_at_the_model_call(recorded, tmp_path):
-    """Editing the recording (the model now asked other arguments) shows up at the tool call."""
-    path, _ = recorded
-    edited = []
-    for line in lines(path):
-        if line["kind"] == "tool" and line["name"] == "echo__add":
-            line["arguments"] = {"a": 2, "b": 4}
-        edited.append(json.dumps(line))
-    changed = tmp_path / "edited.jsonl"
-    changed.write_text("\n".join(edited) + "\n")
-    report = await replay(changed)
-    assert report.divergence is not None
-    assert report.divergence.at == "tool call echo__add after model call 1"
-    assert "other arguments" in report.divergence.what
+def test_the_byte_bounds_hold_for_any_file(seed: Lines, tmp_path: Path) -> None:
+    path = write(tmp_path / "run.jsonl", seed)
+    size = path.stat().st_size
+    assert len(read_recording(path, max_bytes=size).models) == 2
+    with pytest.raises(RecordingError, match=r"run.jsonl: \d+ bytes is more than a recording may be"):
+        read_recording(path, max_bytes=size - 1)
+    longest = max(len(json.dumps(line)) for line in seed)
+    with pytest.raises(RecordingError, match=r"run.jsonl:\d: a line longer than \d+ bytes"):
+        read_recording(path, max_line_bytes=longest - 1)
 
 
-@pytest.mark.anyio
-async def test_gateway_record_dir_writes_one_file_per_run_over_http(tmp_path):
-    import anyio
-    import httpx
+def test_a_file_that_grows_while_it_is_read_is_still_bounded(tmp_path: Path) -> None:
+    """``/proc`` files say size 0 and hold more: the bound is on what is read, not on st_size."""
+    environ = Path("/proc/self/environ")
+    if not environ.is_file():
+        pytest.skip("needs Linux's /proc")
+    with pytest.raises(RecordingError, match=r"more than a recording may be|a line longer than"):
+        read_recording(environ, max_bytes=8, max_line_bytes=8)
 
-    from tests.gateway.conftest import eventually, free_port
-    from tests.gateway.e2e import rule_reply
 
-    with running_model_server() as model:
-        model.handler = rule_reply
-        path = config(tmp_path, model, gateway={"recordDir": "runs"})
-        data = json.loads(path.read_text())
-        data["llm"].update(model="rule-model", provider="openai", stream=False)
-        path.write_text(json.dumps(data))
-        port = free_port()
-        process = await anyio.open_process(
-            [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-            cwd=str(ROOT),
-            env={**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": HEADER_SECRET},
-        )
-        try:
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+def test_lines_end_at_newlines_only(tmp_path: Path) -> None:
+    """A tool result holding U+2028 (which the recorder writes as is) once split its line in two:
+    the recording could not be replayed."""
+    path = tmp_path / "run.jsonl"
+    anyio.run(record_run, path, "one\u2028two\x85three")
+    assert "\u2028" in path.read_text()
+    report = anyio.run(replay, path)
+    assert report.identical, report.describe()
 
-                async def ready() -> bool:
-                    try:
-                        return (await http.get("/api/v1/health")).json().get("status") == "ok"
-                    except (httpx.TransportError, ValueError):
-                        return False
 
-                await eventually(ready, timeout=60)
-                for text in ("echo first", "echo second"):
-                    answer = await http.post("/api/v1/query", json={"query": text})
-                    assert answer.status_code == 200, answer.text
-        finally:
-            process.terminate()
-            await process.wait()
-    files = sorted((tmp_path / "runs").glob("*.jsonl"))
-    assert len(files) == 2
-    for file in files:
-        header = lines(file)[0]
-        assert file.stem == header["run_id"]
-        assert FAKE_KEY not in file.read_text() and HEADER_SECRET not in file.read_text()
-        report = await replay(file)  # the gateway and its servers are gone
-        assert report.identical, report.describe()
-        assert report.tool_calls == 1
+# ------------------------------------------------------------------------------------- fuzz
+
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=8)
+)
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8
+)
+
+
+def paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        yield from paths(inner, (*path, key))
+
+
+def put(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    value[path[0]] = put(value[path[0]], path[1:], new)
+    return value
+
+
+@FUZZ
+@given(st.data())
+def test_a_mutated_recording_replays_or_is_refused_never_crashes(seed: Lines, tmp_path: Path, data: st.DataObject) -> None:
+    """Each mutation replaces a value anywhere (any type), removes a key, or splices bytes into
+    the text: replay either reports or raises RecordingError, nothing else."""
+    lines: Lines = json.loads(json.dumps(seed))
+    for _ in range(data.draw(st.integers(1, 3))):
+        index = data.draw(st.integers(0, len(lines) - 1))
+        path = data.draw(st.sampled_from(list(paths(lines[index]))))
+        if path and isinstance(path[-1], str) and data.draw(st.booleans()):
+            parent = lines[index]
+            for key in path[:-1]:
+                parent = parent[key]
+            del parent[path[-1]]
+        else:
+            lines[index] = put(lines[index], path, data.draw(JSON_VALUES))
+    text = "".join(json.dumps(line, ensure_ascii=data.draw(st.booleans())) + "\n" for line in lines).encode()
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(text)))
+        text = text[:at] + data.draw(st.binary(max_size=6)) + text[at + data.draw(st.integers(0, 3)) :]
+    recording = tmp_path / "fuzz.jsonl"
+    recording.write_bytes(text)
+    try:
+        anyio.run(replay, recording)
+    except RecordingError as exc:
+        assert "\n" not in str(exc)
