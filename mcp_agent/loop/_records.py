@@ -11,7 +11,7 @@ in ``quietly``, the one way records are written, and a transcript in ``kept_tran
 one way the Agent saves one. The values stay what they were (a masked transcript is a valid
 transcript, sent to the model on the session's next run with ``***`` where a secret was); only
 the secrets' text becomes ``***``. (Approvals mask their arguments in ``ApprovalQueue.submit``,
-pages their text in ``Pages.page``.)
+pages their text in ``RunPages.page``.)
 
 A run's record carries its timeline (``RunRecord.timeline``, the dashboard's waterfall):
 ``TimelineSink`` is an ``EventSink`` the Agent adds to a run's sinks; it turns the run's events
@@ -101,7 +101,7 @@ def begun(
 
 
 def finished(record: RunRecord, result: RunResult, timeline: tuple[JSONObject, ...] = ()) -> RunRecord:
-    """The record of a run that ended with ``result`` (and its spans, ``loop/_timeline.py``)."""
+    """The record of a run that ended with ``result`` (and its spans, ``TimelineSink`` below)."""
     return replace(
         record,
         session_id=result.session_id or record.session_id,
