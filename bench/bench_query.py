@@ -29,8 +29,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mcp_agent.assembly import open_agent  # noqa: E402
 from mcp_agent.config import parse_config  # noqa: E402
-from mcp_agent.loop.agent import Agent  # noqa: E402
 
 ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
@@ -78,7 +78,7 @@ async def ours(base_url: str, runs: int, stream: bool) -> list[float]:
         }
     )
     samples = []
-    async with Agent.from_config(config) as agent:
+    async with open_agent(config) as agent:
         for i in range(runs + 10):
             start = time.perf_counter()
             result = await agent.query("say hello")

@@ -26,9 +26,9 @@ import anyio
 
 from mcp_agent.config import AgentConfig
 from mcp_agent.loop.agent import Agent
-from mcp_agent.loop.recording import replay
 from mcp_agent.messages import ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.replay import replay
 from mcp_agent.tools.memory import MemoryToolSource
 
 ROUNDS = 10

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # not typing's: importing typing would cost more than thi
 if TYPE_CHECKING:
     from typing import Any
 
+    from .assembly import open_agent as open_agent
     from .config import AgentConfig as AgentConfig
     from .config import Limits as Limits
     from .config import load_config as load_config
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
     from .loop.result import RunResult as RunResult
     from .loop.result import TerminationReason as TerminationReason
     from .loop.run import run as run
-    from .loop.sessions import MemorySessionStore as MemorySessionStore
-    from .loop.sessions import SessionStore as SessionStore
     from .messages import Message as Message
     from .messages import ToolCall as ToolCall
     from .messages import ToolResult as ToolResult
@@ -63,6 +62,8 @@ if TYPE_CHECKING:
     from .state import State as State
     from .state import StateLimits as StateLimits
     from .state import open_state as open_state
+    from .state.base import SessionStore as SessionStore
+    from .state.memory import MemorySessionStore as MemorySessionStore
     from .tools.base import ToolSource as ToolSource
     from .tools.hub import ToolHub as ToolHub
     from .tools.hub import open_tool_hub as open_tool_hub
@@ -81,7 +82,7 @@ _EXPORTS: dict[str, str] = {
     "GlobGate": ".loop.approvals",
     "Limits": ".config",
     "MCPAgentError": ".exceptions",
-    "MemorySessionStore": ".loop.sessions",
+    "MemorySessionStore": ".state.memory",
     "Message": ".messages",
     "ModelRequest": ".providers.base",
     "Provider": ".providers.base",
@@ -91,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "ProviderResponseError": ".exceptions",
     "RunRecord": ".state",
     "RunResult": ".loop.result",
-    "SessionStore": ".loop.sessions",
+    "SessionStore": ".state.base",
     "SessionTooLarge": ".exceptions",
     "State": ".state",
     "StateError": ".exceptions",
@@ -110,6 +111,7 @@ _EXPORTS: dict[str, str] = {
     "Usage": ".messages",
     "Verdict": ".loop.approvals",
     "load_config": ".config",
+    "open_agent": ".assembly",
     "open_provider": ".providers.factory",
     "open_state": ".state",
     "open_tool_hub": ".tools.hub",
@@ -160,6 +162,7 @@ __all__ = [
     "Usage",
     "Verdict",
     "load_config",
+    "open_agent",
     "open_provider",
     "open_state",
     "open_tool_hub",

@@ -14,7 +14,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def _state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep the suite's state (``Agent.from_config`` records its tool servers' processes there,
+    """Keep the suite's state (``open_agent`` records its tool servers' processes there,
     and caches their tool lists) out of the user's ``~/.local/state``; subprocesses inherit it.
     One folder per test, so that no test starts from another's cached tool lists."""
     with pytest.MonkeyPatch.context() as patch:

@@ -51,7 +51,7 @@ PYTHON = [body for language, body in BLOCKS if language == "python"]
 SHELL = [body for language, body in BLOCKS if language in ("sh", "bash", "shell", "console")]
 JSON_BLOCKS = [body for language, body in BLOCKS if language == "json"]
 CLIENT = next(body for body in PYTHON if "from mcp import Client" in body)
-LIBRARY = next(body for body in PYTHON if "from mcp_agent import Agent" in body)
+LIBRARY = next(body for body in PYTHON if "from mcp_agent import open_agent" in body)
 ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 

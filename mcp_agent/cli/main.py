@@ -317,26 +317,24 @@ def print_tools(report: dict[str, Any], out: TextIO) -> None:
 async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     import anyio
 
+    from ..assembly import open_agent
     from ..config.globs import unmatched_globs
     from ..exceptions import ConfigError
-    from ..loop.agent import Agent
-    from ..loop.sessions import valid_session_id
+    from ..state.records import valid_session_id
     from .approver import TerminalApprover, TerminalReader, on_a_terminal
     from .progress import ProgressPrinter
 
     printer = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
     async with contextlib.AsyncExitStack() as stack:
-        options: dict[str, Any] = {}
+        state = None
         if args.session:
             if not valid_session_id(args.session):
                 raise ConfigError(
                     f"--session {args.session!r} is not a session id: use 1-128 letters, digits and . _ : @ - "
                     "(starting with a letter or digit)"
                 )
-            options["state"] = await session_state(config, stack)
-        if args.record:
-            options["record"] = args.record
-        agent = await stack.enter_async_context(Agent.from_config(config, **options))
+            state = await session_state(config, stack)
+        agent = await stack.enter_async_context(open_agent(config, state=state, record=args.record or None))
         names = [spec.name for spec in agent.tools.list_tools()]
         for glob in unmatched_globs(args.approve, names):
             logger.warning("%s", glob.describe("--approve"))
@@ -374,7 +372,7 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     once (``import_session_files``)."""
     from ..exceptions import StateError
     from ..loop._records import open_agent_state
-    from ..loop.sessions import import_session_files
+    from ..state._legacy import import_session_files
     from ..state.folder import private_state_dir
 
     folder = private_state_dir()
@@ -396,7 +394,8 @@ def _replay(args: argparse.Namespace, fail: Any) -> int:
     import anyio
 
     from ..exceptions import ConfigError
-    from ..loop.recording import RecordingError, replay
+    from ..loop.recording import RecordingError
+    from ..replay import replay
 
     try:
         report = anyio.run(lambda: replay(args.file, config=args.config))

@@ -103,14 +103,14 @@ async def _probe(service: GatewayService, timeout: float) -> dict[str, object]:
 def default_factory(state: State) -> AgentFactory:
     """The real Agent's factory, keeping its state in ``state`` (imported late: the gateway
     only needs the seam)."""
-    from ..loop.agent import Agent
+    from ..assembly import open_agent
 
     def factory(config: AgentConfig) -> Any:  # gateway.recordDir: each run recorded (loop/recording.py)
         record_dir = config.gateway.record_dir
         if not record_dir:
-            return Agent.from_config(config, state=state, hold_starts=True)
+            return open_agent(config, state=state, hold_starts=True)
         folder = config.base_dir / record_dir
-        return Agent.from_config(
+        return open_agent(
             config, state=state, hold_starts=True, record=lambda run_id: folder / f"{run_id}.jsonl"
         )
 
@@ -119,7 +119,7 @@ def default_factory(state: State) -> AgentFactory:
 
 def with_state(factory: AgentFactory, state: State) -> AgentFactory:
     """``factory`` given the gateway's state when it takes a ``state`` keyword (as
-    ``Agent.from_config`` does), else as it is (a test's agent keeps its own)."""
+    ``open_agent`` does), else as it is (a test's agent keeps its own)."""
     try:
         takes = "state" in inspect.signature(factory).parameters
     except (TypeError, ValueError):

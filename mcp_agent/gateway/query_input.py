@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..config import Limits
-from ..loop.sessions import valid_session_id
 from ..messages import JSONObject
+from ..state.records import valid_session_id
 
 
 class QueryInputError(ValueError):

@@ -28,8 +28,12 @@ the run and owns the per-run guards (failure ledger, call book, executed-call co
    The images a tool returned ride along on its message (``Message.images``); which of them
    reach the model, if any, is the provider's business (``llm.vision``).
 
-Each call travels as a ``Slot`` of the turn's ``Plan`` (``_plan.py``); events go out through the
-run's ``Emitter`` (``_emitter.py``).
+Each call travels as a ``Slot`` of the turn's ``Plan``: its verdict, its deadline, whether it
+waits for approval or shares an identical call's result, and once known its answer (text, error
+flag, timing, paging, images) and its span; the run reads the plan's loop-guard finding and its
+cost in executions (``loop/_state.py``). Events go out through the run's ``Emitter``, which
+stamps each with the run's ids and hands it to every sink (the run's own events too): a sink
+that raises is logged and ignored, since events must never break a run.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 
@@ -47,17 +52,17 @@ from ..events import (
     PREVIEW_CHARS,
     ApprovalRequested,
     ApprovalResolved,
+    Event,
+    EventSink,
     ToolCallEnded,
     ToolCallStarted,
 )
 from ..exceptions import StateError
-from ..messages import Message, ToolCall, ToolResult, ToolSpec
-from ..telemetry.base import NO_TRACE, RunTrace
+from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
+from ..telemetry.base import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
 from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
 from ..tools.presentation import content_images
 from ..tools.schema import checker_for, format_errors
-from ._emitter import Emitter
-from ._plan import Plan, Slot
 from .approvals import ApprovalQueue, ApprovalsFull, Decision, Gate, denied_text
 from .guards import (
     FAILURE_HINT,
@@ -84,6 +89,96 @@ def safety_bound(timeout: float) -> float:
     A tenth more than the timeout, at least one second more: the source's timeout fires first.
     """
     return timeout + max(1.0, timeout / 10)
+
+
+@dataclass
+class Slot:
+    """One call of a turn and, once known, its answer.
+
+    ``verdict`` follows ``ToolCallEnded``: ``run``, ``shared``, ``unknown_tool``,
+    ``invalid_arguments``, ``denied``, ``disabled``, ``skipped``.
+    """
+
+    call: ToolCall
+    verdict: str = "run"
+    timeout: float | None = None
+    text: str = ""
+    is_error: bool = False
+    ok: bool = False
+    done: bool = False
+    started: bool = False
+    executed: bool = False
+    needs_approval: bool = False
+    result: ToolResult | None = None
+    primary: int | None = None
+    repeat_of: int | None = None
+    ms: float = 0.0
+    truncated: bool = False
+    pages: int = 0
+    total_chars: int = 0
+    handle: str = ""
+    images: tuple[Image, ...] = ()
+    spec: ToolSpec | None = None
+    span: ToolSpan = NULL_TOOL_SPAN
+
+    def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
+        self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
+
+    @property
+    def pending(self) -> bool:
+        """Would run (or wait for approval) and has no answer yet."""
+        return self.verdict == "run" and not self.done
+
+
+@dataclass
+class Plan:
+    """The prepared calls of one turn.
+
+    Attributes:
+        round: the round the turn belongs to.
+        slots: one per call, in the model's order.
+        loop: ``(name, occurrences)`` when a call trips the loop guard.
+        tainted: tool output was in the context when the calls were made (the gate's ``tainted``).
+    """
+
+    round: int
+    slots: list[Slot]
+    loop: tuple[str, int] | None = None
+    tainted: bool = False
+
+    @property
+    def calls(self) -> tuple[ToolCall, ...]:
+        return tuple(slot.call for slot in self.slots)
+
+    @property
+    def wanted(self) -> int:
+        """How many executions this turn would cost (shared and rejected calls cost none)."""
+        return sum(1 for slot in self.slots if slot.pending)
+
+
+class Emitter:
+    """Builds events with the run's ids and hands them to every sink.
+
+    A sink that raises is logged and ignored: events must never break a run.
+    """
+
+    def __init__(
+        self, sinks: Sequence[EventSink], run_id: str, session_id: str | None, caller: str | None = None
+    ) -> None:
+        self.sinks = tuple(sinks)
+        self.run_id = run_id
+        self.session_id = session_id
+        self.caller = caller
+
+    def __call__(self, event_type: Callable[..., Event], /, **fields: Any) -> None:
+        if not self.sinks:
+            return
+        event = event_type(run_id=self.run_id, session_id=self.session_id, caller=self.caller, **fields)
+        for sink in self.sinks:
+            try:
+                sink.emit(event)
+            except Exception:
+                logger.exception("event sink %r failed on %s", sink, event.type)
 
 
 class Dispatcher:

@@ -27,9 +27,7 @@ from ..state.base import PageStore
 from ..state.memory import MemoryPageStore
 from ..telemetry.base import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
-from ._dispatch import Dispatcher
-from ._emitter import Emitter
-from ._plan import Plan
+from ._dispatch import Dispatcher, Emitter, Plan
 from .approvals import ApprovalQueue, Gate
 from .cancel import CancelSwitch, why
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit

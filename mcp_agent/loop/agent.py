@@ -3,26 +3,31 @@
 It runs each query through the loop (``run.py``'s ``run``) with the configured limits, gate,
 approvals, pages (a session's in the state, beside it; a run's own in memory) and tracing;
 holds the query's session for the run (``SessionStore.hold``) and saves its transcript; records
-every run in ``state.runs`` (in flight, then its ending); and makes single tool calls from
-outside the loop (the gateway's ``exposeTools``) go through the same guards. ``Agent.from_config`` opens the provider, the tool servers and the state of an agent.json.
+every run in ``state.runs`` (in flight, then its ending) and, with ``record``, to a file
+(``recording.py``); and makes single tool calls from outside the loop (the gateway's
+``exposeTools``) go through the same guards.
+
+A query travels to ``run`` as one ``Ask``: ``query`` makes it, ``_query`` settles its limits
+and its session, ``_run`` hands it to the loop (through the recorder when recording).
+
+The Agent is given its parts: a ``Provider``, a ``ToolSource`` and a ``State``. Which concrete
+ones an agent.json names is decided in one place, ``mcp_agent.assembly.open_agent``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import secrets
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 from pydantic import ValidationError
 
-from ..config import AgentConfig, Limits, load_config
-from ..events import (
-    EventSink,
-)
+from ..config import AgentConfig, Limits
+from ..events import EventSink
 from ..exceptions import ConfigError, StateError
 from ..messages import JSONObject, Message, ToolCall, ToolResult
 from ..providers.base import Provider
@@ -30,24 +35,59 @@ from ..providers.server_info import server_info_of
 from ..state.base import PageStore, RunStore, SessionStore, State
 from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
-from ..telemetry.base import RunTrace, TraceSettings, flush_tracing, setup_tracing
+from ..telemetry.base import RunTrace, TraceSettings
 from ..tools.base import ToolSource
 from ..tools.router import ToolRouter
-from ._dispatch import Dispatcher
-from ._emitter import Emitter
-from ._records import begun, broken_off, finished, kept_transcript, memory_state, note_unsaved, quietly
-from ._timeline import TimelineSink
-from .approvals import ApprovalQueue, Gate, GlobGate, require_warnings
+from ._dispatch import Dispatcher, Emitter
+from ._records import (
+    TimelineSink,
+    begun,
+    broken_off,
+    finished,
+    kept_transcript,
+    memory_state,
+    note_unsaved,
+    quietly,
+)
+from .approvals import ApprovalQueue, Gate, GlobGate
 from .cancel import CancelSwitch
 from .guards import cut_parts
 from .history import trim_history
-from .recording import RecordTo
+from .recording import Recorder, RecordTo, record_path, settings_of
 from .result import RunResult, TerminationReason
 from .run import run
 
 logger = logging.getLogger(__name__)
 
-R = TerminationReason
+
+@dataclass(frozen=True)
+class Ask:
+    """One query on its way from ``Agent.query`` to ``run``: what to answer, within what, for whom.
+
+    ``query`` makes it; ``_query`` settles the query's own limits and its session (``replace``);
+    ``_run`` hands its fields to ``run``.
+
+    Attributes:
+        text: the question (``run`` refuses one that is not text).
+        run_id: the run's id, carried in every event and in its record.
+        limits: the limits in force (the configured ones, tightened by the query's own).
+        sinks: every sink that gets the run's events (the agent's, the query's, its timeline).
+        cancel: set it to end the run ``cancelled``.
+        caller: who asks, carried in events and approvals.
+        session_id: the conversation the run continues; None for a run of its own.
+        history: the session's transcript before the run.
+        input_error: why the input is unusable; the run then ends at once as ``terminal_error``.
+    """
+
+    text: str
+    run_id: str
+    limits: Limits
+    sinks: tuple[EventSink, ...]
+    cancel: CancelSwitch | None = None
+    caller: str | None = None
+    session_id: str | None = None
+    history: Sequence[Message] = ()
+    input_error: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -74,6 +114,8 @@ class Agent:
             ``approvals.requireDestructive``.
         record: record every run (``loop/recording.py``): a file, or a function of the run id
             giving each run's file. None records nothing.
+        pages: where the runs whose pages are not kept in ``state`` (those without a session, or
+            with ``sessions`` of their own) keep their paged results; this Agent's memory when None.
     """
 
     def __init__(
@@ -88,6 +130,7 @@ class Agent:
         events: EventSink | None = None,
         gate: Gate | None = None,
         record: RecordTo | None = None,
+        pages: PageStore | None = None,
     ) -> None:
         self.config = config or AgentConfig()
         self.record = record
@@ -108,36 +151,12 @@ class Agent:
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._events = events
-        self._pages: PageStore = MemoryPageStore(self.config.limits.max_paged_bytes_total)
+        self._pages: PageStore = (
+            pages if pages is not None else MemoryPageStore(self.config.limits.max_paged_bytes_total)
+        )
         """Paged results of the runs without a session (those of sessions go beside them: ``_pages_for``)."""
         self._router = ToolRouter(self.config.llm.tool_budget, self.config.llm.pinned_tools)
         self._trace_settings = TraceSettings.from_config(self.config)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: AgentConfig | str | os.PathLike[str],
-        *,
-        record_children: bool = True,
-        hold_starts: bool = False,
-        **options: Any,
-    ) -> AbstractAsyncContextManager[Agent]:
-        """An Agent over the configured model server and tool servers, for ``async with``.
-
-        Starts every tool server and opens one model client; both are closed on exit.
-        ``options`` (``sessions``, ``approvals``, ``events``, ``gate``) go to the constructor.
-        With ``record_children`` (the default, as for the CLI and the gateway) the tool
-        servers' processes are recorded in the state folder (``$MCP_AGENT_STATE_DIR``, else
-        ``$XDG_STATE_HOME/mcp-agent``, else ``~/.local/state/mcp-agent``), and what an earlier,
-        killed process left there is reaped first. Once the servers are up, each
-        ``approvals.require`` glob that matches no offered tool is logged as a warning. With
-        ``hold_starts`` the servers offered from the tool cache do not start until
-        ``agent.tools.release_starts()`` (the gateway calls it once it serves; 5 s at most).
-
-        Raises:
-            ConfigError: the config file is missing or invalid.
-        """
-        return _open_agent(cls, config, options, record_children=record_children, hold_starts=hold_starts)
 
     @property
     def tools(self) -> ToolSource:
@@ -188,11 +207,11 @@ class Agent:
             run_id, text, session_id=session_id or None, caller=caller, replica=self._state.replica
         )
         timeline = TimelineSink(record.started)
-        sinks = [sink for sink in (self._events, events) if sink is not None] + [timeline]
-        options: dict[str, Any] = {"sinks": sinks, "cancel": cancel, "caller": caller, "run_id": run_id}
+        sinks = (*(sink for sink in (self._events, events) if sink is not None), timeline)
+        ask = Ask(text, run_id, self.config.limits, sinks, cancel=cancel, caller=caller)
         await quietly(self._state.runs.begin, record)
         try:
-            result = await self._query(text, session_id, limits, options)
+            result = await self._query(ask, session_id, limits)
         except BaseException as exc:
             with anyio.CancelScope(shield=True):
                 cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
@@ -206,34 +225,27 @@ class Agent:
         return result
 
     async def _query(
-        self,
-        text: str,
-        session_id: str | None,
-        limits: Limits | Mapping[str, Any] | None,
-        options: dict[str, Any],
+        self, ask: Ask, session_id: str | None, limits: Limits | Mapping[str, Any] | None
     ) -> RunResult:
+        """``ask`` with the query's own limits and its session settled, run (and the session saved)."""
         try:
-            effective = self._tighten(limits)
+            ask = replace(ask, limits=self._tighten(limits))
         except ConfigError as exc:
-            return await self._run(text, self.config.limits, input_error=exc.message, **options)
+            return await self._run(replace(ask, input_error=exc.message))
         if not session_id:  # None (or ""): a run of its own, nothing kept
-            return await self._run(text, effective, **options)
+            return await self._run(ask)
         if not isinstance(session_id, str) or not valid_session_id(session_id):
             error = "session_id: use 1-128 letters, digits and . _ : @ - (starting with a letter or digit)"
-            return await self._run(text, effective, input_error=error, **options)
+            return await self._run(replace(ask, input_error=error))
         async with AsyncExitStack() as stack:
             try:
-                session = await stack.enter_async_context(
-                    self._sessions.hold(session_id, owner=options["caller"])
-                )
+                session = await stack.enter_async_context(self._sessions.hold(session_id, owner=ask.caller))
             except (TypeError, ValueError) as exc:
-                return await self._run(text, effective, input_error=f"session_id: {exc}", **options)
+                return await self._run(replace(ask, input_error=f"session_id: {exc}"))
             except StateError as exc:
                 error = f"session_id: the conversation could not be loaded ({exc})"
-                return await self._run(text, effective, input_error=error, session_id=session_id, **options)
-            result = await self._run(
-                text, effective, history=session.transcript, session_id=session.id, **options
-            )
+                return await self._run(replace(ask, input_error=error, session_id=session_id))
+            result = await self._run(replace(ask, history=session.transcript, session_id=session.id))
             if not result.rounds and result.termination_reason is TerminationReason.TERMINAL_ERROR:
                 return result  # refused input: nothing to keep
             return await self._save(session, result)
@@ -306,92 +318,58 @@ class Agent:
         except ValidationError as exc:
             raise ConfigError(f"invalid limits: {exc}", "limits") from None
 
-    async def _run(
-        self,
-        text: str,
-        limits: Limits,
-        *,
-        sinks: Sequence[EventSink],
-        cancel: CancelSwitch | None,
-        caller: str | None,
-        run_id: str | None = None,
-        history: Sequence[Message] = (),
-        session_id: str | None = None,
-        input_error: str | None = None,
-    ) -> RunResult:
-        options: dict[str, Any] = dict(
-            sinks=sinks, cancel=cancel, caller=caller, history=history, session_id=session_id, run_id=run_id
-        )
-        if self.record is not None and input_error is None:
-            return await self._recorded(text, limits, **options)
-        return await self._run_with(
-            self.provider, self._tools, text, limits, input_error=input_error, **options
-        )
-
-    async def _recorded(self, text: str, limits: Limits, **options: Any) -> RunResult:
-        """One run recorded to ``record`` (``loop/recording.py``)."""
-        from .recording import Recorder, record_path, settings_of
-
-        assert self.record is not None
-        run_id = options.pop("run_id", None) or secrets.token_hex(8)
-        recorder = Recorder(record_path(self.record, run_id))
-        recorder.start(
-            query=text,
-            run_id=run_id,
-            settings=settings_of(self.config, limits),
-            tools=self._tools.list_tools(),
-            config=self.config,
-            server=server_info_of(self.provider),
-            history=options["history"],
-            session_id=options["session_id"],
-        )
-        options["sinks"] = [*options["sinks"], recorder]
+    async def _run(self, ask: Ask) -> RunResult:
+        """The loop for ``ask``, recorded to ``record`` when set (a refused input is not recorded)."""
+        recorder = self._recorder(ask) if self.record is not None and ask.input_error is None else None
+        provider, tools, sinks = self.provider, self._tools, ask.sinks
+        if recorder is not None:
+            provider, tools, sinks = recorder.provider(provider), recorder.tools(tools), (*sinks, recorder)
         try:
-            provider, tools = recorder.provider(self.provider), recorder.tools(self._tools)
-            result = await self._run_with(provider, tools, text, limits, run_id=run_id, **options)
-            recorder.finish(result)
+            result = await run(
+                ask.text,
+                provider=provider,
+                tools=self._routed_tools(tools),
+                limits=ask.limits,
+                system_prompt=self._system_prompt,
+                history=ask.history,
+                events=sinks,
+                cancel=ask.cancel,
+                gate=self._gate,
+                approvals=self._approvals,
+                session_id=ask.session_id,
+                temperature=self.config.llm.temperature,
+                max_output_tokens=self.config.llm.max_output_tokens,
+                tool_choice=self.config.llm.tool_choice,
+                input_error=ask.input_error,
+                caller=ask.caller,
+                pages=self._pages_for(ask.session_id),
+                run_id=ask.run_id,
+                telemetry=self._trace_settings,
+            )
+            if recorder is not None:
+                recorder.finish(result)
         finally:
-            recorder.close()
-        if recorder.error is not None:
+            if recorder is not None:
+                recorder.close()
+        if recorder is not None and recorder.error is not None:
             logger.warning("recording to %s failed: %s", recorder.path, recorder.error)
         return result
 
-    async def _run_with(
-        self,
-        provider: Provider,
-        tools: ToolSource,
-        text: str,
-        limits: Limits,
-        *,
-        sinks: Sequence[EventSink],
-        cancel: CancelSwitch | None,
-        caller: str | None,
-        history: Sequence[Message] = (),
-        session_id: str | None = None,
-        input_error: str | None = None,
-        run_id: str | None = None,
-    ) -> RunResult:
-        return await run(
-            text,
-            provider=provider,
-            tools=self._routed_tools(tools),
-            limits=limits,
-            system_prompt=self._system_prompt,
-            history=history,
-            events=sinks,
-            cancel=cancel,
-            gate=self._gate,
-            approvals=self._approvals,
-            session_id=session_id,
-            temperature=self.config.llm.temperature,
-            max_output_tokens=self.config.llm.max_output_tokens,
-            tool_choice=self.config.llm.tool_choice,
-            input_error=input_error,
-            caller=caller,
-            pages=self._pages_for(session_id),
-            run_id=run_id,
-            telemetry=self._trace_settings,
+    def _recorder(self, ask: Ask) -> Recorder:
+        """A recorder for ``ask``'s run (``loop/recording.py``), its header written."""
+        assert self.record is not None
+        recorder = Recorder(record_path(self.record, ask.run_id))
+        recorder.start(
+            query=ask.text,
+            run_id=ask.run_id,
+            settings=settings_of(self.config, ask.limits),
+            tools=self._tools.list_tools(),
+            config=self.config,
+            server=server_info_of(self.provider),
+            history=ask.history,
+            session_id=ask.session_id,
         )
+        return recorder
 
     def _pages_for(self, session_id: str | None) -> PageStore:
         """Where a run keeps its paged results: a session's in the state, beside the session (any
@@ -414,40 +392,3 @@ def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
     if not approvals.require and not approvals.require_destructive:
         return None
     return GlobGate(approvals.require, require_destructive=approvals.require_destructive, tools=tools)
-
-
-@asynccontextmanager
-async def _open_agent(
-    cls: type[Agent],
-    config: AgentConfig | str | os.PathLike[str],
-    options: dict[str, Any],
-    *,
-    record_children: bool,
-    hold_starts: bool = False,
-) -> AsyncIterator[Agent]:
-    # the one wiring point: concrete providers and tool servers are imported here only
-    from ..providers.factory import open_provider
-    from ..providers.server_info import server_info_of, sized_for_server
-    from ..state.folder import private_state_dir
-    from ..tools.hub import open_tool_hub
-
-    if not isinstance(config, AgentConfig):
-        config = load_config(config)
-    setup_tracing(config.telemetry)  # OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT says so (and none is set)
-    async with (
-        open_provider(config.llm) as provider,
-        open_tool_hub(
-            config.servers(),
-            default_timeout=config.limits.tool_timeout_seconds,
-            state_dir=private_state_dir() if record_children else None,
-            hold_starts=hold_starts,
-        ) as hub,
-    ):
-        down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]
-        for warning in require_warnings(config.approvals.require, hub, down=down):
-            logger.warning("%s", warning)
-        config = sized_for_server(config, server_info_of(provider), hub.list_tools())
-        try:
-            yield cls(provider, hub, config, **options)
-        finally:
-            await flush_tracing()

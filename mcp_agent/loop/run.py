@@ -109,7 +109,7 @@ async def run(
             session, the state's store, so the session's next run can read them (in any process
             sharing it); without, the Agent's in-memory store, released when the run ends. None:
             a store of this run's own.
-        telemetry: what the run's spans say and whether they carry content (``telemetry.py``);
+        telemetry: what the run's spans say and whether they carry content (``telemetry/base.py``);
             spans are made only when a TracerProvider is installed.
 
     Returns:

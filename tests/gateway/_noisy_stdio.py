@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import load_config
 from mcp_agent.gateway.serve import serve
 from mcp_agent.loop.agent import Agent
@@ -23,7 +24,7 @@ async def noisy(config: Any) -> AsyncIterator[Agent]:
     print("a stray print while the tools start")
     sys.stdout.write("and a stray write\n")
     sys.stdout.flush()
-    async with Agent.from_config(config) as agent:
+    async with open_agent(config) as agent:
         print("another stray print once started")
         yield agent
 

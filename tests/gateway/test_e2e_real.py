@@ -1,4 +1,4 @@
-"""The gateway over the real Agent: Agent.from_config, the fake model server, real stdio tool servers."""
+"""The gateway over the real Agent: open_agent, the fake model server, real stdio tool servers."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ async def real_gateway(
     folder = tmp_path_factory.mktemp("real")
     record = folder / "slow.log"
     config = load_config(write_config(folder, model_server.base_url, record))
-    from mcp_agent.loop.agent import Agent
+    from mcp_agent.assembly import open_agent
 
-    async with running_gateway(config, factory=Agent.from_config) as gateway:
+    async with running_gateway(config, factory=open_agent) as gateway:
         yield gateway, record
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import parse_config
-from mcp_agent.loop.agent import Agent
 
 from .conftest import Running, running_gateway
 from .test_mcp import connect
@@ -56,7 +56,7 @@ async def everything() -> AsyncIterator[Running]:
         "mcpServers": {"everything": {"command": node, "args": args, "startupTimeoutSeconds": 30}},
         "gateway": {"description": "Everything.", "exposeTools": True},
     }
-    async with running_gateway(parse_config(data, environ={}), factory=Agent.from_config) as gateway:
+    async with running_gateway(parse_config(data, environ={}), factory=open_agent) as gateway:
         [status] = gateway.app.service.server_status()
         assert status.status == "up", status.error
         yield gateway

@@ -16,8 +16,8 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, StdioServerConfig, parse_config
-from mcp_agent.loop.agent import Agent
 from mcp_agent.state.folder import state_dir
 from mcp_agent.tools.cache import CachedList, ToolCache
 from mcp_agent.tools.hub import open_tool_hub
@@ -64,7 +64,7 @@ async def test_cached_tools_are_listed_before_the_server_is_up_and_a_change_is_a
         seen.append(message)
 
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, transport, era, message_handler=on_message) as client,
     ):
         # the gate is shut: the server has not answered initialize, yet its tools are listed
@@ -103,7 +103,7 @@ async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Pa
     await warm(tmp_path, config)
     (tmp_path / "gate").touch()
     async with (
-        running_gateway(config, factory=lambda c: Agent.from_config(c, hold_starts=True)) as gateway,
+        running_gateway(config, factory=lambda c: open_agent(c, hold_starts=True)) as gateway,
         gateway.client() as http,
     ):
 
@@ -189,7 +189,7 @@ async def test_cached_resources_and_prompts_are_listed_before_the_server_is_up_a
     write_catalog(tmp_path, NOTES, ["alpha", "beta"])
     await warm_catalog(tmp_path, config)
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", "legacy") as client,
     ):
         # the gate is shut: the server has not answered initialize, yet all of it is listed
@@ -231,7 +231,7 @@ async def test_a_stale_cached_catalog_is_replaced_and_announced(tmp_path: Path, 
         seen.append(message)
 
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", era, message_handler=on_message) as client,
     ):
         assert await all_resources(client) == NOTES[:3]  # the cached (stale) list, at once
@@ -269,7 +269,7 @@ async def test_the_same_catalog_is_not_announced(tmp_path: Path) -> None:
         seen.append(message)
 
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", "legacy", message_handler=on_message) as client,
     ):
         assert await all_resources(client) == NOTES[:3]
@@ -297,7 +297,7 @@ async def test_a_cached_server_that_fails_to_start_is_withdrawn_and_reads_say_wh
         return any(isinstance(m, kind) for m in seen)
 
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", "legacy", message_handler=on_message) as client,
     ):
         # listed from the cache while it starts; a read waits for the start, which then fails
@@ -375,7 +375,7 @@ async def test_a_cached_read_only_mark_does_not_let_a_passed_through_call_skip_i
 
     results: list[Any] = []
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", "legacy") as client,
         gateway.client() as http,
     ):
@@ -445,7 +445,7 @@ async def test_a_poisoned_cached_catalog_routes_no_get_and_no_read_of_another_se
         return [line for line in lines if line.startswith(("prompts/get", "resources/read"))]
 
     async with (
-        running_gateway(config, factory=Agent.from_config) as gateway,
+        running_gateway(config, factory=open_agent) as gateway,
         connect(gateway.url, "http", "legacy") as client,
     ):
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}

@@ -13,10 +13,10 @@ import anyio
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import load_config
 from mcp_agent.events import ApprovalResolved, ModelCallEnded, RunEnded, ToolCallEnded
 from mcp_agent.gateway.metrics import Metrics, approval_outcome
-from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.result import TerminationReason
 from mcp_agent.messages import ToolSpec, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
@@ -260,7 +260,7 @@ async def real_gateway(flaky_model: FakeModelServer, tmp_path: Path) -> AsyncIte
     data = json.loads(path.read_text())
     data["llm"]["maxRetries"] = 2
     path.write_text(json.dumps(data))
-    async with running_gateway(load_config(path), factory=Agent.from_config) as gateway:
+    async with running_gateway(load_config(path), factory=open_agent) as gateway:
         yield gateway
 
 

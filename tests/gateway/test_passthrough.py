@@ -14,9 +14,9 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
 from mcp_agent.gateway.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
-from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import ToolResult, ToolSpec
 
 from .conftest import Running, eventually, running_gateway
@@ -125,7 +125,7 @@ def media_config(*, expose: bool = True, require: tuple[str, ...] = ()) -> Agent
 async def media_gateway() -> AsyncIterator[Running]:
     """A gateway per test (a module-scoped one would be shared by a failing test's successors:
     anyio's plugin then fails them all)."""
-    async with running_gateway(media_config(), factory=Agent.from_config) as gateway:
+    async with running_gateway(media_config(), factory=open_agent) as gateway:
         yield gateway
 
 
@@ -223,7 +223,7 @@ async def test_guards_still_apply(media_gateway: Running) -> None:
 
 async def test_a_denied_call_sends_no_parts() -> None:
     config = media_config(require=("media__picture",))
-    async with running_gateway(config, factory=Agent.from_config) as gateway:
+    async with running_gateway(config, factory=open_agent) as gateway:
         results: list[Any] = []
         async with (
             connect(gateway.url, "sse", "legacy") as client,
@@ -287,7 +287,7 @@ async def test_capabilities_are_declared_only_with_expose_tools(era: str) -> Non
     for expose in (True, False):
         config = media_config(expose=expose)
         async with (
-            running_gateway(config, factory=Agent.from_config) as gateway,
+            running_gateway(config, factory=open_agent) as gateway,
             connect(gateway.url, "http", era) as client,
         ):
             capabilities = client.server_capabilities
@@ -312,7 +312,7 @@ async def test_list_changed_reaches_legacy_clients(transport: str) -> None:
         seen.append(message)
 
     async with (
-        running_gateway(media_config(), factory=Agent.from_config) as gateway,
+        running_gateway(media_config(), factory=open_agent) as gateway,
         connect(gateway.url, transport, "legacy", message_handler=on_message) as client,
     ):
         await client.list_resources()  # the gateway now knows this connection
@@ -328,7 +328,7 @@ async def test_list_changed_reaches_legacy_clients(transport: str) -> None:
 
 async def test_list_changed_reaches_2026_listeners() -> None:
     async with (
-        running_gateway(media_config(), factory=Agent.from_config) as gateway,
+        running_gateway(media_config(), factory=open_agent) as gateway,
         connect(gateway.url, "http", "modern") as client,
     ):
         async with client.listen(resources_list_changed=True, prompts_list_changed=True) as subscription:

@@ -1,9 +1,8 @@
-"""The Agent: the Python API of DESIGN.md (query, limits that only tighten, events, wiring)."""
+"""The Agent: the Python API of DESIGN.md (query, limits that only tighten, events)."""
 
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import anyio
@@ -11,13 +10,13 @@ import pytest
 
 from mcp_agent.config import AgentConfig, ApprovalsConfig, Limits
 from mcp_agent.events import ApprovalRequested, RecordingSink, RunEnded, ToolCallEnded
-from mcp_agent.exceptions import ConfigError, ProviderError
+from mcp_agent.exceptions import ProviderError
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.approvals import ApprovalQueue, Verdict
 from mcp_agent.loop.result import TerminationReason as R
-from mcp_agent.loop.sessions import MemorySessionStore
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.state.memory import MemorySessionStore
 
 from ._helpers import OBJ, LoopingProvider, call, echo_tools
 
@@ -221,54 +220,3 @@ async def test_call_tool_cuts_long_results() -> None:
     sink = RecordingSink()
     result = await agent.call_tool("echo", {"text": "abcdef"}, events=sink)
     assert result.text.startswith("abc\n[... truncated") and sink.of(ToolCallEnded)[0].truncated
-
-
-# --------------------------------------------------------------------------------------------
-# from_config: the one wiring point (no tool servers here; an unreachable model server)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _offline_config() -> dict:
-    return {
-        "llm": {
-            "endpoint": f"http://127.0.0.1:{_free_port()}/v1",
-            "model": "m",
-            "maxRetries": 0,
-            "connectTimeoutSeconds": 2,
-            "stream": False,
-        },
-        "systemPrompt": "sys",
-        "limits": {"maxRounds": 2},
-    }
-
-
-async def test_from_config_wires_the_real_parts_and_reports_an_unreachable_model(tmp_path: Path) -> None:
-    path = tmp_path / "agent.json"
-    path.write_text(json.dumps(_offline_config()))
-    with anyio.fail_after(20):
-        async with Agent.from_config(path) as agent:
-            assert list(agent.tools.list_tools()) == []
-            assert agent.config.limits.max_rounds == 2
-            result = await agent.query("hello?")
-    assert result.termination_reason in (R.LLM_ERROR, R.TERMINAL_ERROR)
-    assert "127.0.0.1" in result.detail or "connect" in result.detail.lower()
-
-
-async def test_from_config_accepts_a_config_object() -> None:
-    from mcp_agent.config import parse_config
-
-    config = parse_config(_offline_config())
-    with anyio.fail_after(20):
-        async with Agent.from_config(config) as agent:
-            assert agent.config is config
-
-
-async def test_from_config_with_a_missing_file_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError):
-        async with Agent.from_config(tmp_path / "nope.json"):
-            pass

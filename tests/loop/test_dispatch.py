@@ -346,8 +346,7 @@ async def test_a_tools_own_timeout_wins_over_the_runs():
     even when it is longer than limits.toolTimeoutSeconds."""
     from mcp_agent.config import Limits
     from mcp_agent.events import NullSink
-    from mcp_agent.loop._dispatch import Dispatcher
-    from mcp_agent.loop._emitter import Emitter
+    from mcp_agent.loop._dispatch import Dispatcher, Emitter
     from mcp_agent.messages import ToolCall, ToolResult, ToolSpec
 
     seen: list[float | None] = []

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import parse_config
 from mcp_agent.events import RecordingSink, ToolCallEnded
 from mcp_agent.loop.agent import Agent
@@ -78,7 +79,7 @@ async def agent(model_server: FakeModelServer) -> AsyncIterator[Agent]:
         },
         environ={},
     )
-    async with Agent.from_config(config, record_children=False) as agent:
+    async with open_agent(config, record_children=False) as agent:
         yield agent
 
 

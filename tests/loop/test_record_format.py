@@ -1,4 +1,4 @@
-"""Reading recordings (``loop/_record_format.py``) as the untrusted input they are.
+"""Reading recordings (``loop/recording.py``) as the untrusted input they are.
 
 A table of malformed recordings through the real CLI (each exits 2 with one line naming the file
 and the line, never a traceback), what a recording may not make replay do (read a file, hang on
@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_agent.config import AgentConfig
-from mcp_agent.loop._record_format import MAX_DEPTH, read_recording
 from mcp_agent.loop.agent import Agent
-from mcp_agent.loop.recording import RecordingError, replay
+from mcp_agent.loop.recording import MAX_DEPTH, RecordingError, read_recording
 from mcp_agent.messages import ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
+from mcp_agent.replay import replay
 
 from ._helpers import echo_tools
 

@@ -16,12 +16,13 @@ from mcp_agent.exceptions import StateError
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.guards import FAILURE_HINT
 from mcp_agent.loop.result import TerminationReason as R
-from mcp_agent.loop.sessions import MemorySessionStore, Session, import_session_files
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.state import RunRecord, StateLimits
-from mcp_agent.state.memory import MemoryRunStore, MemoryState
+from mcp_agent.state._legacy import import_session_files
+from mcp_agent.state.memory import MemoryRunStore, MemorySessionStore, MemoryState
+from mcp_agent.state.records import Session
 
 from ._helpers import assert_valid_transcript, call, echo_tools
 
@@ -290,7 +291,7 @@ async def test_the_stored_transcript_is_trimmed_to_the_history_limit() -> None:
 
 async def test_every_issued_id_passes_the_rule() -> None:
     """About 3 % of ids once started with '-' or '_' and were refused on the next turn."""
-    from mcp_agent.loop.sessions import new_session_id, valid_session_id
+    from mcp_agent.state.records import new_session_id, valid_session_id
 
     store = MemorySessionStore(max_sessions=0)
     ids = [new_session_id() for _ in range(5000)] + [(await store.create()).id for _ in range(5000)]
@@ -315,7 +316,7 @@ async def test_every_issued_id_passes_the_rule() -> None:
     ],
 )
 def test_the_session_id_rule(value: str, ok: bool) -> None:
-    from mcp_agent.loop.sessions import valid_session_id
+    from mcp_agent.state.records import valid_session_id
 
     assert valid_session_id(value) is ok
 

@@ -1,4 +1,4 @@
-"""The run's timeline (``loop/_timeline.py``): spans from events, bounded, kept in the run record
+"""The run's timeline (``loop/_records.py``): spans from events, bounded, kept in the run record
 on SQLite (and read back) with what the dashboard's waterfall needs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mcp_agent.events import (
     ToolCallEnded,
     ToolCallStarted,
 )
-from mcp_agent.loop._timeline import MAX_ARGUMENT_CHARS, MAX_SPANS, TimelineSink
+from mcp_agent.loop._records import MAX_ARGUMENT_CHARS, MAX_SPANS, TimelineSink
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from mcp_agent._redact import remember_secrets
+from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, LLMConfig, parse_config
-from mcp_agent.loop.agent import Agent
 from mcp_agent.providers.factory import open_provider
 from mcp_agent.providers.fallback import FallbackProvider
 from mcp_agent.providers.openai_compat import OpenAICompatProvider
@@ -208,7 +208,7 @@ def test_history_fits_the_window_unless_the_file_sets_it() -> None:
 async def test_the_agent_trims_history_to_the_servers_window(model_server: FakeModelServer) -> None:
     model_server.routes.update(llamacpp_routes(n_ctx=4096))
     config = parse_config({"llm": {"endpoint": model_server.base_url, "model": "smollm2"}})
-    async with Agent.from_config(config, record_children=False) as agent:
+    async with open_agent(config, record_children=False) as agent:
         assert agent.config.limits.max_history_chars == 10528
         assert server_info_of(agent.provider).context_source == "/props default_generation_settings.n_ctx"
 

@@ -1,4 +1,4 @@
-"""Running the agent for the tier: in-process (``Agent.from_config``) or as the CLI a user runs."""
+"""Running the agent for the tier: in-process (``open_agent``) or as the CLI a user runs."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 
+from mcp_agent.assembly import open_agent
 from mcp_agent.events import ModelCallEnded, RecordingSink, ToolCallEnded
-from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.result import RunResult
 
 from .servers import free_port
@@ -47,7 +47,7 @@ class Outcome:
 async def run_agent(config: Path, *questions: str, session_id: str | None = None) -> list[Outcome]:
     """Ask ``questions`` one after another on one Agent (one provider: what it learns, it keeps)."""
     outcomes = []
-    async with Agent.from_config(config) as agent:
+    async with open_agent(config) as agent:
         for question in questions:
             sink = RecordingSink()
             result = await agent.query(question, events=sink, session_id=session_id)

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_agent.loop.agent import Agent
+from mcp_agent.assembly import open_agent
 from mcp_agent.messages import Message
 
 from ._run import Outcome, cli, offered, run_agent
@@ -249,7 +249,7 @@ def _long_history(turns: int) -> list[Message]:
 async def _run_with_history(config: Path, history: list[Message], question: str) -> Outcome:
     from mcp_agent.events import RecordingSink
 
-    async with Agent.from_config(config) as agent:
+    async with open_agent(config) as agent:
         session = await agent.sessions.create()
         async with agent.sessions.hold(session.id) as held:
             await agent.sessions.save(held, history)

@@ -1,5 +1,5 @@
-"""Record and replay (``loop/recording.py``): real runs through the fake model server and real
-fixture tool servers, replayed with no server running."""
+"""Record (``loop/recording.py``) and replay (``mcp_agent.replay``): real runs through the fake
+model server and real fixture tool servers, replayed with no server running."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from mcp_agent.loop.recording import Recorder, RecordingError, replay
+from mcp_agent.loop.recording import Recorder, RecordingError
+from mcp_agent.replay import replay
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, openai_stream
 

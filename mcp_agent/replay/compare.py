@@ -1,10 +1,13 @@
-"""Comparing a replay with its recording, the pure parts (no I/O): what differs, shown as a diff.
+"""Comparing a replay with its recording, and the report of what differs (pure: no I/O).
 
 ``request_difference`` names the first difference between a recorded model request and the one
 made now (a message, the tools offered, the request options); ``setting_changes`` lists the
 settings a config changes; ``COMPARED`` says which fields of which events are behaviour, and
 ``where``/``event_what`` describe an event that differs. Values are compared as the recording
 holds them (``plain``: JSON, known secrets masked); diffs show the recorded side as ``-``.
+
+What is found is a ``Divergence`` (the first one), reported in a ``ReplayReport``: plain values,
+with ``to_dict`` for ``mcp-agent replay --json`` and ``describe`` for people.
 """
 
 from __future__ import annotations
@@ -12,9 +15,11 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._redact import mask_secrets
+from ..messages import JSONObject
 
 COMPARED: dict[str, tuple[str, ...]] = {
     "run_started": ("query",),
@@ -125,3 +130,79 @@ def event_what(
     if data["type"] == "tool_call_ended" and was.get("verdict") != now.get("verdict"):
         return f"a different guard decision for {data.get('name')}: {changed}"
     return changed
+
+
+# --------------------------------------------------------------------------------------------
+# the report
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where the replayed run first did something other than the recorded one.
+
+    Attributes:
+        at: the point: ``model call 2``, ``tool call echo__add after model call 1``,
+            ``tool_call_ended of call c1 (round 1)``, ``end``.
+        what: one line saying what differs.
+        diff: a readable diff (recorded ``-``, now ``+``), or "".
+    """
+
+    at: str
+    what: str
+    diff: str = ""
+
+    def to_dict(self) -> JSONObject:
+        return {"at": self.at, "what": self.what, "diff": self.diff}
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """The outcome of a replay. ``identical``: no divergence."""
+
+    path: str
+    divergence: Divergence | None
+    termination_reason: str
+    recorded_termination_reason: str | None
+    model_calls: int
+    recorded_model_calls: int
+    tool_calls: int
+    recorded_tool_calls: int
+    settings: str
+    """``recording`` or the config file the replay used."""
+    setting_changes: tuple[str, ...] = ()
+    ms: float = 0.0
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "path": self.path,
+            "identical": self.identical,
+            "divergence": None if self.divergence is None else self.divergence.to_dict(),
+            "termination_reason": self.termination_reason,
+            "recorded_termination_reason": self.recorded_termination_reason,
+            "model_calls": self.model_calls,
+            "recorded_model_calls": self.recorded_model_calls,
+            "tool_calls": self.tool_calls,
+            "recorded_tool_calls": self.recorded_tool_calls,
+            "settings": self.settings,
+            "setting_changes": list(self.setting_changes),
+            "ms": self.ms,
+        }
+
+    def describe(self) -> str:
+        lines = [
+            f"replay of {self.path} (settings: {self.settings}): "
+            + ("identical" if self.identical else "DIVERGED"),
+            f"  model calls {self.model_calls}/{self.recorded_model_calls}, tool calls "
+            f"{self.tool_calls}/{self.recorded_tool_calls}, ended {self.termination_reason} "
+            f"(recorded: {self.recorded_termination_reason}), {self.ms:.1f} ms",
+        ]
+        lines += [f"  setting changed: {change}" for change in self.setting_changes]
+        if self.divergence is not None:
+            lines.append(f"first divergence at {self.divergence.at}: {self.divergence.what}")
+            if self.divergence.diff:
+                lines += ["  " + line for line in self.divergence.diff.splitlines()]
+        return "\n".join(lines)
