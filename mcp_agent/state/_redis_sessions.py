@@ -39,7 +39,6 @@ import anyio
 
 from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
-from ._keyed import KeyedLocks
 from ._redis_base import Backend, dumps, ms, text
 from ._redis_session_scripts import (
     BREAK,
@@ -52,6 +51,7 @@ from ._redis_session_scripts import (
     RENEW,
     SAVE_SESSION,
 )
+from .memory import KeyedLocks
 from .records import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)

@@ -1,31 +1,402 @@
-"""The SQLite store's connection: one call at a time, on the event loop's thread when it need
-not wait, else in a worker thread (``Database``); and how a holder is known to be alive.
+"""The SQLite store's database: the file (opening it safely), its schema and the migrations
+between versions, and ``Database``, the one connection every call of the store goes through
+(with how a lock's holder is known to be alive).
 
-See ``sqlite.py`` for why calls run where they do. ``sqlite3.Error`` becomes ``StateError``
-here, in ``Database.failures``, around every call on the connection (the statements of ``run``,
-the checkpoints of ``run``, ``beat`` and ``close``), and nowhere else: a full disk, an I/O error, a
-lock held too long or a damaged file reach the gateway as ``StateError``, whatever call met it.
+``connect(path, url)`` opens (creating when missing) one database file, refuses what it cannot
+use with a ``ConfigError`` naming ``state.url``, and never writes into a file that is not ours:
+
+- a directory, a file without read or write permission, a folder that cannot be created:
+  refused, nothing touched;
+- garbage bytes or a damaged database (``PRAGMA quick_check``): refused, the file left as it is
+  (move it away, or point ``state.url`` elsewhere, to start afresh);
+- a database written by a newer mcp-agent (``PRAGMA user_version`` above ``SCHEMA_VERSION``):
+  refused, so an older gateway never damages a newer one's data;
+- a store that was there and whose data is not: an empty file (0 bytes: truncated, a copy that
+  failed), or no file but its write-ahead log (``-wal``, not empty) left beside the path (the
+  database deleted or moved away). Refused, nothing touched, rather than kept aside and replaced
+  by a new store: the gateway would then start, looking healthy, with every conversation, run and
+  approval gone, and the operator would learn it from the users; refused, the supervisor's log
+  says which file and what to do (restore it, or delete it to start afresh), and a file that
+  comes back (a volume mounted late, a restore) is used as it is.
+
+Only those files tell "a store existed" from "a new path": not the other files of the state
+folder (the tool cache, recordings), which outlive a deliberate ``rm state.db`` (the way to start
+afresh) and are not there when ``state.url`` points elsewhere. So that an empty file can only be
+a lost store, a new store is never seen half-made: it is made beside the path (``.NAME.new-*``,
+schema and WAL mode) and hard-linked into place whole; of two processes creating it at once, one
+links its file and the other opens that one.
+
+The schema's version is ``PRAGMA user_version``. ``MIGRATIONS[n]`` takes a database from version
+``n`` to ``n + 1``; all pending ones run in one transaction at open, so a crash mid-migration
+leaves the old version whole. The file runs in WAL mode (readers never block the writer; two
+processes on one machine share it, waiting up to ``BUSY_TIMEOUT`` seconds for each other's
+writes) with ``synchronous=NORMAL``: a crash of the process loses nothing committed, a power
+cut may lose the last commits but never leaves a damaged file.
+
+A new file is the user's alone: made 0600 (in a folder created 0700) before SQLite opens it (the
+file made beside the path, which the hard link keeps), because SQLite gives the ``-wal`` and
+``-shm`` files it creates the database file's mode.
+
+``Database`` runs one call at a time, on the event loop's thread when it need not wait, else in
+a worker thread (``sqlite.py`` says why calls run where they do). ``sqlite3.Error`` becomes
+``StateError`` in ``Database.failures``, around every call on the connection (the statements of
+``run``, the checkpoints of ``run``, ``beat`` and ``close``), and nowhere else: a full disk, an
+I/O error, a lock held too long or a damaged file reach the gateway as ``StateError``, whatever
+call met it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
+import secrets
 import socket
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
 
-from ..exceptions import StateError
-from ._sqlite_schema import BUSY_TIMEOUT
+from ..exceptions import ConfigError, StateError
+from .folder import create_private, private_dirs
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+BUSY_TIMEOUT = 10.0
+"""Seconds a write waits for another process's write to finish before it fails."""
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            owner TEXT,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            used REAL NOT NULL,
+            runs INTEGER NOT NULL DEFAULT 0,
+            messages INTEGER NOT NULL DEFAULT 0,
+            transcript TEXT NOT NULL DEFAULT '[]'
+        );
+        CREATE INDEX sessions_by_use ON sessions (used);
+        CREATE INDEX sessions_by_owner ON sessions (owner, used);
+        CREATE TABLE session_locks (
+            session_id TEXT PRIMARY KEY,
+            holder TEXT NOT NULL,
+            replica TEXT NOT NULL,
+            expires REAL NOT NULL
+        );
+        CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            replica TEXT NOT NULL,
+            created REAL NOT NULL,
+            decided REAL,
+            record TEXT NOT NULL
+        );
+        CREATE INDEX approvals_pending ON approvals (decided, created);
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            started REAL NOT NULL,
+            ended REAL,
+            caller TEXT,
+            reason TEXT,
+            replica TEXT NOT NULL,
+            query TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            record TEXT NOT NULL
+        );
+        CREATE INDEX runs_by_start ON runs (started);
+        CREATE INDEX runs_by_caller ON runs (caller, started);
+        CREATE INDEX runs_in_flight ON runs (replica) WHERE ended IS NULL;
+        CREATE TABLE replicas (
+            id TEXT PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            process TEXT,
+            started REAL NOT NULL,
+            expires REAL NOT NULL
+        );
+        """,
+    )
+
+
+def _v2(db: sqlite3.Connection) -> None:
+    """Each approval's caller in a column of its own, indexed among the pending approvals: the
+    caps ``add`` checks count them without reading a record (and without a walk of the table)."""
+    db.execute("ALTER TABLE approvals ADD COLUMN caller TEXT")
+    for approval_id, record in db.execute("SELECT id, record FROM approvals").fetchall():
+        caller = json.loads(record).get("caller")
+        db.execute("UPDATE approvals SET caller = ? WHERE id = ?", (caller, approval_id))
+    db.execute("CREATE INDEX approvals_pending_by_caller ON approvals (caller) WHERE decided IS NULL")
+
+
+def _v3(db: sqlite3.Connection) -> None:
+    """Each owner's session count, kept by triggers (``session_owners``): the caps read an
+    owner's count, and find the owners holding the most, without a walk of the sessions."""
+    db.execute("CREATE TABLE session_owners (key TEXT PRIMARY KEY, owner TEXT, n INTEGER NOT NULL)")
+    db.execute("CREATE INDEX session_owners_by_count ON session_owners (n)")
+    db.execute(
+        f"CREATE TRIGGER sessions_counted AFTER INSERT ON sessions BEGIN "
+        f"INSERT INTO session_owners (key, owner, n) VALUES ({OWNER_KEY.format('NEW.owner')}, NEW.owner, 1) "
+        f"ON CONFLICT (key) DO UPDATE SET n = n + 1; END"
+    )
+    db.execute(
+        f"CREATE TRIGGER sessions_uncounted AFTER DELETE ON sessions BEGIN "
+        f"UPDATE session_owners SET n = n - 1 WHERE key = {OWNER_KEY.format('OLD.owner')}; "
+        f"DELETE FROM session_owners WHERE key = {OWNER_KEY.format('OLD.owner')} AND n <= 0; END"
+    )
+    db.execute(
+        f"INSERT INTO session_owners (key, owner, n) "
+        f"SELECT {OWNER_KEY.format('owner')}, owner, count(*) FROM sessions GROUP BY owner"
+    )
+
+
+OWNER_KEY = "ifnull('s:' || {}, 'n')"
+"""``session_owners.key`` of an owner column (SQL): one key for every owner, NULL included."""
+
+
+def owner_key(owner: str | None) -> str:
+    """``OWNER_KEY``, in Python."""
+    return "n" if owner is None else f"s:{owner}"
+
+
+def _v4_pages(db: sqlite3.Connection) -> None:
+    """Paged tool results of the sessions (``_sqlite_pages.py``): one row a result, one a page;
+    a session's rows go with it, and ``page_totals`` keeps the sum of their sizes (triggers)."""
+    for statement in (
+        """CREATE TABLE paged_results (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            handle TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            pages INTEGER NOT NULL,
+            total_chars INTEGER NOT NULL,
+            kept_chars INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            used INTEGER,
+            evicted INTEGER,
+            PRIMARY KEY (session_id, handle)
+        )""",
+        "CREATE INDEX paged_results_by_use ON paged_results (used)",
+        "CREATE INDEX paged_results_of_session ON paged_results (session_id, used)",
+        """CREATE TABLE result_pages (
+            session_id TEXT NOT NULL,
+            handle TEXT NOT NULL,
+            number INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            text BLOB NOT NULL,
+            PRIMARY KEY (session_id, handle, number),
+            FOREIGN KEY (session_id, handle) REFERENCES paged_results (session_id, handle) ON DELETE CASCADE
+        )""",
+        "CREATE TABLE page_totals (id INTEGER PRIMARY KEY CHECK (id = 1), bytes INTEGER NOT NULL, clock INTEGER NOT NULL)",
+        "INSERT INTO page_totals (id, bytes, clock) VALUES (1, 0, 0)",
+        """CREATE TRIGGER paged_results_added AFTER INSERT ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes + NEW.bytes WHERE id = 1;
+        END""",
+        """CREATE TRIGGER paged_results_resized AFTER UPDATE OF bytes ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes + NEW.bytes - OLD.bytes WHERE id = 1;
+        END""",
+        """CREATE TRIGGER paged_results_dropped AFTER DELETE ON paged_results BEGIN
+            UPDATE page_totals SET bytes = bytes - OLD.bytes WHERE id = 1;
+        END""",
+    ):
+        db.execute(statement)
+
+
+def _script(db: sqlite3.Connection, script: str) -> None:
+    """Each statement of ``script``, inside the caller's transaction (``executescript`` would
+    commit it first)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages)
+"""``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
+appends a step here; the steps already released never change."""
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def database_path(url: str) -> Path:
+    """The file of ``sqlite:///PATH`` (``~`` expanded; ``sqlite:////abs`` is ``/abs``).
+
+    Raises:
+        ConfigError: the URL has no path, or a host (``sqlite://host/…``).
+    """
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"state.url {url!r}: write sqlite:///PATH (three slashes; a host is not allowed)", "state.url"
+        )
+    path = rest[1:]
+    if not path or path.endswith("/"):
+        raise ConfigError(f"state.url {url!r}: no database file named after sqlite:///", "state.url")
+    return Path(os.path.expanduser(path))
+
+
+CANNOT_USE = (
+    "cannot open or create the database ({}); nothing in it was changed: check the disk (free space, "
+    "I/O errors) and the permissions of the file and its folder, then start again"
+)
+"""Why a store's file cannot be used when SQLite itself fails on it (not its content)."""
+
+
+def connect(path: Path, url: str) -> sqlite3.Connection:
+    """Open the store's file, checked and migrated (see the module docstring).
+
+    Raises:
+        ConfigError: the file cannot be used; the message names ``state.url`` and the path.
+    """
+    where = f"state.url {url!r} ({path})"
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a directory, not a database file", "state.url")
+    try:
+        private_dirs(path.parent)
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot create its folder: {exc.strerror or exc}", "state.url") from None
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise ConfigError(f"{where}: no permission to read and write it", "state.url")
+    _refuse_a_lost_store(path, where)
+    db: sqlite3.Connection | None = None
+    try:
+        if not os.path.lexists(path):
+            _create(path)
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        _check(db, where)
+        _configure(db)
+        migrate(db)
+    except (sqlite3.Error, OSError) as exc:
+        if db is not None:
+            db.close()
+        raise ConfigError(f"{where}: {CANNOT_USE.format(exc)}", "state.url") from None
+    except ConfigError:
+        if db is not None:
+            db.close()
+        raise
+    return db
+
+
+def _refuse_a_lost_store(path: Path, where: str) -> None:
+    """Refuse a path where a store was and its data is not (see the module docstring)."""
+    wal = path.with_name(f"{path.name}-wal")
+    try:
+        size: int | None = path.stat().st_size
+    except FileNotFoundError:
+        size = None
+    except OSError:
+        return  # SQLite's own open says what is wrong
+    if size == 0:
+        raise ConfigError(
+            f"{where}: the file is empty (0 bytes): a store was here and what it held is gone (the file was "
+            "truncated, or a copy of it failed); it was left untouched: restore it from a backup, or delete it "
+            "to start a fresh store",
+            "state.url",
+        )
+    if size is None and wal.is_file() and wal.stat().st_size > 0:
+        raise ConfigError(
+            f"{where}: the database file is missing but its write-ahead log {wal} is there (the database was "
+            f"deleted or moved away); put it back, or delete {wal.name} and {path.name}-shm to start a fresh store",
+            "state.url",
+        )
+
+
+def _create(path: Path) -> None:
+    """A new store at ``path``, made beside it and hard-linked into place whole (see the module
+    docstring); when another process linked its own first, that one stays.
+
+    Raises:
+        sqlite3.Error, OSError: it could not be made.
+    """
+    temporary = path.with_name(f".{path.name}.new-{os.getpid()}-{secrets.token_hex(4)}")
+    try:
+        create_private(temporary)  # 0600 before SQLite opens it: its journal, -wal and -shm then are too
+        db = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table: freed pages can go back
+            migrate(db)  # in the rollback journal: all of it is in the file when it commits
+            db.execute("PRAGMA journal_mode = WAL")
+        finally:
+            db.close()
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another process made it first: that one is the store
+        except OSError:  # a file system without hard links
+            if not os.path.lexists(path):
+                os.replace(temporary, path)
+    finally:
+        for leftover in [
+            temporary,
+            *(temporary.with_name(f"{temporary.name}-{end}") for end in ("journal", "wal", "shm")),
+        ]:
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
+def _check(db: sqlite3.Connection, where: str) -> None:
+    """Refuse a file that is not a sound SQLite database (reads only)."""
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+    except sqlite3.OperationalError:
+        raise  # the disk, not the file: a full disk, an I/O error, a lock (connect says so)
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(
+            f"{where}: not a readable mcp-agent database ({exc}); it was left untouched: move it away "
+            "or point state.url elsewhere to start afresh",
+            "state.url",
+        ) from None
+    if problems != ["ok"]:
+        raise ConfigError(
+            f"{where}: the database is damaged ({'; '.join(problems)}); it was left untouched: recover it "
+            "with `sqlite3 FILE .recover`, or move it away to start afresh",
+            "state.url",
+        )
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"{where}: written by a newer mcp-agent (schema {version}; this one knows up to "
+            f"{SCHEMA_VERSION}); upgrade mcp-agent or point state.url elsewhere",
+            "state.url",
+        )
+
+
+def _configure(db: sqlite3.Connection) -> None:
+    if db.execute("PRAGMA user_version").fetchone()[0] == 0:
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before the first table: freed pages can go back
+    mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.OperationalError(f"cannot switch to WAL mode (journal_mode is {mode})")
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA journal_size_limit = 4194304")  # the WAL file shrinks back to 4 MB after checkpoints
+    db.execute("PRAGMA foreign_keys = ON")
+
+
+def migrate(
+    db: sqlite3.Connection, migrations: Sequence[Callable[[sqlite3.Connection], None]] = MIGRATIONS
+) -> int:
+    """Bring the database up to ``len(migrations)``, every pending step in one transaction (a
+    crash leaves the old version whole); the version it was at."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        # read again: another process may have migrated
+        version: int = db.execute("PRAGMA user_version").fetchone()[0]
+        for step in range(version, len(migrations)):
+            migrations[step](db)
+        if version < len(migrations):
+            db.execute(f"PRAGMA user_version = {len(migrations)}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return version
+
 
 POLL_SECONDS = 0.25
 """The longest wait between two looks at a lock or an approval another process holds."""

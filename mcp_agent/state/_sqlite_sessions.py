@@ -17,10 +17,8 @@ import anyio
 
 from ..exceptions import LeaseLost, SessionTooLarge, StateError
 from ..messages import Message
-from ._keyed import KeyedLocks
-from ._sqlite_db import POLL_SECONDS, Database, first_row, holder_alive
-from ._sqlite_schema import OWNER_KEY, owner_key
-from .memory import transcript_bytes
+from ._sqlite_db import OWNER_KEY, POLL_SECONDS, Database, first_row, holder_alive, owner_key
+from .memory import KeyedLocks, transcript_bytes
 from .records import Session, SessionInfo, StateLimits, new_session_id
 
 logger = logging.getLogger(__name__)

@@ -47,10 +47,18 @@ from typing import Any
 import anyio
 
 from ..exceptions import ConfigError, StateError
-from ._encode import clean_text, to_json
-from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
+from ._sqlite_db import (
+    CANNOT_USE,
+    HOST,
+    POLL_SECONDS,
+    Database,
+    connect,
+    database_path,
+    first_row,
+    holder_alive,
+    process_token,
+)
 from ._sqlite_pages import SqlitePageStore
-from ._sqlite_schema import CANNOT_USE, connect, database_path
 from ._sqlite_sessions import SqliteSessionStore
 from .records import (
     INTERRUPTED,
@@ -61,6 +69,7 @@ from .records import (
     StateLimits,
     check_room,
     new_replica_id,
+    to_json,
 )
 
 logger = logging.getLogger(__name__)
@@ -161,6 +170,12 @@ class SqliteApprovalStore:
             ).fetchall()
         )
         return [Approval.from_record(json.loads(row[0])) for row in rows]
+
+
+def clean_text(text: str) -> str:
+    """``text`` with anything UTF-8 cannot encode replaced (``?``): a column that is only searched
+    gets a UTF-8-safe copy (the record itself is kept exact, by ``to_json``)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _run_row(record: RunRecord) -> tuple[Any, ...]:
