@@ -56,7 +56,6 @@ class RedisEvents:
         self._backend = backend
         self.replica = replica
         self.dropped = 0
-        self.relayed = 0
         self.unheard = 0
         self._audience: dict[str, float] = {}  # replica → when its listening was last heard (monotonic)
         self._wanted: Callable[[], bool] = lambda: False
@@ -208,5 +207,4 @@ class RedisEvents:
             logger.warning("an unreadable event on the shared channel was skipped: %.200r", data)
             return
         if event is not None:
-            self.relayed += 1
             sink.emit(event)

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..exceptions import StateError
 from ._redis_base import Backend, text
-from ._redis_session_scripts import _PAGES
+from ._redis_sessions import _PAGES
 from .records import EXPIRED_KEPT, Page, PageInfo, StateLimits, new_page_handle, paged_size
 
 _EVICT = (

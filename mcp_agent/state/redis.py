@@ -52,13 +52,11 @@ from redis.exceptions import RedisError
 
 from .._redact import redact_url
 from ..exceptions import ConfigError, StateError
-from ._redis_base import Backend, dumps, ms, text
+from ._redis_base import Backend, Keys, dumps, ms, text
 from ._redis_events import RedisEvents
 from ._redis_pages import RedisPageStore
 from ._redis_records import RedisApprovalStore, RedisRunStore
-from ._redis_scripts import Keys
-from ._redis_session_scripts import BREAK
-from ._redis_sessions import RedisSessionStore
+from ._redis_sessions import BREAK, RedisSessionStore
 from .records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
 
 __all__ = ["RedisState", "open_redis_state"]
