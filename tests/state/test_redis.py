@@ -20,7 +20,7 @@ from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateErr
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.state import Decision, StateLimits, open_state
-from mcp_agent.state._redis_base import Keys
+from mcp_agent.state.redis.backend import Keys
 from mcp_agent.state.redis import RedisState
 from tests.scale.infra import RedisServer
 

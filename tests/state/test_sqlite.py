@@ -564,7 +564,7 @@ def test_choosing_what_goes_does_not_walk_every_session(tmp_path: Path) -> None:
     steps (not timed): about the same with 5,000 sessions as with 200, with one owner holding
     the most, and with many owners holding one each."""
     from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
-    from mcp_agent.state._sqlite_sessions import SqliteSessionStore
+    from mcp_agent.state.sqlite.sessions import SqliteSessionStore
 
     def steps(sessions: int, owners: int) -> int:
         path = tmp_path / f"steps-{sessions}-{owners}.db"

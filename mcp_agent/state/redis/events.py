@@ -32,8 +32,8 @@ import anyio
 import anyio.abc
 from redis.exceptions import RedisError
 
-from ..events import Event, EventSink, event_from_dict
-from ._redis_base import Backend, dumps
+from ...events import Event, EventSink, event_from_dict
+from .backend import Backend, dumps
 
 logger = logging.getLogger(__name__)
 

@@ -43,11 +43,11 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import LeaseLost, SessionTooLarge, StateError
-from ..messages import Message
-from ._redis_base import Backend, dumps, ms, text
-from .memory import KeyedLocks
-from .records import Session, SessionInfo, StateLimits, new_session_id
+from ...exceptions import LeaseLost, SessionTooLarge, StateError
+from ...messages import Message
+from ..memory import KeyedLocks
+from ..records import Session, SessionInfo, StateLimits, new_session_id
+from .backend import Backend, dumps, ms, text
 
 logger = logging.getLogger(__name__)
 

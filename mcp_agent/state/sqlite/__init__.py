@@ -1,5 +1,9 @@
 """``sqlite:///PATH``: conversations, approvals and run records in one SQLite file.
 
+This module is the store (``SqliteState``, with its approvals and run records) and
+``open_sqlite_state``; beside it, ``database.py`` (the file, its schema and migrations, the one
+connection), ``sessions.py`` (conversations and their locks) and ``pages.py`` (paged results).
+
 The default store of ``serve`` and ``query --session``. Stdlib ``sqlite3`` on one connection,
 one call at a time (``Database``): on the event loop's thread when the call has nothing to wait
 for (tens of microseconds: WAL commits do not sync, checkpoints are moved off the loop), else
@@ -8,7 +12,7 @@ in an anyio worker thread, which waits for another process's write lock up to
 cost more than the work itself (``bench/bench_state.py``); why not ``aiosqlite``: it is that
 same thread per call. Every operation is one transaction (``BEGIN IMMEDIATE`` for writes), so
 a transcript is saved whole or not at all, and a process killed at any point leaves a readable
-database (WAL mode; ``_sqlite_schema.py`` opens, checks and migrates the file).
+database (WAL mode; ``database.py`` opens, checks and migrates the file).
 
 Two processes on one machine may share the file:
 
@@ -25,7 +29,7 @@ Two processes on one machine may share the file:
   within ``POLL_SECONDS`` (it polls the row);
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can
   tell which in-flight runs and pending approvals were left by a process that died;
-- the paged results of a session (``_sqlite_pages.py``) are rows that go with the session's, so
+- the paged results of a session (``pages.py``) are rows that go with the session's, so
   a run in one process reads the pages a run in another process paged.
 
 ``sqlite3.Error`` is translated to ``StateError`` in one place (``Database.failures``), and
@@ -46,21 +50,8 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import ConfigError, StateError
-from ._sqlite_db import (
-    CANNOT_USE,
-    HOST,
-    POLL_SECONDS,
-    Database,
-    connect,
-    database_path,
-    first_row,
-    holder_alive,
-    process_token,
-)
-from ._sqlite_pages import SqlitePageStore
-from ._sqlite_sessions import SqliteSessionStore
-from .records import (
+from ...exceptions import ConfigError, StateError
+from ..records import (
     INTERRUPTED,
     Approval,
     Decision,
@@ -71,6 +62,19 @@ from .records import (
     new_replica_id,
     to_json,
 )
+from .database import (
+    CANNOT_USE,
+    HOST,
+    POLL_SECONDS,
+    Database,
+    connect,
+    database_path,
+    first_row,
+    holder_alive,
+    process_token,
+)
+from .pages import SqlitePageStore
+from .sessions import SqliteSessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -411,7 +415,7 @@ async def open_sqlite_state(url: str, *, limits: StateLimits, replica: str | Non
     """``sqlite:///PATH``: the file opened, checked and migrated, this process registered.
 
     Raises:
-        ConfigError: the file cannot be used (see ``_sqlite_schema.connect``), naming ``state.url``.
+        ConfigError: the file cannot be used (see ``database.connect``), naming ``state.url``.
     """
     path = database_path(url)
     db = await anyio.to_thread.run_sync(connect, path, url)

@@ -15,7 +15,7 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 ``session:<id>``                hash: ``owner`` (JSON), ``created``, ``updated``, ``runs``,
                                 ``messages``, ``transcript`` (JSON); expires when idle (TTL;
                                 while held, one lease later, renewed with the lock). Also its
-                                paged results (``_redis_pages``), which so go with it:
+                                paged results (``pages.py``), which so go with it:
                                 ``pages`` (JSON: the results kept, least recently used first,
                                 with their sizes; the handles evicted), ``p:<handle>`` (a
                                 result: JSON; ``""`` once evicted), ``p:<handle>:<n>`` (page n:
@@ -82,8 +82,8 @@ import anyio
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from .._redact import redact_url
-from ..exceptions import StateError
+from ..._redact import redact_url
+from ...exceptions import StateError
 
 T = TypeVar("T")
 

@@ -38,7 +38,7 @@ file made beside the path, which the hard link keeps), because SQLite gives the 
 ``-shm`` files it creates the database file's mode.
 
 ``Database`` runs one call at a time, on the event loop's thread when it need not wait, else in
-a worker thread (``sqlite.py`` says why calls run where they do). ``sqlite3.Error`` becomes
+a worker thread (``__init__.py`` says why calls run where they do). ``sqlite3.Error`` becomes
 ``StateError`` in ``Database.failures``, around every call on the connection (the statements of
 ``run``, the checkpoints of ``run``, ``beat`` and ``close``), and nowhere else: a full disk, an
 I/O error, a lock held too long or a damaged file reach the gateway as ``StateError``, whatever
@@ -60,8 +60,8 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ..exceptions import ConfigError, StateError
-from .folder import create_private, private_dirs
+from ...exceptions import ConfigError, StateError
+from ..folder import create_private, private_dirs
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def owner_key(owner: str | None) -> str:
 
 
 def _v4_pages(db: sqlite3.Connection) -> None:
-    """Paged tool results of the sessions (``_sqlite_pages.py``): one row a result, one a page;
+    """Paged tool results of the sessions (``pages.py``): one row a result, one a page;
     a session's rows go with it, and ``page_totals`` keeps the sum of their sizes (triggers)."""
     for statement in (
         """CREATE TABLE paged_results (

@@ -27,10 +27,10 @@ import json
 import time
 from typing import Any
 
-from ..exceptions import ApprovalsFull, StateError
-from ._redis_base import Backend, dumps
-from ._redis_base import text as as_text
-from .records import Approval, Decision, RunRecord, StateLimits
+from ...exceptions import ApprovalsFull, StateError
+from ..records import Approval, Decision, RunRecord, StateLimits
+from .backend import Backend, dumps
+from .backend import text as as_text
 
 MAX_UNWRITTEN = 1000
 """Ends kept for a later ``flush`` while Redis is away; beyond, the oldest are given up."""
