@@ -10,12 +10,12 @@ query starts fresh.
 
 ``query --session`` once kept one JSON file per conversation in ``sessions/`` of the state
 folder (``FileSessionStore``); it now uses the SQLite store, and ``import_session_files`` moves
-those files into it once (see ``mcp_agent/state/_legacy.py``).
+those files into it once (see ``mcp_agent/state/__init__.py``).
 """
 
 from __future__ import annotations
 
-from ..state._legacy import import_session_files
+from ..state import import_session_files
 from ..state.base import SessionStore
 from ..state.memory import MemorySessionStore
 from ..state.records import SESSION_ID_PATTERN, Session, SessionInfo, new_session_id, valid_session_id
