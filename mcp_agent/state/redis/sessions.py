@@ -24,7 +24,8 @@ last, by (``created``, ``runs``), and a read sends that version along, so that R
 transcript out when it has not changed (a conversation's next turn on the same replica moves
 and parses no JSON at all).
 
-Every step on a session is one script, one round trip, which Redis runs atomically: ``_INDEX``
+What must not interleave with another replica's steps (open, hold, read, save, renew, release,
+break, delete) is one Lua script, below, which Redis runs atomically in one round trip: ``_INDEX``
 keeps the session indexes of the key table (``backend.py``) and evicts beyond the caps,
 ``_PAGES`` drops a session's paged results with it (``pages.py`` runs the rest of them), and
 ``BREAK`` also serves ``recover`` (a dead replica's locks).
