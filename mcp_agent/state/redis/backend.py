@@ -57,9 +57,10 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 ``?<replica>`` (it started: who listens?)
 ==============================  ================================================================
 
-Scripts name only their main keys in ``KEYS``; the session indexes and eviction in the session
-scripts (``sessions.py``) and the retention in ``RETAIN`` touch further keys under the prefix, which a single
-Redis (not a Redis Cluster) allows.
+The scripts live with the stores that run them (``sessions.py``, ``pages.py``, ``records.py``).
+They name only their main keys in ``KEYS``; the session indexes and eviction of the session
+scripts and the retention of ``RETAIN`` (``records.py``) touch further keys under the prefix,
+which a single Redis (not a Redis Cluster) allows.
 
 A session's hash expires by itself (its TTL); the indexes learn it lazily: opening a new session
 first forgets up to 100 sessions unused for longer than the TTL whose hash is gone, and the
