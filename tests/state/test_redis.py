@@ -20,8 +20,8 @@ from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateErr
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.state import Decision, StateLimits, open_state
-from mcp_agent.state.redis.backend import Keys
 from mcp_agent.state.redis import RedisState
+from mcp_agent.state.redis.backend import Keys
 from tests.scale.infra import RedisServer
 
 from .test_contract import TRANSCRIPT, approval, record

@@ -21,8 +21,8 @@ import pytest
 from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateError
 from mcp_agent.messages import Message
 from mcp_agent.state import INTERRUPTED, Approval, RunRecord, StateLimits, open_state
-from mcp_agent.state.sqlite.database import SCHEMA_VERSION
 from mcp_agent.state.sqlite import SqliteState
+from mcp_agent.state.sqlite.database import SCHEMA_VERSION
 
 from .test_contract import approval
 
