@@ -81,8 +81,8 @@ def serve(port: int, state_url: str) -> None:
     from mcp_agent.config import parse_config
     from mcp_agent.gateway.app import create_app
     from mcp_agent.gateway.serve import bind_socket, serve_app
-    from mcp_agent.loop._records import open_agent_state
     from mcp_agent.loop.agent import Agent
+    from mcp_agent.state import open_agent_state
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     config = parse_config(

@@ -371,8 +371,7 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     conversations. The JSON files earlier versions kept in ``sessions/`` there are imported into it
     once (``import_session_files``)."""
     from ..exceptions import StateError
-    from ..loop._records import open_agent_state
-    from ..state._legacy import import_session_files
+    from ..state import import_session_files, open_agent_state
     from ..state.folder import private_state_dir
 
     folder = private_state_dir()

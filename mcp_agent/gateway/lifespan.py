@@ -20,7 +20,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from ..exceptions import StateError
-from ..loop._records import open_agent_state
+from ..state import open_agent_state
 from ..state.base import State
 from ..state.records import Recovery
 from .eventbus import SharedEvents

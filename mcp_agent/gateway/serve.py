@@ -44,7 +44,7 @@ from mcp.server.stdio import stdio_server
 
 from ..config import AgentConfig
 from ..exceptions import ConfigError, GatewayFailed
-from ..loop._records import open_agent_state
+from ..state import open_agent_state
 from ..state.base import State
 from ..state.folder import private_folder, private_state_dir
 from .app import GatewayApp, create_app

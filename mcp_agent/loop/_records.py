@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -52,42 +51,17 @@ from ..events import (
 )
 from ..exceptions import StateError
 from ..messages import JSONObject, Message
-from ..state import open_state
-from ..state.base import State
+from ..state import state_limits
 from ..state.memory import MemoryState
-from ..state.records import RunRecord, StateLimits
+from ..state.records import RunRecord
 from .result import RunResult
 
 logger = logging.getLogger(__name__)
 
 
-def state_limits(config: AgentConfig, *, per_owner: int = 0) -> StateLimits:
-    """The state's limits from agent.json (``sessions`` and ``state``)."""
-    return StateLimits(
-        session_ttl_seconds=config.sessions.ttl_seconds,
-        max_sessions=config.sessions.max_sessions,
-        max_sessions_per_owner=per_owner,
-        max_session_bytes=config.state.max_session_bytes,
-        max_runs=config.state.runs.max_count,
-        max_run_age_days=config.state.runs.max_age_days,
-        lease_seconds=config.state.lease_seconds,
-        max_paged_bytes_total=config.limits.max_paged_bytes_total,
-    )
-
-
 def memory_state(config: AgentConfig) -> MemoryState:
     """The state of an Agent built without one: in this process's memory."""
     return MemoryState(state_limits(config))
-
-
-async def open_agent_state(config: AgentConfig, *, default: str | os.PathLike[str] | None) -> State:
-    """The state ``config`` names (``state.url``); without one, SQLite on ``default`` (a file),
-    or memory when ``default`` is None. Close it with ``aclose``.
-
-    Raises:
-        ConfigError: the store cannot be opened; the message names ``state.url``.
-    """
-    return await open_state(config.state_url(default), limits=state_limits(config))
 
 
 def begun(

@@ -15,10 +15,10 @@ Four stores and the bundle that owns them:
   ``recover()`` (what dead replicas left behind: runs become ``terminal_error`` "interrupted by a
   gateway restart", their pending approvals are expired, their session locks are released).
 
-Backends: ``memory.py`` (``memory://``), ``sqlite.py`` (``sqlite:///PATH``) and ``redis.py``
+Backends: ``memory.py`` (``memory://``), ``sqlite/`` (``sqlite:///PATH``) and ``redis/``
 (``redis://HOST:PORT/DB``). ``mcp_agent.state.open_state(url, limits=…)`` picks one; a backend
 module offers ``async def open_<name>_state(url: str, *, limits: StateLimits, replica: str | None
-= None) -> State`` (``open_redis_state`` in ``redis.py``). Every store is also checked by one
+= None) -> State`` (``open_redis_state`` in ``redis/__init__.py``). Every store is also checked by one
 contract suite (``tests/state/test_contract.py``), parametrised over the backends.
 
 Contracts every backend keeps:

@@ -3,11 +3,15 @@ approvals and their decisions, run records, paged results, and what ``State.reco
 
 They are frozen dataclasses (``Session`` is the one mutable value: the store updates the object
 a ``hold`` yielded when it saves it) with their wire forms (``to_dict``/``from_dict``) for the
-backends that store JSON. This module imports nothing above ``messages``/``_types``/``exceptions``.
+backends that store JSON, and ``to_json``, the text those backends write: a tool's output decoded
+from JSON may hold a lone surrogate (``"\\ud800"``), which UTF-8 cannot encode, and ``to_json``
+keeps such text exact (escaped, as plain JSON does) instead of failing the save. This module
+imports nothing above ``messages``/``exceptions``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import string
@@ -38,6 +42,7 @@ __all__ = [
     "new_replica_id",
     "new_session_id",
     "paged_size",
+    "to_json",
     "valid_session_id",
 ]
 
@@ -71,6 +76,16 @@ def new_page_handle() -> str:
 def new_replica_id() -> str:
     """A new id for one gateway process (one incarnation: a restart gets a new one)."""
     return secrets.token_hex(6)
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON, UTF-8 as is; ``\\uXXXX`` escapes only when the text has lone surrogates."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+    return text
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ import pytest
 from mcp_agent.loop.pages import split_pages
 from mcp_agent.messages import Message
 from mcp_agent.state import StateLimits, open_state
-from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
 from mcp_agent.state.redis import RedisState
 from mcp_agent.state.sqlite import SqliteState
+from mcp_agent.state.sqlite.database import MIGRATIONS, migrate
 from tests.scale.infra import RedisServer
 
 TEXT = "".join(f"line {i:03d} é😀\n" for i in range(40))

@@ -20,8 +20,8 @@ from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateErr
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import Message, ToolCall
 from mcp_agent.state import Decision, StateLimits, open_state
-from mcp_agent.state._redis_scripts import Keys
 from mcp_agent.state.redis import RedisState
+from mcp_agent.state.redis.backend import Keys
 from tests.scale.infra import RedisServer
 
 from .test_contract import TRANSCRIPT, approval, record
@@ -333,9 +333,9 @@ async def test_with_nobody_listening_no_event_is_published_and_a_new_listener_is
 async def test_a_replica_that_starts_later_learns_at_once_who_listens(
     replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_agent.state import _redis_events
+    from mcp_agent.state.redis import events as redis_events
 
-    monkeypatch.setattr(_redis_events, "ANNOUNCE_EVERY", 3600.0)  # no periodic announcement helps
+    monkeypatch.setattr(redis_events, "ANNOUNCE_EVERY", 3600.0)  # no periodic announcement helps
     a, b = await replicas.open(), await replicas.open()
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
@@ -350,10 +350,10 @@ async def test_a_replica_that_starts_later_learns_at_once_who_listens(
 async def test_an_audience_that_stops_announcing_is_forgotten(
     replicas: Replicas, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_agent.state import _redis_events
+    from mcp_agent.state.redis import events as redis_events
 
-    monkeypatch.setattr(_redis_events, "ANNOUNCE_EVERY", 0.1)
-    monkeypatch.setattr(_redis_events, "AUDIENCE_SECONDS", 0.3)
+    monkeypatch.setattr(redis_events, "ANNOUNCE_EVERY", 0.1)
+    monkeypatch.setattr(redis_events, "AUDIENCE_SECONDS", 0.3)
     a, b = await replicas.open(), await replicas.open()
     wanted_b = Wanted()
     wanted_b.value = True

@@ -1,4 +1,4 @@
-"""The Redis session store's indexes (``_redis_scripts._INDEX``): they follow every way a session
+"""The Redis session store's indexes (``_INDEX`` in ``state/redis/sessions.py``): they follow every way a session
 comes and goes, the caps look at the oldest sessions instead of every one, and the sessions of a
 build before the indexes are taken in. A real ``redis-server`` (skips without it, fails under
 ``CI=true``), read directly with redis-py to see the keys.

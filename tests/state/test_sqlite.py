@@ -21,8 +21,8 @@ import pytest
 from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateError
 from mcp_agent.messages import Message
 from mcp_agent.state import INTERRUPTED, Approval, RunRecord, StateLimits, open_state
-from mcp_agent.state._sqlite_schema import SCHEMA_VERSION
 from mcp_agent.state.sqlite import SqliteState
+from mcp_agent.state.sqlite.database import SCHEMA_VERSION
 
 from .test_contract import approval
 
@@ -165,7 +165,7 @@ async def test_a_missing_file_whose_write_ahead_log_is_left_is_refused(tmp_path:
 def test_processes_making_a_new_store_at_once_all_open_the_same_whole_file(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     code = (
-        "import sys, time; from pathlib import Path; from mcp_agent.state._sqlite_schema import connect\n"
+        "import sys, time; from pathlib import Path; from mcp_agent.state.sqlite.database import connect\n"
         "while time.time() < float(sys.argv[2]): pass\n"
         "db = connect(Path(sys.argv[1]), 'sqlite:///' + sys.argv[1])\n"
         "print(db.execute('PRAGMA user_version').fetchone()[0]); db.close()"
@@ -453,7 +453,7 @@ async def test_retention_keeps_the_file_from_growing(tmp_path: Path) -> None:
 async def test_a_later_schema_version_migrates_an_earlier_file_in_place(tmp_path: Path) -> None:
     """The migration path: a file with data, opened by a version that adds a step, keeps its
     data and gets the new step once; a step that fails leaves the file at its old version."""
-    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
+    from mcp_agent.state.sqlite.database import MIGRATIONS, migrate
 
     path = tmp_path / "state.db"
     state = await opened(path)
@@ -484,7 +484,7 @@ async def test_a_version_1_file_gets_its_approvals_callers_and_the_caps_count_th
 ) -> None:
     """Schema 2 keeps each approval's caller in a column, indexed among the pending ones: a
     version 1 file with approvals waiting is migrated in place, and the caps count them."""
-    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
+    from mcp_agent.state.sqlite.database import MIGRATIONS, migrate
 
     path = tmp_path / "state.db"
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
@@ -573,7 +573,7 @@ async def test_each_owners_count_follows_every_session_that_comes_and_goes(tmp_p
 
 
 async def test_a_version_2_file_gets_each_owners_count(tmp_path: Path) -> None:
-    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
+    from mcp_agent.state.sqlite.database import MIGRATIONS, migrate
 
     path = tmp_path / "state.db"
     now = time.time()
@@ -595,8 +595,8 @@ def test_choosing_what_goes_does_not_walk_every_session(tmp_path: Path) -> None:
     """The work of picking the session the total cap drops, counted in SQLite's virtual machine
     steps (not timed): about the same with 5,000 sessions as with 200, with one owner holding
     the most, and with many owners holding one each."""
-    from mcp_agent.state._sqlite_schema import MIGRATIONS, migrate
-    from mcp_agent.state._sqlite_sessions import SqliteSessionStore
+    from mcp_agent.state.sqlite.database import MIGRATIONS, migrate
+    from mcp_agent.state.sqlite.sessions import SqliteSessionStore
 
     def steps(sessions: int, owners: int) -> int:
         path = tmp_path / f"steps-{sessions}-{owners}.db"

@@ -23,8 +23,8 @@ import pytest
 
 from mcp_agent.exceptions import ConfigError, StateError
 from mcp_agent.state import RunRecord, State, StateLimits, open_state
-from mcp_agent.state._sqlite_db import CHECKPOINT_EVERY, Database
 from mcp_agent.state.sqlite import SqliteState
+from mcp_agent.state.sqlite.database import CHECKPOINT_EVERY, Database
 from tests.scale.infra import RedisServer
 from tests.small_disk import small_disk
 

@@ -32,8 +32,8 @@ import anyio
 import anyio.abc
 from redis.exceptions import RedisError
 
-from ..events import Event, EventSink, event_from_dict
-from ._redis_base import Backend, dumps
+from ...events import Event, EventSink, event_from_dict
+from .backend import Backend, dumps
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,6 @@ class RedisEvents:
         self._backend = backend
         self.replica = replica
         self.dropped = 0
-        self.relayed = 0
         self.unheard = 0
         self._audience: dict[str, float] = {}  # replica → when its listening was last heard (monotonic)
         self._wanted: Callable[[], bool] = lambda: False
@@ -208,5 +207,4 @@ class RedisEvents:
             logger.warning("an unreadable event on the shared channel was skipped: %.200r", data)
             return
         if event is not None:
-            self.relayed += 1
             sink.emit(event)

@@ -1,5 +1,12 @@
-"""The Redis backend's key names and its Lua scripts for approvals and runs (pure text: no I/O
-here); those of conversations are in ``_redis_session_scripts.py``.
+"""What the Redis stores share: the client they talk through, the names of their keys, the one
+place Redis's exceptions become ``StateError``, and the wait for a wake-up on a pub/sub channel.
+
+``Backend.failures(what)`` is the boundary (STYLE rule 14): inside it a ``redis.RedisError`` or
+an ``OSError`` is raised again as ``StateError`` naming ``state.url`` (credentials masked) and
+what was being done. ``Backend.wait_until(channel, ready)`` subscribes to ``channel`` *before*
+it first asks ``ready()``, so that a wake-up published in between is not missed, and polls with
+a growing pause besides: a lost message (pub/sub keeps nothing for a subscriber that is not
+listening) costs at most one pause, never a hang.
 
 Every read-check-write that must not interleave with another replica's is one script, which
 Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
@@ -8,7 +15,7 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
 ``session:<id>``                hash: ``owner`` (JSON), ``created``, ``updated``, ``runs``,
                                 ``messages``, ``transcript`` (JSON); expires when idle (TTL;
                                 while held, one lease later, renewed with the lock). Also its
-                                paged results (``_redis_pages``), which so go with it:
+                                paged results (``pages.py``), which so go with it:
                                 ``pages`` (JSON: the results kept, least recently used first,
                                 with their sizes; the handles evicted), ``p:<handle>`` (a
                                 result: JSON; ``""`` once evicted), ``p:<handle>:<n>`` (page n:
@@ -50,9 +57,10 @@ Redis runs atomically. Key layout, under a prefix (``mcp-agent:`` by default):
                                 ``?<replica>`` (it started: who listens?)
 ==============================  ================================================================
 
-Scripts name only their main keys in ``KEYS``; the session indexes and eviction in the session
-scripts (``_redis_session_scripts``) and the retention in ``RETAIN`` touch further keys under the prefix, which a single
-Redis (not a Redis Cluster) allows.
+The scripts live with the stores that run them (``sessions.py``, ``pages.py``, ``records.py``).
+They name only their main keys in ``KEYS``; the session indexes and eviction of the session
+scripts and the retention of ``RETAIN`` (``records.py``) touch further keys under the prefix,
+which a single Redis (not a Redis Cluster) allows.
 
 A session's hash expires by itself (its TTL); the indexes learn it lazily: opening a new session
 first forgets up to 100 sessions unused for longer than the TTL whose hash is gone, and the
@@ -64,6 +72,26 @@ recently used by then) and finds their session gone.
 """
 
 from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+import anyio
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from ..._redact import redact_url
+from ...exceptions import StateError
+
+T = TypeVar("T")
+
+FIRST_PAUSE = 0.02
+"""Seconds between the first polls while waiting; the pause doubles up to ``MAX_PAUSE``."""
+MAX_PAUSE = 1.0
+
 
 DEFAULT_PREFIX = "mcp-agent:"
 
@@ -122,110 +150,66 @@ class Keys:
         return f"{self.prefix}wake:approval:{approval_id}"
 
 
-ADD_APPROVAL = """
--- KEYS: approval key, pending index, approvals of its replica[, its caller's pending set]
--- ARGV: record (JSON), replica, id, created (s), caller ("" when none), max pending, max per
---       caller (0 = no cap)
--- Adds a pending approval when there is room, in the step that counts: {1, 0}. Else nothing
--- is stored, and the reply names the cap that is full: {0, pending in all} or {-1, the caller's}.
--- Before it refuses a caller, it drops from the caller's set what is no longer pending (a
--- decision written by a version without these sets), so that a share never fills with ghosts.
-local pending, mine = KEYS[2], KEYS[4]
-local max_pending, max_mine = tonumber(ARGV[6]), tonumber(ARGV[7])
-if max_pending > 0 then
-  local waiting = redis.call('ZCARD', pending)
-  if waiting >= max_pending then return {0, waiting} end
-end
-if mine and max_mine > 0 and redis.call('SCARD', mine) >= max_mine then
-  for _, id in ipairs(redis.call('SMEMBERS', mine)) do
-    if not redis.call('ZSCORE', pending, id) then redis.call('SREM', mine, id) end
-  end
-  local count = redis.call('SCARD', mine)
-  if count >= max_mine then return {-1, count} end
-end
-redis.call('HSET', KEYS[1], 'record', ARGV[1], 'replica', ARGV[2])
-redis.call('ZADD', pending, ARGV[4], ARGV[3])
-redis.call('SADD', KEYS[3], ARGV[3])
-if mine then
-  redis.call('HSET', KEYS[1], 'caller', ARGV[5])
-  redis.call('SADD', mine, ARGV[3])
-end
-return {1, 0}
-"""
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
-DECIDE = """
--- KEYS: approval key, pending index, decided index
--- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix, caller's set prefix
--- Exactly one decider wins: 0 for an unknown or already decided approval. The approval leaves
--- the pending index and its replica's and caller's sets in the same step.
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if redis.call('HEXISTS', KEYS[1], 'decision') == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'decision', ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[3])
-local replica, caller = unpack(redis.call('HMGET', KEYS[1], 'replica', 'caller'))
-if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
-if caller then redis.call('SREM', ARGV[6] .. caller, ARGV[3]) end
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
-redis.call('PUBLISH', ARGV[4], '1')
-return 1
-"""
 
-BEGIN_RUN = """
--- KEYS: run key, runs index, live set, runs of the replica
--- ARGV: record (JSON), started (s), id
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-redis.call('SADD', KEYS[3], ARGV[3])
-redis.call('SADD', KEYS[4], ARGV[3])
-return 1
-"""
+def text(value: object) -> str | None:
+    """A reply as text (Redis answers bytes); None stays None."""
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
 
-END_RUN = """
--- KEYS: run key, runs index, ended index, live set, runs of the replica
--- ARGV: record (JSON), started (s), ended (s), id
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[4])
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
-redis.call('SREM', KEYS[4], ARGV[4])
-redis.call('SREM', KEYS[5], ARGV[4])
-return 1
-"""
 
-RETAIN = """
--- KEYS: runs index, live set, ended index, decided approvals index
--- ARGV: prefix, max runs (0 = no cap), cutoff (s; -1 = no age limit)
--- Drops finished run records that ended before the cutoff and the oldest finished ones beyond
--- the cap (runs in flight are never dropped, nor counted), and approvals decided before the
--- cutoff; at most 1000 of each a call, so that one call stays short. Returns how many runs went.
-local runs, live, ended, decided, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
-local max_runs, cutoff, removed = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
-local function drop(id)
-  redis.call('DEL', prefix .. 'run:' .. id)
-  redis.call('ZREM', runs, id)
-  redis.call('ZREM', ended, id)
-  removed = removed + 1
-end
-if cutoff >= 0 then
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
-    if redis.call('SISMEMBER', live, id) == 0 then drop(id) end
-  end
-  for _, id in ipairs(redis.call('ZRANGEBYSCORE', decided, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
-    redis.call('DEL', prefix .. 'approval:' .. id)
-    redis.call('ZREM', decided, id)
-  end
-end
-if max_runs > 0 then
-  local excess = redis.call('ZCARD', runs) - redis.call('SCARD', live) - max_runs
-  if excess > 0 then
-    local span = math.min(excess + redis.call('SCARD', live), 1000)
-    for _, id in ipairs(redis.call('ZRANGE', runs, 0, span - 1)) do
-      if excess <= 0 then break end
-      if redis.call('SISMEMBER', live, id) == 0 then
-        drop(id)
-        excess = excess - 1
-      end
-    end
-  end
-end
-return removed
-"""
+def ms(seconds: float) -> int:
+    return max(int(seconds * 1000), 1) if seconds > 0 else 0
+
+
+class Backend:
+    """The client, the key names and the limits the stores of one state share."""
+
+    def __init__(self, client: aioredis.Redis, url: str, keys: Keys) -> None:
+        self.client = client
+        self.url = url
+        self.keys = keys
+        self.shown_url = redact_url(url)
+
+    @contextmanager
+    def failures(self, what: str) -> Iterator[None]:
+        """Raise Redis's own errors (and socket errors) as ``StateError``."""
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            reason = str(exc) or type(exc).__name__
+            raise StateError(f"state.url {self.shown_url}: Redis failed while {what}: {reason}") from exc
+
+    async def wait_until(
+        self,
+        channel: str,
+        ready: Callable[[], Awaitable[T | None]],
+        *,
+        what: str,
+        max_pause: float = MAX_PAUSE,
+    ) -> T:
+        """Await ``ready()`` until it returns something other than None; between tries, wait for a
+        message on ``channel`` or a pause (doubling from ``FIRST_PAUSE`` to ``max_pause``).
+
+        No timeout of its own; cancellable. Raises ``StateError`` when Redis fails.
+        """
+        pause = FIRST_PAUSE
+        with self.failures(what):
+            pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(channel)
+                while True:
+                    value = await ready()
+                    if value is not None:
+                        return value
+                    deadline = time.monotonic() + pause
+                    woken = False
+                    while not woken and (left := deadline - time.monotonic()) > 0:
+                        woken = await pubsub.get_message(timeout=left) is not None
+                    pause = FIRST_PAUSE if woken else min(pause * 2, max_pause)
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5), suppress(RedisError, OSError):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed since redis 8

@@ -1,4 +1,4 @@
-"""The SQLite store's paged results: ``SqlitePageStore`` (the tables are ``_sqlite_schema._v4_pages``).
+"""The SQLite store's paged results: ``SqlitePageStore`` (the tables are ``database._v4_pages``).
 
 A result is a row of ``paged_results`` (its session, handle, tool, sizes, and ``used``: a logical
 clock from ``page_totals``, bumped by every put and read, so least recently used is the smallest),
@@ -21,8 +21,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from ._sqlite_db import Database, first_row
-from .records import EXPIRED_KEPT, Page, PageInfo, StateLimits, new_page_handle, paged_size
+from ..records import EXPIRED_KEPT, Page, PageInfo, StateLimits, new_page_handle, paged_size
+from .database import Database, first_row
 
 _INFO = "handle, tool, pages, total_chars, kept_chars, bytes"
 

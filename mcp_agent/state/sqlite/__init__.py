@@ -1,5 +1,9 @@
 """``sqlite:///PATH``: conversations, approvals and run records in one SQLite file.
 
+This module is the store (``SqliteState``, with its approvals and run records) and
+``open_sqlite_state``; beside it, ``database.py`` (the file, its schema and migrations, the one
+connection), ``sessions.py`` (conversations and their locks) and ``pages.py`` (paged results).
+
 The default store of ``serve`` and ``query --session``. Stdlib ``sqlite3`` on one connection,
 one call at a time (``Database``): on the event loop's thread when the call has nothing to wait
 for (tens of microseconds: WAL commits do not sync, checkpoints are moved off the loop), else
@@ -8,7 +12,7 @@ in an anyio worker thread, which waits for another process's write lock up to
 cost more than the work itself (``bench/bench_state.py``); why not ``aiosqlite``: it is that
 same thread per call. Every operation is one transaction (``BEGIN IMMEDIATE`` for writes), so
 a transcript is saved whole or not at all, and a process killed at any point leaves a readable
-database (WAL mode; ``_sqlite_schema.py`` opens, checks and migrates the file).
+database (WAL mode; ``database.py`` opens, checks and migrates the file).
 
 Two processes on one machine may share the file:
 
@@ -25,7 +29,7 @@ Two processes on one machine may share the file:
   within ``POLL_SECONDS`` (it polls the row);
 - each process registers itself in ``replicas`` (``beat`` renews it) so that ``recover`` can
   tell which in-flight runs and pending approvals were left by a process that died;
-- the paged results of a session (``_sqlite_pages.py``) are rows that go with the session's, so
+- the paged results of a session (``pages.py``) are rows that go with the session's, so
   a run in one process reads the pages a run in another process paged.
 
 ``sqlite3.Error`` is translated to ``StateError`` in one place (``Database.failures``), and
@@ -46,13 +50,8 @@ from typing import Any
 
 import anyio
 
-from ..exceptions import ConfigError, StateError
-from ._encode import clean_text, to_json
-from ._sqlite_db import HOST, POLL_SECONDS, Database, first_row, holder_alive, process_token
-from ._sqlite_pages import SqlitePageStore
-from ._sqlite_schema import CANNOT_USE, connect, database_path
-from ._sqlite_sessions import SqliteSessionStore
-from .records import (
+from ...exceptions import ConfigError, StateError
+from ..records import (
     INTERRUPTED,
     Approval,
     Decision,
@@ -61,7 +60,21 @@ from .records import (
     StateLimits,
     check_room,
     new_replica_id,
+    to_json,
 )
+from .database import (
+    CANNOT_USE,
+    HOST,
+    POLL_SECONDS,
+    Database,
+    connect,
+    database_path,
+    first_row,
+    holder_alive,
+    process_token,
+)
+from .pages import SqlitePageStore
+from .sessions import SqliteSessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +174,12 @@ class SqliteApprovalStore:
             ).fetchall()
         )
         return [Approval.from_record(json.loads(row[0])) for row in rows]
+
+
+def clean_text(text: str) -> str:
+    """``text`` with anything UTF-8 cannot encode replaced (``?``): a column that is only searched
+    gets a UTF-8-safe copy (the record itself is kept exact, by ``to_json``)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _run_row(record: RunRecord) -> tuple[Any, ...]:
@@ -396,7 +415,7 @@ async def open_sqlite_state(url: str, *, limits: StateLimits, replica: str | Non
     """``sqlite:///PATH``: the file opened, checked and migrated, this process registered.
 
     Raises:
-        ConfigError: the file cannot be used (see ``_sqlite_schema.connect``), naming ``state.url``.
+        ConfigError: the file cannot be used (see ``database.connect``), naming ``state.url``.
     """
     path = database_path(url)
     db = await anyio.to_thread.run_sync(connect, path, url)

@@ -1,6 +1,6 @@
 """The Redis store's paged results: ``RedisPageStore``, and its scripts.
 
-A session's results are fields of the session's own hash (``_redis_scripts`` draws them), so they
+A session's results are fields of the session's own hash (``backend.py`` draws them), so they
 expire with it, go when it is deleted or evicted, and need no TTL of their own: ``p:<handle>`` (the
 result), ``p:<handle>:<n>`` (page n, its start offset and its UTF-8 text: a read moves that page
 only), and ``pages`` (the session's results in least recently used order, with their sizes, and
@@ -20,10 +20,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..exceptions import StateError
-from ._redis_base import Backend, text
-from ._redis_session_scripts import _PAGES
-from .records import EXPIRED_KEPT, Page, PageInfo, StateLimits, new_page_handle, paged_size
+from ...exceptions import StateError
+from ..records import EXPIRED_KEPT, Page, PageInfo, StateLimits, new_page_handle, paged_size
+from .backend import Backend, text
+from .sessions import _PAGES
 
 _EVICT = (
     _PAGES

@@ -1,4 +1,4 @@
-"""The SQLite store's conversations: ``SqliteSessionStore`` (see ``sqlite.py`` for the locks).
+"""The SQLite store's conversations: ``SqliteSessionStore`` (see ``sqlite/__init__.py`` for the locks).
 
 A ``save(release=True)`` deletes the hold's lock row in the save's own write transaction."""
 
@@ -15,13 +15,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio
 
-from ..exceptions import LeaseLost, SessionTooLarge, StateError
-from ..messages import Message
-from ._keyed import KeyedLocks
-from ._sqlite_db import POLL_SECONDS, Database, first_row, holder_alive
-from ._sqlite_schema import OWNER_KEY, owner_key
-from .memory import transcript_bytes
-from .records import Session, SessionInfo, StateLimits, new_session_id
+from ...exceptions import LeaseLost, SessionTooLarge, StateError
+from ...messages import Message
+from ..memory import KeyedLocks, transcript_bytes
+from ..records import Session, SessionInfo, StateLimits, new_session_id
+from .database import OWNER_KEY, POLL_SECONDS, Database, first_row, holder_alive, owner_key
 
 logger = logging.getLogger(__name__)
 

@@ -3,17 +3,18 @@ extra: the ``redis`` package's asyncio client).
 
 ``open_redis_state(url, limits=…, replica=…)`` connects, checks that Redis answers (else a
 ``ConfigError`` naming ``state.url``), takes this replica's liveness lease and returns a
-``RedisState``:
+``RedisState``. This module is that store; its parts are beside it, each with the Lua scripts
+it runs, on the client and key names of ``backend.py``:
 
-- ``sessions`` (``_redis_sessions``): transcripts as hashes with an idle TTL; the per-session
+- ``sessions`` (``sessions.py``): transcripts as hashes with an idle TTL; the per-session
   lock is a lease (``SET NX PX`` + a token, renewed while held, released by compare-and-delete),
   so a run on replica B waits for a run on the same session on replica A, and not longer than
   the lease if A dies;
-- ``approvals`` and ``runs`` (``_redis_records``): visible from every replica; a decision written
+- ``approvals`` and ``runs`` (``records.py``): visible from every replica; a decision written
   on B wakes the run waiting on A at once (pub/sub);
-- ``pages`` (``_redis_pages``): the paged results of a session, in the session's hash, so a run
+- ``pages`` (``pages.py``): the paged results of a session, in the session's hash, so a run
   on B reads the pages a run on A paged;
-- ``events`` (``_redis_events``): the ``/api/v1/events`` fan-out, an ``EventSink`` plus a
+- ``events`` (``events.py``): the ``/api/v1/events`` fan-out, an ``EventSink`` plus a
   ``relay`` for the gateway's task group (not part of the ``State`` protocol: only a shared
   backend has it);
 - ``beat()`` renews ``replica:<id>`` (``lease_seconds``) and applies run retention;
@@ -50,16 +51,14 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from .._redact import redact_url
-from ..exceptions import ConfigError, StateError
-from ._redis_base import Backend, dumps, ms, text
-from ._redis_events import RedisEvents
-from ._redis_pages import RedisPageStore
-from ._redis_records import RedisApprovalStore, RedisRunStore
-from ._redis_scripts import Keys
-from ._redis_session_scripts import BREAK
-from ._redis_sessions import RedisSessionStore
-from .records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
+from ..._redact import redact_url
+from ...exceptions import ConfigError, StateError
+from ..records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
+from .backend import Backend, Keys, dumps, ms, text
+from .events import RedisEvents
+from .pages import RedisPageStore
+from .records import RedisApprovalStore, RedisRunStore
+from .sessions import BREAK, RedisSessionStore
 
 __all__ = ["RedisState", "open_redis_state"]
 

@@ -27,17 +27,125 @@ import json
 import time
 from typing import Any
 
-from ..exceptions import ApprovalsFull, StateError
-from ._redis_base import Backend, dumps
-from ._redis_base import text as as_text
-from ._redis_scripts import ADD_APPROVAL, BEGIN_RUN, DECIDE, END_RUN, RETAIN
-from .records import Approval, Decision, RunRecord, StateLimits
+from ...exceptions import ApprovalsFull, StateError
+from ..records import Approval, Decision, RunRecord, StateLimits
+from .backend import Backend, dumps
+from .backend import text as as_text
 
 MAX_UNWRITTEN = 1000
 """Ends kept for a later ``flush`` while Redis is away; beyond, the oldest are given up."""
 RETAIN_EVERY = 50
 """Retention runs after this many ``end`` calls of one process (and on every ``beat``)."""
 _PAGE = 200
+
+
+ADD_APPROVAL = """
+-- KEYS: approval key, pending index, approvals of its replica[, its caller's pending set]
+-- ARGV: record (JSON), replica, id, created (s), caller ("" when none), max pending, max per
+--       caller (0 = no cap)
+-- Adds a pending approval when there is room, in the step that counts: {1, 0}. Else nothing
+-- is stored, and the reply names the cap that is full: {0, pending in all} or {-1, the caller's}.
+-- Before it refuses a caller, it drops from the caller's set what is no longer pending (a
+-- decision written by a version without these sets), so that a share never fills with ghosts.
+local pending, mine = KEYS[2], KEYS[4]
+local max_pending, max_mine = tonumber(ARGV[6]), tonumber(ARGV[7])
+if max_pending > 0 then
+  local waiting = redis.call('ZCARD', pending)
+  if waiting >= max_pending then return {0, waiting} end
+end
+if mine and max_mine > 0 and redis.call('SCARD', mine) >= max_mine then
+  for _, id in ipairs(redis.call('SMEMBERS', mine)) do
+    if not redis.call('ZSCORE', pending, id) then redis.call('SREM', mine, id) end
+  end
+  local count = redis.call('SCARD', mine)
+  if count >= max_mine then return {-1, count} end
+end
+redis.call('HSET', KEYS[1], 'record', ARGV[1], 'replica', ARGV[2])
+redis.call('ZADD', pending, ARGV[4], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+if mine then
+  redis.call('HSET', KEYS[1], 'caller', ARGV[5])
+  redis.call('SADD', mine, ARGV[3])
+end
+return {1, 0}
+"""
+
+DECIDE = """
+-- KEYS: approval key, pending index, decided index
+-- ARGV: decision (JSON), decided at (s), id, wake channel, approvals-of prefix, caller's set prefix
+-- Exactly one decider wins: 0 for an unknown or already decided approval. The approval leaves
+-- the pending index and its replica's and caller's sets in the same step.
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'decision') == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'decision', ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+local replica, caller = unpack(redis.call('HMGET', KEYS[1], 'replica', 'caller'))
+if replica then redis.call('SREM', ARGV[5] .. replica, ARGV[3]) end
+if caller then redis.call('SREM', ARGV[6] .. caller, ARGV[3]) end
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[3])
+redis.call('PUBLISH', ARGV[4], '1')
+return 1
+"""
+
+BEGIN_RUN = """
+-- KEYS: run key, runs index, live set, runs of the replica
+-- ARGV: record (JSON), started (s), id
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[3])
+redis.call('SADD', KEYS[4], ARGV[3])
+return 1
+"""
+
+END_RUN = """
+-- KEYS: run key, runs index, ended index, live set, runs of the replica
+-- ARGV: record (JSON), started (s), ended (s), id
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('SREM', KEYS[4], ARGV[4])
+redis.call('SREM', KEYS[5], ARGV[4])
+return 1
+"""
+
+RETAIN = """
+-- KEYS: runs index, live set, ended index, decided approvals index
+-- ARGV: prefix, max runs (0 = no cap), cutoff (s; -1 = no age limit)
+-- Drops finished run records that ended before the cutoff and the oldest finished ones beyond
+-- the cap (runs in flight are never dropped, nor counted), and approvals decided before the
+-- cutoff; at most 1000 of each a call, so that one call stays short. Returns how many runs went.
+local runs, live, ended, decided, prefix = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
+local max_runs, cutoff, removed = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
+local function drop(id)
+  redis.call('DEL', prefix .. 'run:' .. id)
+  redis.call('ZREM', runs, id)
+  redis.call('ZREM', ended, id)
+  removed = removed + 1
+end
+if cutoff >= 0 then
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ended, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+    if redis.call('SISMEMBER', live, id) == 0 then drop(id) end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', decided, '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)) do
+    redis.call('DEL', prefix .. 'approval:' .. id)
+    redis.call('ZREM', decided, id)
+  end
+end
+if max_runs > 0 then
+  local excess = redis.call('ZCARD', runs) - redis.call('SCARD', live) - max_runs
+  if excess > 0 then
+    local span = math.min(excess + redis.call('SCARD', live), 1000)
+    for _, id in ipairs(redis.call('ZRANGE', runs, 0, span - 1)) do
+      if excess <= 0 then break end
+      if redis.call('SISMEMBER', live, id) == 0 then
+        drop(id)
+        excess = excess - 1
+      end
+    end
+  end
+end
+return removed
+"""
 
 
 class RedisApprovalStore:
