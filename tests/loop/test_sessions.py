@@ -19,8 +19,7 @@ from mcp_agent.loop.result import TerminationReason as R
 from mcp_agent.messages import Message, Turn
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.state import RunRecord, StateLimits
-from mcp_agent.state._legacy import import_session_files
+from mcp_agent.state import RunRecord, StateLimits, import_session_files
 from mcp_agent.state.memory import MemoryRunStore, MemorySessionStore, MemoryState
 from mcp_agent.state.records import Session
 
