@@ -43,8 +43,8 @@ from ..exceptions import StateError
 from ..state.base import State
 from ._runner import as_dict
 from .lifespan import open_service
-from .mcp_server import AgentMCPServer, create_mcp_server
-from .mcp_sessions import McpSessionLimits
+from .mcp.server import AgentMCPServer, create_mcp_server
+from .mcp.sessions import McpSessionLimits
 from .middleware import (
     BodyLimitMiddleware,
     CallerAuthMiddleware,
@@ -57,7 +57,7 @@ from .middleware.request_ids import UniqueRequestIds
 from .middleware.secrets import SecretsMiddleware
 from .rest import RestAPI
 from .rest_answers import error_response
-from .resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
+from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .security import host_rules
 from .service import AgentFactory, GatewayService, describe
 

@@ -50,8 +50,8 @@ from ..state.folder import private_folder, private_state_dir
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
-from .mcp_server import create_mcp_server
-from .quiet_logs import quiet_client_errors
+from .mcp.server import create_mcp_server
+from .mcp.quiet_logs import quiet_client_errors
 from .security import check_bind
 from .service import AgentFactory, GatewayService, describe
 
@@ -253,7 +253,7 @@ async def serve_stdio(
     an error is shut down, and then the process exits 1 (``exit_for_a_restart``) for its client
     to start it again.
     """
-    from ._masked_stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
+    from .mcp.stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
 
     async with stdio_server() as (read, write):
         service = GatewayService(config)

@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 
 from mcp_agent.events import ApprovalRequested
-from mcp_agent.gateway.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
+from mcp_agent.gateway.mcp.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
 
 from .conftest import Running, answer_of, eventually, make_config, running_gateway
 from .test_mcp import connect
@@ -282,7 +282,7 @@ class Book:
 )
 async def test_the_resolver_checks_the_scope_again(scopes: set[str], self_approval: bool, counted: bool) -> None:
     """Whoever put the question, an answer from a caller that may not decide changes nothing."""
-    from mcp_agent.gateway.ask_caller import resolve
+    from mcp_agent.gateway.mcp.ask_caller import resolve
     from mcp_agent.gateway.callers import Caller
 
     book = Book()

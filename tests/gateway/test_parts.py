@@ -11,7 +11,7 @@ import pytest
 from mcp_agent.config import Limits
 from mcp_agent.events import RunEnded
 from mcp_agent.gateway.eventbus import BufferedSink, EventBus, FanOut
-from mcp_agent.gateway.mcp_server import (
+from mcp_agent.gateway.mcp.server import (
     agent_query_description,
     agent_query_input_schema,
     run_result_to_mcp,

@@ -15,7 +15,7 @@ import pytest
 from mcp import ClientSession, MCPError
 
 from mcp_agent.config import AgentConfig, parse_config
-from mcp_agent.gateway.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
+from mcp_agent.gateway.mcp.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import ToolResult, ToolSpec
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from mcp_agent.gateway.quiet_logs import ClientErrorFilter
+from mcp_agent.gateway.mcp.quiet_logs import ClientErrorFilter
 
 
 def test_the_sdks_parse_failures_become_rate_limited_one_liners(caplog: pytest.LogCaptureFixture) -> None:

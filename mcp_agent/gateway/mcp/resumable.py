@@ -42,8 +42,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..loop.cancel import Cancel
-from .service import CLIENT_GONE
+from ...loop.cancel import Cancel
+from ..service import CLIENT_GONE
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from anyio import ClosedResourceError, EndOfStream
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-from .._redact import SECRETS, mask_secrets
+from ..._redact import SECRETS, mask_secrets
 
 logger = logging.getLogger(__name__)
 

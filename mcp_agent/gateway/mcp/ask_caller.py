@@ -33,13 +33,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from ..events import ApprovalRequested, ApprovalResolved, Event
-from ..loop.result import RunResult
-from ..messages import JSONObject
-from ._runner import ApprovalBook
-from .callers import Caller
-from .eventbus import BufferedSink, Relay
-from .service import NO_ANSWER, Admission
+from ...events import ApprovalRequested, ApprovalResolved, Event
+from ...loop.result import RunResult
+from ...messages import JSONObject
+from .._runner import ApprovalBook
+from ..callers import Caller
+from ..eventbus import BufferedSink, Relay
+from ..service import NO_ANSWER, Admission
 
 logger = logging.getLogger(__name__)
 

@@ -33,18 +33,18 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._version import __version__
-from ..loop.result import RESULT_SCHEMA, RunResult
-from ..messages import JSONObject, ToolSpec
-from ._runner import as_dict
-from .callers import LOCAL, Caller
-from .mcp_catalog import CatalogHandlers
-from .middleware import caller_of
+from ..._version import __version__
+from ...loop.result import RESULT_SCHEMA, RunResult
+from ...messages import JSONObject, ToolSpec
+from .._runner import as_dict
+from ..callers import LOCAL, Caller
+from .catalog import CatalogHandlers
+from ..middleware import caller_of
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
-from .query_call import QueryCalls, text_result
-from .query_input import limits_schema
+from .query import QueryCalls, text_result
+from ..query_input import limits_schema
 from .resumable import Streams
-from .service import Busy, GatewayService, NotReady
+from ..service import Busy, GatewayService, NotReady
 from .trace_context import continue_http_traces
 
 logger = logging.getLogger(__name__)

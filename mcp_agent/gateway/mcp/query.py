@@ -27,15 +27,15 @@ from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ..exceptions import StateError
-from ..loop.result import RunResult
+from ...exceptions import StateError
+from ...loop.result import RunResult
 from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, may_answer, wants_forms
-from .callers import Caller
-from .eventbus import BufferedSink, FanOut
-from .query_input import QueryInput, QueryInputError, parse_query_input
+from ..callers import Caller
+from ..eventbus import BufferedSink, FanOut
+from ..query_input import QueryInput, QueryInputError, parse_query_input
 from .resumable import GONE_KEY, Streams, cancel_when_gone
 from .run_progress import progress_sink, send_progress
-from .service import CLIENT_GONE, Admission, Busy, GatewayService, NotReady, UnknownSession
+from ..service import CLIENT_GONE, Admission, Busy, GatewayService, NotReady, UnknownSession
 
 logger = logging.getLogger(__name__)
 

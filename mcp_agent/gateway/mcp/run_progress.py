@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from ..events import (
+from ...events import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
@@ -31,7 +31,7 @@ from ..events import (
     ToolCallStarted,
     describe,
 )
-from .eventbus import BufferedSink
+from ..eventbus import BufferedSink
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from typing import Any
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from ..telemetry.base import continued_from
+from ...telemetry.base import continued_from
 
 
 class TraceHeaders:

@@ -27,10 +27,10 @@ from mcp.server import ServerRequestContext
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, SubscriptionBus
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
-from ._runner import ResourceCatalog
-from .admission import Busy
-from .callers import Caller
-from .service import GatewayService, NotReady
+from .._runner import ResourceCatalog
+from ..admission import Busy
+from ..callers import Caller
+from ..service import GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
 
