@@ -42,23 +42,15 @@ from ..config import AgentConfig
 from ..exceptions import StateError
 from ..state.base import State
 from ._runner import as_dict
+from .callers import CallerAuthMiddleware
 from .lifespan import open_service
+from .mcp.quiet_logs import LateErrorGuard
+from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .mcp.server import AgentMCPServer, create_mcp_server
 from .mcp.sessions import McpSessionLimits
-from .middleware import (
-    BodyLimitMiddleware,
-    CallerAuthMiddleware,
-    CORSMiddleware,
-    DrainMiddleware,
-    HostOriginMiddleware,
-)
-from .middleware.late_errors import LateErrorGuard
-from .middleware.request_ids import UniqueRequestIds
-from .middleware.secrets import SecretsMiddleware
-from .rest import RestAPI
-from .rest_answers import error_response
-from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
-from .security import host_rules
+from .middleware import BodyLimitMiddleware, DrainMiddleware, SecretsMiddleware, UniqueRequestIds
+from .rest import RestAPI, error_response
+from .security import CORSMiddleware, HostOriginMiddleware, host_rules
 from .service import AgentFactory, GatewayService, describe
 
 logger = logging.getLogger(__name__)

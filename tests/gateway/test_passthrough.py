@@ -1,4 +1,4 @@
-"""exposeTools as a faithful pass-through: first the pure conversions (gateway/passthrough.py),
+"""exposeTools as a faithful pass-through: first the pure conversions (gateway/mcp/passthrough.py),
 then the real Agent and ToolHub with two copies of the fixture server tests/servers/media.py, and
 the SDK's own clients over SSE and Streamable HTTP, both eras."""
 

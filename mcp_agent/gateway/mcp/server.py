@@ -10,7 +10,7 @@ stdio) and both protocol eras; the SDK negotiates the version.
 - When the tools change, legacy clients get ``notifications/tools/list_changed`` on their
   connection (the init options advertise ``tools.listChanged``), 2026 clients on their
   ``subscriptions/listen`` stream.
-- ``agent_query`` runs one query through ``GatewayService.run`` (``query_call.py``: progress and
+- ``agent_query`` runs one query through ``GatewayService.run`` (``query.py``: progress and
   its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
@@ -28,7 +28,8 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import NotificationOptions, Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -36,16 +37,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
+from ...telemetry.base import continued_from
 from .._runner import as_dict
-from ..callers import LOCAL, Caller
+from ..callers import LOCAL, Caller, caller_of
+from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
-from ..middleware import caller_of
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
-from ..query_input import limits_schema
 from .resumable import Streams
-from ..service import Busy, GatewayService, NotReady
-from .trace_context import continue_http_traces
 
 logger = logging.getLogger(__name__)
 
@@ -320,3 +319,31 @@ def create_mcp_server(
     )
     continue_http_traces(server)
     return server, tool
+
+
+# The caller's W3C trace context, continued by the runs its requests start (``telemetry.py``).
+#
+# - Over MCP the SDK continues ``params._meta.traceparent`` itself: its OpenTelemetry middleware
+#   makes the ``tools/call agent_query`` server span the child of it, and the run's span the child
+#   of that. ``TraceHeaders``, put before the SDK's middleware, continues an HTTP ``traceparent``
+#   header instead when ``_meta`` carries none (a client that traces its HTTP requests but not its
+#   MCP messages).
+# - Over REST, ``QueryAnswer`` runs the query inside ``continued_from(request.headers)``.
+#
+# Either way a span already current (an ASGI instrumentation's server span) wins, and nothing
+# happens when nothing is traced.
+class TraceHeaders:
+    """MCP server middleware: an HTTP ``traceparent`` header is the parent when ``_meta`` has none."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        headers = getattr(ctx.request, "headers", None)
+        meta = ctx.meta
+        if headers is None or (meta is not None and meta.get("traceparent")):
+            return await call_next(ctx)
+        with continued_from(headers):
+            return await call_next(ctx)
+
+
+def continue_http_traces(server: Server[Any]) -> None:
+    """Put ``TraceHeaders`` first in ``server``'s middleware (outside the SDK's span middleware)."""
+    server.middleware.insert(0, TraceHeaders())

@@ -34,7 +34,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..middleware import caller_of
+from ..callers import caller_of
 
 logger = logging.getLogger(__name__)
 
