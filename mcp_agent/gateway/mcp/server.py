@@ -38,6 +38,7 @@ from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
 from ...telemetry.base import continued_from
+from .._internals import request_connection
 from .._runner import as_dict
 from ..callers import LOCAL, Caller, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
@@ -245,10 +246,10 @@ class AgentQueryTool:
 
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:
         """Keep a legacy connection with a standalone channel, to tell it when the tools change."""
-        connection = getattr(ctx.session, "_connection", None)  # SDK 2.3: no public accessor yet
-        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
-        if not getattr(connection, "has_standalone_channel", False):
+        connection = request_connection(ctx)
+        if not connection.has_standalone_channel:
             return
         key = id(connection)
         if key in self._legacy_connections:

@@ -23,10 +23,10 @@ from typing import Any
 import mcp_types as types
 import pydantic
 from anyio import ClosedResourceError, EndOfStream
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
 from ..._redact import SECRETS, mask_secrets
+from .._internals import ReadStream, WriteStream
 
 logger = logging.getLogger(__name__)
 
