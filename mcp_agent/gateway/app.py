@@ -41,7 +41,6 @@ from starlette.types import Receive, Scope, Send
 from ..config import AgentConfig
 from ..exceptions import StateError
 from ..state.base import State
-from ._runner import as_dict
 from .callers import CallerAuthMiddleware
 from .lifespan import open_service
 from .mcp.quiet_logs import LateErrorGuard
@@ -242,7 +241,7 @@ class GatewayApp:
         service, watch = self.service, self.service.metrics.watch
 
         def servers() -> list[dict[str, Any]]:
-            return [as_dict(status) for status in service.server_status()]
+            return [status.to_dict() for status in service.server_status()]
 
         watch(
             "mcp_agent_server_up",

@@ -41,10 +41,10 @@ from .._redact import redact_text, redact_url
 from .._version import __version__
 from ..events import Event
 from ..exceptions import StateError
+from ..loop.agent import Agent
 from ..loop.result import RunResult, TerminationReason
 from ..messages import JSONObject
 from ..telemetry.base import continued_from
-from ._runner import RunBook, as_dict
 from .callers import Caller, caller_of
 from .eventbus import BufferedSink
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -119,7 +119,7 @@ class RestAPI:
             Route("/metrics", self.metrics, methods=["GET"]),
         ]
 
-    def _agent(self) -> Any:
+    def _agent(self) -> Agent:
         service = self.service
         if service.agent is None or service.state != "ready":
             raise from_exception(NotReady(service.state, service.error or f"the agent is {service.state}"))
@@ -139,7 +139,7 @@ class RestAPI:
     def _health_details(self) -> JSONObject:
         """What health tells a known caller; credentials are masked even then."""
         service = self.service
-        servers = [as_dict(status) for status in service.server_status()]
+        servers = [status.to_dict() for status in service.server_status()]
         for server in servers:
             if isinstance(server.get("error"), str):
                 server["error"] = redact_text(server["error"])
@@ -176,7 +176,7 @@ class RestAPI:
             }
             for spec in self.service.tool_specs()
         ]
-        servers = [as_dict(status) for status in self.service.server_status()]
+        servers = [status.to_dict() for status in self.service.server_status()]
         return JSONResponse({"tools": tools, "count": len(tools), "servers": servers})
 
     async def metrics(self, request: Request) -> Response:
@@ -210,8 +210,9 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        pending = [as_dict(item) for item in await agent.approvals.pending()]
-        pending = [item for item in pending if caller.sees_approval(item.get("caller"))]
+        pending = [
+            item.to_dict() for item in await agent.approvals.pending() if caller.sees_approval(item.caller)
+        ]
         return JSONResponse({"pending": pending, "count": len(pending)})
 
     async def resolve_approval(self, request: Request) -> Response:
@@ -245,8 +246,7 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        sessions = [as_dict(item) for item in await agent.sessions.list()]
-        sessions = [item for item in sessions if caller.sees(item.get("owner"))]
+        sessions = [item.to_dict() for item in await agent.sessions.list() if caller.sees(item.owner)]
         return JSONResponse({"sessions": sessions, "count": len(sessions)})
 
     async def delete_session(self, request: Request) -> Response:
@@ -257,7 +257,7 @@ class RestAPI:
         except ApiError as exc:
             return exc.response()
         session = await agent.sessions.get(session_id)
-        if session is None or not caller.sees(getattr(session, "owner", None)):
+        if session is None or not caller.sees(session.owner):
             return error_response(404, f"no session {session_id!r}", "not_found")
         await agent.sessions.delete(session_id)
         return JSONResponse({"id": session_id, "status": "deleted"})
@@ -272,11 +272,8 @@ class RestAPI:
             filters = run_filters(request.query_params)
         except ApiError as exc:
             return exc.response()
-        book: RunBook | None = getattr(agent, "runs", None)  # an agent without a record shows none
-        found = (
-            [] if book is None else await book.list(caller=None if caller.admin else caller.name, **filters)
-        )
-        runs = [as_dict(item) for item in found]
+        found = await agent.runs.list(caller=None if caller.admin else caller.name, **filters)
+        runs = [item.to_dict() for item in found]
         for item in runs:
             item.pop("timeline", None)  # in GET /api/v1/runs/{id} only
         body: JSONObject = {"runs": runs, "count": len(runs)}
@@ -291,11 +288,10 @@ class RestAPI:
             agent = self._agent()
         except ApiError as exc:
             return exc.response()
-        book: RunBook | None = getattr(agent, "runs", None)
-        found = None if book is None else await book.get(run_id)
-        if found is None or not caller.sees(getattr(found, "caller", None)):
+        found = await agent.runs.get(run_id)
+        if found is None or not caller.sees(found.caller):
             return error_response(404, f"no run {run_id!r}", "not_found")
-        return JSONResponse(as_dict(found))
+        return JSONResponse(found.to_dict())
 
     # ---------------------------------------------------------------- events
 

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -39,13 +39,16 @@ from pydantic import ValidationError
 from ..config import AgentConfig, Limits
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
+from ..loop.agent import Agent
 from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..loop.sessions import valid_session_id
 from ..messages import JSONObject, ToolResult, ToolSpec
 from ..state.base import State
 from ..telemetry.logs import RunLogFields, log_fields
-from ._runner import AgentLike, ResourceCatalog, as_dict
+from ..tools.catalog import Catalog
+from ..tools.hub import ToolHub
+from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
 from .eventbus import ChangeNotices, EventBus, FanOut, SharedEvents
@@ -56,9 +59,13 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-AgentFactory = Callable[..., AbstractAsyncContextManager[AgentLike]]
-"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), called
-with the config, and with ``state=`` (the gateway's ``State``) when it takes that keyword."""
+
+class AgentFactory(Protocol):
+    """Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), given
+    the config and the gateway's ``State`` (a test's agent may keep a state of its own)."""
+
+    def __call__(self, config: AgentConfig, *, state: State) -> AbstractAsyncContextManager[Agent]: ...
+
 
 __all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession", "describe"]
 
@@ -116,7 +123,7 @@ class Admission:
     """A query slot held for ``caller``; ``release`` (idempotent) gives it back."""
 
     def __init__(
-        self, service: GatewayService, agent: AgentLike, caller: Caller, slot: Slot, cancel: Cancel
+        self, service: GatewayService, agent: Agent, caller: Caller, slot: Slot, cancel: Cancel
     ) -> None:
         self.service = service
         self.agent = agent
@@ -152,7 +159,7 @@ class GatewayService:
         """Where this replica's run events go for the others (a shared state backend's channel,
         ``lifespan`` sets it); their events come back into ``bus``."""
         self.metrics = Metrics.for_config(config, tools=self.tool_specs)
-        self.agent: AgentLike | None = None
+        self.agent: Agent | None = None
         self.state_store: State | None = None
         """Conversations, approvals and run records (``open_service`` opens or takes it)."""
         self.store = StoreHealth(config.state.max_outage_seconds)
@@ -164,7 +171,6 @@ class GatewayService:
         self.state = "starting"
         self.error: str | None = None
         self.ready = anyio.Event()
-        self.tools_version = 0
         self.tool_changes = ChangeNotices("tools-changed")
         self.catalog_changes = ChangeNotices("catalog")
         self._running: set[Cancel] = set()
@@ -191,23 +197,16 @@ class GatewayService:
 
     # ---------------------------------------------------------------- state
 
-    def attach(self, agent: AgentLike) -> None:
+    def attach(self, agent: Agent) -> None:
         """Use ``agent`` from now on (it is started); listen to its tool changes."""
         self.agent = agent
         self._apply_shares(agent)
         if self.state != "stopping":  # a shutdown that began while starting stays a shutdown
             self.state = "ready"
-        tools = getattr(agent, "tools", None)
-        for name, callback in (
-            ("subscribe", self.notify_tools_changed),
-            ("subscribe_catalog", self.notify_catalog_changed),
-        ):
-            subscribe = getattr(tools, name, None)
-            if callable(subscribe):
-                try:
-                    subscribe(callback)
-                except Exception:
-                    logger.exception("could not %s to tool changes", name)
+        hub = self.hub
+        if hub is not None:
+            hub.subscribe(self.notify_tools_changed)
+            hub.subscribe_catalog(self.notify_catalog_changed)
         self.ready.set()
         self.notify_tools_changed()
         self._release_starts()
@@ -219,21 +218,26 @@ class GatewayService:
         self._serving = True
         self._release_starts()
 
-    def _release_starts(self) -> None:
-        if not self._serving or self.agent is None:
-            return
-        release = getattr(getattr(self.agent, "tools", None), "release_starts", None)
-        if callable(release):
-            release()
+    @property
+    def hub(self) -> ToolHub | None:
+        """The Agent's tool servers, when its tools are a ToolHub (an Agent over another
+        ToolSource, such as a test's memory source, has no servers to show or to start)."""
+        tools = self.agent.tools if self.agent is not None else None
+        return tools if isinstance(tools, ToolHub) else None
 
-    def _apply_shares(self, agent: AgentLike) -> None:
+    def _release_starts(self) -> None:
+        hub = self.hub
+        if self._serving and hub is not None:
+            hub.release_starts()
+
+    def _apply_shares(self, agent: Agent) -> None:
         """Bound each caller's conversations and pending approvals to its share."""
-        sessions: Any = getattr(agent, "sessions", None)
-        approvals: Any = getattr(agent, "approvals", None)
+        agent.approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
+        sessions = agent.sessions
+        # The SessionStore protocol (state/) declares no owner cap; every store the package has
+        # (memory, SQLite, Redis) has ``max_per_owner``, a store of a test's may not.
         if hasattr(sessions, "max_per_owner"):
             sessions.max_per_owner = self.callers.share_of(self.config.sessions.max_sessions)
-        if hasattr(approvals, "max_per_caller"):
-            approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
 
     def fail(self, message: str) -> None:
         self.state = "failed"
@@ -267,14 +271,9 @@ class GatewayService:
             logger.exception("listing tools failed")
             return []
 
-    def server_status(self) -> list[Any]:
-        if self.agent is None:
-            return []
-        try:
-            return list(self.agent.tools.status())
-        except Exception:
-            logger.exception("reading server status failed")
-            return []
+    def server_status(self) -> list[ServerStatus]:
+        hub = self.hub
+        return hub.status() if hub is not None else []
 
     def health(self) -> tuple[str, list[str]]:
         """The gateway's status and, when ``degraded``, why.
@@ -293,9 +292,8 @@ class GatewayService:
             reasons.append(f"model {self.config.llm.model!r} is not on the model server")
         down = []
         for status in self.server_status():
-            fields = as_dict(status)
-            if fields.get("status") in ("failed", "restarting"):
-                down.append(str(fields.get("name")))
+            if status.status in ("failed", "restarting"):
+                down.append(status.name)
         if down:
             reasons.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
         if not self.store.ok:
@@ -306,7 +304,6 @@ class GatewayService:
 
     def notify_tools_changed(self, *_: Any) -> None:
         """Called (sync) by the ToolHub when its tools change; ``tool_changes`` does the rest."""
-        self.tools_version += 1
         self.tool_changes.notify("tools")
 
     def on_tools_changed(self, listener: Callable[[], Awaitable[None]]) -> None:
@@ -317,12 +314,10 @@ class GatewayService:
 
         self.tool_changes.listen(told)
 
-    def catalog(self) -> ResourceCatalog | None:
+    def catalog(self) -> Catalog | None:
         """The tool servers' resources and prompts, when the agent is ready and has them."""
-        if self.state != "ready" or self.agent is None:
-            return None
-        catalog: ResourceCatalog | None = getattr(getattr(self.agent, "tools", None), "catalog", None)
-        return catalog
+        hub = self.hub
+        return hub.catalog if self.state == "ready" and hub is not None else None
 
     def notify_catalog_changed(self, kind: str) -> None:
         """Called (sync) by the ToolHub when its ``resources`` or ``prompts`` may have changed."""
@@ -334,7 +329,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- admission
 
-    def ready_agent(self) -> AgentLike:
+    def ready_agent(self) -> Agent:
         if self.state == "ready" and self.agent is not None:
             return self.agent
         if self.state == "stopping":
@@ -410,7 +405,7 @@ class GatewayService:
         except StateError as exc:
             self.store_failed(exc)
             raise
-        if session is None or not caller.sees(getattr(session, "owner", None)):
+        if session is None or not caller.sees(session.owner):
             raise UnknownSession(request.session_id)
         return request
 

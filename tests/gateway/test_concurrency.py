@@ -107,7 +107,7 @@ async def test_starting_gateway_answers_503_and_agent_query_waits() -> None:
     release = anyio.Event()
 
     @asynccontextmanager
-    async def slow_factory(config: Any) -> Any:
+    async def slow_factory(config: Any, *, state: Any) -> Any:
         await release.wait()  # tool servers still starting
         yield Agent(RuleModel(), HubLike(Tools().source), config)
 

@@ -15,7 +15,7 @@ from .test_mcp import connect
 
 async def test_an_agent_that_fails_to_start_is_reported() -> None:
     @asynccontextmanager
-    async def broken(config: Any) -> AsyncIterator[Any]:
+    async def broken(config: Any, *, state: Any) -> AsyncIterator[Any]:
         raise RuntimeError("model client could not be built")
         yield  # pragma: no cover
 
@@ -65,7 +65,9 @@ async def test_shutdown_cancels_queries_ends_streams_and_refuses_new_work() -> N
             assert refused.json()["error"]["type"] == "shutting_down"
         [result] = answers
         assert result.is_error
-        assert result.content[0].text.startswith("Agent terminated (cancelled): cancelled: the gateway is shutting down")
+        assert result.content[0].text.startswith(
+            "Agent terminated (cancelled): cancelled: the gateway is shutting down"
+        )
         assert events[-1] == "run_ended"
         assert gateway.tools.cancelled == [60.0]
         assert app.drain.open_requests() == 0

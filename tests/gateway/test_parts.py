@@ -20,6 +20,7 @@ from mcp_agent.gateway.mcp.server import (
 from mcp_agent.gateway.service import QueryInput, QueryInputError, limits_schema, parse_query_input
 from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
 from mcp_agent.messages import ToolSpec
+from mcp_agent.tools.status import ServerStatus
 
 
 @pytest.mark.parametrize(
@@ -93,13 +94,8 @@ def test_summary_names_servers_tools_and_down_servers() -> None:
         ToolSpec("ports__check", server="ports", mcp_name="check"),
         ToolSpec("time__now", server="time", mcp_name="now"),
     ]
-    statuses = [{"name": "web", "status": "failed"}]
-
-    class Status:
-        def __init__(self, name: str, status: str) -> None:
-            self.name, self.status = name, status
-
-    text = summarize_tools(specs, [Status("web", "failed"), Status("time", "up")])
+    statuses = [ServerStatus(name="web", status="failed")]
+    text = summarize_tools(specs, [*statuses, ServerStatus(name="time", status="up")])
     assert "2 tools from 2 servers" in text and "ports (check)" in text and "time (now)" in text
     assert "Unavailable now: web" in text
     assert "no tools" in summarize_tools([], statuses)

@@ -28,6 +28,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import HTTPConnection
 
 from ...events import (
     ApprovalRequested,
@@ -199,11 +200,11 @@ class QueryCalls:
         """For a Streamable HTTP request: the event set when its client leaves before the answer,
         the event set when the client resumes that stream instead (``resumable.py``), and how to
         forget the latter once the run is over."""
-        scope = getattr(ctx.request, "scope", None)
-        gone = scope.get(GONE_KEY) if isinstance(scope, dict) else None
-        if not isinstance(gone, anyio.Event):
+        request = ctx.request
+        gone = request.scope.get(GONE_KEY) if isinstance(request, HTTPConnection) else None
+        if not isinstance(request, HTTPConnection) or not isinstance(gone, anyio.Event):
             return None, None, lambda: None
-        session = getattr(ctx.request, "headers", {}).get(MCP_SESSION_ID_HEADER)
+        session = request.headers.get(MCP_SESSION_ID_HEADER)
         streams = self.streams
         if not session or streams is None or ctx.request_id is None:
             return gone, None, lambda: None

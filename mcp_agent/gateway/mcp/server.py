@@ -33,13 +33,14 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import HTTPConnection
 
 from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
 from ...telemetry.base import continued_from
+from ...tools.status import ServerStatus
 from .._internals import request_connection
-from .._runner import as_dict
 from ..callers import LOCAL, Caller, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
@@ -80,16 +81,15 @@ class AgentMCPServer(Server[Any]):
 # ------------------------------------------------------------------------------------ pure parts
 
 
-def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[ServerStatus] = ()) -> str:
     """A short generated summary of the tool servers and their tools, for the description."""
     by_server: dict[str, list[str]] = {}
     for spec in specs:
         by_server.setdefault(spec.server or "tools", []).append(spec.mcp_name or spec.name)
     down = []
     for status in statuses:
-        fields = as_dict(status)
-        if fields.get("name") and fields.get("status", "up") not in ("up", "disabled"):
-            down.append(str(fields["name"]))
+        if status.status not in ("up", "disabled"):
+            down.append(status.name)
     if not by_server:
         text = "It has no tools at the moment, so it answers from the model's own knowledge."
     else:
@@ -108,7 +108,9 @@ def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> 
     return text
 
 
-def agent_query_description(description: str, specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+def agent_query_description(
+    description: str, specs: Sequence[ToolSpec], statuses: Sequence[ServerStatus] = ()
+) -> str:
     """The full description of ``agent_query``: the configured sentence, the summary, the usage."""
     return (
         f"{description.strip()}\n\n{summarize_tools(specs, statuses)}\n\n"
@@ -281,8 +283,7 @@ def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
     request = ctx.request
     if request is None:  # stdio: the parent process that started us
         return LOCAL
-    scope = getattr(request, "scope", None)
-    return caller_of(scope) if isinstance(scope, dict) else None
+    return caller_of(request.scope) if isinstance(request, HTTPConnection) else None
 
 
 def create_mcp_server(
@@ -337,11 +338,11 @@ class TraceHeaders:
     """MCP server middleware: an HTTP ``traceparent`` header is the parent when ``_meta`` has none."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        headers = getattr(ctx.request, "headers", None)
+        request = ctx.request
         meta = ctx.meta
-        if headers is None or (meta is not None and meta.get("traceparent")):
+        if not isinstance(request, HTTPConnection) or (meta is not None and meta.get("traceparent")):
             return await call_next(ctx)
-        with continued_from(headers):
+        with continued_from(request.headers):
             return await call_next(ctx)
 
 
