@@ -140,6 +140,10 @@ class HubLike(ToolHub):
     ) -> ToolResult:
         return await self.source.call_tool(name, arguments, timeout=timeout)
 
+    async def live_spec(self, name: str) -> ToolSpec | ToolResult:
+        spec = next((spec for spec in self.source.list_tools() if spec.name == name), None)
+        return spec if spec is not None else ToolResult(f"unknown tool {name!r}", is_error=True)
+
     def status(self) -> list[ServerStatus]:
         return [ServerStatus(name="mem", status="up", tool_count=len(self.source.list_tools()))]
 
