@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mcp_agent.cli.approver import describe_call, is_yes
 
 

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_agent.cli.doctor import run_doctor
 
+from mcp_agent.cli.doctor import run_doctor
 from mcp_agent.config import parse_config
 from mcp_agent.providers.server_cache import CACHE_FILE, cache_key, load_cached
 from mcp_agent.state.folder import state_dir

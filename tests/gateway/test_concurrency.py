@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from .conftest import Running, answer_of, eventually, make_config, running_gateway
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 
 async def test_fifty_concurrent_clients_each_get_their_own_answer() -> None:

@@ -23,8 +23,8 @@ from mcp_agent.tools.cache import CachedList, ToolCache
 from mcp_agent.tools.hub import open_tool_hub
 
 from .conftest import eventually, running_gateway
-from .test_mcp import connect
-from .test_passthrough import pages
+from .mcp.test_passthrough import pages
+from .mcp.test_server import connect
 
 GATED = str(Path(__file__).resolve().parent.parent / "servers" / "gated.py")
 

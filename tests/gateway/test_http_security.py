@@ -14,7 +14,7 @@ from mcp_agent.gateway.serve import bind_socket, serve
 from mcp_agent.tools.status import ServerStatus
 
 from .conftest import Running, answer_of, make_config, running_gateway
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 TOKEN = "t0ken-" + "x" * 20
 

@@ -10,7 +10,7 @@ import anyio
 import httpx
 
 from .conftest import eventually, running_gateway, sse_events
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 
 async def test_an_agent_that_fails_to_start_is_reported() -> None:

@@ -21,7 +21,7 @@ from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import answer_of, eventually, free_port
 from .e2e import rule_reply, write_config
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 

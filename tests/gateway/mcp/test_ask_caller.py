@@ -12,8 +12,8 @@ import pytest
 from mcp_agent.events import ApprovalRequested
 from mcp_agent.gateway.mcp.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
 
-from .conftest import Running, answer_of, eventually, make_config, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, answer_of, eventually, make_config, running_gateway
+from .test_server import connect
 
 ROUTES = [("sse", "legacy"), ("http", "legacy"), ("http", "modern"), ("sse", "modern")]
 

@@ -19,10 +19,10 @@ from mcp_agent.gateway.mcp.passthrough import advertised_output_schema, exposed_
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import ToolResult, ToolSpec
 
-from .conftest import Running, eventually, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, eventually, running_gateway
+from .test_server import connect
 
-SERVERS = Path(__file__).resolve().parents[1] / "servers"
+SERVERS = Path(__file__).resolve().parents[2] / "servers"
 MEDIA = str(SERVERS / "media.py")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 ROUTES = [("sse", "legacy"), ("sse", "modern"), ("http", "legacy"), ("http", "modern")]
