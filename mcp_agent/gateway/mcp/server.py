@@ -323,7 +323,7 @@ def create_mcp_server(
     return server, tool
 
 
-# The caller's W3C trace context, continued by the runs its requests start (``telemetry.py``).
+# The caller's W3C trace context, continued by the runs its requests start (``telemetry/``).
 #
 # - Over MCP the SDK continues ``params._meta.traceparent`` itself: its OpenTelemetry middleware
 #   makes the ``tools/call agent_query`` server span the child of it, and the run's span the child
