@@ -28,6 +28,32 @@ from .._redact import SECRETS, mask_secret_bytes
 logger = logging.getLogger(__name__)
 
 
+# The JSON error answer every middleware and REST handler sends: ``{"error": {"message", "type"}}``.
+def error_body(message: str, type_: str) -> bytes:
+    """The JSON error document."""
+    return json.dumps({"error": {"message": message, "type": type_}}).encode("utf-8")
+
+
+async def send_error(
+    send: Send,
+    status: int,
+    message: str,
+    type_: str,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """Answer an HTTP request with a JSON error (the response must not have started)."""
+    body = error_body(message, type_)
+    raw = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    raw.extend(
+        (key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in (headers or {}).items()
+    )
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
 # Graceful shutdown for HTTP: refuse new requests, then end the ones still open.
 #
 # Long-lived responses (the MCP SSE stream, a Streamable HTTP GET stream, ``/api/v1/events``)
@@ -38,7 +64,6 @@ logger = logging.getLogger(__name__)
 # ``http.disconnect``), which every streaming response here handles as a normal end, closing its
 # own resources; a request that still runs after that is cancelled. A started response is then
 # closed cleanly.
-#
 
 
 @dataclass(eq=False)
@@ -364,30 +389,4 @@ async def _refuse(send: Send, request_id: str) -> None:
     body = json.dumps(error).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 400, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-# The JSON error answer every middleware and REST handler sends: ``{"error": {"message", "type"}}``.
-def error_body(message: str, type_: str) -> bytes:
-    """The JSON error document."""
-    return json.dumps({"error": {"message": message, "type": type_}}).encode("utf-8")
-
-
-async def send_error(
-    send: Send,
-    status: int,
-    message: str,
-    type_: str,
-    headers: Mapping[str, str] | None = None,
-) -> None:
-    """Answer an HTTP request with a JSON error (the response must not have started)."""
-    body = error_body(message, type_)
-    raw = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    raw.extend(
-        (key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in (headers or {}).items()
-    )
-    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
