@@ -766,7 +766,10 @@ async def test_non_json_answer(server: FakeModelServer, sleeps: SleepRecorder) -
     async with _provider(
         server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
     ) as provider:
-        with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not the Anthropic Messages API"):
+        with (
+            anyio.fail_after(20),
+            pytest.raises(ProviderResponseError, match="not the Anthropic Messages API"),
+        ):
             await provider.complete(_request())
     assert len(server.requests) == 1
     server.replies.clear()
