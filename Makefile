@@ -36,9 +36,9 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 $(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		(cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed) \
-		|| echo "make: npm ci in $(NPM_DIR) failed: tests/gateway/test_everything.py will fail" >&2; \
+		|| echo "make: npm ci in $(NPM_DIR) failed: tests/gateway/mcp/test_everything.py will fail" >&2; \
 	else \
-		echo "make: npm not found: tests/gateway/test_everything.py will fail (it needs Node.js >= 20 and npm)" >&2; \
+		echo "make: npm not found: tests/gateway/mcp/test_everything.py will fail (it needs Node.js >= 20 and npm)" >&2; \
 	fi
 
 # The fast suite on the machine's cores (pytest-xdist, at most 4 workers); every test stands

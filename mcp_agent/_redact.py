@@ -11,7 +11,7 @@ Two kinds of masking:
   remembers both. ``mask_secrets`` (text) and ``mask_secret_bytes`` (a response body) replace every
   known value, also as it appears inside JSON strings or URL-encoded, with ``***``. Every place
   where text leaves the process applies it: the log formatters (``telemetry/logs.py``), the CLI's stdout
-  and stderr, the gateway's HTTP responses and event streams (``gateway/middleware/secrets.py``),
+  and stderr, the gateway's HTTP responses and event streams (``SecretsMiddleware`` in ``gateway/middleware.py``),
   the stdio transport (``gateway/serve.py``), and the messages of provider and tool-server errors.
   Values shorter than ``MIN_SECRET_CHARS`` are not remembered: masking a short word everywhere
   would garble every output, and a key that short protects nothing. Nor are the stand-in keys

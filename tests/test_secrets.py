@@ -36,7 +36,7 @@ import pytest
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, completion
 from tests.gateway.conftest import eventually, free_port
-from tests.gateway.test_mcp import connect
+from tests.gateway.mcp.test_server import connect
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "servers"

@@ -78,9 +78,6 @@ class Admissions:
     def queued(self) -> int:
         return len(self._waiting)
 
-    def held_by(self, caller: str) -> int:
-        return self._by_caller[caller]
-
     async def acquire(self, caller: str) -> Slot:
         """A slot for ``caller``, now or after waiting in the queue.
 

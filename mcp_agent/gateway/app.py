@@ -41,24 +41,15 @@ from starlette.types import Receive, Scope, Send
 from ..config import AgentConfig
 from ..exceptions import StateError
 from ..state.base import State
-from ._runner import as_dict
+from .callers import CallerAuthMiddleware
 from .lifespan import open_service
-from .mcp_server import AgentMCPServer, create_mcp_server
-from .mcp_sessions import McpSessionLimits
-from .middleware import (
-    BodyLimitMiddleware,
-    CallerAuthMiddleware,
-    CORSMiddleware,
-    DrainMiddleware,
-    HostOriginMiddleware,
-)
-from .middleware.late_errors import LateErrorGuard
-from .middleware.request_ids import UniqueRequestIds
-from .middleware.secrets import SecretsMiddleware
-from .rest import RestAPI
-from .rest_answers import error_response
-from .resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
-from .security import host_rules
+from .mcp.quiet_logs import LateErrorGuard
+from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
+from .mcp.server import AgentMCPServer, create_mcp_server
+from .mcp.sessions import McpSessionLimits
+from .middleware import BodyLimitMiddleware, DrainMiddleware, SecretsMiddleware, UniqueRequestIds
+from .rest import RestAPI, error_response
+from .security import CORSMiddleware, HostOriginMiddleware, host_rules
 from .service import AgentFactory, GatewayService, describe
 
 logger = logging.getLogger(__name__)
@@ -250,7 +241,7 @@ class GatewayApp:
         service, watch = self.service, self.service.metrics.watch
 
         def servers() -> list[dict[str, Any]]:
-            return [as_dict(status) for status in service.server_status()]
+            return [status.to_dict() for status in service.server_status()]
 
         watch(
             "mcp_agent_server_up",
@@ -323,7 +314,7 @@ def create_app(
 
     Args:
         config: the whole configuration (``gateway`` decides the security rules).
-        factory: builds the Agent (default ``Agent.from_config``); tests inject their own.
+        factory: builds the Agent (default ``assembly.open_agent``); tests inject their own.
         bind_host: the address the server binds (accepted as a Host header); default ``gateway.host``.
         stateless: override ``gateway.stateless`` (``serve --stateless``).
         state: the state, opened by the caller (``serve``); None: the lifespan opens what

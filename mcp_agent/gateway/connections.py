@@ -6,7 +6,7 @@ body one byte a minute, holds its socket forever, and 500 of them exhaust the de
 (slowloris). Hypercorn's ``read_timeout`` bounds each read, which one byte every few seconds
 defeats; Granian bounds headers but is a second server binary with other semantics. So the
 gateway keeps uvicorn and its h11 protocol, and adds one deadline per request in a small
-subclass (``protocol_class``):
+subclass (``_internals.GuardedH11Protocol``: it reaches into uvicorn; ``protocol_class``):
 
 - **read deadline**: from a request's first byte (or from the connection's opening, before any
   byte) until the request is complete (headers and body), ``gateway.readTimeoutSeconds``. Past
@@ -23,85 +23,17 @@ subclass (``protocol_class``):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from ._internals import GuardedH11Protocol
 
 logger = logging.getLogger(__name__)
 
 ACCEPT_WARN_EVERY_SECONDS = 60.0
 FD_RESERVE = 64
 """Descriptors kept free of client connections (tool servers' pipes, model connections, files)."""
-
-
-def _raw_response(status: int, reason: str, message: str, kind: str) -> bytes:
-    body = json.dumps({"error": {"message": message, "type": kind}}).encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a read deadline per request and a connection cap."""
-
-    read_timeout: float = 10.0
-    max_connections: int = 0
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._read_deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        if self.max_connections and len(self.connections) > self.max_connections:
-            message = (
-                f"too many open connections ({self.max_connections}, gateway.maxConnections); retry later"
-            )
-            transport.write(_raw_response(503, "Service Unavailable", message, "too_many_connections"))
-            transport.close()
-            return
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
-            self._arm()  # a request is on its way: its deadline runs from its first byte
-        else:
-            self._disarm()  # complete (or the connection is ending): the response is not bounded
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._disarm()  # between requests, uvicorn's keep-alive timeout applies
-
-    def _arm(self) -> None:
-        if self._read_deadline is None and self.read_timeout > 0 and not self.transport.is_closing():
-            self._read_deadline = self.loop.call_later(self.read_timeout, self._read_timed_out)
-
-    def _disarm(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
-
-    def _read_timed_out(self) -> None:
-        self._read_deadline = None
-        if self.transport.is_closing():
-            return
-        if self.cycle is None or not self.cycle.response_started:
-            message = (
-                f"the request did not arrive within {self.read_timeout:g} s (gateway.readTimeoutSeconds)"
-            )
-            self.transport.write(_raw_response(408, "Request Timeout", message, "request_timeout"))
-        self.transport.close()
 
 
 def protocol_class(read_timeout: float, max_connections: int) -> type[GuardedH11Protocol]:

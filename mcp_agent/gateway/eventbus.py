@@ -1,4 +1,6 @@
-"""Fan-out of run events to live listeners (the ``/api/v1/events`` streams), never blocking a run.
+"""Telling listeners what happened without making the teller wait: run events fanned out to live
+listeners (the ``/api/v1/events`` streams), and the ToolHub's change notices (``ChangeNotices``,
+below) delivered to the transports.
 
 ``EventBus.emit`` is an ``EventSink``: it is called from inside runs, returns at once and never
 raises. Each listener has its own bounded buffer; a listener that reads too slowly loses events
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Protocol
 
@@ -205,3 +207,43 @@ class Relay:
     def emit(self, event: Event) -> None:
         if self.target is not None:
             self.target.emit(event)
+
+
+# Notices of change from the ToolHub (its tools, its resources and prompts), delivered to the
+# transports' async listeners by one task each (``lifespan`` runs ``deliver``).
+#
+# The hub tells of a change synchronously, from wherever it learns it; ``notify`` only marks it.
+# ``deliver`` then calls every listener once per kind marked since it last ran, so a burst of
+# changes is told once, and a failing listener is logged without stopping the others.
+
+
+class ChangeNotices:
+    """Changes marked by kind (``tools``, ``resources``, ``prompts``), told to each listener."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._kinds: set[str] = set()
+        self._marked = anyio.Event()
+        self._listeners: list[Callable[[str], Awaitable[None]]] = []
+
+    def notify(self, kind: str) -> None:
+        """Mark a change of ``kind`` (sync: the hub calls it); ``deliver`` tells the listeners."""
+        self._kinds.add(kind)
+        self._marked.set()
+
+    def listen(self, listener: Callable[[str], Awaitable[None]]) -> None:
+        """Run ``listener(kind)`` (async) after each change."""
+        self._listeners.append(listener)
+
+    async def deliver(self) -> None:
+        """Until cancelled: tell the listeners of what was marked, each kind once."""
+        while True:
+            await self._marked.wait()
+            self._marked = anyio.Event()
+            kinds, self._kinds = sorted(self._kinds), set()
+            for kind in kinds:
+                for listener in list(self._listeners):
+                    try:
+                        await listener(kind)
+                    except Exception:
+                        logger.exception("%s listener failed", self.what)

@@ -11,26 +11,22 @@ died, and says so again once it is back.
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
 
+from ..config import AgentConfig
 from ..exceptions import StateError
+from ..loop.agent import Agent
 from ..state import open_agent_state
 from ..state.base import State
 from ..state.records import Recovery
 from .eventbus import SharedEvents
 from .service import AgentFactory, GatewayService
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
-
-    from ..config import AgentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -100,9 +96,8 @@ async def _probe(service: GatewayService, timeout: float) -> dict[str, object]:
     return {"reachable": True, "model_present": present, "error": missing}
 
 
-def default_factory(state: State) -> AgentFactory:
-    """The real Agent's factory, keeping its state in ``state`` (imported late: the gateway
-    only needs the seam)."""
+def default_factory(state: State) -> Callable[[AgentConfig], AbstractAsyncContextManager[Agent]]:
+    """The real Agent's factory, keeping its state in ``state``."""
     from ..assembly import open_agent
 
     def factory(config: AgentConfig) -> Any:  # gateway.recordDir: each run recorded (loop/recording.py)
@@ -115,16 +110,6 @@ def default_factory(state: State) -> AgentFactory:
         )
 
     return factory
-
-
-def with_state(factory: AgentFactory, state: State) -> AgentFactory:
-    """``factory`` given the gateway's state when it takes a ``state`` keyword (as
-    ``open_agent`` does), else as it is (a test's agent keeps its own)."""
-    try:
-        takes = "state" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes = False
-    return functools.partial(factory, state=state) if takes else factory
 
 
 async def keep_state(service: GatewayService, state: State) -> None:
@@ -172,6 +157,7 @@ def share_events(service: GatewayService, state: State, tasks: anyio.abc.TaskGro
     """With a shared state backend (Redis: its ``events``, a ``SharedEvents``), this replica's
     run events go to the other replicas and theirs come into ``service.bus``, so that
     ``/api/v1/events`` on any replica shows the runs of all (decoded only while someone listens)."""
+    # the State protocol (state/) declares no shared channel: only a shared backend has ``events``
     shared: SharedEvents | None = getattr(state, "events", None)
     if shared is None:
         return
@@ -232,7 +218,7 @@ async def _run_service(
 ) -> AsyncIterator[GatewayService]:
     config = service.config
     probe = factory is None  # the real model server: check it at start-up
-    factory = default_factory(state) if factory is None else with_state(factory, state)
+    build = default_factory(state) if factory is None else functools.partial(factory, state=state)
     stop = anyio.Event()
     notifier = anyio.CancelScope()
 
@@ -248,7 +234,7 @@ async def _run_service(
             task_status.started()
             started = True
         try:
-            async with factory(config) as agent:
+            async with build(config) as agent:
                 service.attach(agent)
                 if not started:
                     task_status.started()

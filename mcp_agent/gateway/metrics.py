@@ -207,7 +207,7 @@ class Metrics:
         llm = config.llm
         models = [
             llm.model,
-            *(getattr(fallback, "model", None) for fallback in getattr(llm, "fallbacks", ())),
+            *(fallback.model for fallback in llm.fallbacks),
         ]
         return cls(models=[model for model in models if model], tools=tools)
 

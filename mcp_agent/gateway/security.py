@@ -1,7 +1,7 @@
-"""The gateway's security rules as functions: the bind check and the Host and Origin rules.
+"""The gateway's security rules: the bind check, the Host and Origin rules, and CORS.
 
 One rule for every route (REST, the dashboard, ``/metrics``, MCP over SSE and Streamable HTTP):
-``middleware/hosts.py`` applies it in front of everything, and the SDK's own DNS-rebinding
+``HostOriginMiddleware`` applies it in front of everything (421, 403), and the SDK's own DNS-rebinding
 check is switched off so that no route answers by a second, different rule.
 
 - A Host header is accepted when its name, compared case-insensitively, is exactly one of
@@ -18,19 +18,27 @@ check is switched off so that no route answers by a second, different rule.
   address or ``localhost``: accepting that Host means something (a reverse proxy, a tunnel, a
   port forward) brings requests from elsewhere to the loopback port, and everyone who reaches
   it would be the anonymous local caller, with every scope.
+
+``CORSMiddleware`` runs after it, so every Origin it sees is allowed: it answers preflights and
+names that origin (never a wildcard) in the response.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
 from ..config import GatewayConfig
 from ..exceptions import ConfigError
+from .middleware import send_error
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
@@ -188,3 +196,88 @@ def host_rules(config: GatewayConfig, bind_host: str | None = None) -> HostRules
             hosts.add(parts[0])
     origins = frozenset(normalise_origin(origin) for origin in config.allowed_origins)
     return HostRules(frozenset(hosts), origins)
+
+
+# Host and Origin checks on every request (DNS rebinding, cross-site calls): 421 and 403.
+logger = logging.getLogger(__name__)
+
+
+class HostOriginMiddleware:
+    """Refuses a request whose Host (421) or Origin (403) the rules do not accept."""
+
+    def __init__(self, app: ASGIApp, rules: HostRules) -> None:
+        self.app = app
+        self.rules = rules
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        if not self.rules.host_ok(host):
+            logger.warning("refused a request with Host %r", host)
+            await send_error(
+                send, 421, f"Host {host!r} is not allowed (gateway.allowedHosts)", "misdirected_request"
+            )
+            return
+        origin = headers.get("origin")
+        if not self.rules.origin_ok(origin):
+            logger.warning("refused a request with Origin %r", origin)
+            await send_error(
+                send, 403, f"Origin {origin!r} is not allowed (gateway.allowedOrigins)", "forbidden_origin"
+            )
+            return
+        await self.app(scope, receive, send)
+
+
+# CORS for allowed origins only: never a wildcard, and only when the request names its Origin.
+#
+# Runs after ``HostOriginMiddleware``, so any Origin that reaches it is allowed; it answers
+# preflights and adds ``Access-Control-Allow-Origin: <that origin>`` to the response.
+ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
+ALLOW_HEADERS = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version"
+EXPOSE_HEADERS = "Mcp-Session-Id, Mcp-Protocol-Version, Retry-After"
+
+
+class CORSMiddleware:
+    """Echoes an (already vetted) Origin back; answers preflight requests with 204."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        origin = headers.get("origin")
+        if origin is None:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 204,
+                    "headers": [
+                        (b"access-control-allow-origin", origin.encode("latin-1")),
+                        (b"access-control-allow-methods", ALLOW_METHODS.encode()),
+                        (b"access-control-allow-headers", ALLOW_HEADERS.encode()),
+                        (b"access-control-max-age", b"600"),
+                        (b"vary", b"Origin"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+
+        async def send_with_cors(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = MutableHeaders(scope=message)
+                out["Access-Control-Allow-Origin"] = origin
+                out["Access-Control-Expose-Headers"] = EXPOSE_HEADERS
+                out.add_vary_header("Origin")
+            await send(message)
+
+        await self.app(scope, receive, send_with_cors)

@@ -50,8 +50,8 @@ from ..state.folder import private_folder, private_state_dir
 from .app import GatewayApp, create_app
 from .connections import default_max_connections, open_file_limit, protocol_class, quiet_accept_errors
 from .lifespan import open_service
-from .mcp_server import create_mcp_server
-from .quiet_logs import quiet_client_errors
+from .mcp.quiet_logs import quiet_client_errors
+from .mcp.server import create_mcp_server
 from .security import check_bind
 from .service import AgentFactory, GatewayService, describe
 
@@ -137,7 +137,7 @@ async def serve(
         port: port (default ``gateway.port``; 0 picks a free one, reported to ``on_ready``).
         stdio: serve MCP over stdin/stdout instead of HTTP.
         stateless: stateless Streamable HTTP (for replicas behind a load balancer).
-        factory: builds the Agent (default ``Agent.from_config``).
+        factory: builds the Agent (default ``assembly.open_agent``).
         stop: set it to shut down as on SIGTERM.
         handle_signals: install SIGTERM/SIGINT handlers (main thread only).
         on_ready: called with the bound host and port once the server accepts connections.
@@ -249,11 +249,11 @@ async def serve_stdio(
     """Serve MCP over this process's stdin/stdout until stdin closes, a signal, or ``stop``.
 
     What goes out on stdout has the known secrets masked, as the HTTP responses have
-    (``middleware/secrets.py``). A service that gives up (``GatewayService.give_up``) or ends on
+    (``SecretsMiddleware`` in ``middleware.py``). A service that gives up (``GatewayService.give_up``) or ends on
     an error is shut down, and then the process exits 1 (``exit_for_a_restart``) for its client
     to start it again.
     """
-    from ._masked_stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
+    from .mcp.stdio import AnsweringReadStream, MaskedWriteStream  # stdio alone needs them
 
     async with stdio_server() as (read, write):
         service = GatewayService(config)

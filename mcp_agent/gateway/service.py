@@ -4,7 +4,8 @@
 answers health at once, ``starting`` until the tool servers are up) and yields a
 ``GatewayService``. Every query (and every exposed tool call) goes through it:
 
-- input is parsed beforehand by the pure ``query_input.parse_query_input``;
+- input is parsed beforehand by the pure ``parse_query_input`` (below; the same rules for
+  ``agent_query``'s arguments and ``POST /api/v1/query``'s body);
 - a slot is taken from ``Admissions``: ``maxConcurrentQueries`` run, up to ``maxQueuedQueries``
   wait up to ``queueTimeoutSeconds``, then ``Busy``; each caller within its share;
 - a conversation belongs to the caller that started it (``conversation``): another caller's
@@ -26,37 +27,45 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.abc
+from pydantic import ValidationError
 
-from ..config import AgentConfig
+from ..config import AgentConfig, Limits
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
+from ..loop.agent import Agent
 from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..messages import JSONObject, ToolResult, ToolSpec
 from ..state.base import State
+from ..state.records import valid_session_id
 from ..telemetry.logs import RunLogFields, log_fields
-from ._changes import ChangeNotices
-from ._runner import AgentLike, ResourceCatalog, as_dict
+from ..tools.catalog import Catalog
+from ..tools.hub import ToolHub
+from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
-from .eventbus import EventBus, FanOut, SharedEvents
+from .eventbus import ChangeNotices, EventBus, FanOut, SharedEvents
 from .metrics import Metrics
-from .query_input import QueryInput
 from .store_health import StoreHealth, is_outage
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-AgentFactory = Callable[..., AbstractAsyncContextManager[AgentLike]]
-"""Builds and owns the Agent for the gateway's lifetime (default: ``Agent.from_config``), called
-with the config, and with ``state=`` (the gateway's ``State``) when it takes that keyword."""
+
+class AgentFactory(Protocol):
+    """Builds and owns the Agent for the gateway's lifetime (default: ``assembly.open_agent``), given
+    the config and the gateway's ``State`` (a test's agent may keep a state of its own)."""
+
+    def __call__(self, config: AgentConfig, *, state: State) -> AbstractAsyncContextManager[Agent]: ...
+
 
 __all__ = ["Admission", "AgentFactory", "Busy", "GatewayService", "NotReady", "UnknownSession", "describe"]
 
@@ -114,7 +123,7 @@ class Admission:
     """A query slot held for ``caller``; ``release`` (idempotent) gives it back."""
 
     def __init__(
-        self, service: GatewayService, agent: AgentLike, caller: Caller, slot: Slot, cancel: Cancel
+        self, service: GatewayService, agent: Agent, caller: Caller, slot: Slot, cancel: Cancel
     ) -> None:
         self.service = service
         self.agent = agent
@@ -150,7 +159,7 @@ class GatewayService:
         """Where this replica's run events go for the others (a shared state backend's channel,
         ``lifespan`` sets it); their events come back into ``bus``."""
         self.metrics = Metrics.for_config(config, tools=self.tool_specs)
-        self.agent: AgentLike | None = None
+        self.agent: Agent | None = None
         self.state_store: State | None = None
         """Conversations, approvals and run records (``open_service`` opens or takes it)."""
         self.store = StoreHealth(config.state.max_outage_seconds)
@@ -162,7 +171,6 @@ class GatewayService:
         self.state = "starting"
         self.error: str | None = None
         self.ready = anyio.Event()
-        self.tools_version = 0
         self.tool_changes = ChangeNotices("tools-changed")
         self.catalog_changes = ChangeNotices("catalog")
         self._running: set[Cancel] = set()
@@ -189,23 +197,16 @@ class GatewayService:
 
     # ---------------------------------------------------------------- state
 
-    def attach(self, agent: AgentLike) -> None:
+    def attach(self, agent: Agent) -> None:
         """Use ``agent`` from now on (it is started); listen to its tool changes."""
         self.agent = agent
         self._apply_shares(agent)
         if self.state != "stopping":  # a shutdown that began while starting stays a shutdown
             self.state = "ready"
-        tools = getattr(agent, "tools", None)
-        for name, callback in (
-            ("subscribe", self.notify_tools_changed),
-            ("subscribe_catalog", self.notify_catalog_changed),
-        ):
-            subscribe = getattr(tools, name, None)
-            if callable(subscribe):
-                try:
-                    subscribe(callback)
-                except Exception:
-                    logger.exception("could not %s to tool changes", name)
+        hub = self.hub
+        if hub is not None:
+            hub.subscribe(self.notify_tools_changed)
+            hub.subscribe_catalog(self.notify_catalog_changed)
         self.ready.set()
         self.notify_tools_changed()
         self._release_starts()
@@ -217,21 +218,26 @@ class GatewayService:
         self._serving = True
         self._release_starts()
 
-    def _release_starts(self) -> None:
-        if not self._serving or self.agent is None:
-            return
-        release = getattr(getattr(self.agent, "tools", None), "release_starts", None)
-        if callable(release):
-            release()
+    @property
+    def hub(self) -> ToolHub | None:
+        """The Agent's tool servers, when its tools are a ToolHub (an Agent over another
+        ToolSource, such as a test's memory source, has no servers to show or to start)."""
+        tools = self.agent.tools if self.agent is not None else None
+        return tools if isinstance(tools, ToolHub) else None
 
-    def _apply_shares(self, agent: AgentLike) -> None:
+    def _release_starts(self) -> None:
+        hub = self.hub
+        if self._serving and hub is not None:
+            hub.release_starts()
+
+    def _apply_shares(self, agent: Agent) -> None:
         """Bound each caller's conversations and pending approvals to its share."""
-        sessions: Any = getattr(agent, "sessions", None)
-        approvals: Any = getattr(agent, "approvals", None)
+        agent.approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
+        sessions = agent.sessions
+        # The SessionStore protocol (state/) declares no owner cap; every store the package has
+        # (memory, SQLite, Redis) has ``max_per_owner``, a store of a test's may not.
         if hasattr(sessions, "max_per_owner"):
             sessions.max_per_owner = self.callers.share_of(self.config.sessions.max_sessions)
-        if hasattr(approvals, "max_per_caller"):
-            approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
 
     def fail(self, message: str) -> None:
         self.state = "failed"
@@ -265,14 +271,9 @@ class GatewayService:
             logger.exception("listing tools failed")
             return []
 
-    def server_status(self) -> list[Any]:
-        if self.agent is None:
-            return []
-        try:
-            return list(self.agent.tools.status())
-        except Exception:
-            logger.exception("reading server status failed")
-            return []
+    def server_status(self) -> list[ServerStatus]:
+        hub = self.hub
+        return hub.status() if hub is not None else []
 
     def health(self) -> tuple[str, list[str]]:
         """The gateway's status and, when ``degraded``, why.
@@ -291,9 +292,8 @@ class GatewayService:
             reasons.append(f"model {self.config.llm.model!r} is not on the model server")
         down = []
         for status in self.server_status():
-            fields = as_dict(status)
-            if fields.get("status") in ("failed", "restarting"):
-                down.append(str(fields.get("name")))
+            if status.status in ("failed", "restarting"):
+                down.append(status.name)
         if down:
             reasons.append(f"tool server{'s' if len(down) > 1 else ''} down: {', '.join(sorted(down))}")
         if not self.store.ok:
@@ -304,7 +304,6 @@ class GatewayService:
 
     def notify_tools_changed(self, *_: Any) -> None:
         """Called (sync) by the ToolHub when its tools change; ``tool_changes`` does the rest."""
-        self.tools_version += 1
         self.tool_changes.notify("tools")
 
     def on_tools_changed(self, listener: Callable[[], Awaitable[None]]) -> None:
@@ -315,12 +314,10 @@ class GatewayService:
 
         self.tool_changes.listen(told)
 
-    def catalog(self) -> ResourceCatalog | None:
+    def catalog(self) -> Catalog | None:
         """The tool servers' resources and prompts, when the agent is ready and has them."""
-        if self.state != "ready" or self.agent is None:
-            return None
-        catalog: ResourceCatalog | None = getattr(getattr(self.agent, "tools", None), "catalog", None)
-        return catalog
+        hub = self.hub
+        return hub.catalog if self.state == "ready" and hub is not None else None
 
     def notify_catalog_changed(self, kind: str) -> None:
         """Called (sync) by the ToolHub when its ``resources`` or ``prompts`` may have changed."""
@@ -332,7 +329,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- admission
 
-    def ready_agent(self) -> AgentLike:
+    def ready_agent(self) -> Agent:
         if self.state == "ready" and self.agent is not None:
             return self.agent
         if self.state == "stopping":
@@ -408,7 +405,7 @@ class GatewayService:
         except StateError as exc:
             self.store_failed(exc)
             raise
-        if session is None or not caller.sees(getattr(session, "owner", None)):
+        if session is None or not caller.sees(session.owner):
             raise UnknownSession(request.session_id)
         return request
 
@@ -500,3 +497,122 @@ class GatewayService:
             await self._idle.wait()
             return True
         return False
+
+
+# The input of a query, ``{query, session_id?, limits?}``, parsed and checked (pure, no I/O).
+#
+# The same rules serve ``agent_query``'s arguments and the body of ``POST /api/v1/query``: a
+# missing, empty or too long query, a malformed session id, unknown limit keys and wrongly typed
+# values are refused with a message that names the field and says what is expected. ``null`` for
+# an optional member (and ``""`` for ``session_id``) means absent: clients in a "strict" tool mode
+# send every property. Limit keys
+# are accepted in the file's camelCase or in snake_case; types are checked strictly (``"3"`` is
+# not a number, ``true`` is not an integer).
+class QueryInputError(ValueError):
+    """The arguments of a query are invalid; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class QueryInput:
+    """A validated query request (MCP arguments or REST body)."""
+
+    query: str
+    session_id: str | None = None
+    limits: Limits | None = None
+
+
+def _format_errors(prefix: str, exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        where = f"{prefix}.{loc}" if loc else prefix
+        message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def unencodable_at(text: str) -> int | None:
+    """The index of the first character UTF-8 cannot encode (a lone surrogate), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def parse_query_input(data: Any, *, max_query_chars: int = 0) -> QueryInput:
+    """Validate ``{query, session_id?, limits?}``.
+
+    Raises:
+        QueryInputError: a missing, empty or too long query, a bad session id, unknown or
+            mistyped limits, unknown keys.
+    """
+    if not isinstance(data, Mapping):
+        raise QueryInputError("arguments must be an object with a 'query' string")
+    unknown = sorted(set(data) - {"query", "session_id", "limits"})
+    if unknown:
+        raise QueryInputError(
+            f"unknown argument(s): {', '.join(unknown)} (expected query, session_id, limits)"
+        )
+    query = data.get("query")
+    if query is None:
+        raise QueryInputError("'query' is required: the question or instruction for the agent")
+    if not isinstance(query, str):
+        raise QueryInputError(f"'query' must be a string, not {type(query).__name__}")
+    if not query.strip():
+        raise QueryInputError("'query' must not be empty")
+    if (bad := unencodable_at(query)) is not None:
+        raise QueryInputError(
+            f"'query' is not valid Unicode text: a lone surrogate (U+{ord(query[bad]):04X}) at character {bad}"
+        )
+    if max_query_chars and len(query) > max_query_chars:
+        raise QueryInputError(
+            f"'query' is {len(query)} characters long; the limit is {max_query_chars} (gateway.maxQueryChars)"
+        )
+    session_id = data.get("session_id")
+    if session_id == "":  # strict-mode clients fill what they do not need: absent
+        session_id = None
+    if session_id is not None:
+        if not isinstance(session_id, str):
+            raise QueryInputError(f"'session_id' must be a string, not {type(session_id).__name__}")
+        if not valid_session_id(session_id):
+            raise QueryInputError(
+                "'session_id' must be 1-128 characters of letters, digits and . _ : @ - (starting with a "
+                "letter or digit)"
+            )
+    raw_limits = data.get("limits")
+    limits = None
+    if raw_limits is not None:
+        if not isinstance(raw_limits, Mapping):
+            raise QueryInputError(f"'limits' must be an object, not {type(raw_limits).__name__}")
+        given = {key: value for key, value in raw_limits.items() if value is not None}  # null: absent
+        try:
+            limits = Limits.model_validate(given, strict=True) if given else None
+        except ValidationError as exc:
+            raise QueryInputError(_format_errors("limits", exc)) from None
+    return QueryInput(query=query, session_id=session_id, limits=limits)
+
+
+def limits_schema() -> JSONObject:
+    """The JSON Schema of ``agent_query``'s ``limits`` argument, from the Limits model."""
+    properties: JSONObject = {}
+    for name, info in Limits.model_fields.items():
+        key = info.alias or name
+        if info.annotation is bool:
+            schema: JSONObject = {"type": ["boolean", "null"]}
+        elif info.annotation is int:
+            schema = {"type": ["integer", "null"], "minimum": 0}
+        else:
+            schema = {"type": ["number", "null"], "minimum": 0}
+        if info.description:
+            schema["description"] = " ".join(info.description.split())
+        properties[key] = schema
+    return {
+        "type": ["object", "null"],
+        "description": (
+            "Tighter limits for this query (they can only lower the server's; 0 means off; null or "
+            "a missing member: the server's)."
+        ),
+        "properties": properties,
+        "additionalProperties": False,
+    }

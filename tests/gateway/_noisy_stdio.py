@@ -20,7 +20,7 @@ from mcp_agent.loop.agent import Agent
 
 
 @asynccontextmanager
-async def noisy(config: Any) -> AsyncIterator[Agent]:
+async def noisy(config: Any, *, state: Any) -> AsyncIterator[Agent]:
     print("a stray print while the tools start")
     sys.stdout.write("and a stray write\n")
     sys.stdout.flush()

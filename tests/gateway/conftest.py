@@ -20,8 +20,8 @@ import itertools
 import json
 import re
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +32,15 @@ import pytest
 from mcp_agent.config import AgentConfig, parse_config
 from mcp_agent.gateway.app import GatewayApp, create_app
 from mcp_agent.gateway.serve import bind_socket, serve_app
+from mcp_agent.gateway.service import AgentFactory
 from mcp_agent.loop.agent import Agent
-from mcp_agent.messages import ToolCall, ToolResult, Turn, Usage
+from mcp_agent.messages import ToolCall, ToolResult, ToolSpec, Turn, Usage
 from mcp_agent.providers.base import DeltaCallback, ModelRequest
 from mcp_agent.providers.fake import text_turn, tool_turn
+from mcp_agent.state.base import State
+from mcp_agent.tools.hub import ToolHub
 from mcp_agent.tools.memory import MemoryToolSource
+from mcp_agent.tools.status import ServerStatus
 
 _ids = itertools.count(1)
 
@@ -120,14 +124,15 @@ class Tools:
         self.source.add("write_file", write_file, description="Write.", parameters=text_schema, server="mem")
 
 
-class HubLike:
-    """Wraps a MemoryToolSource with the ToolHub's status() and subscribe()."""
+class HubLike(ToolHub):
+    """A ToolHub without servers over a MemoryToolSource: its tools, one ``mem`` server up, and
+    ``changed()`` to tell its subscribers that the tools changed."""
 
     def __init__(self, source: MemoryToolSource) -> None:
+        super().__init__({})
         self.source = source
-        self.subscribers: list[Callable[[], None]] = []
 
-    def list_tools(self) -> Any:
+    def list_tools(self) -> Sequence[ToolSpec]:
         return self.source.list_tools()
 
     async def call_tool(
@@ -135,15 +140,15 @@ class HubLike:
     ) -> ToolResult:
         return await self.source.call_tool(name, arguments, timeout=timeout)
 
-    def status(self) -> list[dict[str, Any]]:
-        return [{"name": "mem", "status": "up", "error": None, "tool_count": len(self.source.list_tools())}]
+    async def live_spec(self, name: str) -> ToolSpec | ToolResult:
+        spec = next((spec for spec in self.source.list_tools() if spec.name == name), None)
+        return spec if spec is not None else ToolResult(f"unknown tool {name!r}", is_error=True)
 
-    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
-        self.subscribers.append(callback)
-        return lambda: self.subscribers.remove(callback)
+    def status(self) -> list[ServerStatus]:
+        return [ServerStatus(name="mem", status="up", tool_count=len(self.source.list_tools()))]
 
     def changed(self) -> None:
-        for callback in list(self.subscribers):
+        for callback in list(self._subscribers):
             callback()
 
 
@@ -159,9 +164,11 @@ def make_config(limits: dict[str, Any] | None = None, **gateway: Any) -> AgentCo
     return config.model_copy(update={"gateway": config.gateway.model_copy(update=gateway)})
 
 
-def agent_factory(model: Any, tools: Any) -> Callable[[AgentConfig], AbstractAsyncContextManager[Agent]]:
+def agent_factory(model: Any, tools: Any) -> AgentFactory:
+    """An Agent over ``model`` and ``tools`` that keeps its own (memory) state."""
+
     @asynccontextmanager
-    async def factory(config: AgentConfig) -> AsyncIterator[Agent]:
+    async def factory(config: AgentConfig, *, state: State) -> AsyncIterator[Agent]:
         yield Agent(model, tools, config)
 
     return factory
@@ -185,7 +192,7 @@ async def running_gateway(
     config: AgentConfig | None = None,
     *,
     model: RuleModel | None = None,
-    factory: Callable[[AgentConfig], AbstractAsyncContextManager[Any]] | None = None,
+    factory: AgentFactory | None = None,
     stateless: bool | None = None,
 ) -> AsyncIterator[Running]:
     """The real app under uvicorn on a free port; stopped (gracefully) on exit."""

@@ -15,7 +15,7 @@ from mcp_agent.config import CallerConfig
 from mcp_agent.gateway.callers import ALL_SCOPES, LOCAL, Caller, CallerBook, bearer_token
 
 from .conftest import Running, eventually, make_config, running_gateway, sse_events
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 ALICE, BOB, OPS = "alice-" + "a" * 20, "bob-" + "b" * 20, "ops-" + "o" * 20
 

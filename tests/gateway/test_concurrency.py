@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from .conftest import Running, answer_of, eventually, make_config, running_gateway
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 
 async def test_fifty_concurrent_clients_each_get_their_own_answer() -> None:
@@ -107,7 +107,7 @@ async def test_starting_gateway_answers_503_and_agent_query_waits() -> None:
     release = anyio.Event()
 
     @asynccontextmanager
-    async def slow_factory(config: Any) -> Any:
+    async def slow_factory(config: Any, *, state: Any) -> Any:
         await release.wait()  # tool servers still starting
         yield Agent(RuleModel(), HubLike(Tools().source), config)
 

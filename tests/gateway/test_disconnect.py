@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import httpx
 
-from mcp_agent.gateway.resumable import RESUME_GRACE_SECONDS, RESUME_RETRY_MS
+from mcp_agent.gateway.mcp.resumable import RESUME_GRACE_SECONDS, RESUME_RETRY_MS
 
 from .conftest import Running, eventually, running_gateway
 

@@ -13,7 +13,7 @@ from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import Running, answer_of, eventually, running_gateway
 from .e2e import rule_reply, write_config
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from mcp_agent.tools.cache import CachedList, ToolCache
 from mcp_agent.tools.hub import open_tool_hub
 
 from .conftest import eventually, running_gateway
-from .test_mcp import connect
-from .test_passthrough import pages
+from .mcp.test_passthrough import pages
+from .mcp.test_server import connect
 
 GATED = str(Path(__file__).resolve().parent.parent / "servers" / "gated.py")
 
@@ -103,7 +103,7 @@ async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Pa
     await warm(tmp_path, config)
     (tmp_path / "gate").touch()
     async with (
-        running_gateway(config, factory=lambda c: open_agent(c, hold_starts=True)) as gateway,
+        running_gateway(config, factory=lambda c, *, state: open_agent(c, state=state, hold_starts=True)) as gateway,
         gateway.client() as http,
     ):
 

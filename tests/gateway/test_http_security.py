@@ -11,9 +11,10 @@ import pytest
 
 from mcp_agent.exceptions import ConfigError
 from mcp_agent.gateway.serve import bind_socket, serve
+from mcp_agent.tools.status import ServerStatus
 
 from .conftest import Running, answer_of, make_config, running_gateway
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 TOKEN = "t0ken-" + "x" * 20
 
@@ -145,7 +146,7 @@ async def test_credentials_in_urls_and_errors_are_never_shown() -> None:
             "error": f"cannot reach {endpoint}: refused (Authorization: Bearer sk-abcdefghijklmnopqrstuv)",
         }
         gateway.hub.status = lambda: [  # type: ignore[method-assign]
-            {"name": "files", "status": "failed", "error": "exited: stderr: API_KEY=hunter2-secret bad"}
+            ServerStatus(name="files", status="failed", error="exited: stderr: API_KEY=hunter2-secret bad")
         ]
         text = (await http.get("/api/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})).text
     for secret in ("pa55word", "k3y-secret", "sk-abcdefghijklmnopqrstuv", "hunter2-secret"):

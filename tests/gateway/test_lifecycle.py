@@ -10,12 +10,12 @@ import anyio
 import httpx
 
 from .conftest import eventually, running_gateway, sse_events
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 
 async def test_an_agent_that_fails_to_start_is_reported() -> None:
     @asynccontextmanager
-    async def broken(config: Any) -> AsyncIterator[Any]:
+    async def broken(config: Any, *, state: Any) -> AsyncIterator[Any]:
         raise RuntimeError("model client could not be built")
         yield  # pragma: no cover
 

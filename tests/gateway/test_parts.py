@@ -11,15 +11,16 @@ import pytest
 from mcp_agent.config import Limits
 from mcp_agent.events import RunEnded
 from mcp_agent.gateway.eventbus import BufferedSink, EventBus, FanOut
-from mcp_agent.gateway.mcp_server import (
+from mcp_agent.gateway.mcp.server import (
     agent_query_description,
     agent_query_input_schema,
     run_result_to_mcp,
     summarize_tools,
 )
-from mcp_agent.gateway.query_input import QueryInput, QueryInputError, limits_schema, parse_query_input
+from mcp_agent.gateway.service import QueryInput, QueryInputError, limits_schema, parse_query_input
 from mcp_agent.loop.result import RESULT_SCHEMA, RunResult, TerminationReason
 from mcp_agent.messages import ToolSpec
+from mcp_agent.tools.status import ServerStatus
 
 
 @pytest.mark.parametrize(
@@ -93,13 +94,8 @@ def test_summary_names_servers_tools_and_down_servers() -> None:
         ToolSpec("ports__check", server="ports", mcp_name="check"),
         ToolSpec("time__now", server="time", mcp_name="now"),
     ]
-    statuses = [{"name": "web", "status": "failed"}]
-
-    class Status:
-        def __init__(self, name: str, status: str) -> None:
-            self.name, self.status = name, status
-
-    text = summarize_tools(specs, [Status("web", "failed"), Status("time", "up")])
+    statuses = [ServerStatus(name="web", status="failed")]
+    text = summarize_tools(specs, [*statuses, ServerStatus(name="time", status="up")])
     assert "2 tools from 2 servers" in text and "ports (check)" in text and "time (now)" in text
     assert "Unavailable now: web" in text
     assert "no tools" in summarize_tools([], statuses)

@@ -21,7 +21,7 @@ from tests.fakes.model_server import FakeModelServer, running_model_server
 
 from .conftest import answer_of, eventually, free_port
 from .e2e import rule_reply, write_config
-from .test_mcp import connect
+from .mcp.test_server import connect
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,11 +63,13 @@ async def test_stdio_via_the_cli(model_server: FakeModelServer, tmp_path: Path) 
 
 async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer, tmp_path: Path) -> None:
     config = write_config(tmp_path, model_server.base_url, tmp_path / "slow.log")
-    script = Path(__file__).with_name("_noisy_stdio.py")
+    # run as a module from the root: as a file, its folder would come first on sys.path, and
+    # tests/gateway/mcp/ would stand in for the MCP SDK
+    script = "tests.gateway._noisy_stdio"
     stderr = os.open(tmp_path / "stderr.txt", os.O_WRONLY | os.O_CREAT)
     lines: list[str] = []
     async with await anyio.open_process(
-        [sys.executable, str(script), str(config)], stdin=-1, stdout=-1, stderr=stderr, cwd=str(ROOT)
+        [sys.executable, "-m", script, str(config)], stdin=-1, stdout=-1, stderr=stderr, cwd=str(ROOT)
     ) as process:
         assert process.stdin is not None and process.stdout is not None
         buffer = b""

@@ -8,6 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
+from mcp_agent.tools.status import ServerStatus
+
 from .conftest import Running, eventually, sse_events
 
 
@@ -305,9 +307,9 @@ async def test_health_tells_the_truth_about_tool_servers_and_the_model(gateway: 
         first = await http.get("/api/v1/health")
         assert first.status_code == 200 and first.json()["status"] == "ok" and first.json()["reasons"] == []
         gateway.hub.status = lambda: [  # type: ignore[method-assign]
-            {"name": "mem", "status": "up"},
-            {"name": "files", "status": "failed", "error": "exited"},
-            {"name": "web", "status": "restarting", "error": "crashed"},
+            ServerStatus(name="mem", status="up"),
+            ServerStatus(name="files", status="failed", error="exited"),
+            ServerStatus(name="web", status="restarting", error="crashed"),
         ]
         service.model_server = {"reachable": True, "model_present": False, "error": None}
         degraded = await http.get("/api/v1/health")

@@ -21,7 +21,7 @@ from mcp_agent.messages import ToolCall
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.tools.hub import open_tool_hub
 from tests.gateway.conftest import answer_of, running_gateway
-from tests.gateway.test_mcp import connect
+from tests.gateway.mcp.test_server import connect
 
 from .conftest import ROOT, TRACED, Spans, TracedServer, ids_of, names, seen_by, traceparent
 

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import RuleModel, make_config, running_gateway
+from ..conftest import RuleModel, make_config, running_gateway
 
-NPM = Path(__file__).resolve().parents[1] / "npm"
+NPM = Path(__file__).resolve().parents[2] / "npm"
 CLIENT = NPM / "ts_client.mjs"
 
 

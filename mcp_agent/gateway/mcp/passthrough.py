@@ -35,7 +35,7 @@ from pydantic import TypeAdapter, ValidationError
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
-from ..messages import JSONObject, ToolResult, ToolSpec
+from ...messages import JSONObject, ToolResult, ToolSpec
 
 logger = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from ..events import ApprovalRequested, ApprovalResolved, Event
-from ..loop.result import RunResult
-from ..messages import JSONObject
-from ._runner import ApprovalBook
-from .callers import Caller
-from .eventbus import BufferedSink, Relay
-from .service import NO_ANSWER, Admission
+from ...events import ApprovalRequested, ApprovalResolved, Event
+from ...loop.approvals import ApprovalQueue
+from ...loop.result import RunResult
+from ...messages import JSONObject
+from ..callers import Caller
+from ..eventbus import BufferedSink, Relay
+from ..service import NO_ANSWER, Admission
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def approval_sink() -> BufferedSink:
 
 
 async def resolve(
-    approvals: ApprovalBook,
+    approvals: ApprovalQueue,
     approval_id: str,
     answer: types.ElicitResult,
     caller: Caller,
@@ -153,7 +153,7 @@ class BackChannelAsker:
     def __init__(
         self,
         session: Any,
-        approvals: ApprovalBook,
+        approvals: ApprovalQueue,
         related_request_id: types.RequestId | None,
         caller: Caller,
         *,
@@ -255,7 +255,7 @@ class ParkedRuns:
         parked.events.aclose_receiver()
 
     async def next_stop(
-        self, parked: ParkedRun, approvals: ApprovalBook
+        self, parked: ParkedRun, approvals: ApprovalQueue
     ) -> types.InputRequiredResult | RunResult:
         """Wait until the run ends (its result) or asks an approval not yet asked (the question)."""
         parked.last_seen = time.monotonic()
@@ -291,7 +291,7 @@ class ParkedRuns:
                 parked.waiting.pop(event.approval_id, None)
 
     async def answer(
-        self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalBook
+        self, parked: ParkedRun, responses: Mapping[str, Any] | None, approvals: ApprovalQueue
     ) -> None:
         """Apply a retry's answers (keys are approval ids); others are ignored."""
         for approval_id, response in (responses or {}).items():

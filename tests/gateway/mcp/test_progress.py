@@ -15,10 +15,10 @@ from mcp_agent.events import (
     ToolCallEnded,
     ToolCallStarted,
 )
-from mcp_agent.gateway.run_progress import Waiting, progress_sink, send_progress
+from mcp_agent.gateway.mcp.query import Waiting, progress_sink, send_progress
 
-from .conftest import RuleModel, answer_of, eventually, make_config, running_gateway
-from .test_mcp import connect
+from ..conftest import RuleModel, answer_of, eventually, make_config, running_gateway
+from .test_server import connect
 
 
 class Clock:

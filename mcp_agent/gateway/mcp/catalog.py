@@ -27,10 +27,10 @@ from mcp.server import ServerRequestContext
 from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, SubscriptionBus
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
-from ._runner import ResourceCatalog
-from .admission import Busy
-from .callers import Caller
-from .service import GatewayService, NotReady
+from ...tools.catalog import Catalog
+from ..admission import Busy
+from ..callers import Caller
+from ..service import GatewayService, NotReady
 
 logger = logging.getLogger(__name__)
 
@@ -109,9 +109,7 @@ class CatalogHandlers:
         name, arguments = params.name, params.arguments
         return await self._in_slot(ctx, lambda catalog: catalog.get_prompt(name, arguments))
 
-    async def _in_slot(
-        self, ctx: ServerRequestContext[Any], work: Callable[[ResourceCatalog], Awaitable[T]]
-    ) -> T:
+    async def _in_slot(self, ctx: ServerRequestContext[Any], work: Callable[[Catalog], Awaitable[T]]) -> T:
         self._remember(ctx)
         caller = self._caller_of(ctx)
         if caller is None:
@@ -124,7 +122,7 @@ class CatalogHandlers:
         except NotReady as exc:
             raise MCPError(INTERNAL_ERROR, f"Agent unavailable ({exc.state}): {exc.message}") from None
 
-    def _ready_catalog(self) -> ResourceCatalog:
+    def _ready_catalog(self) -> Catalog:
         catalog = self.service.catalog()
         if catalog is None:
             raise MCPError(INTERNAL_ERROR, "the tool servers offer no resources or prompts")

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from mcp_agent.gateway.quiet_logs import ClientErrorFilter
+from mcp_agent.gateway.mcp.quiet_logs import ClientErrorFilter
 
 
 def test_the_sdks_parse_failures_become_rate_limited_one_liners(caplog: pytest.LogCaptureFixture) -> None:
@@ -63,7 +63,7 @@ def test_a_closed_session_under_a_request_is_one_line_but_real_errors_keep_their
 
 
 async def test_an_error_after_the_response_is_complete_is_not_raised() -> None:
-    from mcp_agent.gateway.middleware.late_errors import LateErrorGuard
+    from mcp_agent.gateway.mcp.quiet_logs import LateErrorGuard
 
     sent: list[dict[str, object]] = []
 

@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from .conftest import Running, eventually, make_config, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, eventually, make_config, running_gateway
+from .test_server import connect
 
 
 @pytest.fixture

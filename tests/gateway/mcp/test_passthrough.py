@@ -1,4 +1,4 @@
-"""exposeTools as a faithful pass-through: first the pure conversions (gateway/passthrough.py),
+"""exposeTools as a faithful pass-through: first the pure conversions (gateway/mcp/passthrough.py),
 then the real Agent and ToolHub with two copies of the fixture server tests/servers/media.py, and
 the SDK's own clients over SSE and Streamable HTTP, both eras."""
 
@@ -16,13 +16,13 @@ from mcp import ClientSession, MCPError
 
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
-from mcp_agent.gateway.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
+from mcp_agent.gateway.mcp.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from mcp_agent.messages import ToolResult, ToolSpec
 
-from .conftest import Running, eventually, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, eventually, running_gateway
+from .test_server import connect
 
-SERVERS = Path(__file__).resolve().parents[1] / "servers"
+SERVERS = Path(__file__).resolve().parents[2] / "servers"
 MEDIA = str(SERVERS / "media.py")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 ROUTES = [("sse", "legacy"), ("sse", "modern"), ("http", "legacy"), ("http", "modern")]

@@ -19,11 +19,11 @@ import pytest
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import parse_config
 
-from .conftest import Running, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, running_gateway
 from .test_passthrough import ROUTES, pages
+from .test_server import connect
 
-NPM = Path(__file__).resolve().parents[1] / "npm"
+NPM = Path(__file__).resolve().parents[2] / "npm"
 PACKAGE = NPM / "node_modules" / "@modelcontextprotocol" / "server-everything"
 
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_agent.loop.result import RESULT_SCHEMA
 
-from .conftest import Running, answer_of, eventually, make_config, running_gateway
+from ..conftest import Running, answer_of, eventually, make_config, running_gateway
 
 TRANSPORTS = ["sse", "sse_alias", "http"]
 ERAS = ["legacy", "modern"]

@@ -7,12 +7,17 @@ line, without a traceback, at most one a few seconds (with a count of those held
 - When a client ends its Streamable HTTP session while one of its requests is still being
   handed over (a client that gives up: it cancels a call and closes at once), the SDK logs the
   closed stream as an error with a traceback. Nothing is wrong on our side; one line says so.
+- When that hand-over fails after the client already has its answer (a notification answered
+  202), the SDK tries to send a second response, which raises; ``LateErrorGuard`` drops it and
+  logs one line instead of a traceback and an "Exception in ASGI application".
 """
 
 from __future__ import annotations
 
 import logging
 import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 EVERY_SECONDS = 5.0
 NOISY = {("mcp.server.sse", "Failed to parse message")}
@@ -64,3 +69,44 @@ def quiet_client_errors() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, ClientErrorFilter) for f in logger.filters):
             logger.addFilter(ClientErrorFilter())
+
+
+# An error an app raises after its response is complete is not the client's business.
+#
+# The MCP SDK's Streamable HTTP transport answers a notification with 202 first and hands it to
+# the session afterwards; when the client has ended its session in between (it gave up and
+# closed), the hand-over fails and the SDK tries to send a second response, which raises. The
+# client already has its answer; this middleware logs one line and lets the request end cleanly
+# instead of a traceback and an "Exception in ASGI application".
+logger = logging.getLogger(__name__)
+
+
+class LateErrorGuard:
+    """Swallows (and logs in one line) what ``app`` raises after its response was completed."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        complete = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal complete
+            if complete:  # a second response to a finished request: drop it
+                return
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                complete = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if not complete:
+                raise
+            logger.info(
+                "%s %s: error after the response was sent (%s: %s)",
+                scope.get("method"),
+                scope.get("path"),
+                type(exc).__name__,
+                exc,
+            )

@@ -35,15 +35,14 @@ from mcp.server.streamable_http import (
     EventId,
     EventMessage,
     EventStore,
-    StreamableHTTPServerTransport,
     StreamId,
 )
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import JSONRPCMessage
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..loop.cancel import Cancel
-from .service import CLIENT_GONE
+from ...loop.cancel import Cancel
+from .._internals import SessionStoreManager
+from ..service import CLIENT_GONE
 
 logger = logging.getLogger(__name__)
 
@@ -151,12 +150,12 @@ class SessionEventStore(EventStore):
         return stored.size if stored is not None else 0
 
 
-class ResumableSessionManager(StreamableHTTPSessionManager):
+class ResumableSessionManager(SessionStoreManager):
     """The SDK's session manager, each new session with an event store of its own.
 
-    The SDK hands one shared store to every session (``event_store=``); this sets the session's
-    own after the SDK built its transport (mcp 2.3: ``StreamableHTTPServerTransport._event_store``,
-    pinned by a test).
+    The SDK hands one shared store to every session (``event_store=``); its stream ids are request
+    ids, which repeat across sessions, so one shared store could replay one session's events to
+    another (``_internals.SessionStoreManager`` sets the session's own).
     """
 
     def __init__(self, *args: Any, budget: EventBudget, streams: Streams, **kwargs: Any) -> None:
@@ -164,13 +163,8 @@ class ResumableSessionManager(StreamableHTTPSessionManager):
         self.budget = budget
         self.streams = streams
 
-    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
-        transport = super()._admit_session(requestor)
-        if transport is not None and transport.mcp_session_id is not None:
-            transport._event_store = SessionEventStore(
-                transport.mcp_session_id, self.budget, self.streams.resume
-            )
-        return transport
+    def event_store_for(self, session_id: str) -> SessionEventStore:
+        return SessionEventStore(session_id, self.budget, self.streams.resume)
 
 
 # ------------------------------------------------------------------------------------ gone clients

@@ -6,7 +6,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.streamable_http import EventMessage, StreamableHTTPServerTransport
 
-from mcp_agent.gateway.resumable import EventBudget, ResumableSessionManager, SessionEventStore, Streams
+from mcp_agent.gateway.mcp.resumable import EventBudget, ResumableSessionManager, SessionEventStore, Streams
 
 
 def message(n: int) -> types.JSONRPCNotification:

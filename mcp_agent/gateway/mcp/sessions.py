@@ -24,7 +24,6 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
@@ -34,7 +33,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .middleware import caller_of
+from .._internals import http_sessions, session_owner
+from ..callers import caller_of
 
 logger = logging.getLogger(__name__)
 
@@ -45,18 +45,8 @@ CLOSE_WAIT_SECONDS = 2.0
 
 
 def http_sessions_by_caller(manager: StreamableHTTPSessionManager) -> collections.Counter[str | None]:
-    """How many Streamable HTTP sessions each caller holds (None: sessions without a caller).
-
-    Reads the SDK's bookkeeping (mcp 2.3: ``_server_instances`` and the owner of each); a test
-    pins it, so an SDK that changes it fails loudly rather than uncounted.
-    """
-    instances: dict[str, Any] = manager._server_instances
-    owners: dict[str, Any] = manager._session_owners
-    counts: collections.Counter[str | None] = collections.Counter()
-    for session_id in instances:
-        owner = owners.get(session_id)
-        counts[owner["client_id"] if owner else None] += 1
-    return counts
+    """How many Streamable HTTP sessions each caller holds (None: sessions without a caller)."""
+    return collections.Counter(session_owner(manager, session_id) for session_id in http_sessions(manager))
 
 
 class McpSessionLimits:
@@ -137,14 +127,13 @@ class McpSessionLimits:
         latest = (
             anyio.current_time() + timeout - self.evict_after_idle
         )  # deadlines of sessions idle that long
-        owners: dict[str, Any] = manager._session_owners
+        sessions = http_sessions(manager)
         chosen: tuple[float, str, anyio.CancelScope] | None = None
-        for session_id, transport in list(manager._server_instances.items()):
+        for session_id, transport in list(sessions.items()):
             scope = transport.idle_scope
             if scope is None or scope.cancel_called or math.isinf(scope.deadline) or scope.deadline > latest:
                 continue
-            owner = owners.get(session_id)
-            if whose is not None and (owner["client_id"] if owner else None) not in whose:
+            if whose is not None and session_owner(manager, session_id) not in whose:
                 continue
             if chosen is None or scope.deadline < chosen[0]:
                 chosen = (scope.deadline, session_id, scope)
@@ -154,9 +143,9 @@ class McpSessionLimits:
         logger.info("closing MCP session %s, idle the longest, to make room for a new one", session_id[:8])
         scope.cancel()
         with anyio.move_on_after(CLOSE_WAIT_SECONDS):
-            while session_id in manager._server_instances:
+            while session_id in sessions:
                 await anyio.sleep(0.005)
-        return session_id not in manager._server_instances
+        return session_id not in sessions
 
     def limit_sse(self, endpoint: ASGIApp) -> ASGIApp:
         """``endpoint`` (``GET /sse``), refused beyond the cap and counted while connected."""

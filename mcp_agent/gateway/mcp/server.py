@@ -10,7 +10,7 @@ stdio) and both protocol eras; the SDK negotiates the version.
 - When the tools change, legacy clients get ``notifications/tools/list_changed`` on their
   connection (the init options advertise ``tools.listChanged``), 2026 clients on their
   ``subscriptions/listen`` stream.
-- ``agent_query`` runs one query through ``GatewayService.run`` (``query_call.py``: progress and
+- ``agent_query`` runs one query through ``GatewayService.run`` (``query.py``: progress and
   its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
@@ -28,24 +28,25 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server import NotificationOptions, Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import HTTPConnection
 
-from .._version import __version__
-from ..loop.result import RESULT_SCHEMA, RunResult
-from ..messages import JSONObject, ToolSpec
-from ._runner import as_dict
-from .callers import LOCAL, Caller
-from .mcp_catalog import CatalogHandlers
-from .middleware import caller_of
+from ..._version import __version__
+from ...loop.result import RESULT_SCHEMA, RunResult
+from ...messages import JSONObject, ToolSpec
+from ...telemetry.base import continued_from
+from ...tools.status import ServerStatus
+from .._internals import request_connection
+from ..callers import LOCAL, Caller, caller_of
+from ..service import Busy, GatewayService, NotReady, limits_schema
+from .catalog import CatalogHandlers
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
-from .query_call import QueryCalls, text_result
-from .query_input import limits_schema
+from .query import QueryCalls, text_result
 from .resumable import Streams
-from .service import Busy, GatewayService, NotReady
-from .trace_context import continue_http_traces
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +81,15 @@ class AgentMCPServer(Server[Any]):
 # ------------------------------------------------------------------------------------ pure parts
 
 
-def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[ServerStatus] = ()) -> str:
     """A short generated summary of the tool servers and their tools, for the description."""
     by_server: dict[str, list[str]] = {}
     for spec in specs:
         by_server.setdefault(spec.server or "tools", []).append(spec.mcp_name or spec.name)
     down = []
     for status in statuses:
-        fields = as_dict(status)
-        if fields.get("name") and fields.get("status", "up") not in ("up", "disabled"):
-            down.append(str(fields["name"]))
+        if status.status not in ("up", "disabled"):
+            down.append(status.name)
     if not by_server:
         text = "It has no tools at the moment, so it answers from the model's own knowledge."
     else:
@@ -108,7 +108,9 @@ def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> 
     return text
 
 
-def agent_query_description(description: str, specs: Sequence[ToolSpec], statuses: Sequence[Any] = ()) -> str:
+def agent_query_description(
+    description: str, specs: Sequence[ToolSpec], statuses: Sequence[ServerStatus] = ()
+) -> str:
     """The full description of ``agent_query``: the configured sentence, the summary, the usage."""
     return (
         f"{description.strip()}\n\n{summarize_tools(specs, statuses)}\n\n"
@@ -246,10 +248,10 @@ class AgentQueryTool:
 
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:
         """Keep a legacy connection with a standalone channel, to tell it when the tools change."""
-        connection = getattr(ctx.session, "_connection", None)  # SDK 2.3: no public accessor yet
-        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
-        if not getattr(connection, "has_standalone_channel", False):
+        connection = request_connection(ctx)
+        if not connection.has_standalone_channel:
             return
         key = id(connection)
         if key in self._legacy_connections:
@@ -281,8 +283,7 @@ def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
     request = ctx.request
     if request is None:  # stdio: the parent process that started us
         return LOCAL
-    scope = getattr(request, "scope", None)
-    return caller_of(scope) if isinstance(scope, dict) else None
+    return caller_of(request.scope) if isinstance(request, HTTPConnection) else None
 
 
 def create_mcp_server(
@@ -320,3 +321,31 @@ def create_mcp_server(
     )
     continue_http_traces(server)
     return server, tool
+
+
+# The caller's W3C trace context, continued by the runs its requests start (``telemetry/``).
+#
+# - Over MCP the SDK continues ``params._meta.traceparent`` itself: its OpenTelemetry middleware
+#   makes the ``tools/call agent_query`` server span the child of it, and the run's span the child
+#   of that. ``TraceHeaders``, put before the SDK's middleware, continues an HTTP ``traceparent``
+#   header instead when ``_meta`` carries none (a client that traces its HTTP requests but not its
+#   MCP messages).
+# - Over REST, ``QueryAnswer`` runs the query inside ``continued_from(request.headers)``.
+#
+# Either way a span already current (an ASGI instrumentation's server span) wins, and nothing
+# happens when nothing is traced.
+class TraceHeaders:
+    """MCP server middleware: an HTTP ``traceparent`` header is the parent when ``_meta`` has none."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        request = ctx.request
+        meta = ctx.meta
+        if not isinstance(request, HTTPConnection) or (meta is not None and meta.get("traceparent")):
+            return await call_next(ctx)
+        with continued_from(request.headers):
+            return await call_next(ctx)
+
+
+def continue_http_traces(server: Server[Any]) -> None:
+    """Put ``TraceHeaders`` first in ``server``'s middleware (outside the SDK's span middleware)."""
+    server.middleware.insert(0, TraceHeaders())

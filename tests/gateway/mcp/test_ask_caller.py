@@ -10,10 +10,11 @@ import mcp_types as types
 import pytest
 
 from mcp_agent.events import ApprovalRequested
-from mcp_agent.gateway.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
+from mcp_agent.gateway.mcp.ask_caller import APPROVAL_SCHEMA, decision, question, wants_forms
+from mcp_agent.loop.approvals import ApprovalQueue
 
-from .conftest import Running, answer_of, eventually, make_config, running_gateway
-from .test_mcp import connect
+from ..conftest import Running, answer_of, eventually, make_config, running_gateway
+from .test_server import connect
 
 ROUTES = [("sse", "legacy"), ("http", "legacy"), ("http", "modern"), ("sse", "modern")]
 
@@ -292,10 +293,11 @@ async def test_self_approval_is_an_explicit_opt_in(transport: str, era: str) -> 
         assert answer_of(result) == "write_file said: written" and gateway.tools.written == ["opted.txt"]
 
 
-class Book:
-    """An ApprovalBook that records what it was asked to resolve."""
+class Book(ApprovalQueue):
+    """An approval queue that records what it was asked to resolve."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.resolved: list[tuple[str, bool, str | None]] = []
 
     async def resolve(
@@ -313,10 +315,10 @@ async def test_the_resolver_checks_the_scope_again(
     scopes: set[str], self_approval: bool, counted: bool
 ) -> None:
     """Whoever put the question, an answer from a caller that may not decide changes nothing."""
-    from mcp_agent.gateway.ask_caller import resolve
     from mcp_agent.gateway.callers import Caller
+    from mcp_agent.gateway.mcp.ask_caller import resolve
 
     book = Book()
     caller = Caller("alice", frozenset(scopes))
-    await resolve(book, "a1", approve(True), caller, self_approval=self_approval)  # type: ignore[arg-type]
+    await resolve(book, "a1", approve(True), caller, self_approval=self_approval)
     assert book.resolved == ([("a1", True, "alice")] if counted else [])

@@ -1,7 +1,7 @@
 """The stdio transport's two streams as the gateway wraps them: secrets masked going out, and
 lines that are no JSON-RPC message answered coming in.
 
-Over HTTP, ``middleware/secrets.py`` masks every response; over stdio there is no HTTP, so the
+Over HTTP, ``SecretsMiddleware`` in ``middleware.py`` masks every response; over stdio there is no HTTP, so the
 write stream the MCP server sends on is wrapped: a message whose JSON shows a known secret value
 is sent as the same message with the value masked (``***``). Messages without one, and every
 message while no secret is known, pass unchanged (one JSON rendering to look).
@@ -23,10 +23,10 @@ from typing import Any
 import mcp_types as types
 import pydantic
 from anyio import ClosedResourceError, EndOfStream
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-from .._redact import SECRETS, mask_secrets
+from ..._redact import SECRETS, mask_secrets
+from .._internals import ReadStream, WriteStream
 
 logger = logging.getLogger(__name__)
 
