@@ -44,7 +44,6 @@ def test_no_symlinks_are_tracked():
 PRIVATE_OF = ("mcp", "uvicorn", "starlette")
 """Libraries whose ``_private`` modules only the adapter may import."""
 ADAPTER = "mcp_agent/gateway/_internals.py"
-ALLOWED = ("mcp_agent/tools/",)  # tools: cleaned in branch house-tools
 
 
 def _private_imports(path: Path) -> list[str]:
@@ -68,7 +67,7 @@ def test_private_modules_of_the_sdk_are_imported_only_by_the_adapter():
     found = []
     for path in sorted((ROOT / "mcp_agent").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
-        if relative == ADAPTER or relative.startswith(ALLOWED):
+        if relative == ADAPTER:
             continue
         found += _private_imports(path)
     assert found == []

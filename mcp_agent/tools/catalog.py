@@ -1,6 +1,6 @@
 """Resources, resource templates and prompts of every tool server, behind one catalog.
 
-The gateway offers them with ``exposeTools`` (``gateway/mcp_catalog.py``); the loop never sees
+The gateway offers them with ``exposeTools`` (``gateway/mcp/catalog.py``); the loop never sees
 them. A listing asks the servers that are up and declared the capability, so a list is as fresh
 as the servers' own (their ``list_changed`` notifications reach the gateway's clients through
 the hub). A server that is starting, idle (lazy) or restarting is listed from its known lists
