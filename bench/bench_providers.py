@@ -31,7 +31,7 @@ from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers._sse import iter_sse
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.openai._response import ChunkAccumulator, finish_turn
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from tests.fakes.model_server import Reply, running_model_server, sse_event
 from tests.fakes.openai_shapes import Call, openai_stream
 

@@ -116,7 +116,7 @@ async def _check_server(
     from ..providers.checks import check_stream_tools, check_tools_kept, tools_hint
     from ..providers.endpoints import SERVER_NAMES
     from ..providers.factory import apply_server_info, create_provider
-    from ..providers.openai_compat import OpenAICompatProvider
+    from ..providers.openai import OpenAICompatProvider
     from ..providers.server_cache import CACHE_FILE, known_server, remember
     from ..providers.server_info import sized_for_server
     from ..state.folder import private_state_dir

@@ -6,7 +6,7 @@ cap from their own settings (``with_defaults``); both raise the classified error
 status (``raise_for_status``, reading at most ``llm.maxResponseBytes`` of its body), a terminal
 error for an answer that is no API's at all (an HTML page, a text body: ``_foreign.py``), and a
 retryable ``ProviderResponseError`` for a JSON answer that does not parse (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
-answers its own way (``openai_compat.py``).
+answers its own way (``openai/provider.py``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from ..messages import Message, ToolSpec
 from ._sse import aiter_sse
 from .base import ModelRequest
 from .openai._request import build_chat_body
-from .openai_compat import OpenAICompatProvider
+from .openai import OpenAICompatProvider
 
 __all__ = ["PROBE_TOOL", "ToolsCheck", "check_stream_tools", "check_tools_kept", "tools_hint"]
 

@@ -37,7 +37,7 @@ from .base import Provider
 from .endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .fallback import FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
-from .openai_compat import OpenAICompatProvider
+from .openai import OpenAICompatProvider
 from .server_cache import CACHE_FILE, known_server, remember
 from .server_info import ServerInfo
 

@@ -22,6 +22,7 @@ from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.anthropic import _wire as wire
+from mcp_agent.providers._turns import finish_turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.retry import RetryPolicy
@@ -374,7 +375,7 @@ def test_stream_error_event_is_kept() -> None:
         STREAM[0],
         ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
     )
-    assert state.error is not None and wire.error_message(state.error) == ("overloaded_error", "Overloaded")
+    assert state.error == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
 
 def test_stream_broken_tool_json_is_reported_on_the_call() -> None:
@@ -402,20 +403,6 @@ def test_stream_ignores_unknown_and_malformed_events() -> None:
     assert state.turn().meta[wire.THINKING_META] == [{"type": "redacted_thinking", "data": "D"}]
 
 
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        (
-            {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
-            ("rate_limit_error", "slow down"),
-        ),
-        ({"error": "plain"}, (None, "plain")),
-        ("not json", (None, "unknown error")),
-        ({"error": {"type": "api_error"}}, ("api_error", "api_error")),
-    ],
-)
-def test_error_message(body: Any, expected: tuple[str | None, str]) -> None:
-    assert wire.error_message(body) == expected
 
 
 # ============================================================================================
@@ -834,7 +821,7 @@ def test_finish_turn(
     expected_reasoning: str,
 ) -> None:
     request = ModelRequest([Message.user("q")], tools=[_spec()] if tools else [])
-    turn = wire.finish_turn(
+    turn = finish_turn(
         Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style
     )
     assert [c.name for c in turn.tool_calls] == expected_calls
@@ -845,10 +832,10 @@ def test_finish_turn(
 
 def test_finish_turn_estimates_missing_usage() -> None:
     request = ModelRequest([Message.user("x" * 400)])
-    turn = wire.finish_turn(Turn(content="y" * 40), request)
+    turn = finish_turn(Turn(content="y" * 40), request)
     assert turn.usage.estimated and turn.usage.prompt_tokens == 100 and turn.usage.completion_tokens == 10
     reported = Turn(content="y", usage=Usage(5, 1, 6))
-    assert wire.finish_turn(reported, request) is reported
+    assert finish_turn(reported, request) is reported
 
 
 async def test_text_written_call_is_extracted_end_to_end(

@@ -15,6 +15,7 @@ from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
+from mcp_agent.providers._turns import finish_turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.gemini import GeminiProvider
@@ -353,11 +354,6 @@ def test_error_chunks(chunk: Any) -> None:
     state = wire.ResponseState()
     assert state.feed(chunk) == []
     assert state.error is not None and state.error["code"] == 429
-    assert wire.find_error(chunk) == state.error
-
-
-def test_find_error_none() -> None:
-    assert wire.find_error({"candidates": []}) is None and wire.find_error("x") is None
 
 
 def test_blocked_prompt_is_noted() -> None:
@@ -733,7 +729,7 @@ HERMES = '<tool_call>{"name": "ports__check", "arguments": {"port": 1}}</tool_ca
 )
 def test_finish_turn(content: str, style: str, expected_calls: list[str], expected_content: str) -> None:
     request = ModelRequest([Message.user("q")], tools=[_spec()])
-    turn = wire.finish_turn(Turn(content=content, usage=Usage(1, 1, 2)), request, style=style)
+    turn = finish_turn(Turn(content=content, usage=Usage(1, 1, 2)), request, style=style)
     assert [c.name for c in turn.tool_calls] == expected_calls and turn.content == expected_content
 
 

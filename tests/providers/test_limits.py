@@ -21,7 +21,7 @@ from mcp_agent.providers.base import ModelRequest, Provider
 from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.models import list_models
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.retry import RetryPolicy
 from tests.fakes import anthropic_shapes, gemini_shapes, openai_shapes
 from tests.fakes.model_server import FakeModelServer, Reply

@@ -19,7 +19,7 @@ from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.providers.server_info import ServerInfo
 from mcp_agent.tools.memory import MemoryToolSource

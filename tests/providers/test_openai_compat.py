@@ -27,7 +27,7 @@ from mcp_agent.providers._sse import aiter_sse
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.factory import build_client, create_provider, open_provider
-from mcp_agent.providers.openai_compat import OpenAICompatProvider, prefers_text_tools
+from mcp_agent.providers.openai import OpenAICompatProvider, prefers_text_tools
 from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes

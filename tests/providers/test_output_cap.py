@@ -13,7 +13,7 @@ from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import GeminiProvider
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.output_cap import output_cap
 from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.providers.server_info import ServerInfo

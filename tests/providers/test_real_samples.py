@@ -24,7 +24,7 @@ from mcp_agent.exceptions import ContextLengthError, ProviderError
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.retry import RetryPolicy
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.providers.conftest import SleepRecorder

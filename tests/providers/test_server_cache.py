@@ -15,7 +15,7 @@ from mcp_agent.config import AgentConfig, LLMConfig, parse_config
 from mcp_agent.loop.agent import Agent
 from mcp_agent.providers.factory import open_provider
 from mcp_agent.providers.fallback import FallbackProvider
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.server_cache import (
     CACHE_FILE,
     TTL_SECONDS,

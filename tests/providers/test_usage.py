@@ -21,7 +21,7 @@ from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import _wire as _gemini_wire
 from mcp_agent.providers.openai._response import parse_usage as openai_usage
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.retry import RetryPolicy
 from tests.fakes import openai_shapes
 from tests.fakes.model_server import FakeModelServer, Reply

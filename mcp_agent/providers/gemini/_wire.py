@@ -25,7 +25,7 @@ Incoming: ``ResponseState`` folds one response or the chunks of a stream into a 
 ``thought: true`` parts are reasoning, never answer; Gemini gives calls no ids (or ids that are
 not guaranteed unique), so each call gets a fresh id from ``new_call_id``; usage is
 ``promptTokenCount`` and ``candidatesTokenCount + thoughtsTokenCount``. The provider then runs the
-finishing step every provider shares (``_turns.finish_turn``, importable from here too).
+finishing step every provider shares (``_turns.finish_turn``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from ...messages import (
 )
 from .._images import image_label
 from .._native_history import call_text, stray_text, take_results
-from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
 from .._turns import new_call_id
 from .._usage import reported_usage, sum_counts, token_count
 from ..base import ModelRequest
@@ -285,16 +284,6 @@ def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
         token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount"))
     )
     return reported_usage(prompt, completion, token_count(meta.get("totalTokenCount")))
-
-
-def find_error(data: Any) -> Mapping[str, Any] | None:
-    """The ``error`` object of a Gemini body or stream chunk (also inside an array), or None."""
-    items = data if isinstance(data, list) else [data]
-    for item in items:
-        error = item.get("error") if isinstance(item, Mapping) else None
-        if isinstance(error, Mapping):
-            return error
-    return None
 
 
 class ResponseState:
