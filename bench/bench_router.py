@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_agent.messages import Message, ToolCall, ToolSpec
-from mcp_agent.providers.tokens import _tool_lines, approx_tokens
+from mcp_agent.providers.turns import _tool_lines, approx_tokens
 from mcp_agent.tools import router
 from mcp_agent.tools.memory import MemoryToolSource
 from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, _text, definition_tokens

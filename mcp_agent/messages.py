@@ -2,7 +2,7 @@
 
 Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that a transcript can be
 stored, printed as JSON and read back. No I/O, no provider specifics: a provider turns these into
-its own wire format and back (``providers/openai/_request.py``, ``openai/_response.py`` and friends).
+its own wire format and back (``providers/openai/_wire.py``, ``openai/_response.py`` and friends).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class Usage:
     ``estimated`` is True when the server reported nothing and the counts were estimated from
     the text (about four characters a token). ``clamped`` is True when the server reported counts
     that could not be trusted (negative, not integers, absurdly large, a total below the sum) and
-    they were repaired (``providers/_usage.py``).
+    they were repaired (``providers/turns.py``).
     """
 
     prompt_tokens: int = 0

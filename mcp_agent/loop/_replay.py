@@ -32,7 +32,7 @@ import anyio
 
 from ..config import AgentConfig, load_config
 from ..messages import ToolSpec
-from ..providers.server_info import ServerInfo, sized_for_server
+from ..providers.servers.info import ServerInfo, sized_for_server
 from ._record_format import config_from_settings, read_recording
 from ._replay_compare import COMPARED, json_diff, of_name, plain, setting_changes, where
 from ._replay_report import ReplayReport

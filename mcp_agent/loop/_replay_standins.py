@@ -24,7 +24,7 @@ from ..exceptions import (
 )
 from ..messages import JSONObject, ToolResult, ToolSpec, Turn
 from ..providers.base import DeltaCallback, ModelRequest
-from ..providers.server_info import ServerInfo
+from ..providers.servers.info import ServerInfo
 from ..state.memory import MemoryPageStore
 from ._record_format import RecordedError, Recording, request_to_dict
 from ._replay_compare import COMPARED, event_what, json_diff, of_name, plain, request_difference, where

@@ -26,7 +26,7 @@ from ..events import (
 from ..exceptions import ConfigError, StateError
 from ..messages import JSONObject, Message, ToolCall, ToolResult
 from ..providers.base import Provider
-from ..providers.server_info import server_info_of
+from ..providers.servers.info import server_info_of
 from ..state.base import PageStore, RunStore, SessionStore, State
 from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
@@ -427,7 +427,7 @@ async def _open_agent(
 ) -> AsyncIterator[Agent]:
     # the one wiring point: concrete providers and tool servers are imported here only
     from ..providers.factory import open_provider
-    from ..providers.server_info import server_info_of, sized_for_server
+    from ..providers.servers.info import server_info_of, sized_for_server
     from ..state.folder import private_state_dir
     from ..tools.hub import open_tool_hub
 

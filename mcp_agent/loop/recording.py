@@ -49,7 +49,7 @@ from ._replay_report import Divergence, ReplayReport
 if TYPE_CHECKING:
     from ..config import AgentConfig, Limits
     from ..events import Event
-    from ..providers.server_info import ServerInfo
+    from ..providers.servers.info import ServerInfo
     from .result import RunResult
 
 __all__ = [

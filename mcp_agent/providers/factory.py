@@ -31,15 +31,15 @@ import httpx
 
 from ..config import LLMConfig
 from ..state.folder import private_state_dir
-from ._client import build_client
 from .anthropic import AnthropicProvider
 from .base import Provider
-from .endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .fallback import FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
+from .http.client import build_client
 from .openai import OpenAICompatProvider
-from .server_cache import CACHE_FILE, known_server, remember
-from .server_info import ServerInfo
+from .servers.endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
+from .servers.identify import CACHE_FILE, known_server, remember
+from .servers.info import ServerInfo
 
 __all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
 

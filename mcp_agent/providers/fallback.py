@@ -49,10 +49,10 @@ from .._redact import redact_url
 from ..config import LLMConfig
 from ..exceptions import ContextLengthError, ProviderConnectionError, ProviderError
 from ..messages import Delta, Turn
-from ._transport_errors import BAD_URL
 from .base import DeltaCallback, ModelRequest, Provider
-from .endpoints import resolve_endpoint
-from .server_info import ServerInfo, server_info_of
+from .http.errors import BAD_URL
+from .servers.endpoints import resolve_endpoint
+from .servers.info import ServerInfo, server_info_of
 
 __all__ = [
     "DEFAULT_COOLDOWN",

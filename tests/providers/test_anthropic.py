@@ -22,10 +22,10 @@ from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.anthropic import _wire as wire
-from mcp_agent.providers._turns import finish_turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.turns import finish_turn
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_agent.config import CapabilityOverrides, LLMConfig
-from mcp_agent.providers.endpoints import (
+from mcp_agent.providers.servers.endpoints import (
     capabilities_for,
     detect_provider,
     detect_server_kind,

@@ -35,8 +35,8 @@ from mcp_agent.providers.fallback import (
     fallback_configs,
     falls_back,
 )
+from mcp_agent.providers.http.errors import RetryPolicy
 from mcp_agent.providers.openai import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server

@@ -14,13 +14,12 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.exceptions import ProviderError
 from mcp_agent.loop.result import TerminationReason
 from mcp_agent.loop.run import run
-from mcp_agent.providers._foreign import foreign_answer
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider
 from mcp_agent.providers.gemini import GeminiProvider
-from mcp_agent.providers.models import list_models
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy, foreign_answer
+from mcp_agent.providers.servers.identify import list_models
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.providers.conftest import SleepRecorder

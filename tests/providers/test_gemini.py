@@ -15,12 +15,12 @@ from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.providers._turns import finish_turn
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import create_provider, open_provider
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.gemini import _wire as wire
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.turns import finish_turn
 from mcp_agent.tools.memory import MemoryToolSource
 from mcp_agent.tools.schema import compile_tool_schema
 from tests.fakes import gemini_shapes as shapes

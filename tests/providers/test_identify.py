@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from mcp_agent.config import LLMConfig
-from mcp_agent.providers.identify import (
+from mcp_agent.providers.servers.identify import (
     Answer,
     identify_server,
     native_root,

@@ -13,7 +13,12 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Image, Message, ToolCall, ToolResult
-from mcp_agent.providers._images import (
+from mcp_agent.providers.anthropic import AnthropicProvider
+from mcp_agent.providers.anthropic import _wire as _anthropic_wire
+from mcp_agent.providers.factory import create_provider
+from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.gemini import _wire as _gemini_wire
+from mcp_agent.providers.history import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_MESSAGE,
     MAX_REQUEST_BYTES,
@@ -22,13 +27,8 @@ from mcp_agent.providers._images import (
     fit_images,
     vision_model,
 )
-from mcp_agent.providers.anthropic import AnthropicProvider
-from mcp_agent.providers.anthropic import _wire as _anthropic_wire
-from mcp_agent.providers.endpoints import Capabilities
-from mcp_agent.providers.factory import create_provider
-from mcp_agent.providers.gemini import GeminiProvider
-from mcp_agent.providers.gemini import _wire as _gemini_wire
-from mcp_agent.providers.openai._request import to_openai_messages
+from mcp_agent.providers.openai._wire import to_openai_messages
+from mcp_agent.providers.servers.endpoints import Capabilities
 from mcp_agent.state import open_state
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes, gemini_shapes

@@ -15,14 +15,14 @@ from mcp_agent.exceptions import ProviderResponseError
 from mcp_agent.loop.result import TerminationReason
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn
-from mcp_agent.providers._turns import bound_arguments
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest, Provider
-from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import GeminiProvider
-from mcp_agent.providers.models import list_models
+from mcp_agent.providers.http.errors import RetryPolicy
 from mcp_agent.providers.openai import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
+from mcp_agent.providers.servers.identify import list_models
+from mcp_agent.providers.turns import bound_arguments
 from tests.fakes import anthropic_shapes, gemini_shapes, openai_shapes
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.loop._helpers import assert_valid_transcript, echo_tools

@@ -18,10 +18,10 @@ from mcp_agent.loop.result import TerminationReason
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import resolve_endpoint
+from mcp_agent.providers.http.errors import RetryPolicy
 from mcp_agent.providers.openai import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
-from mcp_agent.providers.server_info import ServerInfo
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
+from mcp_agent.providers.servers.info import ServerInfo
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply
 from tests.fakes.recordings import read_recording, recorded

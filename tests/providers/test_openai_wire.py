@@ -11,18 +11,20 @@ import pytest
 
 from mcp_agent.exceptions import ContextLengthError, ProviderResponseError
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.providers._turns import estimate_usage, new_call_id
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import Capabilities, capabilities_for
-from mcp_agent.providers.openai._request import (
+from mcp_agent.providers.openai._wire import (
     NOT_EXECUTED,
+    ChunkAccumulator,
     build_chat_body,
+    finish_turn,
+    parse_usage,
     repair_transcript,
     text_tool_prompt,
     to_openai_messages,
     to_openai_tools,
 )
-from mcp_agent.providers.openai._response import ChunkAccumulator, finish_turn, parse_usage
+from mcp_agent.providers.servers.endpoints import Capabilities, capabilities_for
+from mcp_agent.providers.turns import estimate_usage, new_call_id
 from tests.fakes.openai_shapes import (
     Call,
     completion,

@@ -11,12 +11,11 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Message
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.http.errors import RetryPolicy
 from mcp_agent.providers.openai import OpenAICompatProvider
-from mcp_agent.providers.output_cap import output_cap
-from mcp_agent.providers.retry import RetryPolicy
-from mcp_agent.providers.server_info import ServerInfo
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
+from mcp_agent.providers.servers.info import ServerInfo, output_cap
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.fakes.recordings import read_recording

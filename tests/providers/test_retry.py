@@ -17,7 +17,7 @@ from mcp_agent.exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from mcp_agent.providers.retry import (
+from mcp_agent.providers.http.errors import (
     ErrorInfo,
     RetryPolicy,
     backoff_delay,

@@ -16,7 +16,7 @@ from mcp_agent.loop.agent import Agent
 from mcp_agent.providers.factory import open_provider
 from mcp_agent.providers.fallback import FallbackProvider
 from mcp_agent.providers.openai import OpenAICompatProvider
-from mcp_agent.providers.server_cache import (
+from mcp_agent.providers.servers.identify import (
     CACHE_FILE,
     TTL_SECONDS,
     cache_key,
@@ -25,7 +25,7 @@ from mcp_agent.providers.server_cache import (
     remember,
     store,
 )
-from mcp_agent.providers.server_info import ServerInfo, history_chars_for, server_info_of, sized_for_server
+from mcp_agent.providers.servers.info import ServerInfo, history_chars_for, server_info_of, sized_for_server
 from tests.fakes.model_server import FakeModelServer, running_model_server
 from tests.fakes.server_shapes import llama_cpp_python_routes, llamacpp_routes
 

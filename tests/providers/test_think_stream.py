@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from mcp_agent.messages import Delta
-from mcp_agent.providers.textcalls import split_reasoning
-from mcp_agent.providers.textcalls._think_stream import ThinkFilter
+from mcp_agent.providers.textcalls import ThinkFilter, split_reasoning
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.providers.conftest import SleepRecorder

@@ -39,9 +39,9 @@ from ...messages import (
     Usage,
     parse_arguments,
 )
-from .._native_history import call_text, stray_text, take_results
-from .._usage import reported_usage, sum_counts, token_count
 from ..base import ModelRequest
+from ..history import call_text, stray_text, take_results
+from ..turns import reported_usage, sum_counts, token_count
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with every request."""

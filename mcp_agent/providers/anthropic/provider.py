@@ -35,17 +35,23 @@ from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
 from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
 from ...telemetry.base import note_model_call
-from .._classify import classify_error, request_id_from
-from .._client import build_client
-from .._images import fit_images
-from .._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
-from .._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
-from .._sse import aiter_sse
-from .._transport_errors import map_transport_errors
-from .._turns import DeltaReporter, finish_turn
 from ..base import DeltaCallback, ModelRequest
-from ..endpoints import Endpoint, resolve_endpoint
-from ..retry import RetryPolicy
+from ..history import fit_images
+from ..http.client import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    ClientOwner,
+    build_client,
+    capped_bytes,
+    config_options,
+    raise_for_status,
+    read_body,
+    read_json,
+    with_defaults,
+)
+from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from ..http.sse import aiter_sse
+from ..servers.endpoints import Endpoint, resolve_endpoint
+from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
 
 __all__ = ["AnthropicProvider"]

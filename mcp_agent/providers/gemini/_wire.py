@@ -48,11 +48,9 @@ from ...messages import (
     json_chars,
     parse_arguments,
 )
-from .._images import image_label
-from .._native_history import call_text, stray_text, take_results
-from .._turns import new_call_id
-from .._usage import reported_usage, sum_counts, token_count
 from ..base import ModelRequest
+from ..history import call_text, image_label, stray_text, take_results
+from ..turns import new_call_id, reported_usage, sum_counts, token_count
 
 PARTS_META = "gemini_parts"
 """Key of ``Turn.meta``/``Message.meta`` holding the model parts as they came, for replay."""

@@ -58,24 +58,28 @@ from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
 from ...telemetry.base import note_model_call
-from .._classify import classify_error, request_id_from
-from .._images import accepts_images, fit_images
-from .._response_limit import capped_bytes, read_body
-from .._sse import aiter_sse
-from .._transport_errors import map_transport_errors, timed_out_text
-from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
-from ..endpoints import Endpoint, refused_message, resolve_endpoint
-from ..identify import window_from_error
-from ..learned import Learned
-from ..output_cap import output_cap
-from ..retry import RetryPolicy
-from ..server_info import ServerInfo
-from ..tokens import UsageEstimator
-from ._answer import foreign_error, recover_calls, report_turn, whole_answer
-from ._request import ToolCallStyle, build_chat_body
-from ._response import ChunkAccumulator, finish_turn
-from ._stream import EarlyEnd, drain, fold_stream
+from ..history import accepts_images, fit_images
+from ..http.client import capped_bytes, read_body
+from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from, timed_out_text
+from ..http.sse import aiter_sse
+from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
+from ..servers.identify import window_from_error
+from ..servers.info import Learned, ServerInfo, output_cap
+from ..turns import DeltaReporter, UsageEstimator
+from ._wire import (
+    ChunkAccumulator,
+    EarlyEnd,
+    ToolCallStyle,
+    build_chat_body,
+    drain,
+    finish_turn,
+    fold_stream,
+    foreign_error,
+    recover_calls,
+    report_turn,
+    whole_answer,
+)
 
 __all__ = ["DROPS_STREAMED_TOOLS", "TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 

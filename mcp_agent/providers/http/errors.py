@@ -28,15 +28,29 @@ from __future__ import annotations
 
 import email.utils
 import json
+import logging
+import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.lowlevel
 import httpx
 
-from ..exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
+from ..._redact import redact_url
+from ...exceptions import (
+    ContextLengthError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderResponseError,
+)
+from ...telemetry.base import note_retry
+from ..servers.endpoints import ProviderName
 
 __all__ = [
     "MAX_RETRY_AFTER",
@@ -400,3 +414,301 @@ def _reason(status: int) -> str:
         return httpx.codes.get_reason_phrase(status) or f"status {status}"
     except Exception:  # pragma: no cover - any int works
         return f"status {status}"
+
+
+# httpx transport failures (no answer at all) translated into ``ProviderError``, once, at the boundary.
+#
+# A refused connection carries the endpoint's "how to start it" hint and is final for a local
+# server (nothing listens there) but retried for a remote one (it may be restarting); the caller
+# says which (a server that answered before and now refuses went away: the provider passes a
+# message of its own and asks for retries). Connect errors, timeouts, proxy errors and broken
+# connections are retryable; a bad URL is terminal.
+#
+# A read timeout names the limit that ran out (``llm.requestTimeoutSeconds``). On a server on this
+# machine (``local``) it is not retried: such a server (llama.cpp, llama-cpp-python, Ollama with
+# one slot) is most likely still working on the request, and a second one would only queue behind
+# it, piling work onto a busy server; elsewhere it is retried.
+# Error *answers* (a status, an error body) are ``_classify.py``'s business.
+__all__ = ["BAD_URL", "map_transport_errors", "read_limit", "transport_error"]
+
+BAD_URL = "bad model server URL"
+"""How the error of a URL httpx cannot use begins (a config error, not a connection failure)."""
+
+
+def _is_refused(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        current = current.__cause__ or current.__context__
+    return "connection refused" in str(exc).lower()
+
+
+def read_limit(exc: httpx.HTTPError) -> float | None:
+    """The read timeout (seconds) of the request that failed with ``exc``, when httpx says."""
+    try:
+        timeouts = exc.request.extensions.get("timeout")
+    except RuntimeError:  # an exception without its request
+        return None
+    value = timeouts.get("read") if isinstance(timeouts, dict) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def timed_out_text(exc: httpx.HTTPError) -> str:
+    """ "nothing for 300 s (llm.requestTimeoutSeconds)" for a read timeout, else httpx's words."""
+    limit = read_limit(exc) if isinstance(exc, httpx.ReadTimeout) else None
+    if limit is not None:
+        return f"nothing for {limit:g} s (llm.requestTimeoutSeconds)"
+    return str(exc) or type(exc).__name__
+
+
+def transport_error(
+    exc: httpx.HTTPError,
+    *,
+    refused_message: str | None = None,
+    refused_final: bool = True,
+    local: bool = False,
+) -> ProviderError:
+    """Translate an httpx transport failure into a ProviderError.
+
+    Args:
+        exc: what httpx raised.
+        refused_message: the text to use when the connection was refused (the endpoint's "how
+            to start it" hint).
+        refused_final: a refusal is not retried (terminal): nothing listens there. Pass False
+            for a remote host, where a refusal may be a restart.
+        local: the server is on this machine: a read timeout is not retried (see above).
+    """
+    if isinstance(exc, httpx.ConnectError) and refused_message and _is_refused(exc):
+        return ProviderConnectionError(refused_message, terminal=refused_final, retryable=not refused_final)
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return ProviderConnectionError(f"cannot connect to the model server: {exc}", retryable=True)
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return ProviderConnectionError(f"{BAD_URL}: {exc}", terminal=True)
+    if isinstance(exc, httpx.ProxyError):
+        return ProviderConnectionError(f"proxy error: {exc}", retryable=True)
+    if isinstance(exc, httpx.ReadTimeout):
+        message = f"the model server did not answer in time: {timed_out_text(exc)}"
+        if not local:
+            return ProviderResponseError(message, retryable=True)
+        return ProviderResponseError(
+            f"{message}; not retried, since a server on this machine is most likely still working on "
+            "it and another request would queue behind it: raise llm.requestTimeoutSeconds or lower "
+            "llm.maxOutputTokens",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        kind = type(exc).__name__
+        return ProviderResponseError(f"the model server did not answer in time ({kind})", retryable=True)
+    if isinstance(exc, httpx.TransportError):
+        detail = str(exc) or type(exc).__name__
+        return ProviderResponseError(f"the connection to the model server failed: {detail}", retryable=True)
+    return ProviderError(f"HTTP client error: {exc}", retryable=True)
+
+
+@contextmanager
+def map_transport_errors(
+    *, refused_message: str | None = None, refused_final: bool = True, local: bool = False
+) -> Iterator[None]:
+    """Translate httpx transport failures raised inside the block (see ``transport_error``)."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        raise transport_error(
+            exc, refused_message=refused_message, refused_final=refused_final, local=local
+        ) from exc
+
+
+# Answers that did not come from a model API at all: an HTML page, a text body where JSON belongs (pure).
+#
+# Someone points ``llm.endpoint`` at another web server (a web UI, a router page, a dev server)
+# and it answers with a page. Such an answer is not an API error: retrying cannot change it, the
+# page means nothing to a user reading an error, and it may be large. ``foreign_answer`` says
+# ``this is not an OpenAI-compatible API (got text/html from <url>): check llm.endpoint`` (the
+# API named for Anthropic and Gemini too), never quotes the body, and makes the error terminal.
+#
+# One exception: an HTML page with a 5xx status is what a reverse proxy (nginx, a load balancer)
+# shows while the model server behind it is down or restarting, so it stays retryable (and, with
+# ``llm.fallbacks``, moves on to the next model), still without the page.
+#
+# What counts as foreign:
+#
+# - any status: a ``text/html`` type, or a body that starts like markup (``<!doctype``, ``<html``);
+# - a success status: a body whose type is not JSON, SSE or NDJSON and that does not parse as JSON
+#   either (a JSON body that is cut off is the caller's business: it is retryable).
+#
+# An error status with a short text or JSON body is left to ``_classify.classify_error``.
+__all__ = ["API_NAMES", "content_type", "foreign_answer", "looks_like_html"]
+
+API_NAMES: dict[str, str] = {
+    "openai": "an OpenAI-compatible API",
+    "anthropic": "the Anthropic Messages API",
+    "gemini": "the Gemini API",
+}
+
+_API_TYPES = ("json", "event-stream", "ndjson")
+
+
+def content_type(headers: Mapping[str, str]) -> str:
+    """The media type of an answer, lower case, without parameters ("" when none)."""
+    return (headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+
+
+def looks_like_html(media_type: str, content: bytes = b"") -> bool:
+    """Whether an answer is a web page: its type says so, or its body starts like markup."""
+    if "html" in media_type:
+        return True
+    head = content[:64].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    return head.startswith((b"<!doctype", b"<html", b"<head", b"<body"))
+
+
+def _parses(content: bytes) -> bool:
+    try:
+        json.loads(content)
+    except ValueError:
+        return False
+    return True
+
+
+def foreign_answer(
+    status: int, headers: Mapping[str, str], content: bytes, *, url: str, api: ProviderName
+) -> ProviderError | None:
+    """The error for an answer that is not from ``api``, or None when it may well be.
+
+    Args:
+        status: the HTTP status.
+        headers: the answer's headers.
+        content: the body (or its beginning).
+        url: the URL that was asked (shown without credentials).
+        api: which API was expected.
+    """
+    media = content_type(headers)
+    html = looks_like_html(media, content)
+    if status < 400 and not html:
+        if any(kind in media for kind in _API_TYPES) or _parses(content):
+            return None
+    elif not html:
+        return None
+    got = "text/html" if html else (media or "a body that is not JSON")
+    where = redact_url(url)
+    if status >= 500:
+        return ProviderHTTPError(
+            f"the model server answered with a web page, not {API_NAMES[api]} (got {got} from {where}); "
+            "a proxy in front of a server that is down?",
+            status=status,
+            retryable=True,
+        )
+    cls = ProviderHTTPError if status >= 400 else ProviderResponseError
+    return cls(
+        f"this is not {API_NAMES[api]} (got {got} from {where}): check llm.endpoint",
+        status=status if status >= 400 else None,
+        terminal=True,
+    )
+
+
+# Retrying a model call: ``RetryPolicy`` (how often, how long to wait) and ``backoff_delay``.
+#
+# Only a ``ProviderError`` with ``retryable`` set is retried; whether an error is retryable, and the
+# server's retry hint (``retry_after``), are decided where the error is made (``_classify.py`` for
+# error answers, ``_transport_errors.py`` for failed connections). The wait is the server's hint
+# when there is one, else 0.5 s doubling up to 8 s, times a jitter of ``1 - 0.25 * random()``.
+# ``RetryPolicy.sleep`` and ``.rand`` are injectable so that tests never wait.
+#
+# The classification names are importable from here as well (``classify_error``,
+# ``map_transport_errors``...), since this is the one module every provider reads errors through.
+__all__ = [
+    "ErrorInfo",
+    "RetryPolicy",
+    "backoff_delay",
+    "classify_error",
+    "error_info",
+    "is_context_length",
+    "map_transport_errors",
+    "parse_retry_after",
+    "request_id_from",
+    "transport_error",
+]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def backoff_delay(
+    retry: int,
+    retry_after: float | None = None,
+    *,
+    rand: Callable[[], float] = random.random,
+    initial: float = 0.5,
+    maximum: float = 8.0,
+    jitter: float = 0.25,
+) -> float:
+    """Seconds to wait before retry number ``retry`` (0 for the first retry).
+
+    The server's hint when there is one; else ``min(initial * 2**retry, maximum)`` shrunk by up
+    to ``jitter`` (a quarter) at random.
+    """
+    if retry_after is not None:
+        return retry_after
+    return min(initial * 2.0**retry, maximum) * (1.0 - jitter * rand())
+
+
+Sleep = Callable[[float], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait between attempts of one model call.
+
+    Attributes:
+        max_retries: retries after the first attempt (``llm.maxRetries``; 0 = no retry).
+        initial_delay: the first backoff delay, doubled each retry.
+        max_delay: the cap of the backoff delay.
+        jitter: each backoff delay is shrunk by up to this fraction at random.
+        sleep: the async sleep (inject a recorder in tests).
+        rand: a source of floats in [0, 1) for the jitter (inject a constant in tests).
+    """
+
+    max_retries: int = 2
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    jitter: float = 0.25
+    sleep: Sleep = anyio.sleep
+    rand: Callable[[], float] = random.random
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds before retry number ``retry`` (0-based), honouring the server's hint."""
+        return backoff_delay(
+            retry,
+            retry_after,
+            rand=self.rand,
+            initial=self.initial_delay,
+            maximum=self.max_delay,
+            jitter=self.jitter,
+        )
+
+    async def run(self, attempt: Callable[[int], Awaitable[T]], *, what: str = "model call") -> T:
+        """Call ``attempt(n)`` until it succeeds, fails for good, or retries run out.
+
+        Only ``ProviderError`` with ``retryable`` set is retried. Cancellation is honoured
+        between attempts (a checkpoint before each one), as well as during the sleep.
+
+        Raises:
+            ProviderError: the last error, when it is not retryable or no retry is left.
+        """
+        retry = 0
+        while True:
+            await anyio.lowlevel.checkpoint()
+            try:
+                return await attempt(retry)
+            except ProviderError as exc:
+                if not exc.retryable or retry >= self.max_retries:
+                    raise
+                wait = self.delay(retry, exc.retry_after)
+                logger.warning(
+                    "%s failed (%s); retry %d/%d in %.2f s", what, exc, retry + 1, self.max_retries, wait
+                )
+                note_retry(exc, wait)
+            await self.sleep(wait)
+            retry += 1

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import CapabilityOverrides, LLMConfig
+from ...config import CapabilityOverrides, LLMConfig
 
 __all__ = [
     "Capabilities",

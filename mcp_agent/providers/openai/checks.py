@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 import anyio
 import httpx
 
-from ..exceptions import ProviderError
-from ..messages import Message, ToolSpec
-from ._sse import aiter_sse
-from .base import ModelRequest
-from .openai._request import build_chat_body
-from .openai import OpenAICompatProvider
+from ...exceptions import ProviderError
+from ...messages import Message, ToolSpec
+from ..base import ModelRequest
+from ..http.sse import aiter_sse
+from . import OpenAICompatProvider
+from ._wire import build_chat_body
 
 __all__ = ["PROBE_TOOL", "ToolsCheck", "check_stream_tools", "check_tools_kept", "tools_hint"]
 

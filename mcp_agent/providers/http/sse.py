@@ -22,7 +22,7 @@ import re
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from ..exceptions import ProviderResponseError
+from ...exceptions import ProviderResponseError
 
 __all__ = ["SSEDecoder", "SSEEvent", "aiter_sse", "aiter_sse_lines", "iter_sse", "parse_sse"]
 

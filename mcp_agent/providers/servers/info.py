@@ -16,15 +16,15 @@ code nearer three, so 3.5 errs towards keeping less), after the room kept for th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ..config import AgentConfig
-from ..messages import ToolSpec
-from .output_cap import output_cap
+from ...config import AgentConfig
+from ...messages import ToolSpec
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -180,3 +180,88 @@ def sized_for_server(config: AgentConfig, info: ServerInfo, tools: Sequence[Tool
         info.context_source or info.kind,
     )
     return config.model_copy(update={"limits": limits.model_copy(update={"max_history_chars": size})})
+
+
+# The cap on an answer's length that every model request carries.
+#
+# Without one, some servers write until the context window is full: llama-cpp-python's default is
+# "unlimited" (one call wrote 3,071 tokens in 288 s into a 4,096-token window, long after the
+# run's deadline, and went on after the client left). So a cap is always sent:
+#
+# 1. ``llm.maxOutputTokens`` (or the request's own cap) when set;
+# 2. else a quarter of the model's context window when the server told it
+#    (``ServerInfo.context_window``), within ``MIN_OUTPUT_TOKENS``..``MAX_OUTPUT_TOKENS``: the
+#    prompt keeps the larger share, and servers that count the cap against the window (vLLM, older
+#    OpenAI models) still take a prompt of three quarters of it;
+# 3. else ``UNKNOWN_WINDOW_LOCAL`` (2048) for a server on this machine, whose window may be as
+#    small as 2048-4096 tokens, or ``UNKNOWN_WINDOW_REMOTE`` (4096) for a hosted API (windows of
+#    8k and more; Anthropic requires a value and takes 4096 from every model).
+#
+# Gemini's default is ``GEMINI_OUTPUT_TOKENS`` (8192): its thinking tokens count against the cap.
+# A reasoning model on a hosted API may need more than these defaults: set ``llm.maxOutputTokens``.
+# An answer cut off at the cap ends with ``finish_reason: "length"``; the loop continues it once.
+__all__ = [
+    "GEMINI_OUTPUT_TOKENS",
+    "MAX_OUTPUT_TOKENS",
+    "MIN_OUTPUT_TOKENS",
+    "UNKNOWN_WINDOW_LOCAL",
+    "UNKNOWN_WINDOW_REMOTE",
+    "output_cap",
+]
+
+UNKNOWN_WINDOW_LOCAL = 2048
+"""The cap for a server on this machine whose context window is not known."""
+UNKNOWN_WINDOW_REMOTE = 4096
+"""The cap for a hosted API whose context window is not known (Anthropic's default too)."""
+GEMINI_OUTPUT_TOKENS = 8192
+"""Gemini's cap when none is configured (thinking tokens count against it)."""
+MIN_OUTPUT_TOKENS = 256
+MAX_OUTPUT_TOKENS = 8192
+"""The bounds of a cap derived from a known context window."""
+
+
+def output_cap(configured: int | None, *, context_window: int | None = None, local: bool = True) -> int:
+    """The ``max_tokens`` to send (see the module docstring for the rule).
+
+    >>> output_cap(None, context_window=4096), output_cap(None), output_cap(300, context_window=4096)
+    (1024, 2048, 300)
+    """
+    if configured:
+        return configured
+    if context_window and context_window > 0:
+        return max(MIN_OUTPUT_TOKENS, min(context_window // 4, MAX_OUTPUT_TOKENS))
+    return UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_REMOTE
+
+
+# What a provider learned about its model server by talking to it, kept for the process's life.
+#
+# A provider holds one ``Learned`` and reads it before each request; ``None`` in a field means
+# "not learned: go by configuration and the server's kind". It is the hook for keeping the lesson
+# longer than the process: whatever caches what a server is (``server_info.py``) may save these
+# fields and set them again on a new provider before its first request.
+__all__ = ["Learned"]
+
+
+@dataclass
+class Learned:
+    """Lessons about one model server (mutable: the provider sets them as it learns).
+
+    Attributes:
+        stream_tools: False once a streamed request with tools came back with nothing (an empty
+            200 stream, or only keep-alive pings until the server closed it) and the same request
+            without streaming answered: llama-cpp-python with ``tool_choice: auto`` fails like
+            that every time. Requests with tools are then sent without streaming. None: not
+            learned; True is never set by the provider itself (a saved lesson may say it).
+    """
+
+    stream_tools: bool | None = None
+    keep: Callable[..., Any] = field(default=lambda **lesson: None, repr=False)
+    """Called with each lesson as it is learned (``stream_tools=False``), to keep it beyond the
+    process (the factory points it at the server-info cache)."""
+
+    def learn(self, **lesson: Any) -> None:
+        """Take ``lesson`` (field=value) now, and hand it to ``keep``."""
+        for name, value in lesson.items():
+            setattr(self, name, value)
+        with contextlib.suppress(Exception):  # keeping it is a bonus: the lesson holds here regardless
+            self.keep(**lesson)
