@@ -5,7 +5,7 @@ The run fails (exit 1) when the model server is unreachable, the model is missin
 server does not start, or a glob in ``approvals.require``, ``allowTools`` or ``denyTools``
 matches no tool; schema changes and config warnings are only reported.
 
-The model server is identified afresh (``identify.py``; the result refreshes the cache that
+The model server is identified afresh (``servers/identify.py``; the result refreshes the cache that
 ``query`` and ``serve`` read): its kind, version, context window and where each was read. A
 local OpenAI-compatible server is then asked two tiny questions with and without a tool, and
 one streamed (``providers/openai/checks.py``): a server that drops the tools it is offered, or cannot

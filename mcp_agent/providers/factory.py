@@ -4,15 +4,15 @@
 provider's whole life (building a client per call costs ~30 ms), with the timeouts of the config
 (``connectTimeoutSeconds``, ``requestTimeoutSeconds``; 0 = none). A loopback endpoint ignores
 proxy environment variables (``HTTP_PROXY`` without a ``NO_PROXY`` for localhost would otherwise
-send local model calls to the proxy). Which provider speaks is decided by ``endpoints.py``.
+send local model calls to the proxy). Which provider speaks is decided by ``servers/endpoints.py``.
 
 With ``llm.fallbacks`` it is a ``FallbackProvider`` over the primary and each entry (filled in
 from the primary by ``fallback_configs``), every one with its own client: their timeouts, proxy
 rules and connection pools are their own.
 
 Before it is handed out, each OpenAI-compatible provider learns what its server is
-(``server_cache.known_server``: the cache in the state folder while fresh, else the server is
-asked, ``identify.py``): ``provider.server_info`` is set, and its capabilities follow the kind
+(``identify.known_server``: the cache in the state folder while fresh, else the server is
+asked, ``servers/identify.py``): ``provider.server_info`` is set, and its capabilities follow the kind
 identified (``llm.capabilities`` still wins). Identification takes a few milliseconds against a
 local server and never fails: a server that does not answer keeps the guess from its port.
 """

@@ -162,7 +162,7 @@ class FallbackProvider:
 
     @property
     def server_info(self) -> ServerInfo:
-        """What the primary model's server is (``server_info.server_info_of``)."""
+        """What the primary model's server is (``info.server_info_of``)."""
         return server_info_of(self.candidates[0].provider)
 
     def order(self) -> list[Candidate]:

@@ -1,5 +1,6 @@
-"""Images for the model: does this model read them (``llm.vision``), and which ones go (pure).
+"""The history as a request carries it, the same for every wire: which images go, which result answers which call (pure).
 
+**Images.** Does this model read them (``llm.vision``), and which ones go.
 Tools return images (``Message.images`` on tool messages; the text keeps a placeholder for
 each). A provider sends them only when its model reads images: ``accepts_images`` resolves
 ``llm.vision`` (``auto``: by API and model name). Before each request ``fit_images`` decides
@@ -15,6 +16,9 @@ An image left out gets a note at the end of its message's text (``[image 2 not s
 so the model knows it exists and why it cannot see it. With images off they are dropped
 without notes: the placeholders say all there is. The transcript itself keeps every image, so a
 later request (or a fallback model that reads images) can still send them.
+
+**Tool results** for the native APIs (Anthropic, Gemini): paired with their calls and written
+as text where a request may carry no tool blocks (``take_results``, ``stray_text``, below).
 """
 
 from __future__ import annotations
@@ -32,11 +36,15 @@ __all__ = [
     "MAX_IMAGE_BYTES",
     "MAX_REQUEST_BYTES",
     "MAX_REQUEST_IMAGES",
+    "NOT_RECORDED",
     "SUPPORTED_TYPES",
     "accepts_images",
+    "call_text",
     "data_url",
     "fit_images",
     "image_label",
+    "stray_text",
+    "take_results",
     "vision_model",
 ]
 
@@ -140,7 +148,8 @@ def fit_images(messages: Sequence[Message], *, enabled: bool) -> list[Message]:
     return out
 
 
-# Tool results in the history sent to the native APIs (Anthropic, Gemini): pairing and text forms.
+# --------------------------------------------------------------------------------------------
+# tool results for the native APIs (Anthropic, Gemini): pairing and text forms
 #
 # Both APIs want the results of one assistant turn together, right after it, one per call and in
 # call order. ``take_results`` reads the ``tool`` messages that follow an assistant message and
@@ -148,7 +157,6 @@ def fit_images(messages: Sequence[Message], *, enabled: bool) -> list[Message]:
 # a result that answers no call of that turn (or repeats one) is returned apart, to be sent as text
 # (``stray_text``). A request that offers no tools may carry no tool blocks at all, so earlier calls
 # are then written as text too (``call_text``).
-__all__ = ["NOT_RECORDED", "call_text", "stray_text", "take_results"]
 
 NOT_RECORDED = "not executed: no result was recorded"
 """The error result sent for a call that has no result in the history."""

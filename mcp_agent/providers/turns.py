@@ -1,15 +1,19 @@
-"""What every provider does around a turn: fresh call ids, ``on_delta`` made safe, the finishing step.
+"""The turn a provider hands back, finished the same way whatever the wire: ids, deltas, calls, usage.
 
 ``DeltaReporter`` wraps the caller's ``on_delta``: a callback that raises is logged once and
 otherwise ignored, and the count of deltas handed out tells a provider whether asking again would
 repeat them. ``finish_turn`` is the last step of every provider, whatever its wire format:
 ``<think>`` blocks in the content become reasoning; when the turn has no structured calls and
 ``toolCallStyle`` is not ``native``, calls written as text are extracted (offered tools only, see
-``textcalls.py``) and the turn then says ``tool_calls``; a call whose arguments exceed
+``textcalls/``) and the turn then says ``tool_calls``; a call whose arguments exceed
 ``llm.maxToolArgumentChars`` keeps none of them and carries the error instead
 (``bound_arguments``: the loop answers it, the model reads why); usage the server did not report
-is estimated at about four characters a token (``estimate_usage``) and marked ``estimated``;
-usage the server reported is trusted only as far as it makes sense (``_usage.trusted_usage``).
+is estimated (``estimate_usage``) and marked ``estimated``; usage the server reported is trusted
+only as far as it makes sense (``trusted_usage``).
+
+A turn's token counts are part of finishing it, so they live here too: the counts a server
+reports, read so that they cannot defeat the budget (``token_count``, ``trusted_usage``), and the
+counts it did not report, estimated as closely as that server allows (``UsageEstimator``).
 """
 
 from __future__ import annotations
@@ -47,13 +51,28 @@ from .servers.info import ServerInfo
 from .textcalls import extract_tool_calls, split_reasoning
 
 __all__ = [
+    "MAX_TOKENS_PER_CALL",
+    "MESSAGE_TOKENS",
+    "REPLY_TOKENS",
+    "UNTRUSTED",
     "DeltaReporter",
+    "Piece",
+    "TokenCounter",
+    "UsageEstimator",
+    "approx_prompt_tokens",
+    "approx_tokens",
     "bound_arguments",
     "estimate_usage",
     "finish_turn",
     "join_reasoning",
     "new_call_id",
+    "output_text",
+    "prompt_pieces",
+    "reported_usage",
+    "sum_counts",
+    "template_for",
     "token_count",
+    "trusted_usage",
 ]
 
 logger = logging.getLogger(__name__)
@@ -203,17 +222,17 @@ def finish_turn(
     )
 
 
-# Token counts as a model server reports them, trusted only when they make sense (pure).
+# --------------------------------------------------------------------------------------------
+# reported counts, trusted only when they make sense (pure)
 #
 # The counts feed ``limits.maxTokens`` and every report, so a server must not be able to defeat
 # the budget with a negative count, or fill a report with a 309-digit one. The wire parsers read
 # each reported field with ``token_count``: a count that is negative or not an integer (a bool, a
 # float, a string) becomes ``UNTRUSTED``; ``reported_usage`` builds the ``Usage``. The last step
-# every provider shares (``_turns.finish_turn``) then calls ``trusted_usage``: an untrusted count
-# is replaced by the estimate for that field (``_turns.estimate_usage``), a count above
+# every provider shares (``finish_turn``) then calls ``trusted_usage``: an untrusted count
+# is replaced by the estimate for that field (``estimate_usage``), a count above
 # ``MAX_TOKENS_PER_CALL`` is cut to it, ``total_tokens`` is made at least prompt + completion, and
 # a Usage repaired in any of these ways is flagged ``clamped`` (and a warning is logged).
-__all__ = ["MAX_TOKENS_PER_CALL", "UNTRUSTED", "reported_usage", "sum_counts", "token_count", "trusted_usage"]
 
 
 MAX_TOKENS_PER_CALL = 10_000_000
@@ -288,7 +307,8 @@ def trusted_usage(usage: Usage, estimate: Callable[[], Usage]) -> Usage:
     )
 
 
-# Token counts a model server did not report, estimated as closely as that server allows.
+# --------------------------------------------------------------------------------------------
+# counts a server did not report, estimated as closely as that server allows
 #
 # Some servers never report usage when streaming (llama-cpp-python, even with
 # ``stream_options.include_usage``); a stream that breaks off reports nothing either. The estimate
@@ -318,18 +338,6 @@ def trusted_usage(usage: Usage, estimate: Callable[[], Usage]) -> Usage:
 # (that template renders none). A server that drops the tools (``ServerInfo.tools_dropped``, from
 # ``doctor``, or seen here: a reported prompt nearer the estimate without the tools than with them)
 # gets no tools' block, and a warning once.
-__all__ = [
-    "MESSAGE_TOKENS",
-    "REPLY_TOKENS",
-    "Piece",
-    "TokenCounter",
-    "UsageEstimator",
-    "approx_prompt_tokens",
-    "approx_tokens",
-    "output_text",
-    "prompt_pieces",
-    "template_for",
-]
 
 
 MESSAGE_TOKENS = 5

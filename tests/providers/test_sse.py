@@ -7,7 +7,14 @@ from collections.abc import AsyncIterator
 import pytest
 
 from mcp_agent.exceptions import ProviderResponseError
-from mcp_agent.providers.http.sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_lines, iter_sse, parse_sse
+from mcp_agent.providers.http.client import (
+    SSEDecoder,
+    SSEEvent,
+    aiter_sse,
+    aiter_sse_lines,
+    iter_sse,
+    parse_sse,
+)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ calls without a result answered with an error result, results without a call tur
 text); consecutive same-role messages are merged; earlier ``thinking`` blocks are replayed with
 their signatures. A request without tools gets earlier calls and results as text (the API
 refuses tool blocks when no tools are defined). Images a tool returned (``Message.images``,
-chosen by ``_images.fit_images``) go inside its ``tool_result`` content as ``image`` blocks
+chosen by ``history.fit_images``) go inside its ``tool_result`` content as ``image`` blocks
 (base64 source), after its text; a result sent as text is followed by its image blocks. ``max_tokens`` is required by the API: the request's cap, else
 ``DEFAULT_MAX_TOKENS`` (4096).
 
@@ -17,7 +17,7 @@ Incoming: ``parse_response`` reads a whole message; ``StreamState`` folds the SS
 ``ping``, ``error``) into the same ``Turn``, emitting ``Delta`` values as it goes. Stop reasons
 are mapped to the house vocabulary (``stop``, ``tool_calls``, ``length``, ``content_filter``,
 ``context_length``); ``thinking`` text is reasoning, never part of the answer. The provider then
-runs the finishing step every provider shares (``_turns.finish_turn``).
+runs the finishing step every provider shares (``turns.finish_turn``).
 """
 
 from __future__ import annotations

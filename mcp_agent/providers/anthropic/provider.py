@@ -4,20 +4,20 @@ One ``complete`` call is one ``POST {base}/messages`` (``base`` is ``https://api
 or a proxy's prefix) with the headers ``x-api-key`` and ``anthropic-version``. The wire mapping
 is pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 
-- Streaming reads the server-sent events through the shared tolerant parser (``_sse.py``),
+- Streaming reads the server-sent events through the shared tolerant parser (``http/client.py``),
   reports text, thinking and tool-input pieces through ``on_delta``, and requires
   ``message_stop``: a stream that ends without it is a broken answer.
-- Errors are classified by ``retry.py`` (529 overloaded and 429 are retried with backoff that
+- Errors are classified by ``http/errors.py`` (529 overloaded and 429 are retried with backoff that
   honours ``retry-after``; ``prompt is too long`` is a ``ContextLengthError``; spend limits and
   other 4xx are terminal). A mid-stream ``event: error`` is classified the same way. A stream
   that already handed pieces to ``on_delta`` is not retried, so no piece is reported twice.
 - An answer that is not the API's at all (a web page: the endpoint is another web server) fails
-  at once, naming what came and from where, never quoting it (``_foreign.py``).
+  at once, naming what came and from where, never quoting it (``http/errors.py``).
 - ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
-- Images from tools go inside their ``tool_result`` when ``vision`` is on (``_images.py``).
+- Images from tools go inside their ``tool_result`` when ``vision`` is on (``history.py``).
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
-- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``), and streamed
+- Every answer is read through ``http/client.py`` (``llm.maxResponseBytes``), and streamed
   argument text over ``llm.maxToolArgumentChars`` is not parsed.
 """
 
@@ -40,6 +40,7 @@ from ..history import fit_images
 from ..http.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ClientOwner,
+    aiter_sse,
     build_client,
     capped_bytes,
     config_options,
@@ -49,7 +50,6 @@ from ..http.client import (
     with_defaults,
 )
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
-from ..http.sse import aiter_sse
 from ..servers.endpoints import Endpoint, resolve_endpoint
 from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
@@ -82,7 +82,7 @@ class AnthropicProvider(ClientOwner):
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
         vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
-            it), within ``_images.fit_images``'s bounds.
+            it), within ``history.fit_images``'s bounds.
     """
 
     def __init__(

@@ -11,7 +11,7 @@ exactly as it came on the part it came on; when the message no longer matches th
 is rebuilt, with each call's signature taken from ``ToolCall.meta["thoughtSignature"]``. A
 request without tools gets earlier calls and results as text.
 
-Images a tool returned (``Message.images``, chosen by ``_images.fit_images``) follow the
+Images a tool returned (``Message.images``, chosen by ``history.fit_images``) follow the
 ``functionResponse`` parts in the same user turn, as ``inlineData`` parts, each tool's introduced
 by a text part. (Gemini 3 also takes media nested in ``functionResponse.parts``, but earlier
 models refuse that; sibling parts work for every model.)
@@ -25,7 +25,7 @@ Incoming: ``ResponseState`` folds one response or the chunks of a stream into a 
 ``thought: true`` parts are reasoning, never answer; Gemini gives calls no ids (or ids that are
 not guaranteed unique), so each call gets a fresh id from ``new_call_id``; usage is
 ``promptTokenCount`` and ``candidatesTokenCount + thoughtsTokenCount``. The provider then runs the
-finishing step every provider shares (``_turns.finish_turn``).
+finishing step every provider shares (``turns.finish_turn``).
 """
 
 from __future__ import annotations

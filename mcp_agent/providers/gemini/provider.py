@@ -13,19 +13,19 @@ pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
   sends the request again at once (that resend is not counted as a retry). ``schema_mode``
   chooses the start: ``"json_schema"`` (default) or ``"parameters"``.
 - Errors ``{"error": {code, message, status, details}}`` (also wrapped in an array, also inside
-  a stream) are classified by ``retry.py``: 429 and 5xx are retried, honouring
+  a stream) are classified by ``http/errors.py``: 429 and 5xx are retried, honouring
   ``RetryInfo.retryDelay``; a 429 whose quota id contains ``PerDay`` is terminal; the token
   count message is a ``ContextLengthError``. ``MALFORMED_FUNCTION_CALL`` with nothing else is
   retried; a blocked prompt is terminal.
 - An answer that is not the API's at all (a web page: the endpoint is another web server) fails
-  at once, naming what came and from where, never quoting it (``_foreign.py``).
+  at once, naming what came and from where, never quoting it (``http/errors.py``).
 - Images from tools follow the function responses as ``inlineData`` when ``vision`` is on.
 - ``maxOutputTokens`` is always sent: the request's cap, else ``llm.maxOutputTokens``, else
   ``GEMINI_OUTPUT_TOKENS`` (8192; thinking tokens count against it).
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
-- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``); a call whose
+- Every answer is read through ``http/client.py`` (``llm.maxResponseBytes``); a call whose
   arguments exceed ``llm.maxToolArgumentChars`` keeps none (nor does the replayed part).
 """
 
@@ -50,6 +50,7 @@ from ..history import fit_images
 from ..http.client import (
     DEFAULT_MAX_RESPONSE_BYTES,
     ClientOwner,
+    aiter_sse,
     build_client,
     capped_bytes,
     config_options,
@@ -59,7 +60,6 @@ from ..http.client import (
     with_defaults,
 )
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
-from ..http.sse import aiter_sse
 from ..servers.endpoints import Endpoint, resolve_endpoint
 from ..servers.info import GEMINI_OUTPUT_TOKENS
 from ..turns import DeltaReporter, finish_turn
@@ -84,7 +84,7 @@ class GeminiProvider(ClientOwner):
         client: the HTTP client to use; when None one is made and closed by ``aclose``.
         stream: use ``streamGenerateContent?alt=sse``.
         max_output_tokens: ``maxOutputTokens`` when a request sets none; None means
-            ``GEMINI_OUTPUT_TOKENS`` (8192: a cap is always sent, ``output_cap.py``).
+            ``GEMINI_OUTPUT_TOKENS`` (8192: a cap is always sent, ``servers/info.py``).
         temperature: the temperature when a request sets none.
         retry: the retry policy (``llm.maxRetries``).
         headers: extra headers for every request.
@@ -99,7 +99,7 @@ class GeminiProvider(ClientOwner):
         max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
         max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
         vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
-            it), within ``_images.fit_images``'s bounds.
+            it), within ``history.fit_images``'s bounds.
     """
 
     def __init__(

@@ -1,7 +1,13 @@
-"""What a model server's error answer means: retryable, terminal or too long, and when to try again.
+"""A failed model call: what it means (retryable, terminal, too long), and trying it again.
 
-Shared by every provider; nothing here is specific to one API. The rules follow the official
-OpenAI and Anthropic SDKs (``llm-wire.md`` §9):
+Every failure becomes a ``ProviderError`` once, where it is met: an error answer (a status, an
+error body) in ``classify_error``; no answer at all (refused, timed out, cut off) in
+``transport_error``; an answer that is no model API's (a web page) in ``foreign_answer``. The
+error says whether trying again can help (``retryable``) and when (``retry_after``), and
+``RetryPolicy`` acts on it.
+
+Nothing here is specific to one API. Error answers are classified as the official OpenAI and
+Anthropic SDKs do (``llm-wire.md`` §9):
 
 - **Retryable:** connection errors and timeouts, 408, 409, 429, every 5xx (Anthropic's 529 and
   llama.cpp's 503 "Loading model" included), and a stream cut off before anything was handed
@@ -20,8 +26,7 @@ OpenAI and Anthropic SDKs (``llm-wire.md`` §9):
 The server's retry hint is read here too and put on the error (``retry_after``):
 ``retry-after-ms``, else ``retry-after`` (seconds or an HTTP date), else a Gemini
 ``RetryInfo.retryDelay``; any of these only when between 0 and 60 seconds. How often to try and
-how long to wait without a hint is ``retry.py``'s business; a failure without an answer (refused,
-timed out, cut off) is translated by ``_transport_errors.py``.
+how long to wait without a hint is ``RetryPolicy``'s business (below).
 """
 
 from __future__ import annotations
@@ -53,13 +58,23 @@ from ...telemetry.base import note_retry
 from ..servers.endpoints import ProviderName
 
 __all__ = [
+    "API_NAMES",
+    "BAD_URL",
     "MAX_RETRY_AFTER",
     "ErrorInfo",
+    "RetryPolicy",
+    "backoff_delay",
     "classify_error",
+    "content_type",
     "error_info",
+    "foreign_answer",
     "is_context_length",
+    "looks_like_html",
+    "map_transport_errors",
     "parse_retry_after",
+    "read_limit",
     "request_id_from",
+    "transport_error",
 ]
 
 MAX_RETRY_AFTER = 60.0
@@ -416,7 +431,8 @@ def _reason(status: int) -> str:
         return f"status {status}"
 
 
-# httpx transport failures (no answer at all) translated into ``ProviderError``, once, at the boundary.
+# --------------------------------------------------------------------------------------------
+# transport failures (no answer at all) translated into ``ProviderError``, once, at the boundary
 #
 # A refused connection carries the endpoint's "how to start it" hint and is final for a local
 # server (nothing listens there) but retried for a remote one (it may be restarting); the caller
@@ -428,8 +444,7 @@ def _reason(status: int) -> str:
 # machine (``local``) it is not retried: such a server (llama.cpp, llama-cpp-python, Ollama with
 # one slot) is most likely still working on the request, and a second one would only queue behind
 # it, piling work onto a busy server; elsewhere it is retried.
-# Error *answers* (a status, an error body) are ``_classify.py``'s business.
-__all__ = ["BAD_URL", "map_transport_errors", "read_limit", "transport_error"]
+# Error *answers* (a status, an error body) are ``classify_error``'s business (above).
 
 BAD_URL = "bad model server URL"
 """How the error of a URL httpx cannot use begins (a config error, not a connection failure)."""
@@ -520,7 +535,8 @@ def map_transport_errors(
         ) from exc
 
 
-# Answers that did not come from a model API at all: an HTML page, a text body where JSON belongs (pure).
+# --------------------------------------------------------------------------------------------
+# answers that did not come from a model API at all: an HTML page, a text body where JSON belongs
 #
 # Someone points ``llm.endpoint`` at another web server (a web UI, a router page, a dev server)
 # and it answers with a page. Such an answer is not an API error: retrying cannot change it, the
@@ -538,8 +554,7 @@ def map_transport_errors(
 # - a success status: a body whose type is not JSON, SSE or NDJSON and that does not parse as JSON
 #   either (a JSON body that is cut off is the caller's business: it is retryable).
 #
-# An error status with a short text or JSON body is left to ``_classify.classify_error``.
-__all__ = ["API_NAMES", "content_type", "foreign_answer", "looks_like_html"]
+# An error status with a short text or JSON body is left to ``classify_error`` (above).
 
 API_NAMES: dict[str, str] = {
     "openai": "an OpenAI-compatible API",
@@ -607,28 +622,14 @@ def foreign_answer(
     )
 
 
-# Retrying a model call: ``RetryPolicy`` (how often, how long to wait) and ``backoff_delay``.
+# --------------------------------------------------------------------------------------------
+# retrying a model call: ``RetryPolicy`` (how often, how long to wait) and ``backoff_delay``
 #
 # Only a ``ProviderError`` with ``retryable`` set is retried; whether an error is retryable, and the
-# server's retry hint (``retry_after``), are decided where the error is made (``_classify.py`` for
-# error answers, ``_transport_errors.py`` for failed connections). The wait is the server's hint
+# server's retry hint (``retry_after``), are decided where the error is made (``classify_error``
+# for error answers, ``transport_error`` for failed connections). The wait is the server's hint
 # when there is one, else 0.5 s doubling up to 8 s, times a jitter of ``1 - 0.25 * random()``.
 # ``RetryPolicy.sleep`` and ``.rand`` are injectable so that tests never wait.
-#
-# The classification names are importable from here as well (``classify_error``,
-# ``map_transport_errors``...), since this is the one module every provider reads errors through.
-__all__ = [
-    "ErrorInfo",
-    "RetryPolicy",
-    "backoff_delay",
-    "classify_error",
-    "error_info",
-    "is_context_length",
-    "map_transport_errors",
-    "parse_retry_after",
-    "request_id_from",
-    "transport_error",
-]
 
 logger = logging.getLogger(__name__)
 

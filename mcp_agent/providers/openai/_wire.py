@@ -1,6 +1,6 @@
-"""Pure Chat Completions request code: messages and tools to the body of ``POST /chat/completions``.
+"""The Chat Completions wire: a request to the body of ``POST /chat/completions``, an answer back to a ``Turn``.
 
-History valid for the strictest server (``llm-wire.md`` §1.3, §3.1, §10.10): every tool call
+**Requests.** History valid for the strictest server (``llm-wire.md`` §1.3, §3.1, §10.10): every tool call
 answered right after its assistant message, in call order (a missing result is synthesised as
 "not executed", an orphan result dropped, both logged: ``repair_transcript``); arguments always a
 JSON **string** (``"{}"`` when empty, never unparseable text); ids and exposed names as they are;
@@ -12,15 +12,18 @@ when set, ``tool_choice``/``parallel_tool_calls``/``stream_options`` only where 
 prompt in the Hermes format (``<tools>`` JSON, calls as ``<tool_call>{"name", "arguments"}</tool_call>``),
 earlier calls are replayed as that text, and results go back as user messages of
 ``<tool_response>`` blocks (consecutive results merged), which any chat template can render.
-Calls found as text in a reply are replayed natively in the other styles. Answers are read by
-``_response.py``.
+Calls found as text in a reply are replayed natively in the other styles.
 
-Images from tools (``Message.images``, already chosen by ``_images.fit_images``): Chat Completions
+Images from tools (``Message.images``, already chosen by ``history.fit_images``): Chat Completions
 takes images in ``user`` messages only (a ``tool`` message with an ``image_url`` part is a 400:
 "Image URLs are only allowed for messages with role 'user'"), and every result of a turn must
 follow its assistant message with nothing in between. So the results stay text, and ONE ``user``
 message after the last result of the turn carries their images as ``image_url`` data URLs, each
 tool's introduced by a text part. In text style they join the ``<tool_response>`` user message.
+
+**Answers**, whole or streamed, are folded into a ``Turn`` by the same ``ChunkAccumulator``
+(below). Nothing here opens a connection: the provider (``provider.py``) does the HTTP, hands in
+a body or a stream of events, and decides what to do with each outcome.
 """
 
 from __future__ import annotations
@@ -50,16 +53,19 @@ from ...messages import (
 from .. import turns
 from ..base import ModelRequest
 from ..history import data_url, image_label
+from ..http.client import SSEEvent, parse_sse
 from ..http.errors import classify_error, error_info, foreign_answer, request_id_from
-from ..http.sse import SSEEvent, parse_sse
 from ..servers.endpoints import Capabilities
 from ..textcalls import ThinkFilter, split_reasoning
 from ..turns import DeltaReporter, join_reasoning, new_call_id, reported_usage, sum_counts, token_count
 
 __all__ = [
     "NOT_EXECUTED",
+    "ChunkAccumulator",
     "ToolCallStyle",
     "build_chat_body",
+    "finish_turn",
+    "parse_usage",
     "repair_transcript",
     "text_tool_prompt",
     "to_openai_messages",
@@ -67,6 +73,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+answer_logger = logging.getLogger("mcp_agent.providers.openai.provider")
+"""Reading an answer logs as the provider: what a server answered is the provider's to tell."""
 
 ToolCallStyle = Literal["auto", "native", "text"]
 
@@ -270,7 +278,8 @@ def build_chat_body(
     return body
 
 
-# Pure Chat Completions answer code: stream chunks and whole completions folded into a ``Turn``.
+# --------------------------------------------------------------------------------------------
+# answers: stream chunks and whole completions folded into a ``Turn``
 #
 # ``ChunkAccumulator`` folds chunks by tool-call slot with every quirk of ``llm-wire.md`` §4.5
 # (missing index, index always 0, a different id at an occupied index, ids on every chunk,
@@ -278,12 +287,11 @@ def build_chat_body(
 # foreign call types; the legacy ``function_call`` is a call only when there are no ``tool_calls``:
 # llama-cpp-python sends both, with different names); reasoning from ``reasoning_content``,
 # ``reasoning`` or ``thinking`` (first present) and from ``<think>`` blocks
-# (``textcalls/_think_stream.py`` while streaming); usage from ``usage``,
+# (``textcalls.ThinkFilter`` while streaming); usage from ``usage``,
 # ``x_groq.usage`` or llama.cpp ``timings``. ``finish_turn`` makes the ``Turn``: ids generated when
 # missing or repeated, arguments parsed tolerantly, then the finishing step every provider shares
-# (``_turns.finish_turn``: the text fallback when there are no native calls and the style allows
-# it, usage estimated when the server sent none). Requests are built by ``_request.py``.
-__all__ = ["ChunkAccumulator", "finish_turn", "parse_usage"]
+# (``turns.finish_turn``: the text fallback when there are no native calls and the style allows
+# it, usage estimated when the server sent none).
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
@@ -649,7 +657,7 @@ def finish_turn(
     the shared step. ``<think>`` blocks are split off the content here, always, so the content
     is stripped and empty blocks (Qwen3 with thinking off) vanish too; reasoning never reaches
     the content. The server's ``finish_reason`` is kept, even for calls read from the text.
-    Argument text longer than ``max_argument_chars`` is not parsed (``_turns.bound_arguments``).
+    Argument text longer than ``max_argument_chars`` is not parsed (``turns.bound_arguments``).
     """
     think, content = split_reasoning("".join(acc.content_parts))
     parsed = Turn(
@@ -664,16 +672,16 @@ def finish_turn(
     return replace(turn, finish_reason=acc.finish_reason)
 
 
-# Reading a whole Chat Completions answer, once its bytes are in (no I/O): a ``Turn`` or an error.
+# --------------------------------------------------------------------------------------------
+# a whole answer, once its bytes are in: a ``Turn`` or an error
 #
 # ``whole_answer`` reads a complete body: JSON (or SSE text, from a server that streamed anyway);
 # an error object in a 200 answer (LM Studio) is classified like an error status.
 # ``foreign_error`` is the error for an answer that is no Chat Completions API's at all (an HTML
-# page: ``_foreign.py``). ``recover_calls`` reads the tool calls in a Groq ``tool_use_failed``
+# page: ``http/errors.py``). ``recover_calls`` reads the tool calls in a Groq ``tool_use_failed``
 # error's ``failed_generation`` (the model's raw text) unless the style is ``native``.
 # ``report_turn`` hands a turn that arrived whole out as deltas, as a stream would have.
 # The provider (``provider.py``) does the HTTP and decides what to do with each outcome.
-logger = logging.getLogger("mcp_agent.providers.openai.provider")
 
 
 def report_turn(turn: Turn, out: DeltaReporter) -> None:
@@ -764,20 +772,20 @@ def recover_calls(
     )
     if not turn.tool_calls:
         return None
-    logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))
+    answer_logger.info("read %d tool call(s) from the server's failed_generation", len(turn.tool_calls))
     return turn
 
 
-# Reading a streamed Chat Completions answer: its server-sent events folded into a ``ChunkAccumulator``.
+# --------------------------------------------------------------------------------------------
+# a streamed answer: its server-sent events folded into a ``ChunkAccumulator``
 #
 # ``fold_stream`` feeds each event's chunk to the accumulator and reports its deltas, until
 # ``[DONE]`` or the end of the body: keep-alive pings and empty events are skipped, a chunk that is
 # not JSON is logged and skipped, an ``event: error`` is read as an error chunk, and a Groq
 # ``tool_use_failed`` error before anything was handed out is read for its calls
-# (``_answer.recover_calls``). After ``[DONE]``, ``drain`` reads the rest of the body so the
+# (``recover_calls``). After ``[DONE]``, ``drain`` reads the rest of the body so the
 # connection can be reused. ``EarlyEnd`` is how the provider learns that a stream ended (or broke
 # off) before it handed anything out, so that it asks again without streaming (``provider.py``).
-logger = logging.getLogger("mcp_agent.providers.openai.provider")
 
 DRAIN_SECONDS = 1.0
 """After ``[DONE]``, how long to wait for the end of the body so the connection can be reused."""
@@ -822,7 +830,7 @@ async def fold_stream(
         try:
             chunk = json.loads(data)
         except ValueError:
-            logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
+            answer_logger.warning("skipping a stream chunk that is not JSON: %.120r", data)
             continue
         if event.event == "error" and not (isinstance(chunk, dict) and chunk.get("error")):
             chunk = {"error": chunk}

@@ -2,7 +2,7 @@
 
 One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
 when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
-callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
+callback that raises is logged once and ignored), retries what is retryable (``http/errors.py``), and
 returns a ``Turn``; the body is built by the pure ``_request`` module and the answer read by
 the pure ``_response`` module: a whole answer by ``_answer``, a stream's events by ``_stream``.
 This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
@@ -23,11 +23,11 @@ all). Keep-alive pings themselves never decide anything: a loading Ollama or a q
 sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
 unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
-page (``_foreign.py``). A refused connection means "not running" (terminal, with how to
+page (``http/errors.py``). A refused connection means "not running" (terminal, with how to
 start one) until the server has answered once, and "went away" after that (retried, then
 ``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
-on this machine (``_transport_errors.py``). Every answer, streamed
-or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
+on this machine (``http/errors.py``). Every answer, streamed
+or not, is read through ``http/client.py`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
 ``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
@@ -39,7 +39,7 @@ describes the tools in the system prompt and sends no ``tools`` (see ``_request`
 ``native``.
 
 Images from tools go to the model when it reads them (``llm.vision``, resolved by
-``_images.accepts_images``), within ``_images.fit_images``'s bounds; otherwise it reads their
+``history.accepts_images``), within ``history.fit_images``'s bounds; otherwise it reads their
 placeholders. Every turn says which model answered (``Turn.model``: ``llm.model``).
 """
 
@@ -60,9 +60,8 @@ from ...messages import Turn
 from ...telemetry.base import note_model_call
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
-from ..http.client import capped_bytes, read_body
+from ..http.client import aiter_sse, capped_bytes, read_body
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from, timed_out_text
-from ..http.sse import aiter_sse
 from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..servers.identify import window_from_error
 from ..servers.info import Learned, ServerInfo, output_cap
@@ -143,11 +142,11 @@ class OpenAICompatProvider:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
         self._headers.update(llm.headers)
         self.server_info = ServerInfo.unknown()
-        """What the server is (``server_info.py``): set once it has been identified."""
+        """What the server is (``servers/info.py``): set once it has been identified."""
         self.learned = Learned()
-        """What this provider learned about the server by talking to it (``learned.py``)."""
+        """What this provider learned about the server by talking to it (``servers/info.py``)."""
         self.usage_estimator = UsageEstimator(client, llm)
-        """Usage the server did not report, estimated as closely as it allows (``tokens.py``)."""
+        """Usage the server did not report, estimated as closely as it allows (``turns.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -219,7 +218,7 @@ class OpenAICompatProvider:
 
     def output_cap(self, request: ModelRequest) -> int:
         """The ``max_tokens`` sent with ``request``: its own cap, ``llm.maxOutputTokens``, else a
-        default from the context window when the server told it (``output_cap.py``)."""
+        default from the context window when the server told it (``servers/info.py``)."""
         return output_cap(
             request.max_output_tokens or self.llm.max_output_tokens,
             context_window=self.server_info.context_window,
@@ -345,7 +344,7 @@ class OpenAICompatProvider:
     def _whole_answer(
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
-        """A complete answer body: ``_answer.whole_answer`` with this server's URL and limits."""
+        """A complete answer body: ``_wire.whole_answer`` with this server's URL and limits."""
         return whole_answer(
             response,
             content,

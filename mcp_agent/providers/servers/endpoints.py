@@ -9,7 +9,7 @@ Pure functions over ``LLMConfig``, no I/O:
   gemini, anything else → openai (Chat Completions), unless ``llm.provider`` says otherwise.
 - ``detect_server_kind``: the OpenAI-compatible server, by host, then ``/api/v1`` (Lemonade), then
   the default port: Ollama 11434, LM Studio 1234, llama.cpp 8080, vLLM 8000, Lemonade 13305. Only
-  a first guess: ``identify.py`` asks the server what it is, and ``factory.open_provider`` gives
+  a first guess: ``servers/identify.py`` asks the server what it is, and ``factory.open_provider`` gives
   the provider the capabilities of the kind found.
 - ``capabilities_for``: what each kind accepts (``tool_choice``, ``parallel_tool_calls``,
   ``stream_options``, the max-tokens field, ...), overridable by ``llm.capabilities``.

@@ -1,4 +1,4 @@
-"""Which model server answers at ``llm.endpoint``: asked, not guessed from the port.
+"""Which model server answers at ``llm.endpoint``, and what it serves: asked, not guessed from the port.
 
 ``identify_server(llm, client)`` asks at once, each with a short timeout, what only one kind of
 server answers, then asks the identified kind for the model's context window:
@@ -20,6 +20,10 @@ so shapes are checked, never statuses alone). ``identify_server`` never raises: 
 does not answer, or answers nothing known, keeps the guess from host, path and port
 (``endpoints.detect_server_kind``), with ``source`` "none" (no answer) or "port" (no match).
 Hosted APIs (OpenAI, Groq, Anthropic, Gemini) are known by their host and not asked.
+
+What a server is gets remembered on disk (``known_server``, ``remember``: asked once, not on
+every ``mcp-agent query``); which models it serves is asked by ``list_models`` (for ``doctor``
+and the gateway's start-up check).
 """
 
 from __future__ import annotations
@@ -46,10 +50,15 @@ from .endpoints import Endpoint, ServerKind, refused_message, resolve_endpoint
 from .info import ServerInfo
 
 __all__ = [
+    "CACHE_FILE",
     "PROBE_SECONDS",
+    "TTL_SECONDS",
     "Answer",
     "Found",
+    "cache_key",
     "identify_server",
+    "known_server",
+    "load_cached",
     "native_root",
     "read_llamacpp_props",
     "read_lmstudio_models",
@@ -59,6 +68,8 @@ __all__ = [
     "read_ollama_version",
     "read_openapi",
     "read_vllm_version",
+    "remember",
+    "store",
     "window_from_error",
 ]
 
@@ -409,12 +420,13 @@ async def _window(found: Found, asker: _Asker, root: str, endpoint: Endpoint, mo
     return Found(found.kind, found.evidence, found.version, window, source)
 
 
-# Asking a model server which models it serves (for ``doctor`` and the gateway's start-up check).
+# --------------------------------------------------------------------------------------------
+# which models a server serves (for ``doctor`` and the gateway's start-up check)
 #
 # One GET per API: ``/models`` (OpenAI-compatible), ``/models`` with ``x-api-key`` (Anthropic),
 # ``/models`` with ``x-goog-api-key`` (Gemini, names without the ``models/`` prefix). The answer is
 # read within ``llm.maxResponseBytes`` like any other. An answer that is no API's (a web page: the
-# endpoint is another web server) is an error that says so, without the page (``_foreign.py``).
+# endpoint is another web server) is an error that says so, without the page (``http/errors.py``).
 def _headers(llm: LLMConfig, endpoint: Endpoint) -> dict[str, str]:
     headers = dict(llm.headers)
     if llm.api_key:
@@ -471,7 +483,8 @@ async def list_models(llm: LLMConfig, client: httpx.AsyncClient) -> list[str]:
     return model_ids(endpoint.provider, body)
 
 
-# What each model server is, remembered on disk so that ``mcp-agent query`` does not ask every time.
+# --------------------------------------------------------------------------------------------
+# what each model server is, remembered on disk so that ``mcp-agent query`` does not ask every time
 #
 # One JSON file in the state folder (``_paths.state_dir()``), ``server-info.json``::
 #
@@ -489,9 +502,8 @@ async def list_models(llm: LLMConfig, client: httpx.AsyncClient) -> list[str]:
 # server's evidence quoting its URL) is masked (``_redact.mask_secrets_in``).
 #
 # ``known_server`` is the one call the rest uses: the cached entry while it is fresh, else
-# ``identify.identify_server`` and store. ``remember`` adds what was learned later (``doctor``'s
+# ``identify_server`` and store. ``remember`` adds what was learned later (``doctor``'s
 # check that a server drops tools) to a fresh entry.
-__all__ = ["CACHE_FILE", "TTL_SECONDS", "cache_key", "known_server", "load_cached", "remember", "store"]
 
 
 CACHE_FILE = "server-info.json"

@@ -1,6 +1,6 @@
-"""What a model server is, learned from what it answers rather than guessed from its port.
+"""What we know about a model server: what it answered, what follows from that, what talking to it taught.
 
-``ServerInfo`` is the seam between identifying a server (``identify.py`` asks it: llama.cpp
+``ServerInfo`` is the seam between identifying a server (``servers/identify.py`` asks it: llama.cpp
 ``/props``, Ollama ``/api/version`` and ``/api/show``, LM Studio ``/api/v0/models``, vLLM
 ``/version``, llama-cpp-python's ``/openapi.json`` and ``/v1/models`` shape) and the code that acts
 on what was found: capabilities by kind, the output cap and history size derived from
@@ -12,6 +12,10 @@ Sizing from the context window (pure): ``history_chars_for`` turns a window of t
 English prose runs at about four characters a token on Llama, Qwen and SmolLM tokenizers, JSON and
 code nearer three, so 3.5 errs towards keeping less), after the room kept for the answer
 (``default_output_tokens``) and the tools' definitions.
+
+What follows from the window for every request: the cap on an answer's length (``output_cap``).
+What a provider learns while it talks to the server (that it cannot stream tools) is kept in
+``Learned``, which may outlive the process through the cache of ``servers/identify.py``.
 """
 
 from __future__ import annotations
@@ -28,10 +32,17 @@ from ...messages import ToolSpec
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "GEMINI_OUTPUT_TOKENS",
+    "MAX_OUTPUT_TOKENS",
     "MIN_HISTORY_CHARS",
+    "MIN_OUTPUT_TOKENS",
+    "UNKNOWN_WINDOW_LOCAL",
+    "UNKNOWN_WINDOW_REMOTE",
+    "Learned",
     "ServerInfo",
     "default_output_tokens",
     "history_chars_for",
+    "output_cap",
     "server_info_of",
     "sized_for_server",
     "tool_chars",
@@ -58,7 +69,7 @@ class ServerInfo:
         context_window: the model's context window in tokens, when the server tells it.
         tokenize_url: a tokenizer endpoint for exact token counts, when the server has one.
         source: how it was learned: ``probe`` (asked just now), ``cache`` (asked before, see
-            ``server_cache.py``), ``host`` (a hosted API, known by its host name), ``port`` (a
+            ``servers/identify.py``), ``host`` (a hosted API, known by its host name), ``port`` (a
             guess from the port: nothing that answered said more), ``none``.
         evidence: what gave it away, for ``doctor`` (``"GET /props: llama.cpp b4567"``).
         context_source: where the context window was read (``"/props n_ctx"``), for ``doctor``.
@@ -182,7 +193,8 @@ def sized_for_server(config: AgentConfig, info: ServerInfo, tools: Sequence[Tool
     return config.model_copy(update={"limits": limits.model_copy(update={"max_history_chars": size})})
 
 
-# The cap on an answer's length that every model request carries.
+# --------------------------------------------------------------------------------------------
+# the cap on an answer's length that every model request carries
 #
 # Without one, some servers write until the context window is full: llama-cpp-python's default is
 # "unlimited" (one call wrote 3,071 tokens in 288 s into a 4,096-token window, long after the
@@ -200,14 +212,6 @@ def sized_for_server(config: AgentConfig, info: ServerInfo, tools: Sequence[Tool
 # Gemini's default is ``GEMINI_OUTPUT_TOKENS`` (8192): its thinking tokens count against the cap.
 # A reasoning model on a hosted API may need more than these defaults: set ``llm.maxOutputTokens``.
 # An answer cut off at the cap ends with ``finish_reason: "length"``; the loop continues it once.
-__all__ = [
-    "GEMINI_OUTPUT_TOKENS",
-    "MAX_OUTPUT_TOKENS",
-    "MIN_OUTPUT_TOKENS",
-    "UNKNOWN_WINDOW_LOCAL",
-    "UNKNOWN_WINDOW_REMOTE",
-    "output_cap",
-]
 
 UNKNOWN_WINDOW_LOCAL = 2048
 """The cap for a server on this machine whose context window is not known."""
@@ -233,13 +237,13 @@ def output_cap(configured: int | None, *, context_window: int | None = None, loc
     return UNKNOWN_WINDOW_LOCAL if local else UNKNOWN_WINDOW_REMOTE
 
 
-# What a provider learned about its model server by talking to it, kept for the process's life.
+# --------------------------------------------------------------------------------------------
+# what a provider learned about its model server by talking to it, kept for the process's life
 #
 # A provider holds one ``Learned`` and reads it before each request; ``None`` in a field means
 # "not learned: go by configuration and the server's kind". It is the hook for keeping the lesson
-# longer than the process: whatever caches what a server is (``server_info.py``) may save these
+# longer than the process: whatever caches what a server is (``known_server``) may save these
 # fields and set them again on a new provider before its first request.
-__all__ = ["Learned"]
 
 
 @dataclass

@@ -10,10 +10,10 @@ JSON / ``<|python_tag|>`` / ``<function=name>{json}``, LM Studio ``[TOOL_REQUEST
 ``extract_tool_calls`` strips reasoning first (calls inside reasoning are ignored), finds every
 call block, keeps the calls that name an offered tool and leaves all other text as content. Bare
 JSON counts only when the whole message is call JSON, fenced call JSON only when the fences end
-the message. Nothing here does I/O or raises. This module holds the public API and decides
-which calls count; finding blocks is ``_scan`` (with ``_cursor`` and ``_tag_readers``), sorting
-harmony messages ``_harmony``, reading one call ``_calls`` and reading values (with
-``convert_value``, re-exported here) ``_values``.
+the message. Nothing here does I/O or raises. This module is the parser's face: it decides which
+calls count, and splits reasoning off a whole text (``split_reasoning``) or a stream as it comes
+(``ThinkFilter``); finding and reading blocks is ``_scan``, reading one call and its values
+``_calls``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ __all__ = [
     "MAX_MARKERS",
     "MAX_SCAN_CHARS",
     "TextExtraction",
+    "ThinkFilter",
     "convert_value",
     "extract_tool_calls",
     "split_reasoning",
@@ -315,8 +316,9 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
         return TextExtraction(content=body, reasoning=reasoning)
 
 
-# Streaming content routed to text or reasoning at ``<think>`` tags or harmony headers, even
-# when a tag is split.
+# --------------------------------------------------------------------------------------------
+# streaming content routed to text or reasoning at ``<think>`` tags or harmony headers, even
+# when a tag is split
 #
 # Chat Completions servers that run reasoning models often send the reasoning inside the content,
 # as ``<think>…</think>`` (or ``<thinking>``) blocks, or, for gpt-oss on a server that does not
@@ -327,8 +329,7 @@ def extract_tool_calls(text: str, tools: Sequence[ToolSpec]) -> TextExtraction:
 # harmony token the rest of the stream is read as harmony (``_HarmonyStream``): analysis bodies
 # are reasoning, final and preamble bodies are text, headers are dropped and a tool-call message
 # is not shown at all (it becomes a call). The finished turn is split again, whole, by
-# ``textcalls.split_reasoning``.
-__all__ = ["ThinkFilter"]
+# ``split_reasoning``.
 
 Piece = tuple[Literal["text", "reasoning"], str]
 
@@ -432,7 +433,7 @@ _HARMONY_TOKENS = (
 )
 _HARMONY_TOKEN = re.compile(r"<\|(start|channel|constrain|message|end|call|return)\|>")
 _MAX_HEADER = 800
-"""A header longer than this is not one (``_harmony``'s header parts are bounded alike): it is text."""
+"""A header longer than this is not one (the header parts of ``_scan`` are bounded alike): it is text."""
 
 
 class _HarmonyStream:

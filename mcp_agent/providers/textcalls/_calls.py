@@ -1,4 +1,4 @@
-"""One tool call as a model wrote it, read from a JSON value or from a format's own call syntax (pure).
+"""One tool call as a model wrote it, and the JSON-like values inside it (pure).
 
 A ``RawCall`` is a call before its name is checked against the offered tools. It comes from a
 JSON call object (``{"name", "arguments" | "parameters"}``, maybe wrapped as ``{"function": …}``
@@ -7,6 +7,9 @@ or with its arguments written flat), from Python call syntax (``[f(a=1), g(b="x"
 ``whole_message`` says whether a whole message is nothing but call JSON or pythonic calls, the
 one case where bare JSON counts as a call. The call readers return None for text that is no
 call of their kind, and a call with ``error`` set when it is one whose arguments cannot be read.
+
+Values (below): models write call arguments as JSON, nearly-JSON or, in Qwen3-Coder XML, as raw
+text typed by the tool's schema; ``read_value`` and ``convert_value`` read them.
 """
 
 from __future__ import annotations
@@ -21,14 +24,22 @@ from typing import Any
 from ...messages import JSONObject, parse_arguments
 
 __all__ = [
+    "BROKEN",
+    "PY_LITERALS",
     "RawCall",
     "calls_from_value",
+    "convert_value",
+    "convert_xml_params",
     "deepseek_call",
     "ds_token",
     "find_name",
     "gemma_value",
+    "json_error",
     "kimi_call",
+    "literal",
     "pythonic_calls",
+    "read_value",
+    "skip_ws",
     "whole_message",
 ]
 
@@ -355,7 +366,8 @@ def kimi_call(inner: str) -> tuple[RawCall, int] | None:
     return RawCall(name.group(1), arguments, error, raw if error else None), len(inner)
 
 
-# Reading JSON-like values out of model text, and typing Qwen XML parameter values (pure).
+# --------------------------------------------------------------------------------------------
+# JSON-like values out of model text, and Qwen XML parameter values typed
 #
 # Models write call arguments as JSON, nearly-JSON (single quotes, Python's ``True``/``None``,
 # trailing commas) or, in Qwen3-Coder XML, as raw text to be typed by the tool's schema.
@@ -364,16 +376,6 @@ def kimi_call(inner: str) -> tuple[RawCall, int] | None:
 # because repairs cost far more than parsing and turn quadratic on deep nesting. ``convert_value``
 # types a Qwen XML value by its JSON Schema as vLLM does. Nothing here does I/O, and neither
 # ``read_value`` nor ``convert_value`` raises: an unreadable value is ``BROKEN``, or stays text.
-__all__ = [
-    "BROKEN",
-    "PY_LITERALS",
-    "convert_value",
-    "convert_xml_params",
-    "json_error",
-    "literal",
-    "read_value",
-    "skip_ws",
-]
 
 BROKEN: Any = object()  # what read_value returns when no reading gives a JSON-like value
 

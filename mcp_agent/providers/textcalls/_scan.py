@@ -1,9 +1,18 @@
-"""A text being scanned for tool-call blocks, and the position helpers its readers share (pure).
+"""Finding tool-call blocks in a model's text and reading each format's block (pure).
+
+``Scanner`` makes one left-to-right pass over one text: it finds the next block start of any
+format (``llm-wire.md`` §5) and hands it to that format's reader, which returns the block's calls
+and where the block ends, or None when the marker starts no block. The JSON-bearing formats
+(Hermes, Granite, Phi, LM Studio, Mistral, ``<|python_tag|>``, fenced JSON) are read by
+``Scanner`` itself, the tag and special-token formats by the ``TagReaders`` it inherits, gpt-oss
+harmony messages with the header reader of the harmony section. The work stays linear-ish in the
+length of the text: markers are found with ``str.find``, every search remembers its last answer
+(``Cursor``), and each block is bounded by the next marker of its kind, so thousands of unclosed
+markers cost one scan per closing tag.
 
 ``Cursor`` holds one text and answers "where is the next X from here" with ``str.find`` or a
 pattern, remembering each search's last answer. ``Hit`` is a format's marker found in the text,
-``Block`` the calls of one block and where it ends. The readers are ``_tag_readers.TagReaders``
-(tag and special-token formats) and ``_scan.Scanner`` (markers and JSON-bearing formats).
+``Block`` the calls of one block and where it ends.
 """
 
 from __future__ import annotations
@@ -29,7 +38,23 @@ from ._calls import (
     skip_ws,
 )
 
-__all__ = ["Block", "Cursor", "Hit", "consume", "past_any", "skip_fence", "strip_newline"]
+__all__ = [
+    "HARMONY_ENDS",
+    "KIMI_SECTION_BEGIN",
+    "Block",
+    "Cursor",
+    "Header",
+    "Hit",
+    "Scanner",
+    "TagReaders",
+    "consume",
+    "is_call",
+    "past_any",
+    "read_header",
+    "skip_fence",
+    "split_harmony",
+    "strip_newline",
+]
 
 
 @dataclass(frozen=True)
@@ -129,7 +154,8 @@ def strip_newline(value: str) -> str:
     return value
 
 
-# gpt-oss harmony messages in a model's text: reasoning, answer and tool calls told apart (pure).
+# --------------------------------------------------------------------------------------------
+# gpt-oss harmony messages: reasoning, answer and tool calls told apart
 #
 # gpt-oss writes its output as harmony messages (OpenAI's "harmony response format"). A server
 # that does not parse them hands the special tokens back inside the content::
@@ -146,7 +172,6 @@ def strip_newline(value: str) -> str:
 # sorts the messages: the analysis channel is reasoning, a call message stays as written (for the
 # call scanner, which reads it with ``read_header``), anything else (final, a commentary preamble)
 # is content. Nothing here does I/O or raises.
-__all__ = ["HARMONY_ENDS", "Header", "is_call", "read_header", "split_harmony"]
 
 HARMONY_ENDS = ("<|call|>", "<|end|>", "<|return|>")
 """The tokens that end a harmony message (a new header or the end of the text also does)."""
@@ -261,16 +286,16 @@ def _is_message(header: Header, role: str) -> bool:
     return header.channel in _CHANNELS or role.strip().startswith("assistant") or bool(header.recipient)
 
 
-# Readers of the tag and special-token formats of tool calls written as text (pure).
+# --------------------------------------------------------------------------------------------
+# readers of the tag and special-token formats
 #
 # ``TagReaders`` adds one reader per format to ``Cursor`` (``llm-wire.md`` §5): Qwen3-Coder XML
 # and Llama's ``<function=name>{json}``, GLM-4.5 ``<arg_key>``/``<arg_value>`` pairs, Olmo
 # ``<function_calls>``, FunctionGemma, DeepSeek and Kimi K2 call tokens, gpt-oss harmony call
-# messages and a line of pythonic calls. ``_scan.Scanner`` finds the markers and reads the
+# messages and a line of pythonic calls. ``Scanner`` (below) finds the markers and reads the
 # JSON-bearing formats. A reader returns the block's calls and where the block ends, or None
 # when its marker starts no block; each block is bounded by the next marker of its kind, found
 # with the cursor's remembering searches, so the work stays linear-ish in the text's length.
-__all__ = ["KIMI_SECTION_BEGIN", "TagReaders"]
 
 KIMI_SECTION_BEGIN = re.compile(r"<\|tool_calls?_section_begin\|>")
 _KIMI_SECTION_END = re.compile(r"<\|tool_calls?_section_end\|>")
@@ -482,7 +507,8 @@ class TagReaders(Cursor):
         return Block(end, raws) if raws else None
 
 
-# Where tool-call blocks start in a model's text, and the readers of the JSON-bearing formats (pure).
+# --------------------------------------------------------------------------------------------
+# where blocks start, and the readers of the JSON-bearing formats
 #
 # ``Scanner`` makes one left-to-right pass over one text. ``next_marker`` finds the next block
 # start of any format (``llm-wire.md`` §5: ``<tool_call>`` (Hermes, Granite, Qwen XML, GLM),
@@ -492,10 +518,9 @@ class TagReaders(Cursor):
 # ``read`` hands it to that format's reader, which returns the block's calls and where it ends, or
 # None when the marker starts no block. The JSON-bearing formats are read here (Hermes, Granite,
 # Phi, LM Studio, Mistral, ``<|python_tag|>``, fenced JSON), the tag and token formats by
-# ``_tag_readers.TagReaders``. The work stays linear-ish in the length of the text: markers are
+# ``TagReaders`` (above). The work stays linear-ish in the length of the text: markers are
 # found with ``str.find``, every search remembers its last answer, and each block is bounded by
 # the next marker of its kind, so thousands of unclosed markers cost one scan per closing tag.
-__all__ = ["Block", "Hit", "Scanner"]
 
 # Where each format's blocks start; the kind names the reader (``Scanner._<kind>``). Literals
 # are found with str.find; the patterns begin with a literal character, so the regex engine
@@ -688,7 +713,7 @@ class Scanner(TagReaders):
         """Fenced call JSON (```` ```json ```` or ```` ``` ````) that ends the message.
 
         Every fence from hit to the end of the text must hold nothing but call objects (a name,
-        ``arguments`` or ``parameters``, nothing else; ``_calls.calls_from_value`` strict), with
+        ``arguments`` or ``parameters``, nothing else; ``calls_from_value`` strict), with
         only whitespace between and after the fences. A fence followed by prose, or one that
         holds anything else, is the model showing JSON, and stays content. A run of fences that
         fails is remembered, so each fence is read once.
