@@ -110,7 +110,10 @@ def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> N
     assert not [name for name in loaded if name.startswith(("mcp_agent.tools.hub", "mcp_agent.tools.connection"))]
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     # no model client: tools never talks to the model server (it only reads the provider's dialect)
-    assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == ["mcp_agent.providers.servers.endpoints"]
+    assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == [
+        "mcp_agent.providers.servers",
+        "mcp_agent.providers.servers.endpoints",
+    ]
     # --fresh starts the servers
     code, loaded, out, _ = _loaded(_cli("tools", "--json", "--fresh", "--config", str(config)), env=env)
     assert code == 0 and "mcp_agent.tools.hub" in loaded and json.loads(out)["servers"][0]["status"] == "up"
@@ -123,4 +126,7 @@ def test_tools_with_a_server_not_cached_opens_the_hub_but_not_the_gateway_nor_th
     assert code == 0 and json.loads(out)["servers"][0]["status"] == "failed"
     assert "mcp_agent.tools.hub" in loaded
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
-    assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == ["mcp_agent.providers.servers.endpoints"]
+    assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == [
+        "mcp_agent.providers.servers",
+        "mcp_agent.providers.servers.endpoints",
+    ]

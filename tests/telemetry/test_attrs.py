@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from mcp_agent.telemetry import spans as attrs
 from mcp_agent.exceptions import ProviderConnectionError, ProviderHTTPError
 from mcp_agent.messages import Message, ToolCall, Turn
+from mcp_agent.telemetry import spans as attrs
 
 SECRET = "sk-ant-abcdefghijklmnopqrstuvwxyz0123"
 

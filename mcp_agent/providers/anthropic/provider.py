@@ -34,7 +34,6 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
 from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
-from ...telemetry.base import note_model_call
 from ..base import DeltaCallback, ModelRequest
 from ..history import fit_images
 from ..http.client import (
@@ -164,14 +163,14 @@ class AnthropicProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
-            note_model_call(api="anthropic", url=self.url, model=self.model, stream=self.stream)
+            request.notes.called(api="anthropic", url=self.url, model=self.model, stream=self.stream)
             if self.stream:
                 return await self._streamed(body, report)
             turn = await self._whole(body)
             _replay(turn, report)
             return turn
 
-        turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
+        turn = await self.retry.run(attempt, what=f"Anthropic {self.model}", notes=request.notes)
         turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )

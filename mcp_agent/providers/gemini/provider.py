@@ -44,7 +44,6 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ProviderHTTPError, ProviderResponseError
 from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
-from ...telemetry.base import note_model_call
 from ..base import DeltaCallback, ModelRequest
 from ..history import fit_images
 from ..http.client import (
@@ -197,7 +196,7 @@ class GeminiProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
-            note_model_call(api="gemini", url=self._base, model=self.model, stream=self.stream)
+            request.notes.called(api="gemini", url=self._base, model=self.model, stream=self.stream)
             body = self.body(request)
             try:
                 return await self._call(body, report)
@@ -211,7 +210,7 @@ class GeminiProvider(ClientOwner):
                 self.schema_mode = "parameters"
                 return await self._call(self.body(request), report)
 
-        turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
+        turn = await self.retry.run(attempt, what=f"Gemini {self.model}", notes=request.notes)
         turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )

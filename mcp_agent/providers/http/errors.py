@@ -54,7 +54,7 @@ from ...exceptions import (
     ProviderHTTPError,
     ProviderResponseError,
 )
-from ...telemetry.base import note_retry
+from ...telemetry.base import NO_NOTES, ModelNotes
 from ..servers.endpoints import ProviderName
 
 __all__ = [
@@ -689,11 +689,18 @@ class RetryPolicy:
             jitter=self.jitter,
         )
 
-    async def run(self, attempt: Callable[[int], Awaitable[T]], *, what: str = "model call") -> T:
+    async def run(
+        self,
+        attempt: Callable[[int], Awaitable[T]],
+        *,
+        what: str = "model call",
+        notes: ModelNotes = NO_NOTES,
+    ) -> T:
         """Call ``attempt(n)`` until it succeeds, fails for good, or retries run out.
 
         Only ``ProviderError`` with ``retryable`` set is retried. Cancellation is honoured
-        between attempts (a checkpoint before each one), as well as during the sleep.
+        between attempts (a checkpoint before each one), as well as during the sleep. Each
+        retry is told to ``notes`` (the call's, from ``ModelRequest.notes``) before the wait.
 
         Raises:
             ProviderError: the last error, when it is not retryable or no retry is left.
@@ -710,6 +717,6 @@ class RetryPolicy:
                 logger.warning(
                     "%s failed (%s); retry %d/%d in %.2f s", what, exc, retry + 1, self.max_retries, wait
                 )
-                note_retry(exc, wait)
+                notes.retried(exc, wait)
             await self.sleep(wait)
             retry += 1

@@ -57,7 +57,6 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
-from ...telemetry.base import note_model_call
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
 from ..http.client import aiter_sse, capped_bytes, read_body
@@ -186,13 +185,13 @@ class OpenAICompatProvider:
         async def attempt(_: int) -> Turn:
             url, model = self.endpoint.chat_url, self.llm.model
             if state.stream:
-                note_model_call(api="openai", url=url, model=model, stream=True)
+                request.notes.called(api="openai", url=url, model=model, stream=True)
                 try:
                     return await self._streamed(request, out, style)
                 except EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
                     state.stream, state.fell_back = False, not exc.broke
-            note_model_call(api="openai", url=url, model=model, stream=False)
+            request.notes.called(api="openai", url=url, model=model, stream=False)
             turn = await self._plain(request, style)
             if state.fell_back and tools_sent and self.learned.stream_tools is None:
                 logger.warning(
@@ -204,7 +203,9 @@ class OpenAICompatProvider:
             return turn
 
         try:
-            turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+            turn = await self.retry.run(
+                attempt, what=f"model call to {self.endpoint.base_url}", notes=request.notes
+            )
         except ProviderResponseError as exc:
             if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
                 exc.usage = await self.usage_estimator.estimate(
