@@ -118,7 +118,7 @@ def bench_e2e(rounds: int = 50) -> dict[str, float]:
             times = []
             llm = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
             async with httpx.AsyncClient(trust_env=False) as client:
-                provider = OpenAICompatProvider(llm, client)
+                provider = OpenAICompatProvider(llm, client=client)
                 for i in range(rounds + 3):
                     start = time.perf_counter()
                     turn = await provider.complete(REQUEST)

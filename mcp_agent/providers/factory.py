@@ -1,4 +1,10 @@
-"""Building providers from config: ``create_provider`` over a given client, ``open_provider`` owning one.
+"""Building providers from config: the one place that makes HTTP clients and concrete providers.
+
+Every concrete provider has one constructor shape, ``Provider(llm, *, client, endpoint=None,
+retry=None, ...)``: the ``llm`` section, the HTTP client it talks through (which it never closes),
+and optionally the resolved endpoint and a retry policy; what only one API takes comes after
+(Anthropic's ``thinking_budget``, Gemini's ``schema_mode``). ``build_client`` makes the client,
+``create_provider`` picks the provider for an endpoint, ``open_provider`` owns both.
 
 ``open_provider(llm)`` is what the Agent uses: one pooled ``httpx.AsyncClient`` for the
 provider's whole life (building a client per call costs ~30 ms), with the timeouts of the config
@@ -33,9 +39,8 @@ from ..config import LLMConfig
 from ..state.folder import private_state_dir
 from .anthropic import AnthropicProvider
 from .base import Provider
-from .fallback import FallbackProvider, fallback_configs
+from .fallback import Candidate, FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
-from .http.client import build_client
 from .openai import OpenAICompatProvider
 from .servers.endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .servers.identify import CACHE_FILE, known_server, remember
@@ -43,15 +48,35 @@ from .servers.info import ServerInfo
 
 __all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
 
+USER_AGENT = "mcp-agent/0.1"
+
+
+def _seconds(value: float) -> float | None:
+    return value if value > 0 else None
+
+
+def build_client(llm: LLMConfig) -> httpx.AsyncClient:
+    """A pooled HTTP client with the config's timeouts (the caller closes it)."""
+    read = _seconds(llm.request_timeout_seconds)
+    timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
+    return httpx.AsyncClient(
+        timeout=timeout,
+        limits=limits,
+        headers={"User-Agent": USER_AGENT},
+        trust_env=not resolve_endpoint(llm).local,
+        follow_redirects=False,
+    )
+
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
     """The provider for ``llm``, talking through ``client`` (which the caller owns)."""
     endpoint = resolve_endpoint(llm)
     if endpoint.provider == "anthropic":
-        return AnthropicProvider.from_config(llm, client=client, endpoint=endpoint)
+        return AnthropicProvider(llm, client=client, endpoint=endpoint)
     if endpoint.provider == "gemini":
-        return GeminiProvider.from_config(llm, client=client, endpoint=endpoint)
-    return OpenAICompatProvider(llm, client, endpoint=endpoint)
+        return GeminiProvider(llm, client=client, endpoint=endpoint)
+    return OpenAICompatProvider(llm, client=client, endpoint=endpoint)
 
 
 def apply_server_info(provider: OpenAICompatProvider, info: ServerInfo) -> None:
@@ -108,4 +133,10 @@ async def open_provider(
         if identify:
             await _identify(pairs, cache)
         providers = [provider for _, provider, _ in pairs]
-        yield providers[0] if not llm.fallbacks else FallbackProvider.of(configs, providers)
+        yield (
+            providers[0]
+            if not llm.fallbacks
+            else FallbackProvider(
+                [Candidate.of(config, provider) for config, provider in zip(configs, providers, strict=True)]
+            )
+        )

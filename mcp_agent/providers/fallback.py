@@ -118,6 +118,11 @@ class Candidate:
     provider: Provider
     resting_until: float = 0.0
 
+    @classmethod
+    def of(cls, llm: LLMConfig, provider: Provider) -> Candidate:
+        """The candidate ``provider``, named after its config."""
+        return cls(llm.model, redact_url(resolve_endpoint(llm).base_url), provider)
+
     @property
     def label(self) -> str:
         return f"{self.name} at {self.where}"
@@ -144,21 +149,6 @@ class FallbackProvider:
         self.candidates = list(candidates)
         self.cooldown_seconds = cooldown_seconds
         self.clock = clock
-
-    @classmethod
-    def of(
-        cls,
-        configs: Sequence[LLMConfig],
-        providers: Sequence[Provider],
-        *,
-        cooldown_seconds: float = DEFAULT_COOLDOWN,
-    ) -> FallbackProvider:
-        """The chain of ``providers``, each named after its config."""
-        candidates = [
-            Candidate(llm.model, redact_url(resolve_endpoint(llm).base_url), provider)
-            for llm, provider in zip(configs, providers, strict=True)
-        ]
-        return cls(candidates, cooldown_seconds=cooldown_seconds)
 
     @property
     def server_info(self) -> ServerInfo:

@@ -95,9 +95,11 @@ DEFAULT_SETTINGS = TraceSettings()
 # notes: what providers and tool connections tell about the call in progress
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelNotes:
-    """What the provider said about one model call (the last attempt's server, with fallbacks)."""
+    """What the provider said about one model call (the last attempt's server, with fallbacks).
+
+    One object per call, compared by identity."""
 
     api: str | None = None
     url: str | None = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -23,8 +25,9 @@ from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.anthropic import AnthropicProvider
 from mcp_agent.providers.anthropic import _wire as wire
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.factory import create_provider, open_provider
+from mcp_agent.providers.factory import build_client, create_provider, open_provider
 from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
 from mcp_agent.providers.turns import finish_turn
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes as shapes
@@ -426,9 +429,22 @@ def server(_running: FakeModelServer) -> FakeModelServer:
     return _running
 
 
-def _provider(server: FakeModelServer, sleeps: SleepRecorder, **options: Any) -> AnthropicProvider:
-    options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
-    return AnthropicProvider(base_url=server.base_url, model="claude-test", api_key=KEY, **options)
+@asynccontextmanager
+async def _provider(
+    server: FakeModelServer,
+    sleeps: SleepRecorder,
+    *,
+    client: httpx.AsyncClient | None = None,
+    retry: RetryPolicy | None = None,
+    **settings: Any,
+) -> AsyncIterator[AnthropicProvider]:
+    """An AnthropicProvider for ``server``; ``settings`` as in the ``llm`` section."""
+    llm = LLMConfig(provider="anthropic", endpoint=server.base_url, model="claude-test", api_key=KEY, **settings)
+    retry = retry or RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0)
+    async with AsyncExitStack() as stack:
+        if client is None:
+            client = await stack.enter_async_context(build_client(llm))
+        yield AnthropicProvider(llm, client=client, retry=retry)
 
 
 @pytest.fixture
@@ -565,7 +581,8 @@ async def test_from_config_max_tokens_headers_and_url(server: FakeModelServer) -
         temperature=0.1,
     )
     server.enqueue(Reply.json(shapes.message("ok")))
-    async with AnthropicProvider.from_config(llm) as provider:
+    async with build_client(llm) as client:
+        provider = AnthropicProvider(llm, client=client)
         with anyio.fail_after(20):
             await provider.complete(_request())
     assert server.last.path == "/v1/messages"
@@ -773,15 +790,10 @@ def _free_port() -> int:
 
 
 async def test_connection_refused(sleeps: SleepRecorder) -> None:
-    provider = AnthropicProvider(
-        base_url=f"http://127.0.0.1:{_free_port()}/v1",
-        model="m",
-        api_key=KEY,
-        refused="nothing listens there",
-        retry=RetryPolicy(sleep=sleeps),
-    )
-    async with provider:
-        with anyio.fail_after(20), pytest.raises(ProviderConnectionError, match="nothing listens there"):
+    llm = LLMConfig(provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY)
+    async with build_client(llm) as client:
+        provider = AnthropicProvider(llm, client=client, retry=RetryPolicy(sleep=sleeps))
+        with anyio.fail_after(20), pytest.raises(ProviderConnectionError, match=r"at http://127\.0\.0\.1"):
             await provider.complete(_request())
 
 
@@ -850,23 +862,22 @@ async def test_text_written_call_is_extracted_end_to_end(
 
 
 async def test_refused_without_a_hint_is_retried(sleeps: SleepRecorder) -> None:
-    provider = AnthropicProvider(
-        base_url=f"http://127.0.0.1:{_free_port()}/v1",
-        model="m",
-        api_key=KEY,
-        retry=RetryPolicy(max_retries=2, sleep=sleeps),
-    )
-    async with provider:
+    """A remote endpoint that refuses may be restarting: retried (the endpoint is made remote here)."""
+    llm = LLMConfig(provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY)
+    endpoint = replace(resolve_endpoint(llm), local=False)
+    async with build_client(llm) as client:
+        provider = AnthropicProvider(llm, client=client, endpoint=endpoint, retry=RetryPolicy(max_retries=2, sleep=sleeps))
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())
     assert info.value.retryable and len(sleeps.delays) == 2
 
 
-async def test_from_config_on_a_refusing_loopback_endpoint_says_so_at_once() -> None:
+async def test_a_refusing_loopback_endpoint_says_so_at_once() -> None:
     llm = LLMConfig(
         endpoint=f"http://127.0.0.1:{_free_port()}", provider="anthropic", model="m", max_retries=2
     )
-    async with AnthropicProvider.from_config(llm) as provider:
+    async with build_client(llm) as client:
+        provider = AnthropicProvider(llm, client=client)
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())
     assert info.value.terminal and "127.0.0.1" in str(info.value)
@@ -927,7 +938,6 @@ async def test_factory_routes_anthropic(server: FakeModelServer, http_client: ht
     with anyio.fail_after(20):
         assert (await provider.complete(_request())).content == "via factory"
     assert server.last.path == "/v1/messages" and server.last.headers["x-api-key"] == KEY
-    await provider.aclose()
     assert not http_client.is_closed  # the caller's client stays the caller's
 
 

@@ -82,7 +82,7 @@ def chain(
     for n, server in enumerate(servers):
         endpoint = server if isinstance(server, str) else server.base_url
         llm = LLMConfig(endpoint=endpoint, model=f"m{n}", stream=False)
-        provider = OpenAICompatProvider(llm, client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder()))
+        provider = OpenAICompatProvider(llm, client=client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder()))
         candidates.append(Candidate(llm.model, endpoint, provider))
     return FallbackProvider(candidates, clock=clock or Clock())
 
@@ -270,7 +270,7 @@ async def test_no_fallback_once_the_answer_began_to_stream(
 ) -> None:
     model_server.enqueue(Reply.sse(shapes.openai_stream(content="Half an ans")[:3], done=False, abort_after=3))
     llm = LLMConfig(endpoint=model_server.base_url, model="m0")
-    first = OpenAICompatProvider(llm, http_client, retry=RetryPolicy(sleep=SleepRecorder()))
+    first = OpenAICompatProvider(llm, client=http_client, retry=RetryPolicy(sleep=SleepRecorder()))
     provider = FallbackProvider([Candidate("m0", "a", first), *chain(http_client, second).candidates])
     seen: list[str] = []
     with anyio.fail_after(20), pytest.raises(ProviderResponseError):

@@ -89,11 +89,13 @@ def _openai(server: FakeModelServer, client: httpx.AsyncClient, stream: bool) ->
 
 
 def _anthropic(server: FakeModelServer, client: httpx.AsyncClient, stream: bool) -> Any:
-    return AnthropicProvider(base_url=server.base_url, model="claude-sonnet-4", client=client, stream=stream)
+    llm = LLMConfig(provider="anthropic", endpoint=server.base_url, model="claude-sonnet-4", stream=stream)
+    return AnthropicProvider(llm, client=client)
 
 
 def _gemini(server: FakeModelServer, client: httpx.AsyncClient, stream: bool) -> Any:
-    return GeminiProvider(base_url=server.url + "/v1beta", model="gemini-2.5-flash", client=client, stream=stream)
+    llm = LLMConfig(provider="gemini", endpoint=server.url + "/v1beta", model="gemini-2.5-flash", stream=stream)
+    return GeminiProvider(llm, client=client)
 
 
 APIS = {

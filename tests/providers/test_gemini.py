@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -16,7 +17,7 @@ from mcp_agent.exceptions import ContextLengthError, ProviderError, ProviderHTTP
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.factory import create_provider, open_provider
+from mcp_agent.providers.factory import build_client, create_provider, open_provider
 from mcp_agent.providers.gemini import GeminiProvider
 from mcp_agent.providers.gemini import _wire as wire
 from mcp_agent.providers.http.errors import RetryPolicy
@@ -395,9 +396,22 @@ def server(_running: FakeModelServer) -> FakeModelServer:
     return _running
 
 
-def _provider(server: FakeModelServer, sleeps: SleepRecorder, **options: Any) -> GeminiProvider:
-    options.setdefault("retry", RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0))
-    return GeminiProvider(base_url=server.url + "/v1beta", model="gemini-test", api_key=KEY, **options)
+@asynccontextmanager
+async def _provider(
+    server: FakeModelServer,
+    sleeps: SleepRecorder,
+    *,
+    client: httpx.AsyncClient | None = None,
+    retry: RetryPolicy | None = None,
+    **settings: Any,
+) -> AsyncIterator[GeminiProvider]:
+    """A GeminiProvider for ``server``; ``settings`` as in the ``llm`` section."""
+    llm = LLMConfig(provider="gemini", endpoint=server.url + "/v1beta", model="gemini-test", api_key=KEY, **settings)
+    retry = retry or RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0)
+    async with AsyncExitStack() as stack:
+        if client is None:
+            client = await stack.enter_async_context(build_client(llm))
+        yield GeminiProvider(llm, client=client, retry=retry)
 
 
 @pytest.fixture
@@ -521,7 +535,7 @@ async def test_plain_single_call_and_array_body(server: FakeModelServer, plain: 
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [("time__now", {"tz": "UTC"})]
 
 
-async def test_from_config_moves_a_key_from_the_url_to_the_header(server: FakeModelServer) -> None:
+async def test_a_key_in_the_url_moves_to_the_header(server: FakeModelServer) -> None:
     llm = LLMConfig(
         endpoint=f"{server.url}/v1beta?key={KEY}",
         provider="gemini",
@@ -531,7 +545,8 @@ async def test_from_config_moves_a_key_from_the_url_to_the_header(server: FakeMo
         temperature=0.0,
     )
     server.enqueue(Reply.json(shapes.response("ok")))
-    async with GeminiProvider.from_config(llm) as provider:
+    async with build_client(llm) as client:
+        provider = GeminiProvider(llm, client=client)
         with anyio.fail_after(20):
             await provider.complete(_request())
     assert server.last.path == "/v1beta/models/gemini-x:generateContent"

@@ -294,7 +294,8 @@ async def test_a_tool_image_reaches_claude(model_server: FakeModelServer, http_c
         Reply.json(anthropic_shapes.message(calls=[("toolu_1", "cam__shot", {})])),
         Reply.json(anthropic_shapes.message("a black square")),
     )
-    provider = AnthropicProvider(base_url=model_server.base_url, model="claude-sonnet-4", client=http_client, stream=False)
+    llm = LLMConfig(provider="anthropic", endpoint=model_server.base_url, model="claude-sonnet-4", stream=False)
+    provider = AnthropicProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"
     [result_block] = model_server.requests[1].json["messages"][-1]["content"]
@@ -306,7 +307,8 @@ async def test_a_tool_image_reaches_gemini(model_server: FakeModelServer, http_c
         Reply.json(gemini_shapes.response(calls=[("cam__shot", {})])),
         Reply.json(gemini_shapes.response("a black square")),
     )
-    provider = GeminiProvider(base_url=model_server.url + "/v1beta", model="gemini-2.5-flash", client=http_client, stream=False)
+    llm = LLMConfig(provider="gemini", endpoint=model_server.url + "/v1beta", model="gemini-2.5-flash", stream=False)
+    provider = GeminiProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"
     parts = model_server.requests[1].json["contents"][-1]["parts"]

@@ -38,30 +38,24 @@ def openai(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepReco
     config = LLMConfig(endpoint=server.base_url, model="m", max_response_bytes=LIMIT, **llm)
     return OpenAICompatProvider(
         config,
-        client,
+        client=client,
         endpoint=resolve_endpoint(config),
         retry=RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0),
     )
 
 
-def anthropic(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **options: Any) -> Provider:
-    return AnthropicProvider(
-        base_url=server.base_url,
-        model="claude-test",
-        client=client,
-        retry=RetryPolicy(max_retries=2, sleep=sleeps),
-        **{"max_response_bytes": LIMIT, **options},
+def anthropic(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **llm: Any) -> Provider:
+    config = LLMConfig(
+        provider="anthropic", endpoint=server.base_url, model="claude-test", **{"max_response_bytes": LIMIT, **llm}
     )
+    return AnthropicProvider(config, client=client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
 
 
-def gemini(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **options: Any) -> Provider:
-    return GeminiProvider(
-        base_url=server.url + "/v1beta",
-        model="gemini-test",
-        client=client,
-        retry=RetryPolicy(max_retries=2, sleep=sleeps),
-        **{"max_response_bytes": LIMIT, **options},
+def gemini(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **llm: Any) -> Provider:
+    config = LLMConfig(
+        provider="gemini", endpoint=server.url + "/v1beta", model="gemini-test", **{"max_response_bytes": LIMIT, **llm}
     )
+    return GeminiProvider(config, client=client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
 
 
 FILLER = "x" * 1000

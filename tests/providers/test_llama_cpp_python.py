@@ -53,7 +53,7 @@ def make(
     )
     return OpenAICompatProvider(
         config,
-        client,
+        client=client,
         endpoint=resolve_endpoint(config),
         retry=RetryPolicy(max_retries=config.max_retries, sleep=sleeps, rand=lambda: 0.0),
     )

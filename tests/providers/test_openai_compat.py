@@ -142,7 +142,7 @@ def make(
     config = LLMConfig(**{"endpoint": server.base_url, "model": "m", **llm})
     return OpenAICompatProvider(
         config,
-        client,
+        client=client,
         endpoint=resolve_endpoint(config, kind=kind),  # type: ignore[arg-type]
         retry=RetryPolicy(max_retries=config.max_retries, sleep=sleeps, rand=lambda: 0.0),
     )
@@ -597,14 +597,14 @@ async def test_connection_refused_says_how_to_start_a_server(
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     await listener.aclose()  # nothing listens there now
     config = LLMConfig(endpoint=f"http://127.0.0.1:{port}", model="qwen3:8b")
-    provider = OpenAICompatProvider(config, http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    provider = OpenAICompatProvider(config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
     with pytest.raises(ProviderConnectionError) as info:
         await provider.complete(REQUEST)
     assert info.value.message.startswith(f"No model server is listening at http://127.0.0.1:{port}/v1: start")
     assert "ollama serve" in info.value.message and info.value.terminal and sleeps.delays == []
     ollama = OpenAICompatProvider(
         config,
-        http_client,
+        client=http_client,
         endpoint=resolve_endpoint(config, kind="ollama"),
         retry=RetryPolicy(max_retries=2, sleep=sleeps),
     )
@@ -613,7 +613,7 @@ async def test_connection_refused_says_how_to_start_a_server(
     # a host that is not this machine: the same hint, but retried (it may be restarting)
     remote = dataclasses.replace(resolve_endpoint(config, kind="ollama"), local=False)
     retried = OpenAICompatProvider(
-        config, http_client, endpoint=remote, retry=RetryPolicy(max_retries=2, sleep=sleeps)
+        config, client=http_client, endpoint=remote, retry=RetryPolicy(max_retries=2, sleep=sleeps)
     )
     sleeps.delays.clear()
     with pytest.raises(ProviderConnectionError, match="start it with `ollama serve`") as info:
@@ -786,7 +786,7 @@ async def test_cancelled_while_waiting_to_retry(
         Reply.json({"error": {"message": "busy"}}, status=503, headers={"retry-after": "30"})
     )
     config = LLMConfig(endpoint=model_server.base_url, model="m", stream=False)
-    provider = OpenAICompatProvider(config, http_client)  # the real sleep
+    provider = OpenAICompatProvider(config, client=http_client)  # the real sleep
     with anyio.fail_after(20):
         with anyio.move_on_after(0.3) as scope:
             await provider.complete(REQUEST)
@@ -863,7 +863,7 @@ async def test_a_server_never_reached_is_still_a_terminal_error(
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     await listener.aclose()
     config = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
-    provider = OpenAICompatProvider(config, http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    provider = OpenAICompatProvider(config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
     result = await run("weather?", provider=provider, tools=MemoryToolSource())
     assert result.termination_reason is TerminationReason.TERMINAL_ERROR
     assert "No model server is listening" in result.detail and sleeps.delays == []

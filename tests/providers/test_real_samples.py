@@ -68,7 +68,7 @@ def provider_for(server: FakeModelServer, client: httpx.AsyncClient, sample: dic
     body = sample["request"]["body"]
     config = LLMConfig(endpoint=server.base_url, model=body["model"], stream=bool(body.get("stream")), **llm)
     return OpenAICompatProvider(
-        config, client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0, sleep=SleepRecorder())
+        config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0, sleep=SleepRecorder())
     )
 
 

@@ -114,7 +114,7 @@ def test_usage_clamped_round_trips_and_sums() -> None:
 
 def provider(server: FakeModelServer, client: httpx.AsyncClient, **llm: Any) -> OpenAICompatProvider:
     config = LLMConfig(endpoint=server.base_url, model="m", **llm)
-    return OpenAICompatProvider(config, client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0))
+    return OpenAICompatProvider(config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0))
 
 
 def _reported(prompt: Any, completion: Any, total: Any) -> dict[str, Any]:

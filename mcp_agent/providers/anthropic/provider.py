@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -33,23 +32,19 @@ import httpx
 
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
-from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
+from ...messages import Delta, Turn
 from ..base import DeltaCallback, ModelRequest
-from ..history import fit_images
+from ..history import accepts_images, fit_images
 from ..http.client import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    ClientOwner,
     aiter_sse,
-    build_client,
     capped_bytes,
-    config_options,
     raise_for_status,
     read_body,
     read_json,
     with_defaults,
 )
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
-from ..servers.endpoints import Endpoint, resolve_endpoint
+from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
 
@@ -58,86 +53,55 @@ __all__ = ["AnthropicProvider"]
 logger = logging.getLogger(__name__)
 
 
-class AnthropicProvider(ClientOwner):
+class AnthropicProvider:
     """A Provider for the Anthropic Messages API.
 
+    Everything comes from the ``llm`` section: the endpoint's base (``https://api.anthropic.com/v1``
+    or a proxy's prefix), the model, ``apiKey`` (sent as ``x-api-key``; left out when unset, e.g.
+    behind a proxy that adds it), ``stream``, ``maxOutputTokens`` (``max_tokens`` when a request
+    sets none; else ``DEFAULT_MAX_TOKENS``, the API requires a value), ``temperature``,
+    ``headers`` (``anthropic-beta``...), ``toolCallStyle`` (``native`` turns off the fallback for
+    tool calls written as text), ``maxResponseBytes``, ``maxToolArgumentChars`` and ``vision``
+    (the images tools return are sent within ``history.fit_images``'s bounds). A refused
+    connection to a loopback endpoint (a local proxy) is final, with how to start it; elsewhere a
+    refusal is a network hiccup, retried.
+
     Args:
-        base_url: the API base including its version path (``https://api.anthropic.com/v1``).
-        model: the model name.
-        api_key: sent as ``x-api-key`` (left out when None, e.g. behind a proxy that adds it).
-        client: the HTTP client to use; when None one is made and closed by ``aclose``.
-        stream: ask for server-sent events.
-        max_output_tokens: ``max_tokens`` when a request sets none; None means
-            ``DEFAULT_MAX_TOKENS`` (the API requires a value).
-        temperature: the temperature when a request sets none.
-        retry: the retry policy (``llm.maxRetries``).
-        headers: extra headers for every request (``anthropic-beta``...).
+        llm: the ``llm`` section of agent.json.
+        client: the pooled HTTP client (its timeouts apply; the factory builds one from config).
+        endpoint: the resolved endpoint; by default resolved from ``llm``.
+        retry: the retry policy; by default ``llm.maxRetries`` with the standard backoff.
         thinking_budget: enable extended thinking with this many tokens (None = off).
-        tool_call_style: ``native`` turns off the fallback for tool calls written as text
-            (``auto``/``text``: taken from the answer when the turn has no structured calls).
-        refused: the message for a refused connection (which server, how to start it); a
-            refusal is then final. ``from_config`` sets it for a loopback endpoint (a local
-            proxy) only: elsewhere a refusal is a network hiccup, retried.
-        max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
-        max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
-        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
-            it), within ``history.fit_images``'s bounds.
     """
 
     def __init__(
         self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-        retry: RetryPolicy | None = None,
-        headers: Mapping[str, str] | None = None,
-        thinking_budget: int | None = None,
-        tool_call_style: str = "auto",
-        refused: str | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
-        vision: bool = True,
-    ) -> None:
-        super().__init__(client)
-        self.vision = vision
-        self.url = base_url.rstrip("/") + "/messages"
-        self.max_response_bytes = max_response_bytes
-        self.max_tool_argument_chars = max_tool_argument_chars
-        self.model = model
-        self.stream = stream
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
-        self.thinking_budget = thinking_budget
-        self.tool_call_style = tool_call_style
-        self._refused = refused
-        self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **(headers or {})}
-        if api_key:
-            self._headers["x-api-key"] = api_key
-
-    @classmethod
-    def from_config(
-        cls,
         llm: LLMConfig,
         *,
-        client: httpx.AsyncClient | None = None,
+        client: httpx.AsyncClient,
         endpoint: Endpoint | None = None,
-        **options: Any,
-    ) -> AnthropicProvider:
-        """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
+        retry: RetryPolicy | None = None,
+        thinking_budget: int | None = None,
+    ) -> None:
         endpoint = endpoint or resolve_endpoint(llm)
-        provider = cls(
-            client=client or build_client(llm),
-            **config_options(llm, endpoint),
-            **options,
-        )
-        provider._owns_client = client is None
-        return provider
+        self.llm = llm
+        self.endpoint = endpoint
+        self._client = client
+        self.vision = accepts_images(llm, endpoint.provider)
+        self.url = endpoint.base_url.rstrip("/") + "/messages"
+        self.max_response_bytes = llm.max_response_bytes
+        self.max_tool_argument_chars = llm.max_tool_argument_chars
+        self.model = llm.model
+        self.stream = llm.stream
+        self.max_output_tokens = llm.max_output_tokens
+        self.temperature = llm.temperature
+        self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
+        self.thinking_budget = thinking_budget
+        self.tool_call_style = llm.tool_call_style
+        self._refused = refused_message(endpoint, llm.model) if endpoint.local else None
+        self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **llm.headers}
+        if llm.api_key:
+            self._headers["x-api-key"] = llm.api_key
 
     # ------------------------------------------------------------------------------------ call
 

@@ -1,13 +1,9 @@
-"""Talking HTTP to a model server: the pooled client, and reading its answers within ``llm.maxResponseBytes``.
-
-``build_client`` makes the client every provider talks through: pooled, with the config's
-timeouts. A loopback endpoint ignores proxy environment variables (``HTTP_PROXY`` without a
-``NO_PROXY`` for localhost would otherwise send local model calls to the proxy).
+"""Reading a model server's answers over HTTP, within ``llm.maxResponseBytes``, for every provider.
 
 Every answer is read through one cap (``capped_bytes``, ``read_body``): a whole body, an error
 body, or a stream of server-sent events (``aiter_sse``, a tolerant incremental parser). The
-native providers (Anthropic, Gemini) also share their client ownership, request defaults and the
-handling of an answer's status and body (``ClientOwner``, ``raise_for_status``, ``read_json``).
+native providers (Anthropic, Gemini) also share their request defaults and the handling of an
+answer's status and body (``with_defaults``, ``raise_for_status``, ``read_json``).
 """
 
 from __future__ import annotations
@@ -17,45 +13,20 @@ import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import replace
-from types import TracebackType
-from typing import Any, NamedTuple, Self
+from typing import Any, NamedTuple
 
 import httpx
 
-from ...config import LLMConfig
 from ...exceptions import ProviderResponseError
 from ..base import ModelRequest
-from ..history import accepts_images
-from ..servers.endpoints import Endpoint, ProviderName, refused_message, resolve_endpoint
+from ..servers.endpoints import ProviderName
 from .errors import (
-    RetryPolicy,
     classify_error,
     content_type,
     foreign_answer,
     looks_like_html,
     request_id_from,
 )
-
-USER_AGENT = "mcp-agent/0.1"
-
-
-def _seconds(value: float) -> float | None:
-    return value if value > 0 else None
-
-
-def build_client(llm: LLMConfig) -> httpx.AsyncClient:
-    """A pooled HTTP client with the config's timeouts (the caller closes it)."""
-    read = _seconds(llm.request_timeout_seconds)
-    timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
-    limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
-    return httpx.AsyncClient(
-        timeout=timeout,
-        limits=limits,
-        headers={"User-Agent": USER_AGENT},
-        trust_env=not resolve_endpoint(llm).local,
-        follow_redirects=False,
-    )
-
 
 # --------------------------------------------------------------------------------------------
 # the cap on the size of one model response (``llm.maxResponseBytes``)
@@ -73,13 +44,11 @@ def build_client(llm: LLMConfig) -> httpx.AsyncClient:
 # ``response.aread()`` or ``client.post``, which read whatever comes.
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
-    "ClientOwner",
     "SSEDecoder",
     "SSEEvent",
     "aiter_sse",
     "aiter_sse_lines",
     "capped_bytes",
-    "config_options",
     "iter_sse",
     "parse_sse",
     "raise_for_status",
@@ -132,57 +101,12 @@ async def read_body(response: httpx.Response, limit: int) -> bytes:
 # --------------------------------------------------------------------------------------------
 # what the Anthropic and Gemini providers share: their client, request defaults, answers
 #
-# Both providers may be built without a client and then own the one they make (``ClientOwner``:
-# ``aclose`` and ``async with`` close it only then); both take the same settings from agent.json (``config_options``); both fill a request's temperature and token
-# cap from their own settings (``with_defaults``); both raise the classified error for an error
-# status (``raise_for_status``, reading at most ``llm.maxResponseBytes`` of its body), a terminal
-# error for an answer that is no API's at all (an HTML page, a text body: ``http/errors.py``), and a
-# retryable ``ProviderResponseError`` for a JSON answer that does not parse (``read_json``). The OpenAI-compatible provider works on a client it is given and reads its
+# Both fill a request's temperature and token cap from their own settings (``with_defaults``);
+# both raise the classified error for an error status (``raise_for_status``, reading at most
+# ``llm.maxResponseBytes`` of its body), a terminal error for an answer that is no API's at all
+# (an HTML page, a text body: ``foreign_answer``), and a retryable ``ProviderResponseError`` for a
+# JSON answer that does not parse (``read_json``). The OpenAI-compatible provider reads its
 # answers its own way (``openai/provider.py``).
-
-
-class ClientOwner:
-    """A provider that talks through ``client``, or through one it makes (and then closes).
-
-    Args:
-        client: the HTTP client to use; when None one is made and closed by ``aclose``.
-    """
-
-    def __init__(self, client: httpx.AsyncClient | None) -> None:
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(timeout=httpx.Timeout(300, connect=10))
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-
-def config_options(llm: LLMConfig, endpoint: Endpoint) -> dict[str, Any]:
-    """The constructor arguments both native providers take from the ``llm`` section."""
-    return {
-        "base_url": endpoint.base_url,
-        "model": llm.model,
-        "api_key": llm.api_key,
-        "stream": llm.stream,
-        "max_output_tokens": llm.max_output_tokens,
-        "temperature": llm.temperature,
-        "retry": RetryPolicy(max_retries=llm.max_retries),
-        "headers": llm.headers,
-        "tool_call_style": llm.tool_call_style,
-        "refused": refused_message(endpoint, llm.model) if endpoint.local else None,
-        "max_response_bytes": llm.max_response_bytes,
-        "max_tool_argument_chars": llm.max_tool_argument_chars,
-        "vision": accepts_images(llm, endpoint.provider),
-    }
 
 
 def with_defaults(

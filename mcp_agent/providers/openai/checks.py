@@ -59,7 +59,7 @@ class ToolsCheck:
 async def check_tools_kept(provider: OpenAICompatProvider) -> ToolsCheck:
     """Ask with and without ``PROBE_TOOL`` (not streamed, one token of answer each)."""
     llm = provider.llm.model_copy(update={"stream": False, "max_retries": 0})
-    plain = OpenAICompatProvider(llm, provider.client, endpoint=provider.endpoint)
+    plain = OpenAICompatProvider(llm, client=provider.client, endpoint=provider.endpoint)
     counts: list[int | None] = []
     for tools in ((), (PROBE_TOOL,)):
         try:

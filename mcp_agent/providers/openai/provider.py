@@ -123,8 +123,8 @@ class OpenAICompatProvider:
     def __init__(
         self,
         llm: LLMConfig,
-        client: httpx.AsyncClient,
         *,
+        client: httpx.AsyncClient,
         endpoint: Endpoint | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
