@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.http.client import iter_sse
+from mcp_agent.providers.http.answers import iter_sse
 from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.openai._wire import ChunkAccumulator, finish_turn
 from tests.fakes.model_server import Reply, running_model_server, sse_event

@@ -17,7 +17,7 @@ from mcp_agent.messages import ToolSpec
 from mcp_agent.providers.anthropic._wire import StreamState
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.gemini._wire import ResponseState
-from mcp_agent.providers.http.client import iter_sse
+from mcp_agent.providers.http.answers import iter_sse
 from mcp_agent.providers.openai._wire import ChunkAccumulator, finish_turn
 from mcp_agent.providers.textcalls import extract_tool_calls
 

@@ -25,7 +25,7 @@ from mcp_agent.loop.run import run
 from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import build_client, create_provider, open_provider
-from mcp_agent.providers.http.client import aiter_sse
+from mcp_agent.providers.http.answers import aiter_sse
 from mcp_agent.providers.http.errors import RetryPolicy
 from mcp_agent.providers.openai import OpenAICompatProvider, prefers_text_tools
 from mcp_agent.providers.servers.endpoints import resolve_endpoint

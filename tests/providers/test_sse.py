@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from mcp_agent.exceptions import ProviderResponseError
-from mcp_agent.providers.http.client import (
+from mcp_agent.providers.http.answers import (
     SSEDecoder,
     SSEEvent,
     aiter_sse,

@@ -4,7 +4,7 @@ One ``complete`` call is one ``POST {base}/messages`` (``base`` is ``https://api
 or a proxy's prefix) with the headers ``x-api-key`` and ``anthropic-version``. The wire mapping
 is pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 
-- Streaming reads the server-sent events through the shared tolerant parser (``http/client.py``),
+- Streaming reads the server-sent events through the shared tolerant parser (``http/answers.py``),
   reports text, thinking and tool-input pieces through ``on_delta``, and requires
   ``message_stop``: a stream that ends without it is a broken answer.
 - Errors are classified by ``http/errors.py`` (529 overloaded and 429 are retried with backoff that
@@ -17,7 +17,7 @@ is pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 - Images from tools go inside their ``tool_result`` when ``vision`` is on (``history.py``).
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
-- Every answer is read through ``http/client.py`` (``llm.maxResponseBytes``), and streamed
+- Every answer is read through ``http/answers.py`` (``llm.maxResponseBytes``), and streamed
   argument text over ``llm.maxToolArgumentChars`` is not parsed.
 """
 
@@ -35,7 +35,7 @@ from ...exceptions import ContextLengthError, ProviderResponseError
 from ...messages import Delta, Turn
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
-from ..http.client import (
+from ..http.answers import (
     aiter_sse,
     capped_bytes,
     raise_for_status,

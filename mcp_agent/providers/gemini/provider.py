@@ -25,7 +25,7 @@ pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
-- Every answer is read through ``http/client.py`` (``llm.maxResponseBytes``); a call whose
+- Every answer is read through ``http/answers.py`` (``llm.maxResponseBytes``); a call whose
   arguments exceed ``llm.maxToolArgumentChars`` keeps none (nor does the replayed part).
 """
 
@@ -45,7 +45,7 @@ from ...exceptions import ProviderHTTPError, ProviderResponseError
 from ...messages import Delta, Turn
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
-from ..http.client import (
+from ..http.answers import (
     aiter_sse,
     capped_bytes,
     raise_for_status,

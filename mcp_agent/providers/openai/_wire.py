@@ -53,7 +53,7 @@ from ...messages import (
 from .. import turns
 from ..base import ModelRequest
 from ..history import data_url, image_label
-from ..http.client import SSEEvent, parse_sse
+from ..http.answers import SSEEvent, parse_sse
 from ..http.errors import classify_error, error_info, foreign_answer, request_id_from
 from ..servers.endpoints import Capabilities
 from ..textcalls import ThinkFilter, split_reasoning

@@ -23,7 +23,7 @@ import httpx
 from ...exceptions import ProviderError
 from ...messages import Message, ToolSpec
 from ..base import ModelRequest
-from ..http.client import aiter_sse
+from ..http.answers import aiter_sse
 from . import OpenAICompatProvider
 from ._wire import build_chat_body
 

@@ -27,7 +27,7 @@ page (``http/errors.py``). A refused connection means "not running" (terminal, w
 start one) until the server has answered once, and "went away" after that (retried, then
 ``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
 on this machine (``http/errors.py``). Every answer, streamed
-or not, is read through ``http/client.py`` (``llm.maxResponseBytes``), and argument text over
+or not, is read through ``http/answers.py`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
 ``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
@@ -59,7 +59,7 @@ from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderRespons
 from ...messages import Turn
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
-from ..http.client import aiter_sse, capped_bytes, read_body
+from ..http.answers import aiter_sse, capped_bytes, read_body
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from, timed_out_text
 from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..servers.identify import window_from_error

@@ -44,7 +44,7 @@ import httpx
 from ..._redact import mask_secrets_in
 from ...config import LLMConfig
 from ...state.folder import write_private
-from ..http.client import read_body
+from ..http.answers import read_body
 from ..http.errors import classify_error, foreign_answer, map_transport_errors
 from .endpoints import Endpoint, ServerKind, refused_message, resolve_endpoint
 from .info import ServerInfo
