@@ -13,13 +13,12 @@ import json
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
 
 from ...exceptions import ProviderResponseError
 from ..base import ModelRequest
-from ..servers.endpoints import ProviderName
 from .errors import (
     classify_error,
     content_type,
@@ -27,6 +26,9 @@ from .errors import (
     looks_like_html,
     request_id_from,
 )
+
+if TYPE_CHECKING:  # a type name only: servers/ reads through http/, never the other way
+    from ..servers.endpoints import ProviderName
 
 # --------------------------------------------------------------------------------------------
 # the cap on the size of one model response (``llm.maxResponseBytes``)

@@ -40,7 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -55,7 +55,9 @@ from ...exceptions import (
     ProviderResponseError,
 )
 from ...telemetry.base import NO_NOTES, ModelNotes
-from ..servers.endpoints import ProviderName
+
+if TYPE_CHECKING:  # a type name only: servers/ reads through http/, never the other way
+    from ..servers.endpoints import ProviderName
 
 __all__ = [
     "API_NAMES",

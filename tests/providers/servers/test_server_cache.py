@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import stat
 from pathlib import Path
@@ -66,10 +67,13 @@ def test_mistyped_entries_keep_only_what_is_right(tmp_path: Path) -> None:
     assert cached == ServerInfo(kind="ollama", source="cache")
 
 
-def test_an_unwritable_cache_is_only_logged(tmp_path: Path) -> None:
+def test_an_unwritable_cache_is_only_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    store(blocker / CACHE_FILE, "k", INFO)  # a file where the folder should be
+    with caplog.at_level(logging.WARNING, logger="mcp_agent.providers.servers.identify"):
+        store(blocker / CACHE_FILE, "k", INFO)  # a file where the folder should be: no error
+    [record] = [r for r in caplog.records if "cannot write the server-info cache" in r.getMessage()]
+    assert record.levelno == logging.WARNING and str(blocker / CACHE_FILE) in record.getMessage()
 
 
 def test_the_key_is_the_normalised_endpoint_and_the_model() -> None:

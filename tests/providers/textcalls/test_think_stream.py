@@ -13,7 +13,7 @@ from mcp_agent.providers.textcalls import ThinkFilter, split_reasoning
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.providers.conftest import SleepRecorder
-from tests.providers.test_openai_compat import REQUEST, make
+from tests.providers.openai.test_provider import REQUEST, make
 
 HARMONY = (
     "<|channel|>analysis<|message|>Simple sum.<|end|>"
