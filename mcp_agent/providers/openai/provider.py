@@ -2,10 +2,9 @@
 
 One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
 when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
-callback that raises is logged once and ignored), retries what is retryable (``http/errors.py``), and
-returns a ``Turn``; the body is built by the pure ``_request`` module and the answer read by
-the pure ``_response`` module: a whole answer by ``_answer``, a stream's events by ``_stream``.
-This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
+callback that raises is logged once and ignored), retries what is retryable (``http/errors.py``),
+and returns a ``Turn``; the body is built and the answer read, whole or as a stream's events, by
+the wire module (``_wire.py``). This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
 
 Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
@@ -34,7 +33,7 @@ or not, is read through ``http/answers.py`` (``llm.maxResponseBytes``), and argu
 reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
 the server answers that the model does not support tools (Ollama: "does not support tools";
 vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
-describes the tools in the system prompt and sends no ``tools`` (see ``_request``). Groq's
+describes the tools in the system prompt and sends no ``tools`` (see ``_wire.py``). Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
 
