@@ -406,7 +406,9 @@ async def _provider(
     **settings: Any,
 ) -> AsyncIterator[GeminiProvider]:
     """A GeminiProvider for ``server``; ``settings`` as in the ``llm`` section."""
-    llm = LLMConfig(provider="gemini", endpoint=server.url + "/v1beta", model="gemini-test", api_key=KEY, **settings)
+    llm = LLMConfig(
+        provider="gemini", endpoint=server.url + "/v1beta", model="gemini-test", api_key=KEY, **settings
+    )
     retry = retry or RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0)
     async with AsyncExitStack() as stack:
         if client is None:

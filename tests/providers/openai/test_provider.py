@@ -517,7 +517,9 @@ async def test_connection_refused_says_how_to_start_a_server(
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     await listener.aclose()  # nothing listens there now
     config = LLMConfig(endpoint=f"http://127.0.0.1:{port}", model="qwen3:8b")
-    provider = OpenAICompatProvider(config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    provider = OpenAICompatProvider(
+        config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps)
+    )
     with pytest.raises(ProviderConnectionError) as info:
         await provider.complete(REQUEST)
     assert info.value.message.startswith(f"No model server is listening at http://127.0.0.1:{port}/v1: start")
@@ -783,7 +785,9 @@ async def test_a_server_never_reached_is_still_a_terminal_error(
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     await listener.aclose()
     config = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
-    provider = OpenAICompatProvider(config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+    provider = OpenAICompatProvider(
+        config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps)
+    )
     result = await run("weather?", provider=provider, tools=MemoryToolSource())
     assert result.termination_reason is TerminationReason.TERMINAL_ERROR
     assert "No model server is listening" in result.detail and sleeps.delays == []

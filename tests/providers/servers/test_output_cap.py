@@ -46,7 +46,10 @@ def openai_provider(
 ) -> OpenAICompatProvider:
     config = LLMConfig(**{"endpoint": server.base_url, "model": "m", "stream": False, **llm})
     return OpenAICompatProvider(
-        config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0, sleep=sleeps)
+        config,
+        client=client,
+        endpoint=resolve_endpoint(config),
+        retry=RetryPolicy(max_retries=0, sleep=sleeps),
     )
 
 
@@ -76,7 +79,9 @@ async def test_openai_reasoning_models_get_max_completion_tokens(
     model_server.enqueue(Reply.json(shapes.completion(content="ok")))
     config = LLMConfig(endpoint=model_server.base_url, model="o3-mini", stream=False)
     endpoint = resolve_endpoint(config, kind="openai")
-    provider = OpenAICompatProvider(config, client=http_client, endpoint=endpoint, retry=RetryPolicy(max_retries=0))
+    provider = OpenAICompatProvider(
+        config, client=http_client, endpoint=endpoint, retry=RetryPolicy(max_retries=0)
+    )
     await provider.complete(REQUEST)
     body = model_server.last.json
     assert body.get(endpoint.capabilities.max_tokens_field) == output_cap(None, local=endpoint.local)
@@ -84,7 +89,8 @@ async def test_openai_reasoning_models_get_max_completion_tokens(
 
 def test_native_providers_always_carry_a_cap() -> None:
     gemini = GeminiProvider(
-        LLMConfig(provider="gemini", endpoint="http://127.0.0.1:1/v1beta", model="gemini-test"), client=httpx.AsyncClient()
+        LLMConfig(provider="gemini", endpoint="http://127.0.0.1:1/v1beta", model="gemini-test"),
+        client=httpx.AsyncClient(),
     )
     assert gemini.body(REQUEST)["generationConfig"]["maxOutputTokens"] == 8192
     configured = GeminiProvider(
@@ -93,6 +99,7 @@ def test_native_providers_always_carry_a_cap() -> None:
     )
     assert configured.body(REQUEST)["generationConfig"]["maxOutputTokens"] == 500
     anthropic = AnthropicProvider(
-        LLMConfig(provider="anthropic", endpoint="http://127.0.0.1:1/v1", model="claude-test"), client=httpx.AsyncClient()
+        LLMConfig(provider="anthropic", endpoint="http://127.0.0.1:1/v1", model="claude-test"),
+        client=httpx.AsyncClient(),
     )
     assert anthropic.body(REQUEST)["max_tokens"] == 4096
