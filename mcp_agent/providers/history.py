@@ -1,7 +1,6 @@
-"""The history as a request carries it, the same for every wire: which images go, which result answers which call (pure).
+"""The history as every wire sends it: which images go, which result answers which call (pure).
 
-**Images.** Does this model read them (``llm.vision``), and which ones go.
-Tools return images (``Message.images`` on tool messages; the text keeps a placeholder for
+**Images.** Tools return images (``Message.images`` on tool messages; the text keeps a placeholder for
 each). A provider sends them only when its model reads images: ``accepts_images`` resolves
 ``llm.vision`` (``auto``: by API and model name). Before each request ``fit_images`` decides
 which images travel, so that the request stays within what every API takes:
