@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from mcp_agent.cli.approver import describe_call, is_yes
 
 
@@ -26,7 +27,16 @@ def test_describe_call(arguments: dict[str, object], shown: str) -> None:
 
 @pytest.mark.parametrize(
     ("answer", "yes"),
-    [("y", True), ("Y", True), ("yes", True), (" YES \r", True), ("", False), ("n", False), ("no", False), ("yep", False)],
+    [
+        ("y", True),
+        ("Y", True),
+        ("yes", True),
+        (" YES \r", True),
+        ("", False),
+        ("n", False),
+        ("no", False),
+        ("yep", False),
+    ],
 )
 def test_is_yes(answer: str, yes: bool) -> None:
     assert is_yes(answer) is yes

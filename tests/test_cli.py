@@ -89,7 +89,11 @@ def run_on_terminal(
 
 def write_config(folder: Path, server: FakeModelServer | None, **extra: object) -> Path:
     config = {
-        "llm": {"endpoint": server.base_url if server else "http://127.0.0.1:9/v1", "model": "m", "maxRetries": 0},
+        "llm": {
+            "endpoint": server.base_url if server else "http://127.0.0.1:9/v1",
+            "model": "m",
+            "maxRetries": 0,
+        },
         "mcpServers": {"echo": {"command": sys.executable, "args": [ECHO]}},
         **extra,
     }
@@ -123,7 +127,10 @@ def test_version_and_both_console_scripts():
     assert (done.returncode, done.stdout) == (0, f"mcp-agent {mcp_agent.__version__}\n")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["version"] == mcp_agent.__version__
-    assert project["scripts"] == {"mcp-agent": "mcp_agent.cli.main:main", "mcp-gateway-agent": "mcp_agent.cli.main:main"}
+    assert project["scripts"] == {
+        "mcp-agent": "mcp_agent.cli.main:main",
+        "mcp-gateway-agent": "mcp_agent.cli.main:main",
+    }
 
 
 def test_config_comes_from_the_option_then_the_variable_then_agent_json(tmp_path):
@@ -368,7 +375,10 @@ def test_doctor_fails_on_missing_model_and_broken_server(tmp_path, model):
     assert "model 'other' is not offered" in done.stdout
     assert "server bad (stdio): failed" in done.stdout
     # doctor follows health: what serve would report
-    assert "serve would report health degraded: model 'other' is not on the model server; tool server down: bad" in done.stdout
+    assert (
+        "serve would report health degraded: model 'other' is not on the model server; tool server down: bad"
+        in done.stdout
+    )
 
 
 def test_doctor_fails_when_no_model_server(tmp_path):
@@ -464,7 +474,11 @@ def test_query_on_a_terminal_asks_one_question_at_a_time(tmp_path, model):
         Reply.json(completion(content="Done.")),
     )
     code, out, screen = run_on_terminal(
-        "query", "go", "--config", str(_gated(tmp_path, model)), answer=lambda q: "y" if "echo__echo" in q else "no"
+        "query",
+        "go",
+        "--config",
+        str(_gated(tmp_path, model)),
+        answer=lambda q: "y" if "echo__echo" in q else "no",
     )
     assert code == 0, screen
     assert out == "Done.\n"
@@ -492,7 +506,9 @@ def test_query_on_a_terminal_gives_up_a_question_whose_approval_timed_out(tmp_pa
         """Allow echo__echo {"text": "hi"}? [y/N] \r\n"""
         "(no answer in time: the call was not approved: approval timed out after 0.5 s)\r\n"
     ) in screen
-    assert _tool_messages(model.requests[1]) == ["[DENIED: approval timed out after 0.5 s] Do NOT retry this tool"]
+    assert _tool_messages(model.requests[1]) == [
+        "[DENIED: approval timed out after 0.5 s] Do NOT retry this tool"
+    ]
 
 
 def test_query_on_a_terminal_with_input_closed_denies(tmp_path, model):
@@ -561,7 +577,9 @@ def test_every_command_refuses_a_state_folder_others_may_write_into(tmp_path):
     for command in (["tools"], ["query", "hi"], ["query", "--session", "s", "hi"], ["doctor"], ["serve"]):
         done = run_cli(*command, "--config", config, env={"MCP_AGENT_STATE_DIR": str(shared)})
         assert done.returncode == 2, (command, done.stderr)
-        assert f"the state folder {shared} is writable by group and others (mode 0777)" in done.stderr, command
+        assert f"the state folder {shared} is writable by group and others (mode 0777)" in done.stderr, (
+            command
+        )
         assert f"chmod 700 {shared}" in done.stderr and "MCP_AGENT_STATE_DIR" in done.stderr
     assert os.listdir(shared) == []  # nothing written there
 
@@ -569,7 +587,9 @@ def test_every_command_refuses_a_state_folder_others_may_write_into(tmp_path):
 def test_serve_refuses_a_record_folder_others_may_write_into(tmp_path):
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs").chmod(0o777)
-    done = run_cli("serve", "--port", "0", "--config", str(write_config(tmp_path, None, gateway={"recordDir": "runs"})))
+    done = run_cli(
+        "serve", "--port", "0", "--config", str(write_config(tmp_path, None, gateway={"recordDir": "runs"}))
+    )
     assert done.returncode == 2, done.stderr
     assert f"gateway.recordDir {tmp_path / 'runs'} is writable by group and others" in done.stderr
     assert "set gateway.recordDir to a folder of your own" in done.stderr and "serving" not in done.stderr

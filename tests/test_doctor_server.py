@@ -49,10 +49,15 @@ async def test_a_llama_cpp_python_that_drops_tools_is_named_with_its_own_hint() 
         text = await doctor(server, model)
         assert "server identified: llama-cpp-python (llama_cpp.server) 0.3.36" in text
         assert "context window: llama-cpp-python (llama_cpp.server) does not say" in text
-        assert "the server drops the tools it is offered (prompt_tokens 25 without a tool, 25 with one)" in text
+        assert (
+            "the server drops the tools it is offered (prompt_tokens 25 without a tool, 25 with one)" in text
+        )
         assert "--chat_format chatml-function-calling" in text and "--jinja" not in text
         assert "cannot stream tool calls: asked without streaming" in text
-        cached = load_cached(state_dir() / CACHE_FILE, cache_key(parse_config({"llm": {"endpoint": server.base_url, "model": model}}).llm))
+        cached = load_cached(
+            state_dir() / CACHE_FILE,
+            cache_key(parse_config({"llm": {"endpoint": server.base_url, "model": model}}).llm),
+        )
         assert cached is not None and cached.tools_dropped is True
         assert not [r for r in server.requests if r.json.get("stream")]  # no 20 s wait on its empty stream
 
@@ -63,7 +68,9 @@ async def test_a_llama_server_whose_tools_arrive_and_stream() -> None:
         server.handler = chat(drops_tools=False)  # type: ignore[assignment]
         text = await doctor(server)
         assert "server identified: llama.cpp (llama-server) b6500-1a2b3c4d (GET /props" in text
-        assert "context window: 4096 tokens (/props default_generation_settings.n_ctx); history kept to" in text
+        assert (
+            "context window: 4096 tokens (/props default_generation_settings.n_ctx); history kept to" in text
+        )
         assert "tools reach the model (prompt_tokens 25 without a tool, 145 with one)" in text
         assert "cannot stream" not in text
         first = server.requests[0].json

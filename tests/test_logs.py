@@ -13,7 +13,9 @@ from mcp_agent._redact import remember_secrets
 from mcp_agent.telemetry.logs import JsonFormatter, MaskedStream, TextFormatter, log_format
 
 
-def _record(message: str, *args: object, exc: BaseException | None = None, **extra: object) -> logging.LogRecord:
+def _record(
+    message: str, *args: object, exc: BaseException | None = None, **extra: object
+) -> logging.LogRecord:
     record = logging.getLogger("mcp_agent.test").makeRecord(
         "mcp_agent.test",
         logging.WARNING,
@@ -36,7 +38,9 @@ def _failure(text: str) -> BaseException:
 
 def test_json_is_one_object_per_line_with_the_fields_a_shipper_wants() -> None:
     line = JsonFormatter().format(
-        _record("run %s failed:\nline two \u2028 sep", "r1", exc=_failure("boom"), run_id="r1", session_id="s1")
+        _record(
+            "run %s failed:\nline two \u2028 sep", "r1", exc=_failure("boom"), run_id="r1", session_id="s1"
+        )
     )
     assert "\n" not in line and "\u2028" not in line
     entry = json.loads(line)
@@ -66,7 +70,12 @@ def test_secrets_are_masked_in_message_exception_and_extras(formatter: logging.F
     value = "known-" + secrets.token_hex(8)
     remember_secrets([value])
     out = formatter.format(
-        _record("key %s and Bearer abcdefghijkl0123", value, exc=_failure(f"echo {value}"), header=f"Bearer {value}")
+        _record(
+            "key %s and Bearer abcdefghijkl0123",
+            value,
+            exc=_failure(f"echo {value}"),
+            header=f"Bearer {value}",
+        )
     )
     assert value not in out and "abcdefghijkl0123" not in out
     assert "***" in out
@@ -100,8 +109,14 @@ def test_masked_stream_turns_printed_lines_into_json_objects() -> None:
     assert len(out.getvalue().splitlines()) == 2  # the question waits for its end, or a flush
     stream.flush()
     entries = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [e["message"] for e in entries] == ["round 1/10: calling x with ***", "second line", "Allow? [y/N] "]
-    assert {e["logger"] for e in entries} == {"mcp_agent.cli.main"} and {e["level"] for e in entries} == {"INFO"}
+    assert [e["message"] for e in entries] == [
+        "round 1/10: calling x with ***",
+        "second line",
+        "Allow? [y/N] ",
+    ]
+    assert {e["logger"] for e in entries} == {"mcp_agent.cli.main"} and {e["level"] for e in entries} == {
+        "INFO"
+    }
 
 
 async def test_log_fields_and_the_run_id_reach_every_record_of_the_run() -> None:

@@ -82,7 +82,9 @@ def test_a_changed_pyproject_installs_again(folder: Path) -> None:
 
 
 def test_the_test_recipe_refreshes_both_stamps() -> None:
-    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("$(TEST_STAMP): ", 1)[1].split("\n\n", 1)[0]
+    recipe = (
+        (ROOT / "Makefile").read_text(encoding="utf-8").split("$(TEST_STAMP): ", 1)[1].split("\n\n", 1)[0]
+    )
     assert "touch $(RUN_STAMP) $(TEST_STAMP)" in recipe
 
 
@@ -135,10 +137,16 @@ def test_the_scale_tier_runs_only_in_make_test_scale(folder: Path) -> None:
     options = pyproject["tool"]["pytest"]["ini_options"]
     assert "not scale" in options["addopts"][options["addopts"].index("-m") + 1]
     assert any(marker.startswith("scale:") for marker in options["markers"])
-    assert any(dependency.startswith("redis") for dependency in pyproject["project"]["optional-dependencies"]["test"])
+    assert any(
+        dependency.startswith("redis") for dependency in pyproject["project"]["optional-dependencies"]["test"]
+    )
     stamp(folder, ".installed-run", ".installed-test")
     # --no-print-directory: under a make of its own (CI runs `make test`), make says where it is
     done = subprocess.run(
-        ["make", "-n", "--no-print-directory", "test-scale"], cwd=folder, capture_output=True, text=True, check=True
+        ["make", "-n", "--no-print-directory", "test-scale"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stdout.splitlines() == [".venv/bin/python -m pytest -q -m scale tests/scale"]

@@ -29,7 +29,9 @@ CALL = ToolCall("call_1", "ports__check_port", {"port": 8000})
         Message.assistant("", [CALL], reasoning="thinking"),
         Message.tool(CALL, "free", is_error=False),
         Message.tool(CALL, "boom", is_error=True),
-        Message.tool(CALL, "[image: image/png, 3 B]", images=[Image("image/png", "AAAA"), Image("image/gif", "R0lG")]),
+        Message.tool(
+            CALL, "[image: image/png, 3 B]", images=[Image("image/png", "AAAA"), Image("image/gif", "R0lG")]
+        ),
         Message(role="assistant", content="x", meta={"thoughtSignature": "abc"}),
         Message.assistant("", [ToolCall("c", "t", {}, error="bad json", raw_arguments="{", meta={"k": 1})]),
     ],
@@ -45,7 +47,9 @@ def test_tool_message_answers_its_call():
 
 
 def test_turn_round_trip_and_to_message():
-    turn = Turn(content="hi", reasoning="r", tool_calls=(CALL,), finish_reason="stop", usage=Usage(1, 2, 3), model="m")
+    turn = Turn(
+        content="hi", reasoning="r", tool_calls=(CALL,), finish_reason="stop", usage=Usage(1, 2, 3), model="m"
+    )
     assert Turn.from_dict(json.loads(json.dumps(turn.to_dict()))) == turn
     assert Turn.from_dict({}).model is None
     message = turn.to_message()
@@ -63,7 +67,9 @@ def test_usage_adds_and_keeps_estimated():
 
 
 def test_tool_spec_schema_for_falls_back_to_parameters():
-    spec = ToolSpec("t", parameters={"type": "object", "properties": {}}, variants={"gemini": {"type": "object"}})
+    spec = ToolSpec(
+        "t", parameters={"type": "object", "properties": {}}, variants={"gemini": {"type": "object"}}
+    )
     assert spec.schema_for("gemini") == {"type": "object"}
     assert spec.schema_for("openai") == {"type": "object", "properties": {}}
 
@@ -115,15 +121,19 @@ def test_describe_gives_progress_lines():
         "round 2/10: calling ports__check_port"
     )
     assert describe(RoundStarted(run_id="r", round=1, max_rounds=0)) == "round 1: asking the model"
-    assert describe(ToolCallEnded(run_id="r", round=1, call_id="c", name="t", verdict="denied", error="no")) == (
-        "round 1: t not run (denied): no"
-    )
+    assert describe(
+        ToolCallEnded(run_id="r", round=1, call_id="c", name="t", verdict="denied", error="no")
+    ) == ("round 1: t not run (denied): no")
 
 
 def test_changes_for_keeps_normalisation_and_one_dialect():
     spec = ToolSpec(
         "t",
-        changes=("removed $schema", "gemini: dropped default at properties.n", "openai_strict: made x nullable"),
+        changes=(
+            "removed $schema",
+            "gemini: dropped default at properties.n",
+            "openai_strict: made x nullable",
+        ),
     )
     assert spec.changes_for("openai") == ("removed $schema",)
     assert spec.changes_for("gemini") == ("removed $schema", "gemini: dropped default at properties.n")

@@ -65,7 +65,9 @@ def test_a_state_folder_of_another_user_is_refused_with_the_fix(
     assert "MCP_AGENT_STATE_DIR" in message and f"chown {os.geteuid()} {folder}" in message
 
 
-@pytest.mark.parametrize(("mode", "who"), [(0o777, "group and others"), (0o770, "its group"), (0o703, "others")])
+@pytest.mark.parametrize(
+    ("mode", "who"), [(0o777, "group and others"), (0o770, "its group"), (0o703, "others")]
+)
 def test_a_state_folder_others_may_write_into_is_refused_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int, who: str
 ) -> None:
@@ -103,7 +105,9 @@ def test_a_state_folder_that_is_a_file_is_refused(tmp_path: Path, monkeypatch: p
         private_state_dir()
 
 
-def test_an_uncreatable_state_folder_is_left_to_its_writers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_uncreatable_state_folder_is_left_to_its_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("MCP_AGENT_STATE_DIR", str(tmp_path / "file" / "state"))
     assert private_state_dir() == tmp_path / "file" / "state"  # each writer logs why it cannot write

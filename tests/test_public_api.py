@@ -19,7 +19,9 @@ INIT = Path(mcp_agent.__file__)
 def _type_checking_imports() -> dict[str, str]:
     tree = ast.parse(INIT.read_text())
     block = next(
-        node for node in tree.body if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
     )
     return {
         alias.asname or alias.name: "." * node.level + (node.module or "")
@@ -71,5 +73,7 @@ def test_star_import_and_from_import_work_in_a_fresh_interpreter():
         "import mcp_agent\n"
         "assert all(globals()[name] is getattr(mcp_agent, name) for name in mcp_agent.__all__)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=INIT.parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=INIT.parent.parent
+    )
     assert done.returncode == 0, done.stderr

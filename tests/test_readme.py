@@ -75,7 +75,9 @@ def test_every_python_block_compiles(index: int) -> None:
 
 def test_every_python_block_is_run_below_or_in_the_slow_tier() -> None:
     frameworks = [framework.snippet for framework in FRAMEWORKS]
-    assert sorted(PYTHON) == sorted([CLIENT, LIBRARY, *frameworks]), "a new Python block in README.md: run it here"
+    assert sorted(PYTHON) == sorted([CLIENT, LIBRARY, *frameworks]), (
+        "a new Python block in README.md: run it here"
+    )
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS, ids=[framework.name for framework in FRAMEWORKS])
@@ -228,7 +230,9 @@ def _parses(arguments: list[str]) -> None:
     try:
         _parser().parse_args(arguments)
     except SystemExit as exc:
-        raise AssertionError(f"README: mcp-agent {shlex.join(arguments)} is not a valid command line") from exc
+        raise AssertionError(
+            f"README: mcp-agent {shlex.join(arguments)} is not a valid command line"
+        ) from exc
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=[shlex.join(words) for words in COMMANDS])

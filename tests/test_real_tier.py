@@ -39,7 +39,9 @@ def test_the_proxy_relays_and_records_a_whole_answer_and_rewrites_a_required_cal
         with recording_proxy(server.url, prefill_when_required) as proxy:
             required = {**_chat(), "tool_choice": "required"}
             first = httpx.post(f"{proxy.base_url}/chat/completions", json=required, timeout=10)
-            second = httpx.post(f"{proxy.base_url}/chat/completions", json=_chat(tool_result=True), timeout=10)
+            second = httpx.post(
+                f"{proxy.base_url}/chat/completions", json=_chat(tool_result=True), timeout=10
+            )
     assert first.json()["choices"][0]["message"]["content"] == "one"
     assert second.json()["choices"][0]["message"]["content"] == "two"
     one, two = proxy.chats
@@ -52,7 +54,10 @@ def test_the_proxy_relays_and_records_a_whole_answer_and_rewrites_a_required_cal
 
 def test_the_proxy_relays_a_stream_as_it_comes() -> None:
     chunk = {"choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": None}]}
-    end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    end = {
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
     with running_model_server() as server:
         server.enqueue(Reply.sse([chunk, chunk, end], chunk_delay=0.05))
         body = {**_chat(), "stream": True}
@@ -75,10 +80,15 @@ def test_a_client_that_leaves_mid_stream_closes_the_upstream_request() -> None:
     with running_model_server() as server:
         server.enqueue(Reply.endless(": ping\n\n"))
         with recording_proxy(server.url) as proxy:
-            with httpx.stream("POST", f"{proxy.base_url}/chat/completions", json={**_chat(), "stream": True}, timeout=10) as response:
+            with httpx.stream(
+                "POST", f"{proxy.base_url}/chat/completions", json={**_chat(), "stream": True}, timeout=10
+            ) as response:
                 next(response.iter_raw())
             deadline = time.monotonic() + 5
-            while not (proxy.chats and proxy.chats[0].client_gone and server.disconnects) and time.monotonic() < deadline:
+            while (
+                not (proxy.chats and proxy.chats[0].client_gone and server.disconnects)
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.02)
     assert proxy.chats[0].client_gone and server.disconnects == 1
 

@@ -75,7 +75,14 @@ def test_redact_text_leaves_ordinary_text(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "secret"),
-    [("key", True), ("API_KEY", True), ("x-api-key", True), ("token", True), ("page", False), ("monkey", False)],
+    [
+        ("key", True),
+        ("API_KEY", True),
+        ("x-api-key", True),
+        ("token", True),
+        ("page", False),
+        ("monkey", False),
+    ],
 )
 def test_is_secret_name(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
@@ -166,7 +173,10 @@ def test_secrets_in_config_finds_keys_tokens_env_headers_urls_and_flags() -> Non
                 "args": ["--api-key", "flag-secret", "--token=inline-secret", "-y", "not-a-secret-arg"],
                 "env": {"GITHUB_TOKEN": "env-token", "TZ": "Europe/Paris", "PLAIN": "from-variable"},
             },
-            "b": {"url": "https://h/mcp", "headers": {"Authorization": "Bearer header-token", "Accept": "text/x"}},
+            "b": {
+                "url": "https://h/mcp",
+                "headers": {"Authorization": "Bearer header-token", "Accept": "text/x"},
+            },
         },
         "systemPrompt": "You are helpful.",
     }

@@ -67,12 +67,22 @@ def _model(request: RecordedRequest) -> Reply:
     query = next(m["content"] for m in reversed(messages) if m["role"] == "user")
     last = messages[-1]
     if "auth" in query:  # a 401 quoting the key, as some servers do
-        return Reply.json({"error": {"message": f"Incorrect API key provided: {auth}", "code": "invalid_api_key"}}, 401)
+        return Reply.json(
+            {"error": {"message": f"Incorrect API key provided: {auth}", "code": "invalid_api_key"}}, 401
+        )
     if "crash" in query:  # a 500 quoting the request's headers
-        return Reply.json({"error": {"message": f"internal error handling headers {{'authorization': '{auth}'}}"}}, 500)
+        return Reply.json(
+            {"error": {"message": f"internal error handling headers {{'authorization': '{auth}'}}"}}, 500
+        )
     if last["role"] == "tool":
         return Reply.json(completion(content=f"the tool said {last['content']} (asked with {auth})"))
-    tool = "envecho__fail_env" if "fail" in query else "envecho__rpc_env" if "rpc" in query else "envecho__show_env"
+    tool = (
+        "envecho__fail_env"
+        if "fail" in query
+        else "envecho__rpc_env"
+        if "rpc" in query
+        else "envecho__show_env"
+    )
     return Reply.json(completion(content=None, calls=[Call(tool, {}, id=f"c{secrets.token_hex(3)}")]))
 
 
@@ -84,7 +94,9 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def _config(folder: Path, model: FakeModelServer, port: int = 0) -> Path:
-    leaky_start = "import os, sys; print('cannot start with', os.environ['UPSTREAM'], file=sys.stderr); sys.exit(3)"
+    leaky_start = (
+        "import os, sys; print('cannot start with', os.environ['UPSTREAM'], file=sys.stderr); sys.exit(3)"
+    )
     config = {
         "llm": {
             "endpoint": model.base_url,
@@ -101,7 +113,11 @@ def _config(folder: Path, model: FakeModelServer, port: int = 0) -> Path:
                 "args": [str(SERVERS / "env_echo.py")],
                 "env": {"UPSTREAM": "${UPSTREAM_CRED}", "ENV_ECHO_VARS": "UPSTREAM"},
             },
-            "broken": {"command": sys.executable, "args": ["-c", leaky_start], "env": {"UPSTREAM": "${UPSTREAM_CRED}"}},
+            "broken": {
+                "command": sys.executable,
+                "args": ["-c", leaky_start],
+                "env": {"UPSTREAM": "${UPSTREAM_CRED}"},
+            },
             "remote": {
                 "url": f"http://127.0.0.1:{free_port()}/mcp",
                 "transport": "http",
@@ -159,7 +175,17 @@ async def test_serve_shows_no_secret_anywhere(
     config = _config(tmp_path, model, port)
     stderr = open(tmp_path / "stderr.txt", "w+")  # noqa: SIM115 - read back below
     process = subprocess.Popen(
-        [sys.executable, "-m", "mcp_agent", "-vv", "--log-format", log_format, "serve", "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "mcp_agent",
+            "-vv",
+            "--log-format",
+            log_format,
+            "serve",
+            "--config",
+            str(config),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=stderr,
@@ -194,7 +220,14 @@ async def test_serve_shows_no_secret_anywhere(
                         for query in ("show the tool", "auth please"):
                             result = await client.call_tool("agent_query", {"query": query})
                             channels[f"agent_query {query!r}"] = result.model_dump_json()
-                for path in ("/api/v1/health", "/api/v1/tools", "/api/v1/sessions", "/api/v1/approvals", "/metrics", "/"):
+                for path in (
+                    "/api/v1/health",
+                    "/api/v1/tools",
+                    "/api/v1/sessions",
+                    "/api/v1/approvals",
+                    "/metrics",
+                    "/",
+                ):
                     channels[f"GET {path}"] = (await http.get(path)).text
                 await eventually(lambda: "auth please" in "".join(events) and "run_ended" in "".join(events))
                 await anyio.sleep(0.5)  # the last events
@@ -215,7 +248,10 @@ async def test_serve_shows_no_secret_anywhere(
     _assert_key_was_sent(model, fake)
     _assert_clean(channels, fake)
     assert answers["show the tool"]["termination_reason"] == "success"
-    assert f'the tool said {{"UPSTREAM": "{MASK}"}} (asked with Bearer {MASK})' in answers["show the tool"]["answer"]
+    assert (
+        f'the tool said {{"UPSTREAM": "{MASK}"}} (asked with Bearer {MASK})'
+        in answers["show the tool"]["answer"]
+    )
     assert answers["auth please"]["termination_reason"] == "terminal_error"
     assert f"Incorrect API key provided: Bearer {MASK}" in answers["auth please"]["error"]
     assert answers["crash please"]["termination_reason"] == "llm_error"
@@ -241,17 +277,37 @@ def test_serve_stdio_with_json_logs_speaks_clean_json_rpc_and_shows_no_secret(
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
         },
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         *(
-            {"jsonrpc": "2.0", "id": 2 + i, "method": "tools/call", "params": {"name": "agent_query", "arguments": {"query": q}}}
+            {
+                "jsonrpc": "2.0",
+                "id": 2 + i,
+                "method": "tools/call",
+                "params": {"name": "agent_query", "arguments": {"query": q}},
+            }
             for i, q in enumerate(QUERIES)
         ),
     ]
     stderr = open(tmp_path / "stderr.txt", "w+")  # noqa: SIM115 - a file: a pipe nobody reads could fill up
     process = subprocess.Popen(
-        [sys.executable, "-m", "mcp_agent", "-vv", "--log-format", "json", "serve", "--stdio", "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "mcp_agent",
+            "-vv",
+            "--log-format",
+            "json",
+            "serve",
+            "--stdio",
+            "--config",
+            str(config),
+        ],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -344,7 +400,10 @@ def test_cli_commands_show_no_secret(tmp_path: Path, model: FakeModelServer, fak
         shown = channels[f"{log_format} -vv query show the tool"]
         assert f'the tool said {{"UPSTREAM": "{MASK}"}} (asked with Bearer {MASK})' in shown
         assert f"Incorrect API key provided: Bearer {MASK}" in channels[f"{log_format} -vv query auth please"]
-    assert "cannot start with" in channels["text -vv tools"] and "cannot start with" in channels["json -vv doctor"]
+    assert (
+        "cannot start with" in channels["text -vv tools"]
+        and "cannot start with" in channels["json -vv doctor"]
+    )
     for name, text in channels.items():
         if name.startswith("json"):  # every line of stderr is a JSON object
             for line in text.split("--- stderr\n", 1)[1].splitlines():

@@ -77,7 +77,9 @@ def _handler(fake: dict[str, str]) -> object:
         last = messages[-1]
         query = next(m["content"] for m in reversed(messages) if m["role"] == "user")
         if last["role"] == "tool":
-            return Reply.json(completion(content=f"the tool said {last['content']} (asked with {auth}, org {org})"))
+            return Reply.json(
+                completion(content=f"the tool said {last['content']} (asked with {auth}, org {org})")
+            )
         call = {
             "show env": Call("envecho__show_env", {}),
             "whoami": Call("remote__whoami", {}),
@@ -86,7 +88,9 @@ def _handler(fake: dict[str, str]) -> object:
         }.get(query)
         if call is None:
             return Reply.json(completion(content=f"you said: {query} (asked with {auth}, org {org})"))
-        return Reply.json(completion(content=None, calls=[Call(call.name, call.arguments, id=f"c{secrets.token_hex(3)}")]))
+        return Reply.json(
+            completion(content=None, calls=[Call(call.name, call.arguments, id=f"c{secrets.token_hex(3)}")])
+        )
 
     return answer
 
@@ -191,7 +195,9 @@ def _leaks(folders: list[Path], fake: dict[str, str]) -> list[str]:
 def _open_to_others(folders: list[Path]) -> list[str]:
     """Every folder and file under ``folders`` (and they themselves) with a group or other bit."""
     paths = [p for folder in folders for p in [folder, *folder.rglob("*")]]
-    return [f"{p} {stat.filemode(p.lstat().st_mode)}" for p in paths if stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    return [
+        f"{p} {stat.filemode(p.lstat().st_mode)}" for p in paths if stat.S_IMODE(p.lstat().st_mode) & 0o077
+    ]
 
 
 async def test_nothing_on_disk_shows_a_secret_or_is_open_to_others(
@@ -257,6 +263,6 @@ async def test_nothing_on_disk_shows_a_secret_or_is_open_to_others(
 
     # the masked conversation is still one a model takes: the next runs of s1 sent it back
     later = [r.json["messages"] for r in model.requests if r.json["messages"][-1]["content"] == "whoami"]
-    assert later and any(
-        m["role"] == "tool" and f'"UPSTREAM": "{MASK}"' in m["content"] for m in later[0]
-    ), "the second run of s1 did not get the first one's (masked) transcript"
+    assert later and any(m["role"] == "tool" and f'"UPSTREAM": "{MASK}"' in m["content"] for m in later[0]), (
+        "the second run of s1 did not get the first one's (masked) transcript"
+    )

@@ -30,10 +30,8 @@ import json
 import logging
 import os
 import sys
-from typing import TextIO
 
 from .._version import __version__
-from ..events import Event, describe
 from ..telemetry.logs import LOG_FORMATS
 
 TYPE_CHECKING = False  # not typing's: --help must not pay for importing typing
@@ -324,7 +322,7 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
     from ..loop.agent import Agent
     from ..loop.sessions import valid_session_id
     from .approver import TerminalApprover, TerminalReader, on_a_terminal
-    from .main import ProgressPrinter
+    from .progress import ProgressPrinter
 
     printer = None if args.quiet else ProgressPrinter(sys.stderr, max_rounds=config.limits.max_rounds)
     async with contextlib.AsyncExitStack() as stack:
@@ -444,19 +442,3 @@ async def _doctor(config: AgentConfig, args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
-
-
-# Live progress for the terminal: an EventSink that prints one line per step to stderr.
-class ProgressPrinter:
-    """Prints ``events.describe`` lines to a stream (the CLI's stderr). Never raises."""
-
-    def __init__(self, out: TextIO, *, max_rounds: int = 0) -> None:
-        self.out = out
-        self.max_rounds = max_rounds
-
-    def emit(self, event: Event) -> None:
-        line = describe(event, self.max_rounds)
-        if line is None:
-            return
-        with contextlib.suppress(OSError, ValueError):  # a closed or broken stderr must not break the run
-            print(f"· {line}", file=self.out, flush=True)

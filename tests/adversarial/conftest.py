@@ -81,8 +81,16 @@ def write_config(
         },
         "limits": {"maxRounds": 4, "toolTimeoutSeconds": 10, "timeoutSeconds": 30},
         "approvals": approvals or {"require": ["*write*"], "timeoutSeconds": 1},
-        "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}, **(servers or {})},
-        "gateway": {"description": "Adversarial target.", "exposeTools": True, "maxMcpSessions": 5000, **gateway},
+        "mcpServers": {
+            "echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]},
+            **(servers or {}),
+        },
+        "gateway": {
+            "description": "Adversarial target.",
+            "exposeTools": True,
+            "maxMcpSessions": 5000,
+            **gateway,
+        },
     }
     path = folder / "agent.json"
     path.write_text(json.dumps(config), encoding="utf-8")

@@ -137,7 +137,9 @@ def test_d3_a_huge_stdout_line_is_never_held(
 
 def test_d3_an_endless_model_stream_is_cut_at_its_cap(model: FakeModelServer, sized: Gateway) -> None:
     """A model stream had no total cap (1 GB in 30 s were accepted)."""
-    answer = _ask_with(model, sized, Reply.endless(b"x" * 65536, headers={"content-type": "application/json"}))
+    answer = _ask_with(
+        model, sized, Reply.endless(b"x" * 65536, headers={"content-type": "application/json"})
+    )
     assert answer["termination_reason"] == "llm_error"
     assert "llm.maxResponseBytes" in str(answer["error"])
     record("D3 endless model body", "llm_error at llm.maxResponseBytes")
@@ -157,7 +159,7 @@ def test_d3_huge_tool_call_arguments_are_refused_unparsed(model: FakeModelServer
 
 @pytest.mark.parametrize(
     ("usage", "shown"),
-    [((-10**9, 5), "negative"), ((10**300, 10**300), "309 digits")],
+    [((-(10**9), 5), "negative"), ((10**300, 10**300), "309 digits")],
     ids=["negative", "absurd"],
 )
 def test_d5_reported_usage_is_clamped_and_flagged(
@@ -167,7 +169,9 @@ def test_d5_reported_usage_is_clamped_and_flagged(
     answer = _ask_with(model, gateway, Reply.json(completion(content="fine", usage=usage)))
     counted = answer["usage"]
     assert isinstance(counted, dict) and counted["clamped"] is True
-    assert all(0 <= counted[key] <= 2 * 10_000_000 for key in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    assert all(
+        0 <= counted[key] <= 2 * 10_000_000 for key in ("prompt_tokens", "completion_tokens", "total_tokens")
+    )
     record("D5 reported usage", f"{shown}: clamped and flagged")
 
 
@@ -195,7 +199,9 @@ def test_d4_open_health_tells_only_status_and_version(
     ids=["lone-surrogate", "100k-deep", "5000-digits"],
 )
 @pytest.mark.parametrize("stream", [False, True])
-def test_d6_bad_input_is_a_400_not_a_500(gateway: Gateway, http: httpx.Client, body: bytes, stream: bool) -> None:
+def test_d6_bad_input_is_a_400_not_a_500(
+    gateway: Gateway, http: httpx.Client, body: bytes, stream: bool
+) -> None:
     headers = {"content-type": "application/json"} | ({"accept": "text/event-stream"} if stream else {})
     response = http.post("/api/v1/query", content=body, headers=headers)
     assert response.status_code == 400, response.text[:300]
@@ -203,7 +209,9 @@ def test_d6_bad_input_is_a_400_not_a_500(gateway: Gateway, http: httpx.Client, b
     gateway.assert_healthy(http)
 
 
-def test_d7_exposed_calls_wait_for_query_slots(model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_d7_exposed_calls_wait_for_query_slots(
+    model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """100 exposed tool calls once ran at once under maxConcurrentQueries 2."""
     folder = tmp_path_factory.mktemp("d7")
     running = start_gateway(folder, model.base_url, maxConcurrentQueries=2, maxQueuedQueries=100)
@@ -223,7 +231,10 @@ def test_d7_exposed_calls_wait_for_query_slots(model: FakeModelServer, tmp_path_
         from mcp.client.streamable_http import streamable_http_client
 
         texts: list[str] = []
-        async with streamable_http_client(f"{running.url}/mcp") as (read, write), ClientSession(read, write) as s:
+        async with (
+            streamable_http_client(f"{running.url}/mcp") as (read, write),
+            ClientSession(read, write) as s,
+        ):
             await s.initialize()
             async with anyio.create_task_group() as tg:
                 for index in range(20):
@@ -248,7 +259,9 @@ def test_d7_exposed_calls_wait_for_query_slots(model: FakeModelServer, tmp_path_
     record("D7 exposed calls", f"at most {max(seen)} at once under a cap of 2")
 
 
-def test_d7_waiting_approvals_are_capped(model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_d7_waiting_approvals_are_capped(
+    model: FakeModelServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """One caller once had 300 approvals waiting."""
     approvals = {"require": ["echo__*"], "timeoutSeconds": 2, "maxPending": 3}
     running = start_gateway(
@@ -300,7 +313,9 @@ def test_d8_children_die_with_a_killed_gateway_and_the_next_start_reaps_the_rest
         "env": {"GRANDCHILD_STAYS": "1"},  # outlives the end of its stdin: only a signal stops it
     }
     config = tmp_path / "agent.json"
-    config.write_text(json.dumps({"llm": {"endpoint": model.base_url, "model": "m"}, "mcpServers": {"g": grandchild}}))
+    config.write_text(
+        json.dumps({"llm": {"endpoint": model.base_url, "model": "m"}, "mcpServers": {"g": grandchild}})
+    )
     env = os.environ | {"MCP_AGENT_STATE_DIR": str(tmp_path / "state")}
     port = _free_port()
     process = subprocess.Popen(
@@ -353,7 +368,9 @@ def test_d8_children_die_with_a_killed_gateway_and_the_next_start_reaps_the_rest
         "http://[::127.0.0.1]/",  # IPv4-compatible
     ],
 )
-async def test_d9_the_web_server_refuses_internal_addresses_in_any_ipv6_form(url: str, tmp_path: Path) -> None:
+async def test_d9_the_web_server_refuses_internal_addresses_in_any_ipv6_form(
+    url: str, tmp_path: Path
+) -> None:
     with open(tmp_path / "err.txt", "w") as errlog:
         async with open_clients([ServerSpec("web", "web")], errlog) as clients:
             text, is_error = await call(clients["web"], "fetch_url", {"url": url})
@@ -366,17 +383,28 @@ async def test_d9_system_and_ports_reveal_no_secrets(tmp_path: Path) -> None:
     secret_dir.mkdir()
     (secret_dir / "id_ed25519").write_text("PRIVATE")
     listener = subprocess.Popen(
-        [sys.executable, "-c", "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
-         "print(s.getsockname()[1], flush=True); time.sleep(60)", "--api-key=sk-proj-secretsecretsecret123"],
+        [
+            sys.executable,
+            "-c",
+            "import socket,time; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen();"
+            "print(s.getsockname()[1], flush=True); time.sleep(60)",
+            "--api-key=sk-proj-secretsecretsecret123",
+        ],
         stdout=subprocess.PIPE,
     )
     try:
         assert listener.stdout is not None
         port = int(listener.stdout.readline())
         with open(tmp_path / "err.txt", "w") as errlog:
-            async with open_clients([ServerSpec("system", "system"), ServerSpec("ports", "ports")], errlog) as clients:
-                present, _ = await call(clients["system"], "disk_usage", {"path": str(secret_dir / "id_ed25519")})
-                missing, _ = await call(clients["system"], "disk_usage", {"path": str(secret_dir / "id_nope")})
+            async with open_clients(
+                [ServerSpec("system", "system"), ServerSpec("ports", "ports")], errlog
+            ) as clients:
+                present, _ = await call(
+                    clients["system"], "disk_usage", {"path": str(secret_dir / "id_ed25519")}
+                )
+                missing, _ = await call(
+                    clients["system"], "disk_usage", {"path": str(secret_dir / "id_nope")}
+                )
                 check, _ = await call(clients["ports"], "check_port", {"port": port})
                 table, _ = await call(clients["ports"], "list_listening_ports")
     finally:
@@ -394,7 +422,12 @@ async def test_d9_system_and_ports_reveal_no_secrets(tmp_path: Path) -> None:
 def test_d10_one_host_rule_for_every_route(gateway: Gateway, http: httpx.Client, host: str) -> None:
     """REST accepted evil.localhost, 127.0.0.2 and LOCALHOST:1 where /mcp refused them."""
     statuses = set()
-    for method, path in [("GET", "/api/v1/health"), ("GET", "/metrics"), ("POST", "/mcp"), ("POST", "/api/v1/query")]:
+    for method, path in [
+        ("GET", "/api/v1/health"),
+        ("GET", "/metrics"),
+        ("POST", "/mcp"),
+        ("POST", "/api/v1/query"),
+    ]:
         response = http.request(method, path, headers={"Host": host}, json={})
         statuses.add(response.status_code == 421)
     assert len(statuses) == 1, host  # accepted everywhere or refused everywhere

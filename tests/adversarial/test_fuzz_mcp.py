@@ -66,7 +66,10 @@ AGENT_QUERY_ARGS = st.one_of(
 )
 CALL_PARAMS = st.fixed_dictionaries(
     {"name": st.one_of(st.sampled_from(["agent_query", "echo__echo", "nope", ""]), ANY_TEXT, JSON_VALUES)},
-    optional={"arguments": AGENT_QUERY_ARGS, "_meta": st.one_of(JSON_VALUES, st.just({"progressToken": "p"}))},
+    optional={
+        "arguments": AGENT_QUERY_ARGS,
+        "_meta": st.one_of(JSON_VALUES, st.just({"progressToken": "p"})),
+    },
 )
 MESSAGES = st.one_of(
     # well-formed envelopes with random methods and params
@@ -76,7 +79,12 @@ MESSAGES = st.one_of(
     ),
     # tools/call with random arguments (the agent_query parser's input)
     st.fixed_dictionaries(
-        {"jsonrpc": st.just("2.0"), "id": st.integers(1, 10**6), "method": st.just("tools/call"), "params": CALL_PARAMS}
+        {
+            "jsonrpc": st.just("2.0"),
+            "id": st.integers(1, 10**6),
+            "method": st.just("tools/call"),
+            "params": CALL_PARAMS,
+        }
     ),
     # anything at all
     JSON_VALUES,
@@ -85,7 +93,11 @@ HANDSHAKE = {
     "jsonrpc": "2.0",
     "id": 0,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "fuzz", "version": "1"},
+    },
 }
 STREAMABLE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
@@ -128,7 +140,9 @@ def session_id(http: httpx.Client) -> str:
 
 
 def assert_answers(http: httpx.Client, headers: dict[str, str]) -> None:
-    ping = http.post("/mcp", content=encode({"jsonrpc": "2.0", "id": "live", "method": "ping"}), headers=headers)
+    ping = http.post(
+        "/mcp", content=encode({"jsonrpc": "2.0", "id": "live", "method": "ping"}), headers=headers
+    )
     assert ping.status_code == 200 and '"live"' in ping.text, ping.text
 
 
@@ -145,7 +159,10 @@ def test_streamable_http_in_a_session(
 
 
 MODERN = "2026-07-28"
-ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def with_envelope(message: Any) -> Any:
@@ -316,5 +333,7 @@ def test_stdio_lines(stdio: StdioGateway, line: bytes) -> None:
     answer, before = stdio.answer(marker)
     assert "result" in answer
     assert stdio.process.poll() is None and stdio.bad == []
-    kinds = sorted({"error" if "error" in m else "result" if "result" in m else "notification" for m in before})
+    kinds = sorted(
+        {"error" if "error" in m else "result" if "result" in m else "notification" for m in before}
+    )
     record("MCP stdio line", "+".join(kinds) or "no answer (a notification, or unparseable)")

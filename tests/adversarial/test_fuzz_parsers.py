@@ -51,7 +51,9 @@ def maybe(keys: dict[str, Any]) -> Any:
 # ------------------------------------------------------------------------------------- config
 
 SECTIONS = {
-    "llm": maybe({k: SCALARS | JSON_VALUES for k in ("endpoint", "model", "provider", "stream", "maxRetries")}),
+    "llm": maybe(
+        {k: SCALARS | JSON_VALUES for k in ("endpoint", "model", "provider", "stream", "maxRetries")}
+    ),
     "limits": maybe({k: SCALARS for k in ("maxRounds", "maxTokens", "timeoutSeconds", "earlyStop", "x")}),
     "mcpServers": st.dictionaries(
         ANY_TEXT,
@@ -95,7 +97,9 @@ def test_config_files(tmp_path_factory: Any, raw: bytes) -> None:
 
 SSE_PIECES = st.lists(
     st.one_of(
-        st.sampled_from(["data: ", "event: ", "id: ", "retry: ", ":", "\n", "\r\n", "\r", "[DONE]", "{", "}"]),
+        st.sampled_from(
+            ["data: ", "event: ", "id: ", "retry: ", ":", "\n", "\r\n", "\r", "[DONE]", "{", "}"]
+        ),
         ANY_TEXT,
         st.binary(max_size=20),
     ),
@@ -119,7 +123,9 @@ OPENAI_CALL = maybe(
         "index": st.integers(-2, 3) | SCALARS,
         "id": SCALARS,
         "type": SCALARS,
-        "function": maybe({"name": st.sampled_from(["get_weather", "echo__echo", "x"]) | SCALARS, "arguments": SCALARS}),
+        "function": maybe(
+            {"name": st.sampled_from(["get_weather", "echo__echo", "x"]) | SCALARS, "arguments": SCALARS}
+        ),
     }
 )
 OPENAI_CHUNK = maybe(
@@ -146,7 +152,8 @@ OPENAI_CHUNK = maybe(
             max_size=2,
         )
         | SCALARS,
-        "usage": maybe({k: SCALARS for k in ("prompt_tokens", "completion_tokens", "total_tokens")}) | SCALARS,
+        "usage": maybe({k: SCALARS for k in ("prompt_tokens", "completion_tokens", "total_tokens")})
+        | SCALARS,
         "error": JSON_VALUES,
     }
 )
@@ -170,18 +177,42 @@ def test_openai_stream_chunks(chunks: list[Any]) -> None:
 ANTHROPIC_EVENTS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta",
-             "message_stop", "ping", "error", None, "other"]
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+                "ping",
+                "error",
+                None,
+                "other",
+            ]
         ),
         maybe(
             {
                 "type": SCALARS,
                 "index": st.integers(-1, 3) | SCALARS,
                 "message": JSON_VALUES,
-                "content_block": maybe({"type": st.sampled_from(["text", "tool_use", "thinking"]) | SCALARS,
-                                        "id": SCALARS, "name": SCALARS, "input": JSON_VALUES, "text": SCALARS}),
-                "delta": maybe({"type": st.sampled_from(["text_delta", "input_json_delta", "thinking_delta"]) | SCALARS,
-                                "text": SCALARS, "partial_json": SCALARS, "stop_reason": SCALARS}),
+                "content_block": maybe(
+                    {
+                        "type": st.sampled_from(["text", "tool_use", "thinking"]) | SCALARS,
+                        "id": SCALARS,
+                        "name": SCALARS,
+                        "input": JSON_VALUES,
+                        "text": SCALARS,
+                    }
+                ),
+                "delta": maybe(
+                    {
+                        "type": st.sampled_from(["text_delta", "input_json_delta", "thinking_delta"])
+                        | SCALARS,
+                        "text": SCALARS,
+                        "partial_json": SCALARS,
+                        "stop_reason": SCALARS,
+                    }
+                ),
                 "usage": JSON_VALUES,
                 "error": JSON_VALUES,
             }
@@ -212,8 +243,16 @@ GEMINI_CHUNK = maybe(
                     "content": maybe(
                         {
                             "parts": st.lists(
-                                maybe({"text": SCALARS, "thought": SCALARS, "thoughtSignature": SCALARS,
-                                       "functionCall": maybe({"name": SCALARS, "args": JSON_VALUES, "id": SCALARS})})
+                                maybe(
+                                    {
+                                        "text": SCALARS,
+                                        "thought": SCALARS,
+                                        "thoughtSignature": SCALARS,
+                                        "functionCall": maybe(
+                                            {"name": SCALARS, "args": JSON_VALUES, "id": SCALARS}
+                                        ),
+                                    }
+                                )
                                 | SCALARS,
                                 max_size=3,
                             )

@@ -77,7 +77,9 @@ def check_still_serving(gateway: Gateway, http: httpx.Client) -> None:
 @FUZZ
 @given(body=QUERY_BODIES)
 def test_query_bodies(gateway: Gateway, http: httpx.Client, body: dict[str, Any]) -> None:
-    response = http.post("/api/v1/query", content=json.dumps(body), headers={"content-type": "application/json"})
+    response = http.post(
+        "/api/v1/query", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
     record("REST query object", outcome(response))
     check_still_serving(gateway, http)
 
@@ -85,7 +87,9 @@ def test_query_bodies(gateway: Gateway, http: httpx.Client, body: dict[str, Any]
 @FUZZ
 @given(body=JSON_VALUES)
 def test_any_json_value(gateway: Gateway, http: httpx.Client, body: Any) -> None:
-    response = http.post("/api/v1/query", content=json.dumps(body), headers={"content-type": "application/json"})
+    response = http.post(
+        "/api/v1/query", content=json.dumps(body), headers={"content-type": "application/json"}
+    )
     record("REST any JSON value", outcome(response))
     check_still_serving(gateway, http)
 
@@ -110,11 +114,15 @@ def test_deep_nesting(gateway: Gateway, http: httpx.Client, depth: int, kind: st
 
 @FUZZ
 @given(query=ANY_TEXT.filter(str.strip), stream=st.booleans())
-def test_any_query_text_streamed_or_not(gateway: Gateway, http: httpx.Client, query: str, stream: bool) -> None:
+def test_any_query_text_streamed_or_not(
+    gateway: Gateway, http: httpx.Client, query: str, stream: bool
+) -> None:
     headers = {"content-type": "application/json"}
     if stream:
         headers["accept"] = "text/event-stream"
-    with http.stream("POST", "/api/v1/query", content=json.dumps({"query": query}), headers=headers) as response:
+    with http.stream(
+        "POST", "/api/v1/query", content=json.dumps({"query": query}), headers=headers
+    ) as response:
         if response.headers["content-type"].startswith("text/event-stream"):
             text = response.read().decode()
             assert "event: run_ended" in text and "event: result" in text  # a stream always ends whole
@@ -137,7 +145,9 @@ def test_approval_bodies(gateway: Gateway, http: httpx.Client, approval: str, bo
 @FUZZ
 @given(
     method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]),
-    path=st.sampled_from(["/api/v1/", "/api/v1/sessions/", "/api/v1/query", "/api/v1/tools", "/metrics", "/x"]),
+    path=st.sampled_from(
+        ["/api/v1/", "/api/v1/sessions/", "/api/v1/query", "/api/v1/tools", "/metrics", "/x"]
+    ),
     tail=st.text(st.characters(codec="ascii", exclude_characters="#?\x00"), max_size=40).map(
         lambda text: quote(text, safe="/")
     ),

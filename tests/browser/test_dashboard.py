@@ -50,7 +50,13 @@ def gateway(tmp_path: Path) -> Iterator[str]:
     with running_model_server() as model:
         model.handler = rule_reply
         config = {
-            "llm": {"endpoint": model.base_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+            "llm": {
+                "endpoint": model.base_url,
+                "model": "rule-model",
+                "provider": "openai",
+                "stream": False,
+                "maxRetries": 0,
+            },
             "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}},
             "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
             "limits": {"timeoutSeconds": 600, "maxRounds": 4},
@@ -65,7 +71,10 @@ def gateway(tmp_path: Path) -> Iterator[str]:
         with open(log, "ab") as stderr:
             process = subprocess.Popen(
                 [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-                stdout=subprocess.DEVNULL, stderr=stderr, cwd=str(ROOT), env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                cwd=str(ROOT),
+                env=env,
             )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -90,8 +99,14 @@ def test_ask_watch_the_timeline_approve_and_see_the_run_finish(browser: Any, gat
     page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on("console", lambda msg: problems.append(f"console: {msg.text} {msg.location}") if msg.type == "error" else None)
-    page.on("response", lambda r: problems.append(f"HTTP {r.status} {r.request.method} {r.url}") if r.status >= 400 else None)
+    page.on(
+        "console",
+        lambda msg: problems.append(f"console: {msg.text} {msg.location}") if msg.type == "error" else None,
+    )
+    page.on(
+        "response",
+        lambda r: problems.append(f"HTTP {r.status} {r.request.method} {r.url}") if r.status >= 400 else None,
+    )
     try:
         page.goto(f"{gateway}/#token={TOKEN}")
         assert "token=" not in page.url  # taken from the fragment, then removed from the address

@@ -145,7 +145,9 @@ class Reply:
         return cls(headers=dict(headers or {}), events=list(events), **kw)
 
     @classmethod
-    def endless(cls, item: Any, *, headers: Mapping[str, str] | None = None, events: Sequence[Any] = ()) -> Reply:
+    def endless(
+        cls, item: Any, *, headers: Mapping[str, str] | None = None, events: Sequence[Any] = ()
+    ) -> Reply:
         """A chunked body that never ends: ``events``, then ``item`` over and over."""
         return cls(headers=dict(headers or {}), events=list(events), repeat=item, done=False)
 

@@ -71,7 +71,9 @@ def llamacpp_routes(n_ctx: int = 4096, *, props: bool = True) -> Routes:
         )
     }
     routes["/props"] = (
-        _json(llamacpp_props(n_ctx), **server) if props else Reply(status=404, headers=server, body=b"File Not Found")
+        _json(llamacpp_props(n_ctx), **server)
+        if props
+        else Reply(status=404, headers=server, body=b"File Not Found")
     )
     routes["/tokenize"] = lambda request: _json({"tokens": list(range(_words(request, "content")))}, **server)
     return routes
@@ -89,13 +91,24 @@ def ollama_routes(
     show = {
         "parameters": parameters,
         "template": "{{ .Prompt }}",
-        "details": {"format": "gguf", "family": "qwen3", "parameter_size": "8.2B", "quantization_level": "Q4_K_M"},
-        "model_info": {"general.architecture": "qwen3", "qwen3.context_length": trained, "qwen3.embedding_length": 4096},
+        "details": {
+            "format": "gguf",
+            "family": "qwen3",
+            "parameter_size": "8.2B",
+            "quantization_level": "Q4_K_M",
+        },
+        "model_info": {
+            "general.architecture": "qwen3",
+            "qwen3.context_length": trained,
+            "qwen3.embedding_length": 4096,
+        },
         "capabilities": ["completion", "tools", "thinking"],
     }
     ps = {"models": []}
     if loaded:
-        ps["models"] = [{"name": "qwen3:8b", "model": "qwen3:8b", "size": 6_000_000_000, "context_length": loaded}]
+        ps["models"] = [
+            {"name": "qwen3:8b", "model": "qwen3:8b", "size": 6_000_000_000, "context_length": loaded}
+        ]
     return {"/api/version": _json({"version": version}), "/api/show": _json(show), "/api/ps": _json(ps)}
 
 
@@ -112,7 +125,11 @@ def lmstudio_routes(*, max_context: int = 32768, loaded: int | None = None) -> R
         "max_context_length": max_context,
     }
     unknown = _json({"error": "Unexpected endpoint or method. (GET /props)"})  # LM Studio: 200 with an error
-    v1 = {"models": [{"type": "llm", "key": "qwen3-8b", "max_context_length": max_context, "loaded_instances": []}]}
+    v1 = {
+        "models": [
+            {"type": "llm", "key": "qwen3-8b", "max_context_length": max_context, "loaded_instances": []}
+        ]
+    }
     if loaded:
         v1["models"][0]["loaded_instances"] = [{"id": "qwen3-8b", "config": {"context_length": loaded}}]
     routes: Routes = {path: unknown for path in PROBE_PATHS}
@@ -126,7 +143,9 @@ def vllm_routes(version: str = "0.10.1", *, max_model_len: int = 32768) -> Route
     not_found = _json({"detail": "Not Found"}, status=404, **uvicorn)
     routes: Routes = {path: not_found for path in PROBE_PATHS}
     routes["/version"] = _json({"version": version}, **uvicorn)
-    routes["/openapi.json"] = _json({"openapi": "3.1.0", "info": {"title": "FastAPI", "version": "0.1.0"}}, **uvicorn)
+    routes["/openapi.json"] = _json(
+        {"openapi": "3.1.0", "info": {"title": "FastAPI", "version": "0.1.0"}}, **uvicorn
+    )
     routes["/v1/models"] = _json(
         {
             "object": "list",
@@ -158,7 +177,11 @@ def llama_cpp_python_routes(*, openapi: bool = True, version: str = "0.3.36") ->
     routes: Routes = {path: not_found for path in PROBE_PATHS}
     if openapi:
         routes["/openapi.json"] = _json(
-            {"openapi": "3.1.0", "info": {"title": "🦙 llama.cpp Python API", "version": version}, "paths": {}},
+            {
+                "openapi": "3.1.0",
+                "info": {"title": "🦙 llama.cpp Python API", "version": version},
+                "paths": {},
+            },
             **uvicorn,
         )
     routes["/v1/models"] = _json(json.loads((SAMPLES / "models-A.json").read_text()), **uvicorn)
@@ -196,7 +219,13 @@ def _request(body: dict[str, Any]) -> ModelRequest:
             for c in m.get("tool_calls") or ()
         )
         messages.append(
-            Message(m["role"], m.get("content") or "", calls, tool_call_id=m.get("tool_call_id"), name=m.get("name"))
+            Message(
+                m["role"],
+                m.get("content") or "",
+                calls,
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+            )
         )
     tools = [
         ToolSpec(t["function"]["name"], t["function"].get("description", ""), t["function"]["parameters"])

@@ -230,7 +230,9 @@ async def shared_gateway() -> AsyncIterator[Running]:
         yield running
 
 
-SESSION_LINE = re.compile(r"\n\n\[session_id: (\S+) \(pass it as session_id to continue this conversation\)\]$")
+SESSION_LINE = re.compile(
+    r"\n\n\[session_id: (\S+) \(pass it as session_id to continue this conversation\)\]$"
+)
 
 
 def answer_of(result: Any) -> str:

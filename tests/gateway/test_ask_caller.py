@@ -65,7 +65,9 @@ async def test_the_caller_is_asked_and_its_yes_runs_the_call(transport: str, era
         (types.ElicitResult(action="cancel"), "[DENIED: the caller dismissed the question]"),
     ],
 )
-async def test_a_no_from_the_caller_denies(transport: str, era: str, answer: types.ElicitResult, shown: str) -> None:
+async def test_a_no_from_the_caller_denies(
+    transport: str, era: str, answer: types.ElicitResult, shown: str
+) -> None:
     async with running_gateway() as gateway:
         async with connect(gateway.url, transport, era, elicitation_callback=Asked(answer)) as client:
             result = await client.call_tool("agent_query", {"query": "write secret.txt"})
@@ -147,7 +149,11 @@ async def test_a_2026_caller_that_never_comes_back_has_its_run_cancelled() -> No
         await eventually(lambda: metrics.queries["cancelled"] == 1 and metrics.in_flight == 0)
         assert len(gateway.app.tool.queries.parked) == 0 and gateway.tools.written == []
         # a retry after that, or from another caller, finds nothing
-        retry = {**call, "id": 2, "params": {**call["params"], "requestState": first["result"]["requestState"]}}
+        retry = {
+            **call,
+            "id": 2,
+            "params": {**call["params"], "requestState": first["result"]["requestState"]},
+        }
         late = (await http.post("/mcp", json=retry, headers=headers)).json()
         assert "unknown or expired request_state" in late["result"]["content"][0]["text"]
 
@@ -158,8 +164,18 @@ async def test_a_2026_caller_that_never_comes_back_has_its_run_cancelled() -> No
         (None, False),
         (types.ClientCapabilities(), False),
         (types.ClientCapabilities(elicitation=types.ElicitationCapability()), True),  # 2025-06-18's {}
-        (types.ClientCapabilities(elicitation=types.ElicitationCapability(form=types.FormElicitationCapability())), True),
-        (types.ClientCapabilities(elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())), False),
+        (
+            types.ClientCapabilities(
+                elicitation=types.ElicitationCapability(form=types.FormElicitationCapability())
+            ),
+            True,
+        ),
+        (
+            types.ClientCapabilities(
+                elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
+            ),
+            False,
+        ),
     ],
 )
 def test_which_clients_can_answer_a_form(capabilities: types.ClientCapabilities | None, forms: bool) -> None:
@@ -167,7 +183,9 @@ def test_which_clients_can_answer_a_form(capabilities: types.ClientCapabilities 
 
 
 def test_the_question_shows_the_call_and_cuts_long_arguments() -> None:
-    event = ApprovalRequested(run_id="r", approval_id="a", call_id="c", name="fs__write", arguments={"x": "y" * 5000})
+    event = ApprovalRequested(
+        run_id="r", approval_id="a", call_id="c", name="fs__write", arguments={"x": "y" * 5000}
+    )
     text = question(event)
     assert text.startswith('The agent wants to call fs__write with {"x": "yyy') and "characters)" in text
     assert len(text) < 2100
@@ -180,14 +198,15 @@ def test_the_question_shows_the_call_and_cuts_long_arguments() -> None:
         (approve(True, " fine "), (True, "fine")),
         (approve(False), (False, "the caller did not approve this call")),
         (types.ElicitResult(action="accept", content={}), (False, "the caller did not approve this call")),
-        (types.ElicitResult(action="accept", content={"approve": "yes"}), (False, "the caller did not approve this call")),
+        (
+            types.ElicitResult(action="accept", content={"approve": "yes"}),
+            (False, "the caller did not approve this call"),
+        ),
         (types.ElicitResult(action="decline"), (False, "the caller declined this call")),
     ],
 )
 def test_decision(answer: types.ElicitResult, expected: tuple[bool, str]) -> None:
     assert decision(answer) == expected
-
-
 
 
 # ------------------------------------------------------------------ who may answer (issue 20)
@@ -218,7 +237,9 @@ async def test_a_query_only_caller_is_never_asked_about_its_own_gated_call(trans
         asked = Asked(approve(True))  # a client that says yes to anything
         results: list[Any] = []
         async with (
-            connect(gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked) as client,
+            connect(
+                gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked
+            ) as client,
             anyio.create_task_group() as tg,
         ):
 
@@ -238,7 +259,9 @@ async def test_a_query_only_caller_is_never_asked_about_its_own_gated_call(trans
             )
             assert refused.status_code == 403
             decided = await http.post(
-                f"/api/v1/approvals/{item['id']}", json={"approved": False, "reason": "ops said no"}, headers=bearer(APPROVER)
+                f"/api/v1/approvals/{item['id']}",
+                json={"approved": False, "reason": "ops said no"},
+                headers=bearer(APPROVER),
             )
             assert decided.status_code == 200
         assert asked.questions == []
@@ -249,7 +272,9 @@ async def test_a_query_only_caller_is_never_asked_about_its_own_gated_call(trans
 async def test_a_caller_with_the_approve_scope_is_asked(transport: str, era: str) -> None:
     async with running_gateway(callers_config()) as gateway:
         asked = Asked(approve(True))
-        async with connect(gateway.url, transport, era, headers=bearer(APPROVER), elicitation_callback=asked) as client:
+        async with connect(
+            gateway.url, transport, era, headers=bearer(APPROVER), elicitation_callback=asked
+        ) as client:
             result = await client.call_tool("agent_query", {"query": "write theirs.txt"})
         assert len(asked.questions) == 1
         assert answer_of(result) == "write_file said: written" and gateway.tools.written == ["theirs.txt"]
@@ -259,7 +284,9 @@ async def test_a_caller_with_the_approve_scope_is_asked(transport: str, era: str
 async def test_self_approval_is_an_explicit_opt_in(transport: str, era: str) -> None:
     async with running_gateway(callers_config(self_approval=True)) as gateway:
         asked = Asked(approve(True))
-        async with connect(gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked) as client:
+        async with connect(
+            gateway.url, transport, era, headers=bearer(QUERY_ONLY), elicitation_callback=asked
+        ) as client:
             result = await client.call_tool("agent_query", {"query": "write opted.txt"})
         assert len(asked.questions) == 1
         assert answer_of(result) == "write_file said: written" and gateway.tools.written == ["opted.txt"]
@@ -271,7 +298,9 @@ class Book:
     def __init__(self) -> None:
         self.resolved: list[tuple[str, bool, str | None]] = []
 
-    async def resolve(self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None) -> bool:
+    async def resolve(
+        self, approval_id: str, approved: bool, reason: str = "", *, by: str | None = None
+    ) -> bool:
         self.resolved.append((approval_id, approved, by))
         return True
 
@@ -280,7 +309,9 @@ class Book:
     ("scopes", "self_approval", "counted"),
     [({"query"}, False, False), ({"query"}, True, True), ({"query", "approve"}, False, True)],
 )
-async def test_the_resolver_checks_the_scope_again(scopes: set[str], self_approval: bool, counted: bool) -> None:
+async def test_the_resolver_checks_the_scope_again(
+    scopes: set[str], self_approval: bool, counted: bool
+) -> None:
     """Whoever put the question, an answer from a caller that may not decide changes nothing."""
     from mcp_agent.gateway.ask_caller import resolve
     from mcp_agent.gateway.callers import Caller

@@ -35,7 +35,9 @@ async def callers_gateway() -> AsyncIterator[Running]:
         yield gateway
 
 
-async def ask(http: httpx.AsyncClient, token: str, query: str, session_id: str | None = None) -> httpx.Response:
+async def ask(
+    http: httpx.AsyncClient, token: str, query: str, session_id: str | None = None
+) -> httpx.Response:
     body: dict[str, Any] = {"query": query}
     if session_id is not None:
         body["session_id"] = session_id
@@ -56,7 +58,9 @@ async def test_a_conversation_belongs_to_the_caller_that_started_it(callers_gate
         ].replace("NoSuchConversation0000000", "X")
         # listings: alice and ops see it, bob does not
         listed = {
-            name: [s["id"] for s in (await http.get("/api/v1/sessions", headers=auth(token))).json()["sessions"]]
+            name: [
+                s["id"] for s in (await http.get("/api/v1/sessions", headers=auth(token))).json()["sessions"]
+            ]
             for name, token in (("alice", ALICE), ("bob", BOB), ("ops", OPS))
         }
         assert mine in listed["alice"] and mine in listed["ops"] and mine not in listed["bob"]
@@ -132,7 +136,9 @@ async def test_approvals_are_listed_to_their_caller_and_resolved_only_with_the_a
         assert len(await pending(ALICE)) == 1  # her own
         assert await pending(BOB) == []  # not bob's business
         for token in (ALICE, BOB):  # neither may approve (alice would approve herself)
-            refused = await http.post(f"/api/v1/approvals/{item['id']}", json={"approved": True}, headers=auth(token))
+            refused = await http.post(
+                f"/api/v1/approvals/{item['id']}", json={"approved": True}, headers=auth(token)
+            )
             assert refused.status_code == 403 and refused.json()["error"]["type"] == "forbidden"
         done = await http.post(f"/api/v1/approvals/{item['id']}", json={"approved": True}, headers=auth(OPS))
         assert done.status_code == 200
@@ -205,7 +211,16 @@ def test_caller_book_identifies_by_token_and_hides_which_was_close() -> None:
     book = CallerBook.from_config("owner-token", {"alice": ("a-token", ["query"])})
     assert book.identify("Bearer owner-token") == Caller("owner", ALL_SCOPES)
     assert book.identify("bearer a-token") == Caller("alice", frozenset({"query"}))
-    for header in (None, "", "Bearer", "Bearer  ", "Basic a-token", "a-token", "Bearer a-tokenx", "Bearer a-toke"):
+    for header in (
+        None,
+        "",
+        "Bearer",
+        "Bearer  ",
+        "Basic a-token",
+        "a-token",
+        "Bearer a-tokenx",
+        "Bearer a-toke",
+    ):
         assert book.identify(header) is None
     assert not book.open and CallerBook().open
     assert CallerBook().callers == [LOCAL]
@@ -247,5 +262,3 @@ def test_callers_config_errors() -> None:
     ]:
         with pytest.raises(ConfigError, match=message):
             gateway(**values)
-
-

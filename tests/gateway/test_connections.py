@@ -18,7 +18,11 @@ INIT = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
 }
 STREAMABLE = {"Accept": "application/json, text/event-stream"}
 
@@ -50,7 +54,7 @@ def open_connections(gateway: Running) -> int:
         b"",  # connects and says nothing
         b"GET /api/v1/health HTTP/1.1\r\nHost: localhost\r\n",  # half the headers (slowloris)
         b"POST /api/v1/query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-        b"Content-Length: 100\r\n\r\n{\"query\":",  # a body that never completes
+        b'Content-Length: 100\r\n\r\n{"query":',  # a body that never completes
     ],
     ids=["silent", "half-headers", "half-body"],
 )
@@ -170,7 +174,9 @@ async def test_open_mcp_sessions_are_capped_with_a_clear_answer() -> None:
             assert sse.status_code == 200
             refused = await open_http_session(http)
             assert refused.status_code == 429 and refused.headers["retry-after"] == "5"
-            assert "too many open MCP sessions (3, gateway.maxMcpSessions)" in refused.json()["error"]["message"]
+            assert (
+                "too many open MCP sessions (3, gateway.maxMcpSessions)" in refused.json()["error"]["message"]
+            )
             async with http.stream("GET", "/mcp/sse") as second:
                 assert second.status_code == 429
         # closing one makes room

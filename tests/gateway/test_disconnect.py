@@ -17,7 +17,11 @@ INIT = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
 }
 CALL = {
     "jsonrpc": "2.0",
@@ -92,9 +96,17 @@ async def test_closing_the_sse_stream_cancels_its_run() -> None:
 
 
 async def test_a_modern_client_that_closes_its_request_cancels_its_run() -> None:
-    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     call: dict[str, Any] = {**CALL, "params": {**CALL["params"], "_meta": envelope}}
-    headers = {**STREAMABLE, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "agent_query"}
+    headers = {
+        **STREAMABLE,
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "agent_query",
+    }
     async with running_gateway() as gateway, httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
         async with anyio.create_task_group() as tg:  # (the SDK sends no headers for the first 15 s)
             tg.start_soon(lambda: http.post("/mcp", content=json.dumps(call), headers=headers))

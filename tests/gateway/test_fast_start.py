@@ -339,7 +339,9 @@ async def test_a_cached_server_that_fails_to_start_is_withdrawn_and_reads_say_wh
 # ------------------------------------------------------------------ the cache decides nothing
 
 
-async def test_a_cached_read_only_mark_does_not_let_a_passed_through_call_skip_its_approval(tmp_path: Path) -> None:
+async def test_a_cached_read_only_mark_does_not_let_a_passed_through_call_skip_its_approval(
+    tmp_path: Path,
+) -> None:
     """``exposeTools``: the cache may list ``delete_all`` as read-only while its lazy server is
     idle, but the call starts the server, whose live list says destructive, so
     ``requireDestructive`` asks for approval before anything reaches it."""
@@ -448,7 +450,11 @@ async def test_a_poisoned_cached_catalog_routes_no_get_and_no_read_of_another_se
     ):
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
         assert prompts["files__summarize"].description is None  # the cache's (squatting) entry
-        assert await all_resources(client) == ["gated://aaa/1", "secret://files/report", "secret://files/report"]
+        assert await all_resources(client) == [
+            "gated://aaa/1",
+            "secret://files/report",
+            "secret://files/report",
+        ]
         with anyio.fail_after(30):
             got = await client.get_prompt("files__summarize", {"text": "s3cret"})
             read = await client.read_resource("secret://files/report")
@@ -456,4 +462,7 @@ async def test_a_poisoned_cached_catalog_routes_no_get_and_no_read_of_another_se
         assert read.contents[0].text == "read secret://files/report"
     assert asked("aaa") == []
     assert not any("s3cret" in line for line in (tmp_path / "aaa.log").read_text().splitlines())
-    assert asked("files") == ['prompts/get summarize {"text": "s3cret"}', "resources/read secret://files/report"]
+    assert asked("files") == [
+        'prompts/get summarize {"text": "s3cret"}',
+        "resources/read secret://files/report",
+    ]

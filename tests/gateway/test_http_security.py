@@ -112,7 +112,9 @@ async def test_one_host_rule_for_every_route(shared_gateway: Running, host: str,
     statuses = {}
     async with shared_gateway.client() as http:
         for method, path in HOST_ROUTES:
-            body = {"jsonrpc": "2.0", "id": 1, "method": "ping"} if "mcp" in path or "messages" in path else {}
+            body = (
+                {"jsonrpc": "2.0", "id": 1, "method": "ping"} if "mcp" in path or "messages" in path else {}
+            )
             async with http.stream(method, path, headers={"Host": host}, json=body) as response:
                 statuses[path] = response.status_code
     if accepted:

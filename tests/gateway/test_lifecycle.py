@@ -65,7 +65,9 @@ async def test_shutdown_cancels_queries_ends_streams_and_refuses_new_work() -> N
             assert refused.json()["error"]["type"] == "shutting_down"
         [result] = answers
         assert result.is_error
-        assert result.content[0].text.startswith("Agent terminated (cancelled): cancelled: the gateway is shutting down")
+        assert result.content[0].text.startswith(
+            "Agent terminated (cancelled): cancelled: the gateway is shutting down"
+        )
         assert events[-1] == "run_ended"
         assert gateway.tools.cancelled == [60.0]
         assert app.drain.open_requests() == 0

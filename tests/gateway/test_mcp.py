@@ -156,7 +156,9 @@ async def test_non_success_endings_are_errors(gateway: Running, query: str, reas
     assert result.structured_content["termination_reason"] == reason
     async with httpx2.AsyncClient() as http:
         metrics = (await http.get(f"{gateway.url}/metrics")).text
-    [queries] = [family for family in text_string_to_metric_families(metrics) if family.name == "mcp_agent_queries"]
+    [queries] = [
+        family for family in text_string_to_metric_families(metrics) if family.name == "mcp_agent_queries"
+    ]
     assert {sample.labels["termination_reason"]: sample.value for sample in queries.samples}[reason] == 1
 
 

@@ -75,7 +75,9 @@ def test_events_are_counted_with_bounded_labels() -> None:
     metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name="echo", verdict="denied", ok=False))
     metrics.emit(ToolCallEnded(run_id="r", round=1, call_id="c", name='we"ird\nname', verdict="unknown_tool"))
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-    metrics.emit(ModelCallEnded(run_id="r", round=1, ms=5, model="qwen3:8b", usage=usage, streamed=True, retries=2))
+    metrics.emit(
+        ModelCallEnded(run_id="r", round=1, ms=5, model="qwen3:8b", usage=usage, streamed=True, retries=2)
+    )
     metrics.emit(ModelCallEnded(run_id="r", round=1, ms=5, model="made-up", usage=usage, streamed=False))
     metrics.emit(ModelCallEnded(run_id="r", round=1, ok=False, ms=5))
     metrics.emit(ApprovalResolved(run_id="r", approval_id="a", call_id="c", name="echo", approved=True))
@@ -86,20 +88,30 @@ def test_events_are_counted_with_bounded_labels() -> None:
 
     assert value(samples, "mcp_agent_queries_total", termination_reason="success") == 1
     assert value(samples, "mcp_agent_queries_early_stopped_total") == 1
-    assert value(samples, "mcp_agent_query_duration_seconds_bucket", termination_reason="success", le="0.5") == 1
+    assert (
+        value(samples, "mcp_agent_query_duration_seconds_bucket", termination_reason="success", le="0.5") == 1
+    )
     assert value(samples, "mcp_agent_query_duration_seconds_count", termination_reason="max_rounds") == 1
     assert value(samples, "mcp_agent_tool_calls_total", server="fs", tool="fs__read", outcome="ok") == 1
     assert value(samples, "mcp_agent_tool_calls_total", server="fs", tool="fs__read", outcome="error") == 1
     assert value(samples, "mcp_agent_tool_errors_total", server="fs", tool="fs__read") == 1
     assert value(samples, "mcp_agent_tool_call_duration_seconds_count", server="fs", tool="fs__read") == 2
     assert value(samples, "mcp_agent_tool_calls_total", server="mem", tool="echo", outcome="denied") == 1
-    assert value(samples, "mcp_agent_tool_calls_total", server="other", tool="other", outcome="unknown_tool") == 1
+    assert (
+        value(samples, "mcp_agent_tool_calls_total", server="other", tool="other", outcome="unknown_tool")
+        == 1
+    )
     assert value(samples, "mcp_agent_model_calls_total", model="qwen3:8b", outcome="ok") == 1
     assert value(samples, "mcp_agent_model_calls_total", model="other", outcome="ok") == 1
     assert value(samples, "mcp_agent_model_calls_total", model="unknown", outcome="error") == 1
-    assert value(samples, "mcp_agent_model_call_duration_seconds_count", model="qwen3:8b", streamed="true") == 1
+    assert (
+        value(samples, "mcp_agent_model_call_duration_seconds_count", model="qwen3:8b", streamed="true") == 1
+    )
     assert value(samples, "mcp_agent_model_call_duration_seconds_count", model="other", streamed="false") == 1
-    assert value(samples, "mcp_agent_model_call_duration_seconds_count", model="unknown", streamed="unknown") == 1
+    assert (
+        value(samples, "mcp_agent_model_call_duration_seconds_count", model="unknown", streamed="unknown")
+        == 1
+    )
     assert value(samples, "mcp_agent_model_retries_total", model="qwen3:8b") == 2
     assert value(samples, "mcp_agent_tokens_total", model="qwen3:8b", type="prompt") == 10
     assert value(samples, "mcp_agent_tokens_total", model="other", type="completion") == 5
@@ -127,7 +139,9 @@ def test_events_are_counted_with_bounded_labels() -> None:
     ],
 )
 def test_approval_outcomes(approved: bool, reason: str, outcome: str) -> None:
-    event = ApprovalResolved(run_id="r", approval_id="a", call_id="c", name="t", approved=approved, reason=reason)
+    event = ApprovalResolved(
+        run_id="r", approval_id="a", call_id="c", name="t", approved=approved, reason=reason
+    )
     assert approval_outcome(event) == outcome
 
 
@@ -180,7 +194,9 @@ async def test_scraped_over_http(tmp_path: Path) -> None:
                 return bool(pending)
 
             await eventually(has_pending)
-            assert (await http.post(f"/api/v1/approvals/{pending[0]['id']}", json={"approved": True})).status_code == 200
+            assert (
+                await http.post(f"/api/v1/approvals/{pending[0]['id']}", json={"approved": True})
+            ).status_code == 200
         samples = await scrape(gateway)
 
     assert value(samples, "mcp_agent_queries_total", termination_reason="success") == 2
@@ -190,7 +206,10 @@ async def test_scraped_over_http(tmp_path: Path) -> None:
     assert value(samples, "mcp_agent_tool_calls_total", server="mem", tool="write_file", outcome="ok") == 1
     assert value(samples, "mcp_agent_tool_call_duration_seconds_count", server="mem", tool="echo") == 5
     assert value(samples, "mcp_agent_model_calls_total", model="rule-model", outcome="ok") == 8
-    assert value(samples, "mcp_agent_model_call_duration_seconds_count", model="rule-model", streamed="unknown") == 8
+    assert (
+        value(samples, "mcp_agent_model_call_duration_seconds_count", model="rule-model", streamed="unknown")
+        == 8
+    )
     assert value(samples, "mcp_agent_tokens_total", model="rule-model", type="prompt") == 80
     assert value(samples, "mcp_agent_approvals_total", outcome="approved") == 1
     assert value(samples, "mcp_agent_queries_rejected_total", reason="invalid") == 1
@@ -225,7 +244,9 @@ def flaky_model() -> Iterator[FakeModelServer]:
             key = json.dumps(request.json["messages"])
             if key not in seen:
                 seen.add(key)
-                return Reply.json({"error": {"message": "slow down"}}, status=429, headers={"retry-after-ms": "1"})
+                return Reply.json(
+                    {"error": {"message": "slow down"}}, status=429, headers={"retry-after-ms": "1"}
+                )
         return rule_reply(request)
 
     with running_model_server() as server:
@@ -249,7 +270,10 @@ async def test_retries_streams_and_servers_from_the_real_stack(real_gateway: Run
     assert answer["answer"] == "echo__echo said: hello"
     samples = await scrape(real_gateway)
     assert value(samples, "mcp_agent_model_retries_total", model="rule-model") == 2
-    assert value(samples, "mcp_agent_model_call_duration_seconds_count", model="rule-model", streamed="false") == 2
+    assert (
+        value(samples, "mcp_agent_model_call_duration_seconds_count", model="rule-model", streamed="false")
+        == 2
+    )
     assert value(samples, "mcp_agent_tool_calls_total", server="echo", tool="echo__echo", outcome="ok") == 1
     assert value(samples, "mcp_agent_server_up", server="echo") == 1
     assert value(samples, "mcp_agent_server_up", server="slow") == 1

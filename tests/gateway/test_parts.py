@@ -146,7 +146,10 @@ def test_a_failed_run_says_why_in_its_answer_and_whether_retrying_helps(
     assert structured["retryable"] is retryable
     text = run_result_to_mcp(result).content[0].text
     if reason is TerminationReason.SUCCESS:
-        assert structured["answer"] == "" and text == "\n\n[session_id: S1 (pass it as session_id to continue this conversation)]"
+        assert (
+            structured["answer"] == ""
+            and text == "\n\n[session_id: S1 (pass it as session_id to continue this conversation)]"
+        )
     else:
         hint = "retrying may help" if retryable else "retrying the same query will not help"
         assert structured["answer"] == f"Agent terminated ({reason.value}): model call failed ({hint})"
@@ -160,7 +163,11 @@ def test_a_failed_run_says_why_in_its_answer_and_whether_retrying_helps(
     [
         {"query": "q", "session_id": None, "limits": None},
         {"query": "q", "session_id": "", "limits": {}},
-        {"query": "q", "session_id": None, "limits": {"maxRounds": None, "maxTokens": None, "earlyStop": None}},
+        {
+            "query": "q",
+            "session_id": None,
+            "limits": {"maxRounds": None, "maxTokens": None, "earlyStop": None},
+        },
     ],
 )
 def test_null_and_empty_optional_members_mean_absent(arguments: dict[str, Any]) -> None:

@@ -126,7 +126,9 @@ async def test_stdio_stdout_carries_only_protocol(model_server: FakeModelServer,
     assert "stray" in (tmp_path / "stderr.txt").read_text()
 
 
-async def test_stdio_answers_malformed_lines_and_logs_them(model_server: FakeModelServer, tmp_path: Path) -> None:
+async def test_stdio_answers_malformed_lines_and_logs_them(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     """Over stdio, a line that was no JSON-RPC message got no answer and no log line: the client
     waited forever."""
     config = write_config(tmp_path, model_server.base_url, tmp_path / "slow.log")
@@ -134,7 +136,11 @@ async def test_stdio_answers_malformed_lines_and_logs_them(model_server: FakeMod
         "jsonrpc": "2.0",
         "id": 1,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
     }
     lines = [
         json.dumps(init),
@@ -221,7 +227,11 @@ async def test_sigterm_with_queries_in_flight(model_server: FakeModelServer, tmp
         assert rest_answer[0].json()["termination_reason"] == "cancelled"
         assert mcp_answer[0].is_error
         # not "cancelled by the caller": nobody asked it to stop but the gateway's supervisor
-        assert mcp_answer[0].content[0].text.startswith(f"Agent terminated (cancelled): {SHUTTING_DOWN} (round 1)")
+        assert (
+            mcp_answer[0]
+            .content[0]
+            .text.startswith(f"Agent terminated (cancelled): {SHUTTING_DOWN} (round 1)")
+        )
         assert SHUTTING_DOWN in rest_answer[0].json()["error"]
         _, alive = psutil.wait_procs(children, timeout=5)
         assert alive == []

@@ -100,7 +100,9 @@ async def test_events_stream_with_session_filter(gateway: Running) -> None:
                 async def queries() -> None:
                     async with gateway.client() as other:
                         await eventually(lambda: gateway.app.service.bus.listeners == 1)
-                        await other.post("/api/v1/query", json={"query": "not watched", "session_id": other_id})
+                        await other.post(
+                            "/api/v1/query", json={"query": "not watched", "session_id": other_id}
+                        )
                         await other.post("/api/v1/query", json={"query": "echo w", "session_id": watched})
 
                 tg.start_soon(queries)
@@ -245,12 +247,42 @@ JSON_SSE = {"headers": {"content-type": "application/json", "accept": "text/even
         ("POST", "/api/v1/query", {"content": b'{"query": "a \\ud800 b"}', **JSON}, 400, "invalid_request"),
         ("POST", "/api/v1/query", {"content": b'{"query": "\\udfff"}', **JSON_SSE}, 400, "invalid_request"),
         ("POST", "/api/v1/query", {"content": b"[" * 100_000 + b"]" * 100_000, **JSON}, 400, "invalid_json"),
-        ("POST", "/api/v1/query", {"content": b'{"a":' * 50_000 + b"1" + b"}" * 50_000, **JSON}, 400, "invalid_json"),
-        ("POST", "/api/v1/query", {"content": b'{"query": ' + b"9" * 5000 + b"}", **JSON}, 400, "invalid_json"),
-        ("POST", "/api/v1/query", {"content": b'{"query": "q", "limits": {"maxRounds": NaN}}', **JSON}, 400, "invalid_json"),
-        ("POST", "/api/v1/query", {"content": b'{"query": "q", "session_id": "abc\\n"}', **JSON}, 400, "invalid_request"),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b'{"a":' * 50_000 + b"1" + b"}" * 50_000, **JSON},
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b'{"query": ' + b"9" * 5000 + b"}", **JSON},
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b'{"query": "q", "limits": {"maxRounds": NaN}}', **JSON},
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/api/v1/query",
+            {"content": b'{"query": "q", "session_id": "abc\\n"}', **JSON},
+            400,
+            "invalid_request",
+        ),
         ("POST", "/api/v1/query", {"content": b"\xff\xfe{}", **JSON}, 400, "invalid_json"),
-        ("POST", "/api/v1/approvals/x", {"content": b'{"approved": true, "reason": "\\ud800"}', **JSON}, 400, "invalid_request"),
+        (
+            "POST",
+            "/api/v1/approvals/x",
+            {"content": b'{"approved": true, "reason": "\\ud800"}', **JSON},
+            400,
+            "invalid_request",
+        ),
     ],
 )
 async def test_rest_errors(

@@ -35,7 +35,9 @@ def remembering(request: RecordedRequest) -> Reply:
     messages = request.json["messages"]
     users = [m["content"] for m in messages if m["role"] == "user"]
     if messages[-1]["role"] == "user" and users[-1].startswith("echo "):
-        return Reply.json(completion(content=None, calls=[Call("echo__echo", {"text": users[-1][5:]}, id="c1")]))
+        return Reply.json(
+            completion(content=None, calls=[Call("echo__echo", {"text": users[-1][5:]}, id="c1")])
+        )
     return Reply.json(completion(content="I heard: " + " | ".join(users)))
 
 
@@ -131,7 +133,9 @@ async def test_a_conversation_goes_on_after_a_restart_and_after_sigkill(tmp_path
         assert [(s["id"], s["runs"], s["busy"]) for s in sessions] == [(session_id, 3, False)]
 
 
-async def test_a_run_killed_in_flight_is_recorded_and_its_approval_expires(tmp_path: Path, model: Any) -> None:
+async def test_a_run_killed_in_flight_is_recorded_and_its_approval_expires(
+    tmp_path: Path, model: Any
+) -> None:
     config, state, log = write_config(tmp_path, model.base_url), tmp_path / "state", tmp_path / "log.txt"
     async with gateway(config, state, log) as first:
         session_id = (await first.query("hello"))["session_id"]
@@ -139,7 +143,9 @@ async def test_a_run_killed_in_flight_is_recorded_and_its_approval_expires(tmp_p
 
         async def ask() -> None:
             with contextlib.suppress(httpx.TransportError):  # the gateway is killed under it
-                await first.http.post("/api/v1/query", json={"query": "echo danger", "session_id": session_id})
+                await first.http.post(
+                    "/api/v1/query", json={"query": "echo danger", "session_id": session_id}
+                )
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(ask)
@@ -173,7 +179,17 @@ async def test_serve_stateless_keeps_conversations_in_memory(tmp_path: Path, mod
     env = {**os.environ, "MCP_AGENT_STATE_DIR": str(state), "PYTHONPATH": str(ROOT)}
     with open(log, "a") as stderr:
         process = await anyio.open_process(
-            [sys.executable, "-m", "mcp_agent", "serve", "--stateless", "--config", str(config), "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "mcp_agent",
+                "serve",
+                "--stateless",
+                "--config",
+                str(config),
+                "--port",
+                str(port),
+            ],
             stdout=-1,
             stderr=stderr,
             cwd=str(ROOT),
@@ -207,7 +223,12 @@ async def test_serve_refuses_a_state_it_cannot_use_and_leaves_it_alone(tmp_path:
         target.write_bytes(b"not a database\n" * 1000)
     config = tmp_path / "agent.json"
     config.write_text(
-        json.dumps({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}, "state": {"url": "sqlite:///state.db"}})
+        json.dumps(
+            {
+                "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+                "state": {"url": "sqlite:///state.db"},
+            }
+        )
     )
     with anyio.fail_after(60):
         done = await anyio.run_process(

@@ -46,7 +46,9 @@ def test_waiting_says_what_the_run_waits_for_and_how_long() -> None:
     waiting.update(ApprovalRequested(run_id="r", approval_id="x", call_id="c", name="fs__write"))
     clock.now += 30
     assert waiting.describe() == "round 2/10: waiting for approval of fs__write (30 s)"  # a human first
-    waiting.update(ApprovalResolved(run_id="r", approval_id="x", call_id="c", name="fs__write", approved=True))
+    waiting.update(
+        ApprovalResolved(run_id="r", approval_id="x", call_id="c", name="fs__write", approved=True)
+    )
     waiting.update(ToolCallEnded(run_id="r", round=2, call_id="a", name="ports__check"))
     assert waiting.describe() == "round 2/10: waiting for web__fetch (37 s)"
 

@@ -26,7 +26,9 @@ def auth(token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-async def runs_gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Running, list[State]]]:
+async def runs_gateway(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[Running, list[State]]]:
     callers = {
         "alice": CallerConfig(token=ALICE, scopes=["query"]),
         "bob": CallerConfig(token=BOB, scopes=["query"]),
@@ -110,7 +112,9 @@ async def test_filters_and_pages(runs_gateway: tuple[Running, list[State]]) -> N
         assert all(r["termination_reason"] == "empty_response" for r in ended_empty)
         found = (await runs(text="PAGE 3"))["runs"]
         assert [r["query"] for r in found] == ["page 3"]
-        assert [r["query"] for r in (await runs(text="answer: page 1"))["runs"]] == ["page 1"]  # the answer too
+        assert [r["query"] for r in (await runs(text="answer: page 1"))["runs"]] == [
+            "page 1"
+        ]  # the answer too
         first = await runs(text="page", limit=2)
         assert [r["query"] for r in first["runs"]] == ["page 4", "page 3"] and first["count"] == 2
         second = await runs(text="page", limit=2, before=first["next_before"])
@@ -121,9 +125,19 @@ async def test_filters_and_pages(runs_gateway: tuple[Running, list[State]]) -> N
 
 @pytest.mark.parametrize(
     "params",
-    [{"reason": "nope"}, {"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"before": "later"}, {"before": "nan"}, {"sort": "asc"}],
+    [
+        {"reason": "nope"},
+        {"limit": "0"},
+        {"limit": "501"},
+        {"limit": "x"},
+        {"before": "later"},
+        {"before": "nan"},
+        {"sort": "asc"},
+    ],
 )
-async def test_bad_parameters_are_400(runs_gateway: tuple[Running, list[State]], params: dict[str, str]) -> None:
+async def test_bad_parameters_are_400(
+    runs_gateway: tuple[Running, list[State]], params: dict[str, str]
+) -> None:
     gateway, _ = runs_gateway
     async with gateway.client() as http:
         response = await http.get("/api/v1/runs", params=params, headers=auth(OPS))

@@ -78,7 +78,13 @@ def serving(tmp_path: Path, model_url: str, state_url: str, **state: Any) -> Ite
     config.write_text(
         json.dumps(
             {
-                "llm": {"endpoint": model_url, "model": "m", "provider": "openai", "stream": False, "maxRetries": 0},
+                "llm": {
+                    "endpoint": model_url,
+                    "model": "m",
+                    "provider": "openai",
+                    "stream": False,
+                    "maxRetries": 0,
+                },
                 "state": {"url": state_url, "leaseSeconds": 1, **state},
             }
         )
@@ -127,7 +133,10 @@ async def fill_until_the_store_fails(http: httpx.AsyncClient, disk: SmallDisk) -
 async def test_a_full_disk_shows_in_health_errors_clearly_and_the_gateway_recovers_when_space_is_back(
     tmp_path: Path, model: Any
 ) -> None:
-    with small_disk(tmp_path / "disk") as disk, serving(tmp_path, model.base_url, f"sqlite:///{disk.path}/state.db") as gw:
+    with (
+        small_disk(tmp_path / "disk") as disk,
+        serving(tmp_path, model.base_url, f"sqlite:///{disk.path}/state.db") as gw,
+    ):
         async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
             await eventually(lambda: _status(http, "ok"), timeout=BOUND)
             for _ in range(20):
@@ -154,9 +163,10 @@ async def test_a_full_disk_shows_in_health_errors_clearly_and_the_gateway_recove
 
 
 async def test_a_store_broken_past_max_outage_makes_the_gateway_exit_1(tmp_path: Path, model: Any) -> None:
-    with small_disk(tmp_path / "disk") as disk, serving(
-        tmp_path, model.base_url, f"sqlite:///{disk.path}/state.db", maxOutageSeconds=2
-    ) as gw:
+    with (
+        small_disk(tmp_path / "disk") as disk,
+        serving(tmp_path, model.base_url, f"sqlite:///{disk.path}/state.db", maxOutageSeconds=2) as gw,
+    ):
         async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
             await eventually(lambda: _status(http, "ok"), timeout=BOUND)
             for _ in range(20):
@@ -166,7 +176,10 @@ async def test_a_store_broken_past_max_outage_makes_the_gateway_exit_1(tmp_path:
         disk.free()
     assert code == 1, gw.stderr()
     said = gw.stderr()
-    assert "the gateway stopped: the state store has failed for" in said and "state.maxOutageSeconds is 2" in said
+    assert (
+        "the gateway stopped: the state store has failed for" in said
+        and "state.maxOutageSeconds is 2" in said
+    )
     assert "database or disk is full" in said and "exiting 1, for a supervisor to restart it" in said
 
 
@@ -282,7 +295,9 @@ async def every_route_answers_clearly(http: httpx.AsyncClient, said: str) -> set
     return seen
 
 
-async def test_a_state_db_emptied_under_the_gateway_shows_in_health_and_no_route_answers_500(tmp_path: Path) -> None:
+async def test_a_state_db_emptied_under_the_gateway_shows_in_health_and_no_route_answers_500(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "state.db"
     async with gateway(config_for(f"sqlite:///{path}")) as gw, gw.client() as http:
         for _ in range(3):
@@ -299,7 +314,9 @@ async def test_a_state_db_emptied_under_the_gateway_shows_in_health_and_no_route
         assert gw.app.service.state == "ready" and not gw.failed
 
 
-async def test_redis_gone_under_the_gateway_shows_in_health_errors_clearly_and_recovers(tmp_path: Path) -> None:
+async def test_redis_gone_under_the_gateway_shows_in_health_errors_clearly_and_recovers(
+    tmp_path: Path,
+) -> None:
     server = RedisServer(tmp_path, persist=False).start()
     try:
         async with gateway(config_for(server.url)) as gw, gw.client() as http:
@@ -393,7 +410,6 @@ async def test_a_store_that_keeps_failing_ends_the_gateway_after_max_outage(tmp_
         server.stop()
 
 
-
 async def test_a_stdio_gateway_whose_store_stays_broken_exits_1(tmp_path: Path, model: Any) -> None:
     server = RedisServer(tmp_path, persist=False).start()
     config = tmp_path / "agent.json"
@@ -417,7 +433,9 @@ async def test_a_stdio_gateway_whose_store_stays_broken_exits_1(tmp_path: Path, 
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
             )
         try:
-            await eventually(lambda: b"mcp-agent:replica:" in server.command("KEYS", "*"), timeout=BOUND)  # it is up
+            await eventually(
+                lambda: b"mcp-agent:replica:" in server.command("KEYS", "*"), timeout=BOUND
+            )  # it is up
             server.stop()
             code = await anyio.to_thread.run_sync(lambda: proc.wait(timeout=BOUND))
         finally:

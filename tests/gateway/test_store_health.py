@@ -20,9 +20,13 @@ def test_a_failure_is_news_once_and_a_good_beat_says_how_long_it_lasted() -> Non
     clock = Clock()
     store = StoreHealth(30, clock=clock)
     assert store.ok and store.to_dict() == {"ok": True, "error": None, "failing_seconds": None}
-    assert store.failed(StateError("state.url 'sqlite:////x/state.db': OperationalError: database or disk is full"))
+    assert store.failed(
+        StateError("state.url 'sqlite:////x/state.db': OperationalError: database or disk is full")
+    )
     clock.now += 12.5
-    assert not store.failed(StateError("state.url 'sqlite:////x/state.db': disk I/O error"))  # still the same outage
+    assert not store.failed(
+        StateError("state.url 'sqlite:////x/state.db': disk I/O error")
+    )  # still the same outage
     assert store.to_dict() == {
         "ok": False,
         "error": "state.url 'sqlite:////x/state.db': disk I/O error",
@@ -31,8 +35,12 @@ def test_a_failure_is_news_once_and_a_good_beat_says_how_long_it_lasted() -> Non
     assert store.worked() == 12.5 and store.ok and store.worked() is None
 
 
-@pytest.mark.parametrize(("max_outage", "after", "over"), [(30, 29.9, False), (30, 30, True), (0, 10_000, False)])
-def test_the_outage_is_over_at_max_outage_and_never_with_0(max_outage: float, after: float, over: bool) -> None:
+@pytest.mark.parametrize(
+    ("max_outage", "after", "over"), [(30, 29.9, False), (30, 30, True), (0, 10_000, False)]
+)
+def test_the_outage_is_over_at_max_outage_and_never_with_0(
+    max_outage: float, after: float, over: bool
+) -> None:
     clock = Clock()
     store = StoreHealth(max_outage, clock=clock)
     assert not store.outage_over()

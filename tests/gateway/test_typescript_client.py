@@ -24,15 +24,21 @@ CLIENT = NPM / "ts_client.mjs"
 def node() -> str:
     found = shutil.which("node")
     if found is None:
-        pytest.fail("Node.js is not installed: the TypeScript-SDK tests need Node.js >= 20 and npm (`make test`)")
+        pytest.fail(
+            "Node.js is not installed: the TypeScript-SDK tests need Node.js >= 20 and npm (`make test`)"
+        )
     if not (NPM / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        pytest.fail("the TypeScript SDK is missing from tests/npm: run `make test` (or `npm ci --prefix tests/npm`)")
+        pytest.fail(
+            "the TypeScript SDK is missing from tests/npm: run `make test` (or `npm ci --prefix tests/npm`)"
+        )
     return found
 
 
 async def ts_call(url: str, transport: str, **options: Any) -> dict[str, Any]:
     with anyio.fail_after(60):
-        done = await anyio.run_process([node(), str(CLIENT), url, transport, json.dumps(options)], check=False)
+        done = await anyio.run_process(
+            [node(), str(CLIENT), url, transport, json.dumps(options)], check=False
+        )
     assert done.returncode == 0, done.stderr.decode()
     result: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     return result
@@ -44,11 +50,15 @@ async def test_a_slow_run_outlives_the_clients_timeout_when_progress_resets_it(t
     config = make_config(progress_interval_seconds=0.5)
     async with running_gateway(config, model=RuleModel(delay=1.2)) as gateway:
         # two model calls of 1.2 s against a 1 s timeout: only the heartbeat keeps the call alive
-        kept = await ts_call(gateway.url, transport, query="echo slow", timeout=1000, resetTimeoutOnProgress=True)
+        kept = await ts_call(
+            gateway.url, transport, query="echo slow", timeout=1000, resetTimeoutOnProgress=True
+        )
         assert kept["ok"] and kept["text"].startswith("echo said: slow"), kept
         assert any("waiting for the model" in (message or "") for message in kept["progress"])
         # without resetting on progress the same call times out in the client, as the SDK does
-        lost = await ts_call(gateway.url, transport, query="echo slow", timeout=1000, resetTimeoutOnProgress=False)
+        lost = await ts_call(
+            gateway.url, transport, query="echo slow", timeout=1000, resetTimeoutOnProgress=False
+        )
         assert not lost["ok"] and "timed out" in (lost["error"] or "").lower(), lost
 
 

@@ -59,7 +59,12 @@ def _annotated_tools() -> MemoryToolSource:
     tools = MemoryToolSource()
     tools.add("fs__delete", lambda: "gone", parameters=OBJ, annotations={"destructiveHint": True})
     tools.add("fs__read", lambda: "data", parameters=OBJ, annotations={"readOnlyHint": True})
-    tools.add("fs__wipe_ro", lambda: "?", parameters=OBJ, annotations={"destructiveHint": True, "readOnlyHint": True})
+    tools.add(
+        "fs__wipe_ro",
+        lambda: "?",
+        parameters=OBJ,
+        annotations={"destructiveHint": True, "readOnlyHint": True},
+    )
     tools.add("fs__plain", lambda: "ok", parameters=OBJ)
     return tools
 
@@ -432,7 +437,9 @@ async def test_a_tool_redefined_while_its_call_waits_for_approval_is_not_called(
     annotations change meanwhile (its server restarted with another list), the call does not go
     out on the old decision; the model reads what changed and may call again."""
     tools, queue = MemoryToolSource(), ApprovalQueue(timeout_seconds=10)
-    tools.add("fs__write", lambda path: f"wrote {path}", parameters=OBJ, annotations={"destructiveHint": False})
+    tools.add(
+        "fs__write", lambda path: f"wrote {path}", parameters=OBJ, annotations={"destructiveHint": False}
+    )
     provider = ScriptedProvider([tool_turn(call("fs__write", "c1", path="a.txt")), text_turn("ok")])
     sink = RecordingSink()
 
@@ -445,7 +452,9 @@ async def test_a_tool_redefined_while_its_call_waits_for_approval_is_not_called(
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(redefine_then_approve)
-            result = await run("q", provider=provider, tools=tools, events=sink, gate=GlobGate(["fs__*"]), approvals=queue)
+            result = await run(
+                "q", provider=provider, tools=tools, events=sink, gate=GlobGate(["fs__*"]), approvals=queue
+            )
     check_run(result, sink)
     assert tools.calls == []
     assert tool_texts(result)[0].startswith("tool fs__write was not called: its annotations changed")

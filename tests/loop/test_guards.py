@@ -210,7 +210,11 @@ def _embedded(text: str) -> dict[str, object]:
             4,
             [_embedded("xxxx"), _text("[... truncated: 7 of 11 characters cut]")],
         ),
-        ([_text("😀😀😀")], 2, [_text("😀😀"), _text("[... truncated: 1 of 3 characters cut]")]),  # code points
+        (
+            [_text("😀😀😀")],
+            2,
+            [_text("😀😀"), _text("[... truncated: 1 of 3 characters cut]")],
+        ),  # code points
         ([IMAGE, {"type": "resource", "resource": {"uri": "b", "blob": "AAAA"}}], 1, None),  # nothing to cut
         (
             [{"type": "text"}, {"type": "odd"}, _text("ab")],
@@ -219,7 +223,9 @@ def _embedded(text: str) -> dict[str, object]:
         ),
     ],
 )
-def test_cut_parts(parts: list[dict[str, object]], limit: int, expected: list[dict[str, object]] | None) -> None:
+def test_cut_parts(
+    parts: list[dict[str, object]], limit: int, expected: list[dict[str, object]] | None
+) -> None:
     before = copy.deepcopy(parts)
     out, truncated = cut_parts(parts, limit)
     assert list(out) == (expected if expected is not None else parts)

@@ -47,7 +47,8 @@ def handle_in(request: ModelRequest) -> str:
 def reads(*pages: int, tool: str = "read_result", handle: str | None = None) -> list[object]:
     """Script items: one turn per page, reading it from the handle the first tool result gave."""
     return [
-        lambda req, p=p: tool_turn(call(tool, f"r{p}", handle=handle or handle_in(req), page=p)) for p in pages
+        lambda req, p=p: tool_turn(call(tool, f"r{p}", handle=handle or handle_in(req), page=p))
+        for p in pages
     ]
 
 
@@ -185,7 +186,9 @@ async def test_release_frees_a_runs_results() -> None:
 def test_handles_are_found_in_history() -> None:
     history = [
         Message.user("q"),
-        Message.tool(ToolCall("c1", "t", {}), "abc\n[... paged result r0123abcd: 30 characters in 3 pages; ...]"),
+        Message.tool(
+            ToolCall("c1", "t", {}), "abc\n[... paged result r0123abcd: 30 characters in 3 pages; ...]"
+        ),
         Message.assistant("paged result r99999999 is not a tool message"),
     ]
     assert mentioned_handles(history) == ["r0123abcd"]
@@ -205,7 +208,9 @@ async def test_the_model_reads_pages_two_and_three_exactly() -> None:
     assert first.startswith(expected[0] + "\n[... paged result r")
     assert f"{len(LINES)} characters in {len(expected)} pages; this is page 1" in first
     assert body(two) == expected[1] and body(three) == expected[2]
-    assert two.startswith(f"[paged result {handle_in(provider.requests[1])} (echo), page 2 of {len(expected)}")
+    assert two.startswith(
+        f"[paged result {handle_in(provider.requests[1])} (echo), page 2 of {len(expected)}"
+    )
     assert "read_result(handle=" in three.rsplit("\n", 1)[-1]  # how to read on
     # offered only while a handle exists
     assert [spec.name for spec in provider.requests[0].tools] == ["echo", "add", "fail"]
@@ -227,7 +232,9 @@ async def test_a_short_result_offers_no_read_result() -> None:
 
 
 async def test_read_result_without_a_handle_is_an_unknown_tool() -> None:
-    provider = ScriptedProvider([tool_turn(call("read_result", "c1", handle="r00000000", page=2)), text_turn("ok")])
+    provider = ScriptedProvider(
+        [tool_turn(call("read_result", "c1", handle="r00000000", page=2)), text_turn("ok")]
+    )
     result, _ = await go(provider)
     assert tool_texts(result)[0].startswith("error: unknown tool 'read_result'")
 
@@ -277,7 +284,9 @@ async def test_page_reads_count_against_the_tool_budget() -> None:
 
 
 async def test_failed_reads_never_count_against_the_tool_that_was_paged() -> None:
-    bad = [lambda req, i=i: tool_turn(call("read_result", f"b{i}", handle="rffffffff", page=i)) for i in (1, 2)]
+    bad = [
+        lambda req, i=i: tool_turn(call("read_result", f"b{i}", handle="rffffffff", page=i)) for i in (1, 2)
+    ]
     provider = ScriptedProvider(
         [
             tool_turn(call("echo", "c1", text=LINES)),
@@ -317,7 +326,10 @@ async def test_a_server_tool_named_read_result_is_not_shadowed(caplog: pytest.Lo
 async def test_paging_off_cuts_as_before() -> None:
     provider = ScriptedProvider([tool_turn(call("echo", "c1", text=LINES)), text_turn("ok")])
     result, sink = await go(provider, limits=Limits(max_result_chars=100, page_results=False))
-    assert tool_texts(result)[0] == LINES[:100] + f"\n[... truncated: {len(LINES) - 100} of {len(LINES)} characters cut]"
+    assert (
+        tool_texts(result)[0]
+        == LINES[:100] + f"\n[... truncated: {len(LINES) - 100} of {len(LINES)} characters cut]"
+    )
     assert sink.of(ToolCallEnded)[0].truncated and not sink.of(ToolCallEnded)[0].pages
     assert all("read_result" not in [s.name for s in req.tools] for req in provider.requests)
 
@@ -408,7 +420,9 @@ async def test_a_handle_from_an_earlier_process_says_expired() -> None:
     history = [
         Message.user("q0"),
         Message.assistant("", tool_calls=(ToolCall("c0", "echo", {"text": "x"}),)),
-        Message.tool(ToolCall("c0", "echo", {}), "x\n[... paged result r0badc0de: 3000 characters in 3 pages; ...]"),
+        Message.tool(
+            ToolCall("c0", "echo", {}), "x\n[... paged result r0badc0de: 3000 characters in 3 pages; ...]"
+        ),
         Message.assistant("earlier answer"),
     ]
     agent = _session_agent(*reads(2, handle="r0badc0de"), text_turn("ok"))
@@ -425,4 +439,6 @@ async def test_events_of_a_paged_call() -> None:
     agent = _session_agent(tool_turn(call("echo", "c1", text=LINES)), text_turn("ok"))
     await agent.query("q", events=sink)
     [ended] = sink.of(ToolCallEnded)
-    assert ended.to_dict()["pages"] == len(pages_of(LINES, 100)) and ended.to_dict()["total_chars"] == len(LINES)
+    assert ended.to_dict()["pages"] == len(pages_of(LINES, 100)) and ended.to_dict()["total_chars"] == len(
+        LINES
+    )

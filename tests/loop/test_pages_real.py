@@ -91,7 +91,9 @@ def page_body(read: str) -> str:
     return re.sub(r"\n\[\.\.\. [^\n]*\]\Z", "", rest)
 
 
-async def test_the_model_reads_pages_of_a_real_servers_result(model_server: FakeModelServer, agent: Agent) -> None:
+async def test_the_model_reads_pages_of_a_real_servers_result(
+    model_server: FakeModelServer, agent: Agent
+) -> None:
     model_server.requests.clear()
     sink = RecordingSink()
     result = await agent.query("lines", events=sink)
@@ -100,7 +102,9 @@ async def test_the_model_reads_pages_of_a_real_servers_result(model_server: Fake
     first, two, three = tool_texts(result.transcript)
     pages = expected_pages()
     assert len(pages) == 6 and all(len(p) <= PAGE for p in pages)
-    assert first.startswith(pages[0] + "\n[... paged result r") and f"{len(TEXT)} characters in 6 pages" in first
+    assert (
+        first.startswith(pages[0] + "\n[... paged result r") and f"{len(TEXT)} characters in 6 pages" in first
+    )
     assert page_body(two) == pages[1] and page_body(three) == pages[2]
     # on the wire: read_result is offered only once a handle exists
     offered = [[t["function"]["name"] for t in r.json.get("tools", [])] for r in model_server.requests]

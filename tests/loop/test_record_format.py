@@ -53,7 +53,9 @@ async def record_run(path: Path, echo_text: str = "hi") -> None:
         [
             text_turn("first answer"),
             tool_turn(
-                ToolCall("c1", "echo", {"text": echo_text}), ToolCall("c2", "add", {"a": 2, "b": 3}), ToolCall("c3", "fail", {})
+                ToolCall("c1", "echo", {"text": echo_text}),
+                ToolCall("c2", "add", {"a": 2, "b": 3}),
+                ToolCall("c3", "fail", {}),
             ),
             text_turn("done: 5"),
         ]
@@ -108,7 +110,11 @@ MALFORMED: dict[str, tuple[Callable[[Lines], Lines | bytes], int | None, str]] =
     "format 0": (edit(lambda lines: lines[0].update(format=0)), 1, "format 0 is not a recording format"),
     "format as text": (edit(lambda lines: lines[0].update(format="1")), 1, "header.format: Input should be"),
     "format true": (edit(lambda lines: lines[0].update(format=True)), 1, "header.format: Input should be"),
-    "tools not a list": (edit(lambda lines: lines[0].update(tools={"a": 1})), 1, "header.tools: Input should be"),
+    "tools not a list": (
+        edit(lambda lines: lines[0].update(tools={"a": 1})),
+        1,
+        "header.tools: Input should be",
+    ),
     "a tool without name": (edit(lambda lines: lines[0]["tools"][0].pop("name")), 1, "header.tools[0].name"),
     "history of numbers": (edit(lambda lines: lines[0].update(history=[5])), 1, "header.history[0]"),
     "a bad history role": (
@@ -167,8 +173,16 @@ MALFORMED: dict[str, tuple[Callable[[Lines], Lines | bytes], int | None, str]] =
         None,
         "tool.after_model: Input should be a valid integer",
     ),
-    "a tool line without result": (edit(lambda lines: first(lines, "tool").pop("result")), None, "tool.result"),
-    "an event without type": (edit(lambda lines: first(lines, "event")["event"].pop("type")), None, "event.event.type"),
+    "a tool line without result": (
+        edit(lambda lines: first(lines, "tool").pop("result")),
+        None,
+        "tool.result",
+    ),
+    "an event without type": (
+        edit(lambda lines: first(lines, "event")["event"].pop("type")),
+        None,
+        "event.event.type",
+    ),
     "an end without reason": (
         edit(lambda lines: first(lines, "end").pop("termination_reason")),
         None,
@@ -179,7 +193,14 @@ MALFORMED: dict[str, tuple[Callable[[Lines], Lines | bytes], int | None, str]] =
     "binary": (lambda lines: b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)) * 4, 1, "not UTF-8 text"),
     "a huge integer": (lambda lines: b'{"kind": "header", "format": ' + b"9" * 5000 + b"}\n", 1, "not JSON"),
     "deep nesting": (
-        lambda lines: (json.dumps(lines[0]) + "\n" + '{"kind": "x", "v": ' + "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5) + "}\n").encode(),
+        lambda lines: (
+            json.dumps(lines[0])
+            + "\n"
+            + '{"kind": "x", "v": '
+            + "[" * (MAX_DEPTH + 5)
+            + "]" * (MAX_DEPTH + 5)
+            + "}\n"
+        ).encode(),
         2,
         f"JSON nested deeper than {MAX_DEPTH} levels",
     ),
@@ -287,14 +308,12 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**70), 2**70)
-    | st.floats(allow_nan=True)
-    | st.text(max_size=8)
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True) | st.text(max_size=8)
 )
 JSON_VALUES = st.recursive(
-    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=8
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
 )
 
 
@@ -314,7 +333,9 @@ def put(value: Any, path: tuple[Any, ...], new: Any) -> Any:
 
 @FUZZ
 @given(st.data())
-def test_a_mutated_recording_replays_or_is_refused_never_crashes(seed: Lines, tmp_path: Path, data: st.DataObject) -> None:
+def test_a_mutated_recording_replays_or_is_refused_never_crashes(
+    seed: Lines, tmp_path: Path, data: st.DataObject
+) -> None:
     """Each mutation replaces a value anywhere (any type), removes a key, or splices bytes into
     the text: replay either reports or raises RecordingError, nothing else."""
     lines: Lines = json.loads(json.dumps(seed))

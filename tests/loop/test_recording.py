@@ -84,8 +84,15 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, P
     with running_model_server() as model:
         two_rounds(model)
         path = config(folder, model)
-        done = cli("query", "say hi and add 2 and 3", "--record", str(folder / "run.jsonl"), "--config", str(path),
-                   env={"TEAM_TOKEN": HEADER_SECRET})
+        done = cli(
+            "query",
+            "say hi and add 2 and 3",
+            "--record",
+            str(folder / "run.jsonl"),
+            "--config",
+            str(path),
+            env={"TEAM_TOKEN": HEADER_SECRET},
+        )
         assert done.returncode == 0, done.stderr
         assert "2 + 3 = 5" in done.stdout
     yield folder / "run.jsonl", path
@@ -105,7 +112,10 @@ def test_the_recording_holds_header_model_and_tool_lines(recorded):
     assert header["config_digest"].startswith("sha256:")
     assert {tool["name"] for tool in header["tools"]} >= {"echo__echo", "echo__add"}
     model = next(line for line in lines(path) if line["kind"] == "model")
-    assert model["request"]["messages"][0] == {**model["request"]["messages"][0], "content": "You are a careful agent."}
+    assert model["request"]["messages"][0] == {
+        **model["request"]["messages"][0],
+        "content": "You are a careful agent.",
+    }
     assert [c["name"] for c in model["turn"]["tool_calls"]] == ["echo__echo", "echo__add"]
     assert model["ms"] >= 0
 
@@ -222,7 +232,10 @@ def test_replay_diverged_exit_1_and_json(recorded, tmp_path):
         ("", "empty: not a recording"),
         ("not json\n", ":1: not JSON"),
         ('{"kind": "model", "request": {}}\n', ":1: the first line is not a recording header"),
-        ('{"kind": "header", "format": 99, "query": "q", "settings": {}, "tools": []}\n', "upgrade mcp_agent"),
+        (
+            '{"kind": "header", "format": 99, "query": "q", "settings": {}, "tools": []}\n',
+            "upgrade mcp_agent",
+        ),
         ("[1, 2]\n", 'a JSON object with a "kind"'),
     ],
 )

@@ -146,7 +146,9 @@ async def test_max_sessions_zero_is_no_cap() -> None:
 
 
 async def test_from_limits() -> None:
-    store = MemorySessionStore.from_limits(StateLimits(session_ttl_seconds=5, max_sessions=7, max_session_bytes=9))
+    store = MemorySessionStore.from_limits(
+        StateLimits(session_ttl_seconds=5, max_sessions=7, max_session_bytes=9)
+    )
     assert (store.ttl_seconds, store.max_sessions, store.max_session_bytes) == (5, 7, 9)
     agent = _agent(ScriptedProvider([]), sessions=SessionsConfig(ttl_seconds=3, max_sessions=4))
     assert (agent.sessions.ttl_seconds, agent.sessions.max_sessions) == (3, 4)  # type: ignore[attr-defined]
@@ -389,7 +391,10 @@ async def test_a_failing_save_does_not_lose_the_answer() -> None:
     agent = Agent(ScriptedProvider([text_turn("the answer")]), echo_tools(), sessions=FailingSessions())
     result = await agent.query("q", session_id="s")
     assert result.ok and result.answer == "the answer"
-    assert result.detail == "the conversation could not be saved: state.url 'sqlite:///x': database or disk is full"
+    assert (
+        result.detail
+        == "the conversation could not be saved: state.url 'sqlite:///x': database or disk is full"
+    )
 
 
 async def test_a_conversation_that_cannot_be_loaded_ends_the_run_before_the_model() -> None:
@@ -427,7 +432,11 @@ async def test_every_run_is_recorded_even_one_the_caller_abandons() -> None:
     [abandoned, finished] = await agent.runs.list()
     assert (finished.id, finished.termination_reason, finished.caller) == (done.run_id, "success", "alice")
     assert (finished.session_id, finished.query, finished.answer) == ("s", "q1", "a1")
-    assert (abandoned.termination_reason, abandoned.detail, abandoned.query) == ("cancelled", "the caller went away", "q2")
+    assert (abandoned.termination_reason, abandoned.detail, abandoned.query) == (
+        "cancelled",
+        "the caller went away",
+        "q2",
+    )
     assert abandoned.ended is not None
 
 
@@ -462,7 +471,6 @@ async def test_max_sessions_between_owners_holding_as_many_drops_the_oldest_of_a
     assert sorted(i.id for i in await store.list()) == ["a2", "b1", "b2", "c1"]
 
 
-
 async def test_what_the_agent_keeps_shows_no_known_secret_and_is_still_a_transcript() -> None:
     """A secret in the query, in a long (paged) tool result, in a gated call's arguments and in
     the answer: the session, the run record, the approval and the pages keep ``***`` instead,
@@ -470,7 +478,11 @@ async def test_what_the_agent_keeps_shows_no_known_secret_and_is_still_a_transcr
     secret = f"tok{secrets.token_hex(8)}"
     remember_secrets([secret])
     tools = echo_tools()
-    tools.add("note", lambda text: f"noted {text}", parameters={"type": "object", "properties": {"text": {"type": "string"}}})
+    tools.add(
+        "note",
+        lambda text: f"noted {text}",
+        parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+    )
     provider = ScriptedProvider(
         [
             tool_turn(call("echo", "c1", text=f"the key is {secret}. " + "filler " * 300)),
@@ -488,7 +500,9 @@ async def test_what_the_agent_keeps_shows_no_known_secret_and_is_still_a_transcr
     session = await agent.sessions.create()
 
     first = await agent.query(f"the key is {secret}", session_id=session.id)
-    assert first.termination_reason is R.SUCCESS and secret in first.answer  # the caller's own answer is whole
+    assert (
+        first.termination_reason is R.SUCCESS and secret in first.answer
+    )  # the caller's own answer is whole
 
     kept = await state.sessions.get(session.id)
     assert kept is not None
@@ -516,9 +530,15 @@ async def test_conversations_of_earlier_versions_are_imported_without_known_secr
     remember_secrets([secret])
     folder = tmp_path / "sessions"
     folder.mkdir()
-    transcript = [{"role": "user", "content": f"the key is {secret}"}, {"role": "assistant", "content": "noted"}]
+    transcript = [
+        {"role": "user", "content": f"the key is {secret}"},
+        {"role": "assistant", "content": "noted"},
+    ]
     (folder / "old-1.json").write_text(json.dumps({"id": "old-1", "runs": 1, "transcript": transcript}))
     store = MemorySessionStore()
     assert await import_session_files(folder, store) == 1
     kept = await store.get("old-1")
-    assert kept is not None and kept.transcript == (Message.user("the key is ***"), Message.assistant("noted"))
+    assert kept is not None and kept.transcript == (
+        Message.user("the key is ***"),
+        Message.assistant("noted"),
+    )

@@ -27,12 +27,18 @@ def test_spans_from_events_with_offsets_durations_tokens_arguments_and_approval(
     sink = TimelineSink(started=100.0)
     ids = {"run_id": "r"}
     sink.emit(ModelCallStarted(**ids, round=1, ts=100.010))
-    sink.emit(ModelCallEnded(**ids, round=1, ts=100.500, ms=490.0, usage={"total_tokens": 7}, tool_calls=["echo"]))
-    sink.emit(ToolCallStarted(**ids, round=1, call_id="c1", name="echo", arguments={"text": "x" * 5000}, ts=100.5))
+    sink.emit(
+        ModelCallEnded(**ids, round=1, ts=100.500, ms=490.0, usage={"total_tokens": 7}, tool_calls=["echo"])
+    )
+    sink.emit(
+        ToolCallStarted(**ids, round=1, call_id="c1", name="echo", arguments={"text": "x" * 5000}, ts=100.5)
+    )
     sink.emit(ApprovalRequested(**ids, approval_id="a", call_id="c1", name="echo", ts=100.5))
     sink.emit(ApprovalResolved(**ids, approval_id="a", call_id="c1", name="echo", approved=True, ts=102.5))
     sink.emit(ToolCallEnded(**ids, round=1, call_id="c1", name="echo", ms=20.0, preview="done", ts=102.52))
-    sink.emit(ToolCallEnded(**ids, round=1, call_id="c2", name="nope", verdict="unknown_tool", ok=False, ts=102.53))
+    sink.emit(
+        ToolCallEnded(**ids, round=1, call_id="c2", name="nope", verdict="unknown_tool", ok=False, ts=102.53)
+    )
     model, tool, refused = sink.spans()
     assert model["kind"] == "model" and model["start_ms"] == 10.0 and model["ms"] == 490.0
     assert model["usage"] == {"total_tokens": 7} and model["tool_calls"] == ["echo"]

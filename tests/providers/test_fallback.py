@@ -82,7 +82,9 @@ def chain(
     for n, server in enumerate(servers):
         endpoint = server if isinstance(server, str) else server.base_url
         llm = LLMConfig(endpoint=endpoint, model=f"m{n}", stream=False)
-        provider = OpenAICompatProvider(llm, client=client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder()))
+        provider = OpenAICompatProvider(
+            llm, client=client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder())
+        )
         candidates.append(Candidate(llm.model, endpoint, provider))
     return FallbackProvider(candidates, clock=clock or Clock())
 
@@ -104,9 +106,16 @@ def test_entries_inherit_from_the_primary_but_never_another_servers_credentials(
                 "vision": True,
                 "fallbacks": [
                     {"model": "gpt-4o-mini"},  # same server: everything inherited
-                    {"endpoint": "https://api.openai.com/v1/", "model": "gpt-4.1"},  # same server, spelled otherwise
+                    {
+                        "endpoint": "https://api.openai.com/v1/",
+                        "model": "gpt-4.1",
+                    },  # same server, spelled otherwise
                     {"endpoint": "https://api.groq.com/openai/v1", "model": "llama-4", "maxRetries": 0},
-                    {"endpoint": "https://api.anthropic.com", "model": "claude-sonnet-4", "apiKey": "sk-ant-x"},
+                    {
+                        "endpoint": "https://api.anthropic.com",
+                        "model": "claude-sonnet-4",
+                        "apiKey": "sk-ant-x",
+                    },
                 ],
             }
         }
@@ -152,7 +161,10 @@ def test_an_entry_cannot_nest_fallbacks() -> None:
         (ProviderHTTPError("no such model", status=404, terminal=True), False),
         (ProviderHTTPError("too big", status=413, terminal=True), False),
         (ContextLengthError("maximum context length is 8192 tokens", status=400), False),
-        (ProviderResponseError("this is not an OpenAI-compatible API (got text/html ...)", terminal=True), False),
+        (
+            ProviderResponseError("this is not an OpenAI-compatible API (got text/html ...)", terminal=True),
+            False,
+        ),
         (ProviderResponseError("larger than 64 bytes (llm.maxResponseBytes)"), False),
         (ProviderResponseError("Gemini blocked the prompt (SAFETY)", terminal=True), False),
     ],
@@ -257,7 +269,9 @@ async def test_a_retry_hint_longer_than_the_rest_is_honoured(
 ) -> None:
     clock = Clock()
     provider = chain(http_client, model_server, second, clock=clock, retries=0)
-    model_server.enqueue(Reply.json(shapes.openai_error("slow down"), status=429, headers={"retry-after": "50"}))
+    model_server.enqueue(
+        Reply.json(shapes.openai_error("slow down"), status=429, headers={"retry-after": "50"})
+    )
     second.enqueue(answer("one"), answer("two"))
     await provider.complete(REQUEST)
     clock.now += 40  # past the 30 s rest, not the server's 50 s
@@ -268,7 +282,9 @@ async def test_a_retry_hint_longer_than_the_rest_is_honoured(
 async def test_no_fallback_once_the_answer_began_to_stream(
     model_server: FakeModelServer, second: FakeModelServer, http_client: httpx.AsyncClient
 ) -> None:
-    model_server.enqueue(Reply.sse(shapes.openai_stream(content="Half an ans")[:3], done=False, abort_after=3))
+    model_server.enqueue(
+        Reply.sse(shapes.openai_stream(content="Half an ans")[:3], done=False, abort_after=3)
+    )
     llm = LLMConfig(endpoint=model_server.base_url, model="m0")
     first = OpenAICompatProvider(llm, client=http_client, retry=RetryPolicy(sleep=SleepRecorder()))
     provider = FallbackProvider([Candidate("m0", "a", first), *chain(http_client, second).candidates])
@@ -328,7 +344,9 @@ async def test_a_run_whose_models_all_fail_names_them(model_server: FakeModelSer
             result = await run("hi", provider=provider, tools=MemoryToolSource(), events=metrics)
     assert result.termination_reason is TerminationReason.LLM_ERROR
     assert "qwen3:8b at http://127.0.0.1:" in result.detail
-    assert f"then hosted-model at {model_server.base_url}: HTTP 500: the hosted one is down too" in result.detail
+    assert (
+        f"then hosted-model at {model_server.base_url}: HTTP 500: the hosted one is down too" in result.detail
+    )
     assert result.model is None and result.to_structured()["model"] is None
     # no model answered
     assert metrics.value("mcp_agent_model_calls_total", model="unknown", outcome="error") == 1

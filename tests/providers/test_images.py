@@ -146,7 +146,10 @@ def test_per_request_count_keeps_the_newest() -> None:
     out = fit_images(messages, enabled=True)
     sent = [m.content for m in out if m.images]
     assert len(sent) == MAX_REQUEST_IMAGES and sent[0] == "shot 2"
-    assert out[2].content == "shot 0\n[image 1 not sent: a request carries at most 8 images, and newer ones came first]"
+    assert (
+        out[2].content
+        == "shot 0\n[image 1 not sent: a request carries at most 8 images, and newer ones came first]"
+    )
 
 
 def test_per_request_bytes_keep_the_newest() -> None:
@@ -154,7 +157,10 @@ def test_per_request_bytes_keep_the_newest() -> None:
     messages: list[Message] = [Message.user("look")]
     for n in range(3):
         call = ToolCall(f"c{n}", "cam__shot", {})
-        messages += [Message.assistant(tool_calls=[call]), Message.tool(call, f"shot {n}", images=[png(size)])]
+        messages += [
+            Message.assistant(tool_calls=[call]),
+            Message.tool(call, f"shot {n}", images=[png(size)]),
+        ]
     out = fit_images(messages, enabled=True)
     assert [bool(m.images) for m in out if m.role == "tool"] == [False, True, True]
     assert "at most 10.0 MB of images" in out[2].content
@@ -163,7 +169,10 @@ def test_per_request_bytes_keep_the_newest() -> None:
 def test_images_round_trip_through_to_dict() -> None:
     message = conversation(png(), Image("image/jpeg", JPEG))[-1]
     data = message.to_dict()
-    assert data["images"] == [{"mime_type": "image/png", "data": png().data}, {"mime_type": "image/jpeg", "data": JPEG}]
+    assert data["images"] == [
+        {"mime_type": "image/png", "data": png().data},
+        {"mime_type": "image/jpeg", "data": JPEG},
+    ]
     assert Message.from_dict(data) == message
     assert "images" not in Message.user("hi").to_dict()
 
@@ -247,13 +256,18 @@ def _openai_replies(server: FakeModelServer) -> None:
     )
 
 
-@pytest.mark.parametrize(("model", "vision", "sent"), [("llava:7b", "auto", True), ("qwen3:8b", "auto", False), ("qwen3:8b", True, True)])
+@pytest.mark.parametrize(
+    ("model", "vision", "sent"),
+    [("llava:7b", "auto", True), ("qwen3:8b", "auto", False), ("qwen3:8b", True, True)],
+)
 async def test_a_tool_image_reaches_an_openai_compatible_model(
     model_server: FakeModelServer, http_client: httpx.AsyncClient, model: str, vision: Any, sent: bool
 ) -> None:
     _openai_replies(model_server)
     llm = LLMConfig(endpoint=model_server.base_url, model=model, stream=False, vision=vision)
-    result = await run("what does the camera see?", provider=create_provider(llm, http_client), tools=_tools())
+    result = await run(
+        "what does the camera see?", provider=create_provider(llm, http_client), tools=_tools()
+    )
     assert result.answer == "a black square"
     second = model_server.requests[1].json["messages"]
     tool = next(m for m in second if m["role"] == "tool")
@@ -289,12 +303,16 @@ async def test_images_survive_a_stored_session(
     ]
 
 
-async def test_a_tool_image_reaches_claude(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_a_tool_image_reaches_claude(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(
         Reply.json(anthropic_shapes.message(calls=[("toolu_1", "cam__shot", {})])),
         Reply.json(anthropic_shapes.message("a black square")),
     )
-    llm = LLMConfig(provider="anthropic", endpoint=model_server.base_url, model="claude-sonnet-4", stream=False)
+    llm = LLMConfig(
+        provider="anthropic", endpoint=model_server.base_url, model="claude-sonnet-4", stream=False
+    )
     provider = AnthropicProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"
@@ -302,12 +320,16 @@ async def test_a_tool_image_reaches_claude(model_server: FakeModelServer, http_c
     assert result_block["content"][1]["source"] == {"type": "base64", "media_type": "image/png", "data": PNG}
 
 
-async def test_a_tool_image_reaches_gemini(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_a_tool_image_reaches_gemini(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(
         Reply.json(gemini_shapes.response(calls=[("cam__shot", {})])),
         Reply.json(gemini_shapes.response("a black square")),
     )
-    llm = LLMConfig(provider="gemini", endpoint=model_server.url + "/v1beta", model="gemini-2.5-flash", stream=False)
+    llm = LLMConfig(
+        provider="gemini", endpoint=model_server.url + "/v1beta", model="gemini-2.5-flash", stream=False
+    )
     provider = GeminiProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"

@@ -49,14 +49,25 @@ def request_of(sample: dict[str, Any]) -> ModelRequest:
             )
             messages.append(Message(role="assistant", content=m.get("content") or "", tool_calls=calls))
         elif m["role"] == "tool":
-            messages.append(Message(role="tool", content=m["content"], tool_call_id=m["tool_call_id"], name=m.get("name")))
+            messages.append(
+                Message(role="tool", content=m["content"], tool_call_id=m["tool_call_id"], name=m.get("name"))
+            )
         else:
             messages.append(Message(role=m["role"], content=m["content"]))
     tools = tuple(
-        ToolSpec(name=t["function"]["name"], description=t["function"].get("description", ""), parameters=t["function"]["parameters"])
+        ToolSpec(
+            name=t["function"]["name"],
+            description=t["function"].get("description", ""),
+            parameters=t["function"]["parameters"],
+        )
         for t in body.get("tools") or []
     )
-    return ModelRequest(messages=messages, tools=tools, max_output_tokens=body.get("max_tokens"), temperature=body.get("temperature"))
+    return ModelRequest(
+        messages=messages,
+        tools=tools,
+        max_output_tokens=body.get("max_tokens"),
+        temperature=body.get("temperature"),
+    )
 
 
 def reply_of(sample: dict[str, Any]) -> Reply:
@@ -64,11 +75,16 @@ def reply_of(sample: dict[str, Any]) -> Reply:
     return Reply(status=response["status"], headers=dict(response["headers"]), body=response["body"].encode())
 
 
-def provider_for(server: FakeModelServer, client: httpx.AsyncClient, sample: dict[str, Any], **llm: Any) -> OpenAICompatProvider:
+def provider_for(
+    server: FakeModelServer, client: httpx.AsyncClient, sample: dict[str, Any], **llm: Any
+) -> OpenAICompatProvider:
     body = sample["request"]["body"]
     config = LLMConfig(endpoint=server.base_url, model=body["model"], stream=bool(body.get("stream")), **llm)
     return OpenAICompatProvider(
-        config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0, sleep=SleepRecorder())
+        config,
+        client=client,
+        endpoint=resolve_endpoint(config),
+        retry=RetryPolicy(max_retries=0, sleep=SleepRecorder()),
     )
 
 
@@ -80,7 +96,9 @@ def wire_calls(sample: dict[str, Any]) -> list[str]:
     """The names in the answer's ``tool_calls`` (a whole answer or a stream's deltas)."""
     text = sample["response"]["body"]
     if "event-stream" not in sample["response"]["headers"].get("content-type", ""):
-        return [c["function"]["name"] for c in json.loads(text)["choices"][0]["message"].get("tool_calls") or []]
+        return [
+            c["function"]["name"] for c in json.loads(text)["choices"][0]["message"].get("tool_calls") or []
+        ]
     names: dict[int, str] = {}
     for line in text.splitlines():
         data = line[5:].strip() if line.startswith("data:") else ""
@@ -97,7 +115,11 @@ def reported(sample: dict[str, Any]) -> dict[str, Any] | None:
     text = sample["response"]["body"]
     payloads: list[Any]
     if "event-stream" in sample["response"]["headers"].get("content-type", ""):
-        payloads = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")]
+        payloads = [
+            json.loads(line[5:])
+            for line in text.splitlines()
+            if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]")
+        ]
     else:
         payloads = [json.loads(text)]
     usage = timings = None
@@ -165,7 +187,9 @@ def test_every_sample_is_checked() -> None:
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=check.marks) for name, check in CHECKS.items()])
-async def test_a_recorded_answer_is_read(model_server: FakeModelServer, http_client: httpx.AsyncClient, name: str) -> None:
+async def test_a_recorded_answer_is_read(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, name: str
+) -> None:
     sample = load(name)
     model_server.enqueue(reply_of(sample))
     turn = await provider_for(model_server, http_client, sample).complete(request_of(sample))

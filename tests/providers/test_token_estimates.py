@@ -35,7 +35,9 @@ pytestmark = pytest.mark.anyio
 
 PYTHON_A = ServerInfo(kind="llama-cpp-python", tools_dropped=False)
 PYTHON_B = ServerInfo(kind="llama-cpp-python", tools_dropped=True)
-TOOL = ToolSpec("ports__check_port", "Check a TCP port.", {"type": "object", "properties": {"port": {"type": "integer"}}})
+TOOL = ToolSpec(
+    "ports__check_port", "Check a TCP port.", {"type": "object", "properties": {"port": {"type": "integer"}}}
+)
 
 
 def test_approx_tokens_follows_bpe_pieces() -> None:
@@ -66,7 +68,9 @@ def test_recorded_runs_are_estimated_within_15_percent(run: object) -> None:
 
 
 def test_chatml_function_calling_leaves_tool_messages_out() -> None:
-    request = ModelRequest((Message.system("s"), Message.user("u"), Message(role="tool", content="x" * 999)), (TOOL,))
+    request = ModelRequest(
+        (Message.system("s"), Message.user("u"), Message(role="tool", content="x" * 999)), (TOOL,)
+    )
     generic = prompt_pieces(request)
     python = prompt_pieces(request, template="chatml-function-calling")
     assert len(generic) == 5 and len(python) == 4  # tools' block, system, user, (tool), reply
@@ -84,16 +88,22 @@ async def test_the_tokenizer_counts_each_distinct_piece_once(
     first = ModelRequest((Message.system("be brief now"), Message.user("is port 22 open")), (TOOL,))
     usage = await estimator.estimate(first, Turn(content="yes it is"), info)
     words = len(prompt_pieces(first, template="chatml-function-calling")[0].text.split())
-    assert usage == Usage(words + 3 + 4 + 2 * MESSAGE_TOKENS + REPLY_TOKENS, 3, usage.total_tokens, estimated=True)
+    assert usage == Usage(
+        words + 3 + 4 + 2 * MESSAGE_TOKENS + REPLY_TOKENS, 3, usage.total_tokens, estimated=True
+    )
     assert estimator.counter.requests == 4  # tools' block, system, user, answer
     later = ModelRequest((*first.messages, Message.assistant("yes it is"), Message.user("and 80")), (TOOL,))
     await estimator.estimate(later, Turn(content="no"), info)
-    assert estimator.counter.requests == 7  # only "message:\nyes it is" (as that template has it), "and 80", "no"
+    assert (
+        estimator.counter.requests == 7
+    )  # only "message:\nyes it is" (as that template has it), "and 80", "no"
     sent = [request.json for request in model_server.probes if request.path == "/extras/tokenize/count"]
     assert {"input": "and 80", "model": "m"} in sent
 
 
-async def test_a_failing_tokenizer_is_asked_once(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_a_failing_tokenizer_is_asked_once(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.routes["/extras/tokenize/count"] = Reply.json({"detail": "boom"}, status=500)
     info = ServerInfo(kind="llama-cpp-python", tokenize_url=f"{model_server.url}/extras/tokenize/count")
     estimator = UsageEstimator(http_client, LLMConfig(model="m"))
@@ -115,7 +125,9 @@ async def test_reported_counts_calibrate_later_estimates(http_client: httpx.Asyn
     usage = await estimator.estimate(later, Turn(content="late"), info)
     assert usage.prompt_tokens == round(approx_prompt_tokens(later) * 2)
     with_tools = ModelRequest(later.messages, (TOOL,))  # another class: not calibrated by it
-    assert (await estimator.estimate(with_tools, Turn(), info)).prompt_tokens == approx_prompt_tokens(with_tools)
+    assert (await estimator.estimate(with_tools, Turn(), info)).prompt_tokens == approx_prompt_tokens(
+        with_tools
+    )
 
 
 async def test_a_server_that_drops_tools_is_seen_and_said(
@@ -146,7 +158,9 @@ async def test_a_stream_without_usage_is_estimated_by_the_servers_tokenizer(
     model_server.routes.update(llama_cpp_python_routes())
     model_server.enqueue(Reply.sse(openai_stream(content="It is noon.")))  # no usage chunk, as recorded
     request = ModelRequest((Message.system("be brief"), Message.user("what time is it")))
-    async with open_provider(LLMConfig(endpoint=model_server.base_url, model="m"), state_dir=tmp_path) as provider:
+    async with open_provider(
+        LLMConfig(endpoint=model_server.base_url, model="m"), state_dir=tmp_path
+    ) as provider:
         turn = await provider.complete(request)
     words = 2 + 4
     assert turn.usage == Usage(words + 2 * MESSAGE_TOKENS + REPLY_TOKENS, 3, 3 + words + 14, estimated=True)
@@ -169,7 +183,9 @@ async def test_a_stream_that_broke_off_still_counts(model_server: FakeModelServe
 async def test_reported_usage_is_left_as_it_is(model_server: FakeModelServer, tmp_path: Path) -> None:
     model_server.routes.update(llama_cpp_python_routes())
     model_server.enqueue(Reply.json(completion(content="ok", usage=(230, 7))))
-    async with open_provider(LLMConfig(endpoint=model_server.base_url, model="m", stream=False), state_dir=tmp_path) as provider:
+    async with open_provider(
+        LLMConfig(endpoint=model_server.base_url, model="m", stream=False), state_dir=tmp_path
+    ) as provider:
         turn = await provider.complete(ModelRequest((Message.user("hi"),)))
     assert turn.usage == Usage(230, 7, 237)
     assert not [p for p in model_server.probes if "tokenize" in p.path]

@@ -52,7 +52,9 @@ def test_tool_choice_is_sent_where_the_server_takes_it(kind: str, choice: str, s
 
 def test_no_tools_no_tool_choice() -> None:
     request = ModelRequest((Message.user("hi"),), (), tool_choice="required")
-    assert "tool_choice" not in build_chat_body(request, model="m", caps=capabilities_for("openai"), stream=False)
+    assert "tool_choice" not in build_chat_body(
+        request, model="m", caps=capabilities_for("openai"), stream=False
+    )
 
 
 def test_the_config_key() -> None:
@@ -65,20 +67,28 @@ def test_the_config_key() -> None:
 @pytest.mark.parametrize(("configured", "later"), [("required", "auto"), ("none", "none"), ("auto", "auto")])
 async def test_required_holds_for_the_first_round_only(configured: str, later: str) -> None:
     provider = ScriptedProvider(
-        [tool_turn(ToolCall("c1", "echo", {"text": "a"})), tool_turn(ToolCall("c2", "echo", {"text": "b"})), text_turn("done")]
+        [
+            tool_turn(ToolCall("c1", "echo", {"text": "a"})),
+            tool_turn(ToolCall("c2", "echo", {"text": "b"})),
+            text_turn("done"),
+        ]
     )
     result = await run("go", provider=provider, tools=echo_tools(), tool_choice=configured)  # type: ignore[arg-type]
     assert result.termination_reason is TerminationReason.SUCCESS
     assert [request.tool_choice for request in provider.requests] == [configured, later, later]
 
 
-async def test_the_first_request_on_the_wire_says_required(model_server: FakeModelServer, tmp_path: Path) -> None:
+async def test_the_first_request_on_the_wire_says_required(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     model_server.routes.update(llamacpp_routes())
     model_server.enqueue(
         Reply.sse(llamacpp_stream(calls=[Call("echo", {"text": "hi"})])),
         Reply.sse(llamacpp_stream(content="said hi")),
     )
-    config = parse_config({"llm": {"endpoint": model_server.base_url, "model": "smollm2", "toolChoice": "required"}})
+    config = parse_config(
+        {"llm": {"endpoint": model_server.base_url, "model": "smollm2", "toolChoice": "required"}}
+    )
     async with open_provider(config.llm, state_dir=tmp_path) as provider:
         result = await Agent(provider, echo_tools(), config).query("say hi")
     assert result.answer == "said hi"
@@ -87,8 +97,12 @@ async def test_the_first_request_on_the_wire_says_required(model_server: FakeMod
 
 @pytest.mark.parametrize(
     ("choice", "thinking", "sent"),
-    [("auto", None, None), ("required", None, {"type": "any"}), ("none", None, {"type": "none"}),
-     ("required", 2048, None)],  # Anthropic refuses forced tool use with extended thinking
+    [
+        ("auto", None, None),
+        ("required", None, {"type": "any"}),
+        ("none", None, {"type": "none"}),
+        ("required", 2048, None),
+    ],  # Anthropic refuses forced tool use with extended thinking
 )
 def test_anthropic_tool_choice(choice: str, thinking: int | None, sent: object) -> None:
     from mcp_agent.providers.anthropic._wire import build_request

@@ -41,7 +41,16 @@ MAX = MAX_TOKENS_PER_CALL
 
 @pytest.mark.parametrize(
     ("value", "count"),
-    [(None, 0), (0, 0), (7, 7), (HUGE, HUGE), (-1, UNTRUSTED), (True, UNTRUSTED), (3.0, UNTRUSTED), ("9", UNTRUSTED)],
+    [
+        (None, 0),
+        (0, 0),
+        (7, 7),
+        (HUGE, HUGE),
+        (-1, UNTRUSTED),
+        (True, UNTRUSTED),
+        (3.0, UNTRUSTED),
+        ("9", UNTRUSTED),
+    ],
 )
 def test_token_count(value: Any, count: int) -> None:
     assert token_count(value) == count
@@ -77,7 +86,9 @@ PARSERS = {
     "openai": lambda prompt: openai_usage({"usage": {"prompt_tokens": prompt, "completion_tokens": 5}}),
     "llama.cpp": lambda prompt: openai_usage({"timings": {"prompt_n": prompt, "predicted_n": 5}}),
     "anthropic": lambda prompt: _anthropic_wire.parse_usage({"input_tokens": prompt, "output_tokens": 5}),
-    "gemini": lambda prompt: _gemini_wire.parse_usage({"promptTokenCount": prompt, "candidatesTokenCount": 5}),
+    "gemini": lambda prompt: _gemini_wire.parse_usage(
+        {"promptTokenCount": prompt, "candidatesTokenCount": 5}
+    ),
 }
 
 
@@ -101,7 +112,12 @@ def test_a_good_count_is_left_alone_for_each_provider() -> None:
 
 def test_usage_clamped_round_trips_and_sums() -> None:
     clamped = Usage(1, 2, 3, clamped=True)
-    assert clamped.to_dict() == {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "clamped": True}
+    assert clamped.to_dict() == {
+        "prompt_tokens": 1,
+        "completion_tokens": 2,
+        "total_tokens": 3,
+        "clamped": True,
+    }
     assert "clamped" not in Usage(1, 2, 3).to_dict()
     assert Usage.from_dict(clamped.to_dict()) == clamped
     assert Usage.from_dict(Usage(1, 2, 3).to_dict()) == Usage(1, 2, 3)
@@ -114,7 +130,9 @@ def test_usage_clamped_round_trips_and_sums() -> None:
 
 def provider(server: FakeModelServer, client: httpx.AsyncClient, **llm: Any) -> OpenAICompatProvider:
     config = LLMConfig(endpoint=server.base_url, model="m", **llm)
-    return OpenAICompatProvider(config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0))
+    return OpenAICompatProvider(
+        config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0)
+    )
 
 
 def _reported(prompt: Any, completion: Any, total: Any) -> dict[str, Any]:
@@ -128,7 +146,9 @@ async def test_openai_compatible_counts_are_clamped(
     usage = _reported(-5000, HUGE, -4000)
     if stream:
         chunks = openai_shapes.openai_stream(content="answered")
-        chunks.append({"id": "chatcmpl-abc123", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+        chunks.append(
+            {"id": "chatcmpl-abc123", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+        )
         model_server.enqueue(Reply.sse(chunks))
     else:
         body = openai_shapes.completion(content="answered")

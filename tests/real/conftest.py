@@ -102,7 +102,9 @@ class _Proxies:
     def __init__(self) -> None:
         self._open: list[Any] = []
 
-    def start(self, server: RealServer, rewrite: Rewrite | None = None, *, anonymous: bool = False) -> RecordingProxy:
+    def start(
+        self, server: RealServer, rewrite: Rewrite | None = None, *, anonymous: bool = False
+    ) -> RecordingProxy:
         context = recording_proxy(server.url, rewrite, anonymous=anonymous)
         proxy = context.__enter__()
         self._open.append(context)
@@ -118,7 +120,12 @@ class _Proxies:
 
 def echo_server(**extra: Any) -> dict[str, Any]:
     """The fixture echo server (tests/servers/echo.py), its ``echo`` tool only."""
-    return {"command": sys.executable, "args": [str(FIXTURE_SERVERS / "echo.py")], "allowTools": ["echo"], **extra}
+    return {
+        "command": sys.executable,
+        "args": [str(FIXTURE_SERVERS / "echo.py")],
+        "allowTools": ["echo"],
+        **extra,
+    }
 
 
 def system_server(**extra: Any) -> dict[str, Any]:
@@ -171,7 +178,9 @@ def samples() -> Callable[[str, Exchange, str], Path]:
     def save(name: str, exchange: Exchange, note: str = "") -> Path:
         SAMPLES.mkdir(parents=True, exist_ok=True)
         path = SAMPLES / f"{name}.json"
-        path.write_text(json.dumps(exchange.to_sample(note), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(exchange.to_sample(note), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         return path
 
     return save

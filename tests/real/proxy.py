@@ -47,7 +47,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "accept-encoding", "te", "upgrade"}
+_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "host",
+    "accept-encoding",
+    "te",
+    "upgrade",
+}
 
 Rewrite = Callable[[int, RecordedRequest, dict[str, Any]], dict[str, Any] | None]
 """``(index of the chat request, the request, its JSON body) -> a new body or None``."""
@@ -127,7 +136,11 @@ class Exchange:
         if usage is None and timings is not None:
             prompt = int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0))
             completion = int(timings.get("predicted_n", 0))
-            usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+            usage = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
         return usage
 
     def timings(self) -> dict[str, Any] | None:
@@ -236,7 +249,9 @@ class RecordingProxy:
         if self.anonymous and not request.path.endswith("/chat/completions"):
             exchange.status, exchange.body = 404, b"not found"
             exchange.t_end = time.perf_counter()
-            await stream.send(b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\nnot found")
+            await stream.send(
+                b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 9\r\n\r\nnot found"
+            )
             return True
         headers = {k: v for k, v in request.headers.items() if k not in _HOP}
         headers["accept-encoding"] = "identity"
@@ -311,14 +326,18 @@ PREFILL = {"role": "assistant", "content": "{"}
 grammar lets the model write text first, and a 135M model may write text until the cap)."""
 
 
-def prefill_when_required(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
+def prefill_when_required(
+    index: int, request: RecordedRequest, body: dict[str, Any]
+) -> dict[str, Any] | None:
     """A ``rewrite`` for llama-server: the prefill ``{`` on requests that say ``tool_choice: "required"``."""
     if body.get("tool_choice") == "required":
         return {**body, "messages": [*body["messages"], PREFILL]}
     return None
 
 
-def name_the_tool_when_plain(index: int, request: RecordedRequest, body: dict[str, Any]) -> dict[str, Any] | None:
+def name_the_tool_when_plain(
+    index: int, request: RecordedRequest, body: dict[str, Any]
+) -> dict[str, Any] | None:
     """A ``rewrite``: a request with tools that is not streamed names the first tool in ``tool_choice``."""
     if body.get("tools") and not body.get("stream") and body.get("tool_choice", "auto") == "auto":
         name = body["tools"][0]["function"]["name"]
@@ -328,11 +347,15 @@ def name_the_tool_when_plain(index: int, request: RecordedRequest, body: dict[st
 
 def empty_stream(exchange: Exchange) -> bool:
     """A streamed request with tools that came back 200 with no data (only ``: ping`` at most)."""
-    return bool(exchange.sent_json.get("stream") and exchange.sent_json.get("tools")) and not exchange.sse_data()
+    return (
+        bool(exchange.sent_json.get("stream") and exchange.sent_json.get("tools")) and not exchange.sse_data()
+    )
 
 
 @contextmanager
-def recording_proxy(upstream: str, rewrite: Rewrite | None = None, *, anonymous: bool = False) -> Iterator[RecordingProxy]:
+def recording_proxy(
+    upstream: str, rewrite: Rewrite | None = None, *, anonymous: bool = False
+) -> Iterator[RecordingProxy]:
     """Run a ``RecordingProxy`` to ``upstream`` in a background thread for the block."""
     proxy = RecordingProxy(upstream, rewrite, anonymous=anonymous)
     with start_blocking_portal() as portal:

@@ -51,7 +51,9 @@ class Build:
 def load_build(real: Path = REAL) -> Build:
     """The build, or an AssertionError that says how to make it."""
     manifest = real / "manifest.json"
-    assert manifest.is_file(), f"{manifest} is missing: run `make test-real` (tests/real/build.py builds the tier)"
+    assert manifest.is_file(), (
+        f"{manifest} is missing: run `make test-real` (tests/real/build.py builds the tier)"
+    )
     data = json.loads(manifest.read_text())
     build = Build(
         python=Path(data["llama_cpp_python"]),
@@ -143,7 +145,9 @@ def _wait_ready(server: RealServer, deadline: float) -> None:
             except httpx.HTTPError as exc:
                 last = repr(exc)
             time.sleep(0.25)
-    raise AssertionError(f"{server.name} did not answer within {STARTUP_SECONDS:g} s ({last}):\n{server.log_tail()}")
+    raise AssertionError(
+        f"{server.name} did not answer within {STARTUP_SECONDS:g} s ({last}):\n{server.log_tail()}"
+    )
 
 
 @contextmanager
@@ -165,7 +169,9 @@ def running_server(
         _stop(process)
 
 
-def llama_cpp_python_argv(build: Build, port: int, *, chat_format: str | None, n_ctx: int = N_CTX) -> list[str]:
+def llama_cpp_python_argv(
+    build: Build, port: int, *, chat_format: str | None, n_ctx: int = N_CTX
+) -> list[str]:
     argv = [
         str(build.python), "-m", "llama_cpp.server", "--model", str(build.model),
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(THREADS),
@@ -202,5 +208,7 @@ def llama_cpp_python(
 @contextmanager
 def llama_server(build: Build, log_dir: Path, *, n_ctx: int = N_CTX) -> Iterator[RealServer]:
     port = free_port()
-    with running_server("llama-server", "llamacpp", llama_server_argv(build, port, n_ctx=n_ctx), port, log_dir) as server:
+    with running_server(
+        "llama-server", "llamacpp", llama_server_argv(build, port, n_ctx=n_ctx), port, log_dir
+    ) as server:
         yield server

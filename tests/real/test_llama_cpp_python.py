@@ -65,14 +65,22 @@ async def test_streamed_tools_come_back_empty_and_the_plain_request_works(
     for outcome in fc_runs.outcomes:  # every round's calls ran: the whole path, four times over
         result = outcome.result
         assert result.termination_reason.value == "max_rounds" and result.rounds == ROUNDS, result.detail
-        assert {c.round for c in outcome.tool_calls if c.verdict == "run" and c.ok} == set(range(1, ROUNDS + 1))
+        assert {c.round for c in outcome.tool_calls if c.verdict == "run" and c.ok} == set(
+            range(1, ROUNDS + 1)
+        )
     samples("lcp-fc-tools-stream-empty", first, "chatml-function-calling, tools + stream: 200, empty body")
-    samples("lcp-fc-named-call-plain", retry, "chatml-function-calling, a named tool_choice: tool_calls + function_call")
+    samples(
+        "lcp-fc-named-call-plain",
+        retry,
+        "chatml-function-calling, a named tool_choice: tool_calls + function_call",
+    )
 
 
 async def test_the_server_sends_function_call_beside_tool_calls(fc_runs: FcRuns) -> None:
     """The wire fact behind item 1 (if a new pin stops doing it, the phantom check means less)."""
-    messages = [e.json()["choices"][0]["message"] for e in fc_runs.chats if e.status == 200 and not e.streamed]
+    messages = [
+        e.json()["choices"][0]["message"] for e in fc_runs.chats if e.status == 200 and not e.streamed
+    ]
     assert any(m.get("tool_calls") and m.get("function_call") for m in messages), messages
 
 
@@ -113,7 +121,9 @@ async def fc_known(fc_server: RealServer, tmp_path_factory: pytest.TempPathFacto
 async def test_an_identified_server_is_never_sent_a_tool_stream(fc_known: FcRuns) -> None:
     """llama-cpp-python is known from what it answers: requests with tools go plain from the first,
     with ``tool_choice`` (it needs it to call tools), and the tools are called."""
-    assert fc_known.chats and all(e.sent_json.get("stream") is not True for e in fc_known.chats if offered(e.sent_json))
+    assert fc_known.chats and all(
+        e.sent_json.get("stream") is not True for e in fc_known.chats if offered(e.sent_json)
+    )
     assert not [e for e in fc_known.chats if empty_stream(e)]
     [outcome] = fc_known.outcomes
     assert outcome.result.termination_reason.value == "max_rounds", outcome.result.detail
@@ -124,15 +134,21 @@ async def test_an_identified_server_is_never_sent_a_tool_stream(fc_known: FcRuns
 
 
 @pytest.fixture(scope="module")
-async def fc_plain_stream(fc_server: RealServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FcRuns]:
+async def fc_plain_stream(
+    fc_server: RealServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[FcRuns]:
     """A streamed run without tools (it streams): the server sends no usage."""
     with recording_proxy(fc_server.url) as proxy:
-        config = agent_config(tmp_path_factory.mktemp("fc-plain"), proxy.base_url, fc_server.model_id, mcpServers={})
+        config = agent_config(
+            tmp_path_factory.mktemp("fc-plain"), proxy.base_url, fc_server.model_id, mcpServers={}
+        )
         outcomes = await run_agent(config, "Say hello in five words.")
         yield FcRuns(outcomes, proxy.chats)
 
 
-async def test_a_streamed_answer_carries_no_usage(fc_plain_stream: FcRuns, samples: Callable[[str, Exchange, str], Path]) -> None:
+async def test_a_streamed_answer_carries_no_usage(
+    fc_plain_stream: FcRuns, samples: Callable[[str, Exchange, str], Path]
+) -> None:
     [chat] = fc_plain_stream.chats
     assert chat.streamed and chat.sse_data() and chat.reported_usage() is None
     assert fc_plain_stream.outcomes[0].result.usage.estimated
@@ -170,7 +186,9 @@ def test_doctor_passes(fc_server: RealServer, tmp_path: Path) -> None:
     assert "model server reachable" in done.stdout and "is available" in done.stdout
 
 
-def test_doctor_knows_llama_cpp_python_and_that_it_cannot_stream_tools(fc_server: RealServer, tmp_path: Path) -> None:
+def test_doctor_knows_llama_cpp_python_and_that_it_cannot_stream_tools(
+    fc_server: RealServer, tmp_path: Path
+) -> None:
     config = agent_config(tmp_path, fc_server.base_url, fc_server.model_id)
     done = cli("doctor", config=config)
     text = done.stdout.lower()
@@ -221,7 +239,10 @@ def _long_history(turns: int) -> list[Message]:
     words = " ".join(f"fact{i}" for i in range(40))
     history = [Message(role="system", content="You are helpful.")]
     for i in range(turns):
-        history += [Message(role="user", content=f"Remember {words} ({i})."), Message(role="assistant", content="Noted.")]
+        history += [
+            Message(role="user", content=f"Remember {words} ({i})."),
+            Message(role="assistant", content="Noted."),
+        ]
     return history
 
 
@@ -243,7 +264,9 @@ async def test_a_prompt_over_the_context_is_trimmed_and_asked_again(
 ) -> None:  # fmt: skip
     """400 ``context_length_exceeded``: history trimmed hard, asked once more, not retried as is."""
     proxy = proxy_to(small_server)
-    config = agent_config(tmp_path, proxy.base_url, small_server.model_id, mcpServers={}, llm={"stream": False})
+    config = agent_config(
+        tmp_path, proxy.base_url, small_server.model_id, mcpServers={}, llm={"stream": False}
+    )
     run = await _run_with_history(config, _long_history(12), "What is fact3?")
     first, *rest = proxy.chats
     assert first.status == 400 and "context" in first.body.decode().lower()

@@ -42,7 +42,11 @@ async def test_call_tool_result_answer(
 ) -> None:
     proxy = proxy_to(jinja_server, prefill_when_required)
     config = agent_config(
-        tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"stream": stream, "toolChoice": "required"}
+        tmp_path,
+        proxy.base_url,
+        jinja_server.model_id,
+        servers=_both_servers(),
+        llm={"stream": stream, "toolChoice": "required"},
     )
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
@@ -69,10 +73,17 @@ async def test_call_tool_result_answer(
 
     # the ending is one the loop may reach with a model that answers or keeps calling
     result = run.result
-    assert result.termination_reason.value in ENDINGS_OF_A_WORKING_LOOP, (result.termination_reason, result.detail)
+    assert result.termination_reason.value in ENDINGS_OF_A_WORKING_LOOP, (
+        result.termination_reason,
+        result.detail,
+    )
     assert result.rounds == len(chats) == len(run.model_calls)
     kind = "stream" if stream else "plain"
-    samples(f"llama-server-required-call-{kind}", first, "llama-server --jinja, tool_choice required: a grammar-made call")
+    samples(
+        f"llama-server-required-call-{kind}",
+        first,
+        "llama-server --jinja, tool_choice required: a grammar-made call",
+    )
     samples(f"llama-server-after-tool-{kind}", second, "llama-server --jinja: the round after a tool result")
 
 
@@ -83,7 +94,9 @@ async def test_usage_and_timings_are_the_servers(
     """llama-server reports usage (when asked, streamed) and its own timings: the run's usage is
     the sum of what it reported, not an estimate; the run's times cover the server's."""
     proxy = proxy_to(jinja_server, prefill_when_required)
-    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"stream": stream, "toolChoice": "required"})
+    config = agent_config(
+        tmp_path, proxy.base_url, jinja_server.model_id, llm={"stream": stream, "toolChoice": "required"}
+    )
     [run] = await run_agent(config, QUESTION)
     chats = proxy.chats
     reported = [e.reported_usage() for e in chats]
@@ -100,7 +113,9 @@ async def test_usage_and_timings_are_the_servers(
     assert result.elapsed_ms >= sum(e.server_ms for e in chats)
 
 
-async def test_tool_choice_setting(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
+async def test_tool_choice_setting(
+    jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path
+) -> None:
     """``llm.toolChoice: "required"`` applies to the first round; later rounds may answer."""
     proxy = proxy_to(jinja_server, prefill_when_required)
     config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, llm={"toolChoice": "required"})
@@ -135,7 +150,10 @@ def test_doctor_passes(jinja_server: RealServer, tmp_path: Path) -> None:
     config = agent_config(tmp_path, jinja_server.base_url, jinja_server.model_id, servers=_both_servers())
     done = cli("doctor", config=config)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "model server reachable" in done.stdout and f"model {jinja_server.model_id!r} is available" in done.stdout
+    assert (
+        "model server reachable" in done.stdout
+        and f"model {jinja_server.model_id!r} is available" in done.stdout
+    )
     assert "server echo (stdio): up" in done.stdout and "server system (stdio): up" in done.stdout
 
 
@@ -148,10 +166,18 @@ def test_doctor_knows_the_server_and_its_context_window(jinja_server: RealServer
     assert any(form in done.stdout for form in (str(N_CTX), f"{N_CTX:,}")), done.stdout
 
 
-def test_query_json_from_the_command_line(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
+def test_query_json_from_the_command_line(
+    jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path
+) -> None:
     """``mcp-agent query --json`` as a user runs it: the structured result, and its exit code."""
     proxy = proxy_to(jinja_server, prefill_when_required)
-    config = agent_config(tmp_path, proxy.base_url, jinja_server.model_id, servers=_both_servers(), llm={"toolChoice": "required"})
+    config = agent_config(
+        tmp_path,
+        proxy.base_url,
+        jinja_server.model_id,
+        servers=_both_servers(),
+        llm={"toolChoice": "required"},
+    )
     code, data, stderr = query_json(QUESTION, config)
     assert data["termination_reason"] in ENDINGS_OF_A_WORKING_LOOP, (data, stderr)
     assert code == (0 if data["termination_reason"] == "success" or data["early_stopped"] else 1)
@@ -187,16 +213,25 @@ def kill_when_busy(server: RealServer, timeout: float = 60) -> None:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "plain"])
-async def test_a_server_killed_mid_run_ends_llm_error(own_server: RealServer, tmp_path: Path, stream: bool) -> None:
+async def test_a_server_killed_mid_run_ends_llm_error(
+    own_server: RealServer, tmp_path: Path, stream: bool
+) -> None:
     config = agent_config(
-        tmp_path, own_server.base_url, own_server.model_id, llm={"stream": stream, "maxOutputTokens": 3000}, mcpServers={}
+        tmp_path,
+        own_server.base_url,
+        own_server.model_id,
+        llm={"stream": stream, "maxOutputTokens": 3000},
+        mcpServers={},
     )
     killer = threading.Thread(target=kill_when_busy, args=(own_server,), daemon=True)
     killer.start()
     [run] = await run_agent(config, "Write a very long story about a lighthouse keeper and the sea.")
     killer.join(10)
     assert not own_server.alive(), "the server was not killed while it worked"
-    assert run.result.termination_reason.value == "llm_error", (run.result.termination_reason, run.result.detail)
+    assert run.result.termination_reason.value == "llm_error", (
+        run.result.termination_reason,
+        run.result.detail,
+    )
 
 
 def test_health_stops_saying_reachable_after_the_server_died(own_server: RealServer, tmp_path: Path) -> None:
@@ -212,7 +247,9 @@ def test_health_stops_saying_reachable_after_the_server_died(own_server: RealSer
                 body = http.get("/api/v1/health").json()
             return body
 
-        body = health_until(lambda b: b.get("model_server", {}).get("reachable") is True, 30)  # the start-up probe
+        body = health_until(
+            lambda b: b.get("model_server", {}).get("reachable") is True, 30
+        )  # the start-up probe
         assert body["model_server"]["reachable"] is True, body
         own_server.kill()
         http.post("/api/v1/query", json={"query": "hello"})
@@ -269,12 +306,18 @@ async def test_a_cut_off_answer_is_flagged(cut_off) -> None:  # type: ignore[no-
 # ------------------------------------------------------------------------------ early stops (item 8)
 
 
-async def test_an_early_stop_says_so(jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path) -> None:
+async def test_an_early_stop_says_so(
+    jinja_server: RealServer, proxy_to: Callable[..., RecordingProxy], tmp_path: Path
+) -> None:
     """``maxRounds: 1`` with a call in round 1: the run ends ``max_rounds``; with ``earlyStop`` one
     more call without tools writes the answer, and the loop's own instruction is not that answer."""
     proxy = proxy_to(jinja_server, prefill_when_required)
     config = agent_config(
-        tmp_path, proxy.base_url, jinja_server.model_id, llm={"toolChoice": "required"}, limits={"maxRounds": 1, "earlyStop": True}
+        tmp_path,
+        proxy.base_url,
+        jinja_server.model_id,
+        llm={"toolChoice": "required"},
+        limits={"maxRounds": 1, "earlyStop": True},
     )
     [run] = await run_agent(config, QUESTION)
     result = run.result

@@ -44,12 +44,26 @@ def _answer(proc: subprocess.Popen[str], request_id: int) -> dict[str, Any]:
 
 def tool_list(command: str) -> dict[str, Any]:
     proc = subprocess.Popen(
-        shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        shlex.split(command),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
-        _send(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "record_tool_lists", "version": "1"}}})
+        _send(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "record_tool_lists", "version": "1"},
+                },
+            },
+        )
         info = _answer(proc, 1)["result"].get("serverInfo", {})
         _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         tools: list[Any] = []
@@ -75,8 +89,12 @@ def main(argv: list[str]) -> None:
     for arg in argv:
         name, _, command = arg.partition("=")
         data = tool_list(command)
-        (HERE / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"{name}: {len(data['tools'])} tools ({data['server'].get('name')} {data['server'].get('version')})")
+        (HERE / f"{name}.json").write_text(
+            json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        print(
+            f"{name}: {len(data['tools'])} tools ({data['server'].get('name')} {data['server'].get('version')})"
+        )
 
 
 if __name__ == "__main__":

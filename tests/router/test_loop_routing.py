@@ -47,7 +47,9 @@ def offered(request: Any) -> list[str]:
     return [tool["function"]["name"] for tool in request.json.get("tools", [])]
 
 
-async def ask(server: FakeModelServer, tmp_path: Path, question: str, **llm: Any) -> tuple[Any, MemoryToolSource]:
+async def ask(
+    server: FakeModelServer, tmp_path: Path, question: str, **llm: Any
+) -> tuple[Any, MemoryToolSource]:
     config = AgentConfig(llm=LLMConfig(endpoint=server.base_url, model="smollm2", stream=False, **llm))
     source = tools()
     async with open_provider(config.llm, state_dir=tmp_path) as provider:
@@ -62,7 +64,9 @@ async def test_a_small_local_model_is_offered_k_tools_and_find_tools_pulls_one_i
     model_server: FakeModelServer, tmp_path: Path
 ) -> None:
     model_server.enqueue(
-        Reply.json(completion(calls=[Call(FIND_TOOLS, {"query": "knowledge graph relations"})], model="smollm2")),
+        Reply.json(
+            completion(calls=[Call(FIND_TOOLS, {"query": "knowledge graph relations"})], model="smollm2")
+        ),
         Reply.json(completion(calls=[Call("memory__create_relations", {"relations": []})], model="smollm2")),
         Reply.json(completion(content="Done.", model="smollm2")),
     )
@@ -78,7 +82,9 @@ async def test_a_small_local_model_is_offered_k_tools_and_find_tools_pulls_one_i
     assert [(e.name, e.ok) for e in ends] == [(FIND_TOOLS, True), ("memory__create_relations", True)]
 
 
-async def test_a_real_tool_not_offered_this_round_still_runs(model_server: FakeModelServer, tmp_path: Path) -> None:
+async def test_a_real_tool_not_offered_this_round_still_runs(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     model_server.enqueue(
         Reply.json(completion(calls=[Call("git__git_log", {"repo_path": "."})], model="smollm2")),
         Reply.json(completion(calls=[Call("no_such_tool", {})], model="smollm2")),
@@ -97,10 +103,14 @@ async def test_a_real_tool_not_offered_this_round_still_runs(model_server: FakeM
 
 async def test_pinned_tools_are_offered_every_round(model_server: FakeModelServer, tmp_path: Path) -> None:
     model_server.enqueue(
-        Reply.json(completion(calls=[Call("time__get_current_time", {"timezone": "Asia/Tokyo"})], model="smollm2")),
+        Reply.json(
+            completion(calls=[Call("time__get_current_time", {"timezone": "Asia/Tokyo"})], model="smollm2")
+        ),
         Reply.json(completion(content="Noon.", model="smollm2")),
     )
-    (result, _), _ = await ask(model_server, tmp_path, "What time is it in Tokyo?", pinned_tools=["system__*"])
+    (result, _), _ = await ask(
+        model_server, tmp_path, "What time is it in Tokyo?", pinned_tools=["system__*"]
+    )
     assert result.answer == "Noon."
     for request in model_server.requests:
         names = offered(request)
@@ -108,7 +118,9 @@ async def test_pinned_tools_are_offered_every_round(model_server: FakeModelServe
         assert "time__get_current_time" in names
 
 
-async def test_a_hosted_sized_budget_of_zero_offers_everything(model_server: FakeModelServer, tmp_path: Path) -> None:
+async def test_a_hosted_sized_budget_of_zero_offers_everything(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     model_server.enqueue(Reply.json(completion(content="Hi.", model="smollm2")))
     await ask(model_server, tmp_path, "hello", tool_budget=0)
     names = offered(model_server.requests[0])

@@ -10,7 +10,12 @@ from mcp_agent.tools.router import QUOTED, RELATED, ToolIndex, query_terms, term
 
 def spec(name: str, description: str = "", title: str | None = None, **params: str) -> ToolSpec:
     properties = {key: {"type": "string", "description": doc} for key, doc in params.items()}
-    return ToolSpec(name=name, description=description, title=title, parameters={"type": "object", "properties": properties})
+    return ToolSpec(
+        name=name,
+        description=description,
+        title=title,
+        parameters={"type": "object", "properties": properties},
+    )
 
 
 def stem(word: str) -> str:
@@ -27,7 +32,12 @@ def test_queries_add_related_words_at_a_share_of_their_weight() -> None:
 TOOLS = [
     spec("time__get_current_time", "Get current time in a specific timezone", timezone="IANA timezone name"),
     spec("time__convert_time", "Convert time between timezones", source_timezone="", target_timezone=""),
-    spec("fs__read_text_file", "Read the complete contents of a file as text.", "Read Text File", path="file path"),
+    spec(
+        "fs__read_text_file",
+        "Read the complete contents of a file as text.",
+        "Read Text File",
+        path="file path",
+    ),
     spec("fs__list_directory", "Get a detailed listing of all files and directories in a path.", path=""),
     spec("git__git_log", "Shows the commit logs", repo_path="", max_count=""),
     spec("ports__check_port", "Check whether a TCP port on this machine is in use.", port="TCP port number"),
@@ -72,7 +82,9 @@ def test_the_latest_user_message_weighs_most() -> None:
     index = ToolIndex.build(TOOLS)
     ranked = index.rank(query)
     assert ranked[0] == "time__get_current_time"
-    assert ranked.index("ports__check_port") < ranked.index("git__git_log")  # the earlier question still counts
+    assert ranked.index("ports__check_port") < ranked.index(
+        "git__git_log"
+    )  # the earlier question still counts
 
 
 def test_tool_results_count_only_when_weighted() -> None:
@@ -105,7 +117,10 @@ def test_a_tool_that_says_the_word_beats_one_that_says_a_related_word() -> None:
 
 
 def test_related_words_find_a_tool_that_shares_no_word_with_the_question() -> None:
-    tools = [spec("notes__echo", "Say it back."), spec("kg__add_observation", "Add to the knowledge graph memory.")]
+    tools = [
+        spec("notes__echo", "Say it back."),
+        spec("kg__add_observation", "Add to the knowledge graph memory."),
+    ]
     assert ranked(tools, "Did you remember my birthday?")[0] == "kg__add_observation"
 
 
@@ -151,7 +166,10 @@ def test_enum_values_and_nested_parameters_are_indexed() -> None:
     top = ToolSpec(
         name="sys__top",
         description="The heaviest processes.",
-        parameters={"type": "object", "properties": {"sort_by": {"type": "string", "enum": ["cpu", "memory"]}}},
+        parameters={
+            "type": "object",
+            "properties": {"sort_by": {"type": "string", "enum": ["cpu", "memory"]}},
+        },
     )
     nested = ToolSpec(
         name="kg__add",

@@ -35,17 +35,37 @@ from tests.router._fixtures import reference_tools
         (0.25, "openai", None, Budget(count=AUTO_BUDGET)),  # a share of an unknown window
     ],
 )
-def test_the_budget_rule(setting: int | float | str, kind: str, window: int | None, expected: Budget | None) -> None:
+def test_the_budget_rule(
+    setting: int | float | str, kind: str, window: int | None, expected: Budget | None
+) -> None:
     router = ToolRouter(setting)  # type: ignore[arg-type]
     assert router.budget_for(kind=kind, context_window=window) == expected
 
 
 def many_tools(n: int = 20) -> MemoryToolSource:
     source = MemoryToolSource()
-    topics = ["weather forecast", "stock price", "translate text", "send email", "calendar event",
-              "convert currency", "timezone clock", "git commit", "disk space", "web page fetch",
-              "read file", "write file", "list directory", "search notes", "play music",
-              "order pizza", "book flight", "check port", "compress archive", "resize image"]
+    topics = [
+        "weather forecast",
+        "stock price",
+        "translate text",
+        "send email",
+        "calendar event",
+        "convert currency",
+        "timezone clock",
+        "git commit",
+        "disk space",
+        "web page fetch",
+        "read file",
+        "write file",
+        "list directory",
+        "search notes",
+        "play music",
+        "order pizza",
+        "book flight",
+        "check port",
+        "compress archive",
+        "resize image",
+    ]
     for i in range(n):
         topic = topics[i % len(topics)]
         name = f"s{i // 10}__{topic.replace(' ', '_')}"
@@ -82,7 +102,9 @@ def test_pinned_used_and_found_tools_are_always_offered() -> None:
     offered = list(routed.list_tools())
     routed.found.add("s1__resize_image")
     chosen = names(routed.select(offered, [Message.user("weather please")], used={"s0__git_commit"}))
-    assert {"s1__play_music", "s1__order_pizza", "s1__resize_image", "s0__git_commit", FIND_TOOLS} <= set(chosen)
+    assert {"s1__play_music", "s1__order_pizza", "s1__resize_image", "s0__git_commit", FIND_TOOLS} <= set(
+        chosen
+    )
     assert "s0__weather_forecast" in chosen  # at least MIN_RANKED ranked ones stay
     assert chosen == [n for n in names(offered) if n in chosen]  # in the list's order
 
@@ -101,7 +123,9 @@ def test_a_withdrawn_tool_is_not_offered_even_when_used() -> None:
     source = many_tools(20)
     routed = ToolRouter(5).for_run(source, Budget(count=5))
     offered = [t for t in routed.list_tools() if t.name != "s0__git_commit"]
-    assert "s0__git_commit" not in names(routed.select(offered, [Message.user("git commit")], used={"s0__git_commit"}))
+    assert "s0__git_commit" not in names(
+        routed.select(offered, [Message.user("git commit")], used={"s0__git_commit"})
+    )
 
 
 def test_routing_holds_when_find_tools_was_withdrawn() -> None:
@@ -181,7 +205,13 @@ def test_routed_tools_is_a_tool_source() -> None:
 
 @pytest.mark.parametrize(
     ("value", "error"),
-    [(-1, "toolBudget"), (1.5, "toolBudget"), (True, "toolBudget"), ("all", "toolBudget"), (24.0, "toolBudget")],
+    [
+        (-1, "toolBudget"),
+        (1.5, "toolBudget"),
+        (True, "toolBudget"),
+        ("all", "toolBudget"),
+        (24.0, "toolBudget"),
+    ],
 )
 def test_bad_tool_budgets_are_config_errors(value: object, error: str) -> None:
     from mcp_agent.config import parse_config

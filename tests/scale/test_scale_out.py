@@ -63,7 +63,9 @@ async def in_flight(replica: Replica) -> int:
     """``mcp_agent_queries_in_flight`` of one replica (read from it directly: an observation)."""
     async with httpx.AsyncClient(timeout=10) as http:
         text = (await http.get(f"{replica.url}/metrics")).text
-    match = re.search(r"^mcp_agent_queries_in_flight ([0-9.e+]+)$", text, re.MULTILINE)  # prometheus_client: "1.0"
+    match = re.search(
+        r"^mcp_agent_queries_in_flight ([0-9.e+]+)$", text, re.MULTILINE
+    )  # prometheus_client: "1.0"
     assert match is not None, text[:500]
     return int(float(match.group(1)))
 

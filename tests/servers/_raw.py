@@ -67,7 +67,12 @@ class RawServer:
     """A minimal MCP server over stdio: initialize, ping, tools/list, tools/call."""
 
     def __init__(
-        self, name: str, tools: list[Any], *, list_changed: bool = False, capabilities: dict[str, Any] | None = None
+        self,
+        name: str,
+        tools: list[Any],
+        *,
+        list_changed: bool = False,
+        capabilities: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.capabilities = capabilities or {}

@@ -16,7 +16,14 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-_TRANSPORT_HEADERS = {"accept", "content-length", "content-type", "host", "mcp-protocol-version", "mcp-session-id"}
+_TRANSPORT_HEADERS = {
+    "accept",
+    "content-length",
+    "content-type",
+    "host",
+    "mcp-protocol-version",
+    "mcp-session-id",
+}
 
 
 def _credentials(ctx: Context[Any, Any]) -> str:

@@ -24,7 +24,9 @@ async def main() -> None:
     servers = {name: StdioServerConfig.model_validate(raw) for name, raw in json.loads(sys.argv[1]).items()}
     state_dir = sys.argv[2] if len(sys.argv) > 2 else None
     if state_dir is not None:
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+        )
     async with anyio.create_task_group() as tg:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
 

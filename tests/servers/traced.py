@@ -24,7 +24,10 @@ def build() -> MCPServer:
         headers = getattr(request.request, "headers", None)
         meta = request.meta or {}
         return json.dumps(
-            {"header": headers.get("traceparent") if headers is not None else None, "meta": meta.get("traceparent")}
+            {
+                "header": headers.get("traceparent") if headers is not None else None,
+                "meta": meta.get("traceparent"),
+            }
         )
 
     return mcp

@@ -43,7 +43,11 @@ async def submit_at_once(queue: ApprovalQueue, count: int) -> dict[str, int]:
 async def main(url: str, max_pending: str, max_per_caller: str, count: str) -> None:
     state = await open_state(url, limits=StateLimits(lease_seconds=600))
     queue = ApprovalQueue(
-        0, max_pending=int(max_pending), max_per_caller=int(max_per_caller), store=state.approvals, replica=state.replica
+        0,
+        max_pending=int(max_pending),
+        max_per_caller=int(max_per_caller),
+        store=state.approvals,
+        replica=state.replica,
     )
     say("ready")
     while True:

@@ -38,14 +38,26 @@ async def main(url: str, mode: str, *args: str) -> None:
         while True:
             count += 1
             async with state.sessions.hold(args[0]) as session:
-                await state.sessions.save(session, [Message.user(f"{count} " * 50) for _ in range(count % 200 + 1)])
+                await state.sessions.save(
+                    session, [Message.user(f"{count} " * 50) for _ in range(count % 200 + 1)]
+                )
             say(f"saved {count}")
     elif mode == "inflight":
         await state.runs.begin(
             RunRecord("child-run", session_id="s1", caller="alice", query="long one", replica=state.replica)
         )
         await state.approvals.add(
-            Approval("child-approval", "child-run", "s1", "c1", "fs__write", {"path": "x"}, time.time(), "alice", state.replica)
+            Approval(
+                "child-approval",
+                "child-run",
+                "s1",
+                "c1",
+                "fs__write",
+                {"path": "x"},
+                time.time(),
+                "alice",
+                state.replica,
+            )
         )
         say("ready")
         await anyio.sleep_forever()

@@ -80,7 +80,9 @@ def submitters(url: str, max_pending: int, max_per_caller: int) -> Iterator[list
         yield made
 
 
-@pytest.mark.parametrize(("max_pending", "max_per_caller"), [(5, 0), (0, 3)], ids=["maxPending", "callerShare"])
+@pytest.mark.parametrize(
+    ("max_pending", "max_per_caller"), [(5, 0), (0, 3)], ids=["maxPending", "callerShare"]
+)
 async def test_processes_submitting_at_once_never_overshoot_a_cap(
     backend: Backend, max_pending: int, max_per_caller: int
 ) -> None:

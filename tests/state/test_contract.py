@@ -35,7 +35,9 @@ TRANSCRIPT = (
 )
 
 
-def approval(id_: str, *, replica: str = "", caller: str | None = "alice", created: float | None = None) -> Approval:
+def approval(
+    id_: str, *, replica: str = "", caller: str | None = "alice", created: float | None = None
+) -> Approval:
     return Approval(
         id=id_,
         run_id="r1",
@@ -53,7 +55,9 @@ def approval(id_: str, *, replica: str = "", caller: str | None = "alice", creat
 # sessions
 
 
-async def test_hold_of_an_unknown_id_stores_a_new_empty_session_held_until_the_block_ends(state: State) -> None:
+async def test_hold_of_an_unknown_id_stores_a_new_empty_session_held_until_the_block_ends(
+    state: State,
+) -> None:
     async with state.sessions.hold("conv-1", owner="alice") as session:
         assert isinstance(session, Session)
         assert (session.id, session.transcript, session.runs, session.owner) == ("conv-1", (), 0, "alice")
@@ -253,7 +257,9 @@ async def test_an_idle_session_expires_after_its_ttl_but_a_held_one_does_not(bac
     assert stored is not None and stored.transcript == TRANSCRIPT
 
 
-async def test_the_count_cap_evicts_the_oldest_idle_session_of_the_owner_holding_most(backend: Backend) -> None:
+async def test_the_count_cap_evicts_the_oldest_idle_session_of_the_owner_holding_most(
+    backend: Backend,
+) -> None:
     state = await backend.open(max_sessions=3)
     a1 = await state.sessions.create(owner="a")
     await anyio.sleep(0.01)
@@ -357,7 +363,9 @@ async def test_pending_lists_oldest_first(state: State) -> None:
 async def test_add_beyond_the_cap_raises_and_stores_nothing(state: State) -> None:
     for id_ in ("a1", "a2", "a3"):
         await state.approvals.add(approval(id_, caller=id_), max_pending=3)
-    with pytest.raises(ApprovalsFull, match=r"^too many approvals are waiting \(3, approvals\.maxPending\); try ag"):
+    with pytest.raises(
+        ApprovalsFull, match=r"^too many approvals are waiting \(3, approvals\.maxPending\); try ag"
+    ):
         await state.approvals.add(approval("a4", caller="someone new"), max_pending=3)
     assert await state.approvals.get("a4") is None
     assert [a.id for a in await state.approvals.pending()] == ["a1", "a2", "a3"]
@@ -371,7 +379,9 @@ async def test_add_beyond_the_cap_raises_and_stores_nothing(state: State) -> Non
 async def test_add_beyond_a_callers_share_raises_naming_the_caller_and_others_still_fit(state: State) -> None:
     for index in range(2):
         await state.approvals.add(approval(f"alice-{index}", caller="alice"), max_pending=5, max_per_caller=2)
-    with pytest.raises(ApprovalsFull, match=r"^too many approvals of caller 'alice' are waiting \(2, its share") as refused:
+    with pytest.raises(
+        ApprovalsFull, match=r"^too many approvals of caller 'alice' are waiting \(2, its share"
+    ) as refused:
         await state.approvals.add(approval("alice-2", caller="alice"), max_pending=5, max_per_caller=2)
     assert (refused.value.waiting, refused.value.limit, refused.value.caller) == (2, 2, "alice")
     assert await state.approvals.get("alice-2") is None
@@ -380,7 +390,13 @@ async def test_add_beyond_a_callers_share_raises_naming_the_caller_and_others_st
         await state.approvals.add(approval(f"anon-{index}", caller=None), max_pending=5, max_per_caller=1)
     with pytest.raises(ApprovalsFull, match=r"waiting \(5, approvals\.maxPending"):
         await state.approvals.add(approval("bob-1", caller="bob"), max_pending=5, max_per_caller=2)
-    assert sorted(a.id for a in await state.approvals.pending()) == ["alice-0", "alice-1", "anon-0", "anon-1", "bob-0"]
+    assert sorted(a.id for a in await state.approvals.pending()) == [
+        "alice-0",
+        "alice-1",
+        "anon-0",
+        "anon-1",
+        "bob-0",
+    ]
 
 
 async def test_every_way_out_of_pending_frees_room(state: State) -> None:
@@ -474,7 +490,9 @@ async def test_retention_keeps_the_newest_finished_runs_and_every_run_in_flight(
     assert [r.id for r in await state.runs.list()] == ["r5", "r4", "r3", "live"]
 
 
-async def test_retention_drops_finished_runs_and_decided_approvals_older_than_the_age(backend: Backend) -> None:
+async def test_retention_drops_finished_runs_and_decided_approvals_older_than_the_age(
+    backend: Backend,
+) -> None:
     state = await backend.open(max_run_age_days=1)
     now = time.time()
     await state.runs.end(record("ancient", started=now - 3 * 86400))
@@ -511,7 +529,9 @@ async def test_recover_leaves_this_replicas_own_runs_and_approvals_alone(state: 
     assert [a.id for a in await state.approvals.pending()] == ["ap-mine"]
 
 
-async def test_a_replica_that_is_gone_has_its_runs_interrupted_and_its_approvals_expired(backend: Backend) -> None:
+async def test_a_replica_that_is_gone_has_its_runs_interrupted_and_its_approvals_expired(
+    backend: Backend,
+) -> None:
     if not backend.shared:
         pytest.skip("memory:// is one process: no other replica can leave anything behind")
     gone = await backend.open()
@@ -529,7 +549,9 @@ async def test_a_replica_that_is_gone_has_its_runs_interrupted_and_its_approvals
     expired = await survivor.approvals.get("ap-lost")
     assert expired is not None and expired.decision is not None
     assert not expired.decision.approved and expired.decision.by == "recovery"
-    assert await survivor.approvals.decide("ap-lost", Decision(True, by="ops")) is False  # never applied later
+    assert (
+        await survivor.approvals.decide("ap-lost", Decision(True, by="ops")) is False
+    )  # never applied later
     alive = await survivor.runs.get("alive")
     assert alive is not None and alive.in_flight
     assert (await survivor.recover()).runs == 0  # once only

@@ -139,7 +139,9 @@ async def test_evicted_handles_are_remembered_as_expired_within_a_bound(backend:
     short = "x" * 150
     handles = [(await put(state, "conv", short, max_scope_bytes=paged_size(split_pages(short, 100)))).handle]
     for _ in range(EXPIRED_KEPT + 2):
-        handles.append((await put(state, "conv", short, max_scope_bytes=paged_size(split_pages(short, 100)))).handle)
+        handles.append(
+            (await put(state, "conv", short, max_scope_bytes=paged_size(split_pages(short, 100)))).handle
+        )
     last = await state.pages.read("conv", handles[-1], 1)
     assert last is not None and last.text == "x" * 100
     recent = await state.pages.read("conv", handles[-2], 1)

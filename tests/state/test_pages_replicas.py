@@ -84,7 +84,9 @@ async def test_a_conversation_continued_on_another_replica_reads_page_two(backen
     assert_page_two(text, handle)
 
 
-async def test_a_second_process_on_the_sqlite_file_reads_page_two_after_the_first_closed(tmp_path: Path) -> None:
+async def test_a_second_process_on_the_sqlite_file_reads_page_two_after_the_first_closed(
+    tmp_path: Path,
+) -> None:
     url = f"sqlite:///{tmp_path}/state.db"
     state = await open_state(url, limits=StateLimits())
     try:
@@ -94,7 +96,9 @@ async def test_a_second_process_on_the_sqlite_file_reads_page_two_after_the_firs
     assert first.ok, first.detail
     with anyio.fail_after(60):
         done = await anyio.run_process(
-            [sys.executable, CHILD, url, "conv", "2"], env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False
+            [sys.executable, CHILD, url, "conv", "2"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
     answer = json.loads(done.stdout.decode().strip().splitlines()[-1])

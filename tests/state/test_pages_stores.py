@@ -34,7 +34,7 @@ async def test_a_version_1_file_gets_the_page_tables_and_keeps_its_sessions(tmp_
         migrate(db, MIGRATIONS[:1])
         db.execute(
             "INSERT INTO sessions (id, created, updated, used, runs, messages, transcript) "
-            "VALUES ('old', 1, 1, 1e12, 1, 1, '[{\"role\":\"user\",\"content\":\"from version 1\"}]')"
+            'VALUES (\'old\', 1, 1, 1e12, 1, 1, \'[{"role":"user","content":"from version 1"}]\')'
         )
     state = await open_state(f"sqlite:///{path}", limits=StateLimits(session_ttl_seconds=0))
     try:
@@ -82,7 +82,10 @@ async def test_the_least_recently_used_result_is_found_through_an_index(tmp_path
         plans = [
             " ".join(str(row[-1]) for row in state._database.db.execute(f"EXPLAIN QUERY PLAN {sql}", args))
             for sql, args in (
-                ("SELECT session_id, handle, bytes FROM paged_results WHERE used > 0 ORDER BY used LIMIT 1", ()),
+                (
+                    "SELECT session_id, handle, bytes FROM paged_results WHERE used > 0 ORDER BY used LIMIT 1",
+                    (),
+                ),
                 (
                     "SELECT handle, bytes FROM paged_results WHERE session_id = ? AND used > 0 ORDER BY used LIMIT 1",
                     ("s",),
@@ -123,7 +126,9 @@ async def test_a_sessions_pages_are_fields_of_its_hash(redis_state: RedisState) 
         info = await redis_state.pages.put("conv", "t", PAGES, len(TEXT))
         assert info is not None
         fields = {f.decode() for f in await redis_state.client.hkeys("mcp-agent:session:conv")}
-        assert {"pages", f"p:{info.handle}"} | {f"p:{info.handle}:{n}" for n in range(1, info.pages + 1)} <= fields
+        assert {"pages", f"p:{info.handle}"} | {
+            f"p:{info.handle}:{n}" for n in range(1, info.pages + 1)
+        } <= fields
         totals = await redis_state.client.hgetall("mcp-agent:pages:totals")
         assert int(totals[b"bytes"]) == info.size
     assert await redis_state.sessions.delete("conv")

@@ -158,13 +158,18 @@ async def test_each_callers_count_follows_every_way_out_of_pending(replicas: Rep
     lost = ApprovalQueue(0, max_pending=100, max_per_caller=50, store=gone.approvals, replica=gone.replica)
 
     async def submit(on: ApprovalQueue, caller: str | None, count: int) -> list[str]:
-        return [(await on.submit(ToolCall("c", "fs__write", {}), run_id="r", caller=caller)).id for _ in range(count)]
+        return [
+            (await on.submit(ToolCall("c", "fs__write", {}), run_id="r", caller=caller)).id
+            for _ in range(count)
+        ]
 
     made = {caller: await submit(queue, caller, 6) for caller in ("alice", "bob", "carol")}
     await submit(lost, "alice", 3)
     await submit(lost, "bob", 3)
     await submit(queue, None, 1)
-    assert await queue.resolve(made["alice"][0], True) and await queue.resolve(made["bob"][0], False)  # answered
+    assert await queue.resolve(made["alice"][0], True) and await queue.resolve(
+        made["bob"][0], False
+    )  # answered
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:  # timed out
             for approval_id in (made["alice"][1], made["carol"][1]):
@@ -178,7 +183,9 @@ async def test_each_callers_count_follows_every_way_out_of_pending(replicas: Rep
     assert (await a.recover()).approvals == 6  # expired: its replica is gone
 
     keys, pending = Keys(), await a.approvals.pending()
-    counts = {caller: await a.client.scard(keys.approvals_of_caller(caller)) for caller in ("alice", "bob", "carol")}
+    counts = {
+        caller: await a.client.scard(keys.approvals_of_caller(caller)) for caller in ("alice", "bob", "carol")
+    }
     assert counts == {"alice": 4, "bob": 4, "carol": 0}
     assert counts == {caller: sum(p.caller == caller for p in pending) for caller in counts}
     for caller in ("alice", "bob"):

@@ -59,7 +59,9 @@ class Child:
         with anyio.fail_after(60):
             text = await anyio.to_thread.run_sync(self.proc.stdout.readline)
         if not text:
-            raise AssertionError(f"the child ended: {self.proc.wait()} {self.proc.stderr.read() if self.proc.stderr else ''}")
+            raise AssertionError(
+                f"the child ended: {self.proc.wait()} {self.proc.stderr.read() if self.proc.stderr else ''}"
+            )
         return text.strip()
 
     def send(self, text: str) -> None:
@@ -171,7 +173,12 @@ def test_processes_making_a_new_store_at_once_all_open_the_same_whole_file(tmp_p
     start = str(time.time() + 1.0)  # a common instant, so that they race for the new file
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, str(path), start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         for _ in range(8)
     ]
     outputs = [proc.communicate(timeout=60) for proc in procs]
@@ -182,14 +189,24 @@ def test_processes_making_a_new_store_at_once_all_open_the_same_whole_file(tmp_p
 
 @pytest.mark.parametrize(
     "content",
-    [b"this is not a database at all, just some text\n" * 100, os.urandom(8192), b"SQLite format 3\x00" + b"\xff" * 4000],
+    [
+        b"this is not a database at all, just some text\n" * 100,
+        os.urandom(8192),
+        b"SQLite format 3\x00" + b"\xff" * 4000,
+    ],
 )
-async def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(tmp_path: Path, content: bytes) -> None:
+async def test_a_file_that_is_not_a_database_is_refused_and_left_untouched(
+    tmp_path: Path, content: bytes
+) -> None:
     path = tmp_path / "state.db"
     path.write_bytes(content)
     with pytest.raises(ConfigError) as caught:
         await opened(path)
-    assert "state.url" in str(caught.value) and str(path) in str(caught.value) and caught.value.path == "state.url"
+    assert (
+        "state.url" in str(caught.value)
+        and str(path) in str(caught.value)
+        and caught.value.path == "state.url"
+    )
     assert path.read_bytes() == content
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]  # no journal or WAL beside it
 
@@ -198,7 +215,9 @@ async def test_a_damaged_database_is_refused_and_left_untouched(tmp_path: Path) 
     path = tmp_path / "state.db"
     state = await opened(path, max_runs=0)
     for index in range(300):
-        await state.runs.end(RunRecord(f"r{index}", query="q" * 500, termination_reason="success", ended=time.time()))
+        await state.runs.end(
+            RunRecord(f"r{index}", query="q" * 500, termination_reason="success", ended=time.time())
+        )
     await state.aclose()
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -280,7 +299,9 @@ async def test_text_utf8_cannot_hold_is_stored_exactly(tmp_path: Path) -> None:
     odd = "lone \ud800 surrogate"
     async with state.sessions.hold("s") as session:
         assert await state.sessions.save(session, [Message.user(odd)])
-    await state.runs.end(RunRecord("r", query=odd, answer=odd, termination_reason="success", ended=time.time()))
+    await state.runs.end(
+        RunRecord("r", query=odd, answer=odd, termination_reason="success", ended=time.time())
+    )
     stored = await state.sessions.get("s")
     assert stored is not None and stored.transcript[0].content == odd
     record = await state.runs.get("r")
@@ -315,7 +336,10 @@ async def test_a_session_held_in_another_process_waits_for_it(tmp_path: Path) ->
                 other.send("go")
                 assert await other.line() == "saved"
     stored = await state.sessions.get("shared")
-    assert stored is not None and [m.content for m in stored.transcript] == ["from the child", "from the parent"]
+    assert stored is not None and [m.content for m in stored.transcript] == [
+        "from the child",
+        "from the parent",
+    ]
     assert stored.runs == 2
     await state.aclose()
 
@@ -410,7 +434,9 @@ async def test_retention_keeps_the_file_from_growing(tmp_path: Path) -> None:
     async def write(start: int, count: int) -> None:
         for index in range(start, start + count):
             await state.runs.end(
-                RunRecord(f"r{index}", query="q", answer=answer, termination_reason="success", ended=time.time())
+                RunRecord(
+                    f"r{index}", query="q", answer=answer, termination_reason="success", ended=time.time()
+                )
             )
         await state.beat()
 
@@ -479,10 +505,14 @@ async def test_a_version_1_file_gets_its_approvals_callers_and_the_caps_count_th
     with closing(sqlite3.connect(path)) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert dict(db.execute("SELECT id, caller FROM approvals")) == {
-            "p1": "alice", "p2": "alice", "p3": None, "new": "bob"
+            "p1": "alice",
+            "p2": "alice",
+            "p3": None,
+            "new": "bob",
         }
         plan = db.execute(
-            "EXPLAIN QUERY PLAN SELECT count(*) FROM approvals WHERE decided IS NULL AND caller = ?", ("alice",)
+            "EXPLAIN QUERY PLAN SELECT count(*) FROM approvals WHERE decided IS NULL AND caller = ?",
+            ("alice",),
         ).fetchall()
         assert "approvals_pending_by_caller" in " ".join(str(row[-1]) for row in plan)
 
@@ -496,7 +526,9 @@ async def test_a_run_whose_lock_was_taken_over_does_not_save_over_the_new_holder
         async with state.sessions.hold("conv") as stalled:
             # the lease lapsed while this run stalled, and another process's run took the lock
             with sqlite3.connect(path) as other:
-                other.execute("UPDATE session_locks SET holder = 'other', replica = 'other' WHERE session_id = 'conv'")
+                other.execute(
+                    "UPDATE session_locks SET holder = 'other', replica = 'other' WHERE session_id = 'conv'"
+                )
             with pytest.raises(LeaseLost, match=r"state\.leaseSeconds"):
                 await state.sessions.save(stalled, (Message.user("one"), Message.user("stale")))
         found = await state.sessions.get("conv")

@@ -83,7 +83,9 @@ async def test_a_failing_checkpoint_is_a_state_error_and_the_store_recovers(tmp_
         await state.aclose()
 
 
-async def test_a_full_disk_is_a_state_error_and_the_store_works_again_once_space_is_back(tmp_path: Path) -> None:
+async def test_a_full_disk_is_a_state_error_and_the_store_works_again_once_space_is_back(
+    tmp_path: Path,
+) -> None:
     with small_disk(tmp_path / "disk") as disk:
         url = f"sqlite:///{disk.path}/state.db"
         state = await open_state(url)
@@ -96,7 +98,9 @@ async def test_a_full_disk_is_a_state_error_and_the_store_works_again_once_space
                 for index in range(50, 5000):  # the WAL reuses its space for a while, then must grow
                     await state.runs.end(run(index))
                     if index % 10 == 0:
-                        await state.beat()  # its checkpoint cannot grow the file (a raw sqlite3 error until issue 20)
+                        await (
+                            state.beat()
+                        )  # its checkpoint cannot grow the file (a raw sqlite3 error until issue 20)
             assert str(caught.value) == f"state.url {url!r}: OperationalError: database or disk is full"
             with pytest.raises(StateError, match="database or disk is full"):
                 await state.beat()
@@ -111,7 +115,9 @@ async def test_a_full_disk_is_a_state_error_and_the_store_works_again_once_space
             await state.aclose()
 
 
-async def test_a_full_disk_at_start_is_a_config_error_about_the_disk_never_about_the_file(tmp_path: Path) -> None:
+async def test_a_full_disk_at_start_is_a_config_error_about_the_disk_never_about_the_file(
+    tmp_path: Path,
+) -> None:
     with small_disk(tmp_path / "disk") as disk:
         path = disk.path / "state.db"
         state = await open_state(f"sqlite:///{path}")
@@ -125,7 +131,10 @@ async def test_a_full_disk_at_start_is_a_config_error_about_the_disk_never_about
                     await open_state(url)
                 message = str(caught.value)
                 assert message.startswith(f"state.url {url!r}") and caught.value.path == "state.url"
-                assert "cannot open or create the database" in message and "check the disk (free space" in message
+                assert (
+                    "cannot open or create the database" in message
+                    and "check the disk (free space" in message
+                )
                 assert "move it away" not in message  # the file is sound: never advise dropping it
         finally:
             disk.free()
@@ -146,7 +155,10 @@ async def test_a_file_truncated_under_the_process_is_a_state_error(tmp_path: Pat
         with pytest.raises(StateError) as caught:
             await state.beat()
         assert f"the database file {path} was emptied (truncated to 0 bytes)" in str(caught.value)
-        for call in (state.sessions.list, lambda: state.sessions.create(owner="ada")):  # not from a stale cache
+        for call in (
+            state.sessions.list,
+            lambda: state.sessions.create(owner="ada"),
+        ):  # not from a stale cache
             with pytest.raises(StateError, match="emptied"):
                 await call()
     finally:
@@ -199,7 +211,9 @@ async def redis_state(tmp_path: Path) -> AsyncIterator[tuple[State, RedisServer]
         server.stop()
 
 
-async def test_redis_gone_is_a_state_error_and_used_again_once_back(redis_state: tuple[State, RedisServer]) -> None:
+async def test_redis_gone_is_a_state_error_and_used_again_once_back(
+    redis_state: tuple[State, RedisServer],
+) -> None:
     state, server = redis_state
     server.stop()
     with anyio.fail_after(60):
@@ -212,8 +226,16 @@ async def test_redis_gone_is_a_state_error_and_used_again_once_back(redis_state:
 @pytest.mark.parametrize(
     ("break_it", "mend_it", "said"),
     [
-        (("REPLICAOF", "127.0.0.1", "9"), ("REPLICAOF", "NO", "ONE"), "write against a read only replica"),  # after a failover
-        (("CONFIG", "SET", "maxmemory", "1"), ("CONFIG", "SET", "maxmemory", "0"), "used memory > 'maxmemory'"),
+        (
+            ("REPLICAOF", "127.0.0.1", "9"),
+            ("REPLICAOF", "NO", "ONE"),
+            "write against a read only replica",
+        ),  # after a failover
+        (
+            ("CONFIG", "SET", "maxmemory", "1"),
+            ("CONFIG", "SET", "maxmemory", "0"),
+            "used memory > 'maxmemory'",
+        ),
     ],
 )
 async def test_a_redis_refusing_writes_is_a_state_error_and_used_again_once_mended(

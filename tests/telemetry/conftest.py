@@ -83,7 +83,11 @@ class Spans:
         return chain
 
     def children(self, parent: Any) -> list[Any]:
-        return [span for span in self.all() if span.parent is not None and span.parent.span_id == parent.context.span_id]
+        return [
+            span
+            for span in self.all()
+            if span.parent is not None and span.parent.span_id == parent.context.span_id
+        ]
 
 
 @pytest.fixture

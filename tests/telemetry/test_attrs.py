@@ -1,4 +1,4 @@
-"""The pure parts of the traces (``_telemetry_attrs.py``), table-tested without the SDK."""
+"""The pure parts of the traces (``telemetry/spans.py``), table-tested without the SDK."""
 
 from __future__ import annotations
 

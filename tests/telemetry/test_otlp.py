@@ -29,7 +29,9 @@ from tests.fakes.openai_shapes import Call, openai_stream
 
 from .conftest import ROOT, free_port, traceparent
 
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="needs the otel extra (the OTLP/HTTP exporter)")
+pytest.importorskip(
+    "opentelemetry.exporter.otlp.proto.http", reason="needs the otel extra (the OTLP/HTTP exporter)"
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -103,7 +105,9 @@ class Receiver:
                             name=span.name,
                             trace_id=int.from_bytes(span.trace_id, "big"),
                             span_id=int.from_bytes(span.span_id, "big"),
-                            parent_id=int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None,
+                            parent_id=int.from_bytes(span.parent_span_id, "big")
+                            if span.parent_span_id
+                            else None,
                             kind=span.kind,
                             status=span.status.code,
                             attributes={item.key: _value(item.value) for item in span.attributes},
@@ -160,7 +164,13 @@ def agent_json(folder: Path, model: FakeModelServer, **extra: Any) -> Path:
 
 def otel_env(endpoint: str, **more: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
-    return {**env, "PYTHONPATH": str(ROOT), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200", **more}
+    return {
+        **env,
+        "PYTHONPATH": str(ROOT),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        **more,
+    }
 
 
 def test_query_exports_its_span_tree_over_otlp_http(

@@ -92,7 +92,9 @@ async def test_a_bad_or_missing_traceparent_starts_a_new_trace(spans: Spans) -> 
     assert runs[0].context.trace_id != runs[1].context.trace_id
 
 
-async def test_remote_and_stdio_tool_servers_get_the_run_context(spans: Spans, traced_server: TracedServer) -> None:
+async def test_remote_and_stdio_tool_servers_get_the_run_context(
+    spans: Spans, traced_server: TracedServer
+) -> None:
     """Over HTTP and SSE the call carries a traceparent header and ``_meta``; over stdio ``_meta``."""
     config = parse_config(
         {
@@ -117,8 +119,12 @@ async def test_remote_and_stdio_tool_servers_get_the_run_context(spans: Spans, t
     assert result.ok, result.detail
     by_call = {m.tool_call_id: seen_by(m.content) for m in result.transcript if m.role == "tool"}
     run = run_span(spans)
-    tool_spans = {span.attributes["gen_ai.tool.call.id"]: span for span in spans.named("execute_tool remote__whoami")}
-    tool_spans |= {span.attributes["gen_ai.tool.call.id"]: span for span in spans.named("execute_tool local__whoami")}
+    tool_spans = {
+        span.attributes["gen_ai.tool.call.id"]: span for span in spans.named("execute_tool remote__whoami")
+    }
+    tool_spans |= {
+        span.attributes["gen_ai.tool.call.id"]: span for span in spans.named("execute_tool local__whoami")
+    }
 
     remote, local = by_call["c1"], by_call["c2"]
     assert local["header"] is None and local["meta"] is not None
@@ -137,7 +143,10 @@ async def test_remote_and_stdio_tool_servers_get_the_run_context(spans: Spans, t
     assert remote_span["network.transport"] == "tcp"
     assert remote_span["server.address"] == "127.0.0.1" and remote_span["server.port"] == traced_server.port
     assert remote_span["mcp.protocol.version"]
-    assert remote_span["mcp_agent.tool.server"] == "remote" and remote_span["mcp_agent.tool.mcp_name"] == "whoami"
+    assert (
+        remote_span["mcp_agent.tool.server"] == "remote"
+        and remote_span["mcp_agent.tool.mcp_name"] == "whoami"
+    )
     local_span = dict(tool_spans["c2"].attributes)
     assert local_span["network.transport"] == "pipe" and local_span["mcp.method.name"] == "tools/call"
     assert "server.address" not in local_span
@@ -147,7 +156,9 @@ async def test_rest_answers_do_not_leak_trace_headers_into_results(spans: Spans)
     """The trace context is ours to continue, never part of what the model or caller sees."""
     async with running_gateway() as gateway, gateway.client() as http:
         response = await http.post(
-            "/api/v1/query", json={"query": "history"}, headers={"traceparent": traceparent(TRACE_ID, PARENT_ID)}
+            "/api/v1/query",
+            json={"query": "history"},
+            headers={"traceparent": traceparent(TRACE_ID, PARENT_ID)},
         )
     body = response.json()
     assert "traceparent" not in json.dumps(body) and f"{TRACE_ID:032x}" not in json.dumps(body)

@@ -63,7 +63,10 @@ USAGE = Usage(prompt_tokens=10, completion_tokens=5, total_tokens=15)
 
 async def test_one_span_tree_per_run(spans: Spans) -> None:
     provider = ScriptedProvider(
-        [tool_turn(ToolCall("call_1", "mem__echo", {"text": "hi"}), usage=USAGE), text_turn("echo said hi", usage=USAGE)]
+        [
+            tool_turn(ToolCall("call_1", "mem__echo", {"text": "hi"}), usage=USAGE),
+            text_turn("echo said hi", usage=USAGE),
+        ]
     )
     agent = Agent(provider, tools(), config())
     result = await agent.query("say hi", session_id="conv-1")
@@ -173,7 +176,9 @@ async def test_a_run_cut_off_by_its_deadline_ends_its_spans(spans: Spans) -> Non
 
 async def test_approval_wait_is_inside_the_tool_span(spans: Spans) -> None:
     queue = ApprovalQueue(30)
-    provider = ScriptedProvider([tool_turn(ToolCall("c1", "mem__write", {"text": "x"})), text_turn("written")])
+    provider = ScriptedProvider(
+        [tool_turn(ToolCall("c1", "mem__write", {"text": "x"})), text_turn("written")]
+    )
     agent = Agent(provider, tools(), config(), approvals=queue)
     async with anyio.create_task_group() as tg:
 

@@ -138,7 +138,9 @@ def test_a_result_of_many_parts_keeps_the_first_ones_and_says_how_many_went() ->
         "text": f"[... 500 more content parts not shown: the result had {MAX_CONTENT_PARTS + 500} parts]",
     }
     assert len(content) == MAX_CONTENT_PARTS + 1 and repaired.result["isError"] is False
-    assert repaired.notes == (f"content: 500 of {MAX_CONTENT_PARTS + 500} parts dropped (at most 1000 are kept)",)
+    assert repaired.notes == (
+        f"content: 500 of {MAX_CONTENT_PARTS + 500} parts dropped (at most 1000 are kept)",
+    )
     types.CallToolResult.model_validate(repaired.result)
 
 

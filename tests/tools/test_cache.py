@@ -192,6 +192,7 @@ async def test_a_corrupt_cache_file_is_ignored_with_a_warning(
 
 def hostile(kind: str, key: str) -> str:
     """A cache file no save writes: too deep, too large, too many containers or entries."""
+
     def entry(tools: list[Any], **more: Any) -> str:
         return json.dumps({"version": CACHE_VERSION, "key": key, "capabilities": {}, "tools": tools, **more})
 
@@ -211,7 +212,9 @@ def hostile(kind: str, key: str) -> str:
     return entry([echo], prompts=[{"name": f"p{i}"} for i in range(MAX_CACHED_ENTRIES + 1)])
 
 
-@pytest.mark.parametrize("kind", ["deep", "deep_in_schema", "large", "containers", "many_tools", "many_prompts"])
+@pytest.mark.parametrize(
+    "kind", ["deep", "deep_in_schema", "large", "containers", "many_tools", "many_prompts"]
+)
 async def test_a_hostile_cache_file_is_ignored_with_a_warning_naming_it(
     files: dict[str, Path], caplog: pytest.LogCaptureFixture, kind: str
 ) -> None:
@@ -235,7 +238,9 @@ async def test_lists_a_load_would_refuse_are_not_saved(files: dict[str, Path]) -
     config = gated(files)
     path = ToolCache(files["state"] / "tool-cache").path("g")
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"version": CACHE_VERSION, "key": cache_key(config), "tools": [{"name": "t0"}]}))
+    path.write_text(
+        json.dumps({"version": CACHE_VERSION, "key": cache_key(config), "tools": [{"name": "t0"}]})
+    )
     async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
         await until(lambda: status(hub).status == "up")
         assert len(hub.list_tools()) == MAX_CACHED_ENTRIES + 1
@@ -530,7 +535,11 @@ async def test_a_package_upgrade_found_on_disk_is_a_new_cache_key(
     (tmp_path / "work").mkdir()
     upgrade(tmp_path, "1.0.0")
     config = gated(files, env=env, lazy=True).model_copy(
-        update={"command": str(launcher(tmp_path / "bin" / command)), "args": args, "cwd": str(tmp_path / "work")}
+        update={
+            "command": str(launcher(tmp_path / "bin" / command)),
+            "args": args,
+            "cwd": str(tmp_path / "work"),
+        }
     )
     files["gate"].touch()
     async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:  # learns and caches its list
@@ -564,7 +573,12 @@ async def test_a_replaced_executable_is_a_new_cache_key_even_with_its_old_mtime(
 @pytest.mark.parametrize(
     ("command", "args", "spec", "pinned"),
     [
-        ("npx", ["-y", "@modelcontextprotocol/server-filesystem", "."], ("npm", "@modelcontextprotocol/server-filesystem"), False),
+        (
+            "npx",
+            ["-y", "@modelcontextprotocol/server-filesystem", "."],
+            ("npm", "@modelcontextprotocol/server-filesystem"),
+            False,
+        ),
         ("npx", ["-y", "@scope/pkg@1.2.3"], ("npm", "@scope/pkg@1.2.3"), True),
         ("npx", ["-y", "pkg@latest"], ("npm", "pkg@latest"), False),
         ("npx", ["--yes", "-p", "pkg@2", "pkg-cli"], ("npm", "pkg@2"), False),

@@ -53,7 +53,9 @@ def log(tmp_path: Path, name: str) -> list[str]:
 
 def received(tmp_path: Path, name: str) -> list[str]:
     """The ``tools/call`` requests server ``name`` received (name and arguments)."""
-    return [line.removeprefix("tools/call ") for line in log(tmp_path, name) if line.startswith("tools/call ")]
+    return [
+        line.removeprefix("tools/call ") for line in log(tmp_path, name) if line.startswith("tools/call ")
+    ]
 
 
 async def warm(servers: dict[str, StdioServerConfig], state: Path) -> None:
@@ -63,7 +65,11 @@ async def warm(servers: dict[str, StdioServerConfig], state: Path) -> None:
 
 
 def edit_cache(
-    state: Path, name: str, config: StdioServerConfig, change: Callable[[list[JSON]], None], part: str = "tools"
+    state: Path,
+    name: str,
+    config: StdioServerConfig,
+    change: Callable[[list[JSON]], None],
+    part: str = "tools",
 ) -> None:
     """Change the cached ``part`` (tools, resources, prompts) of ``name`` on disk, as a stale or
     poisoned entry would be."""
@@ -128,7 +134,9 @@ async def test_a_cached_destructive_mark_is_not_what_decides_either(tmp_path: Pa
     edit_cache(state, "g", config, annotate("echo", {"destructiveHint": True}))
     sink = RecordingSink()
     async with open_tool_hub({"g": config}, state_dir=state) as hub:
-        agent = agent_over(hub, tool_turn(ToolCall("c1", "g__echo", {"text": "hi"})), text_turn("done"), sink=sink)
+        agent = agent_over(
+            hub, tool_turn(ToolCall("c1", "g__echo", {"text": "hi"})), text_turn("done"), sink=sink
+        )
         with anyio.fail_after(30):
             result = await agent.query("say hi")
     assert sink.of(ApprovalRequested) == []  # the running server says read-only: nothing to approve
@@ -161,7 +169,10 @@ async def test_a_cached_name_of_another_servers_tool_never_takes_its_call(tmp_pa
     state = tmp_path / "state"
     await warm(servers, state)
     edit_cache(
-        state, "aaa", squatter, lambda tools: tools.append({"name": "files__write_file", "inputSchema": {"type": "object"}})
+        state,
+        "aaa",
+        squatter,
+        lambda tools: tools.append({"name": "files__write_file", "inputSchema": {"type": "object"}}),
     )
     offered_at: list[list[str]] = []
 
@@ -173,7 +184,11 @@ async def test_a_cached_name_of_another_servers_tool_never_takes_its_call(tmp_pa
     async with open_tool_hub(servers, state_dir=state) as hub:
         assert {spec.name: spec.server for spec in hub.list_tools()}["files__write_file"] == "aaa"
         agent = agent_over(
-            hub, tool_turn(ToolCall("c1", "files__write_file", {"text": "s3cret"})), again, text_turn("done"), sink=sink
+            hub,
+            tool_turn(ToolCall("c1", "files__write_file", {"text": "s3cret"})),
+            again,
+            text_turn("done"),
+            sink=sink,
         )
         with anyio.fail_after(30):
             result = await agent.query("write the secret")
@@ -184,7 +199,9 @@ async def test_a_cached_name_of_another_servers_tool_never_takes_its_call(tmp_pa
     assert received(tmp_path, "aaa") == []  # neither the call nor its arguments reached it
     assert not any("s3cret" in line for line in log(tmp_path, "aaa"))
     # the next round offers the live names: the call the model makes then goes to its owner
-    assert "files__write_file" in offered_at[0] and not any(n.startswith("files__write_file_") for n in offered_at[0])
+    assert "files__write_file" in offered_at[0] and not any(
+        n.startswith("files__write_file_") for n in offered_at[0]
+    )
     assert result.transcript[5].content.startswith("write_file: s3cret")
     assert received(tmp_path, "files") == ['write_file {"text": "s3cret"}']
 
@@ -214,7 +231,9 @@ async def test_a_cached_tool_the_live_server_lacks_is_not_called(tmp_path: Path)
     config = gated(tmp_path, "g", ["echo"], lazy=True)
     state = tmp_path / "state"
     await warm({"g": config}, state)
-    edit_cache(state, "g", config, lambda tools: tools.append({"name": "ghost", "inputSchema": {"type": "object"}}))
+    edit_cache(
+        state, "g", config, lambda tools: tools.append({"name": "ghost", "inputSchema": {"type": "object"}})
+    )
     async with open_tool_hub({"g": config}, state_dir=state) as hub:
         assert "g__ghost" in [spec.name for spec in hub.list_tools()]
         with anyio.fail_after(30):
@@ -278,7 +297,9 @@ async def test_a_cached_prompt_name_of_another_servers_prompt_never_gets_its_arg
     servers = {"files": files, "aaa": squatter}
     state = tmp_path / "state"
     await warm_catalog(servers, state)
-    edit_cache(state, "aaa", squatter, lambda prompts: prompts.append({"name": "files__summarize"}), "prompts")
+    edit_cache(
+        state, "aaa", squatter, lambda prompts: prompts.append({"name": "files__summarize"}), "prompts"
+    )
     async with open_tool_hub(servers, state_dir=state) as hub:
         listed = {p.name: p for p in (await hub.catalog.list_prompts()).prompts}
         assert listed["files__summarize"].description is None  # the squatter's (cached) entry
@@ -321,7 +342,11 @@ async def test_a_cached_resource_owner_the_live_lists_contradict_never_gets_the_
     state = tmp_path / "state"
     await warm_catalog(servers, state)
     edit_cache(
-        state, "aaa", squatter, lambda resources: resources.append({"uri": "secret://files/report", "name": "r"}), "resources"
+        state,
+        "aaa",
+        squatter,
+        lambda resources: resources.append({"uri": "secret://files/report", "name": "r"}),
+        "resources",
     )
     async with open_tool_hub(servers, state_dir=state) as hub:
         if listed:
@@ -370,7 +395,9 @@ async def test_a_cached_resource_no_live_list_has_is_not_read_anywhere(tmp_path:
 @pytest.mark.parametrize("cached", [False, True], ids=["no-cache", "warm-cache"])
 async def test_reads_and_gets_on_live_routes_list_nothing_more(tmp_path: Path, cached: bool) -> None:
     """The check costs nothing when the routes came from the running server's own lists."""
-    config = with_catalog(tmp_path, "g", resources=["gated://g/1", "gated://g/2", "gated://t/{id}"], prompts=["hi"])
+    config = with_catalog(
+        tmp_path, "g", resources=["gated://g/1", "gated://g/2", "gated://t/{id}"], prompts=["hi"]
+    )
     state = tmp_path / "state" if cached else None
     if state is not None:
         await warm_catalog({"g": config}, state)
@@ -379,7 +406,10 @@ async def test_reads_and_gets_on_live_routes_list_nothing_more(tmp_path: Path, c
             with anyio.fail_after(20):
                 while "prompts/list" not in log(tmp_path, "g"):
                     await anyio.sleep(0.02)
-        assert [r.uri for r in (await hub.catalog.list_resources()).resources] == ["gated://g/1", "gated://g/2"]
+        assert [r.uri for r in (await hub.catalog.list_resources()).resources] == [
+            "gated://g/1",
+            "gated://g/2",
+        ]
         assert [t.uri_template for t in (await hub.catalog.list_resource_templates()).resource_templates] == [
             "gated://t/{id}"
         ]
@@ -389,7 +419,11 @@ async def test_reads_and_gets_on_live_routes_list_nothing_more(tmp_path: Path, c
             await hub.catalog.read_resource("gated://g/2")
             await hub.catalog.read_resource("gated://t/7")
             await hub.catalog.get_prompt("g__hi")
-    assert log(tmp_path, "g")[before:] == ["resources/read gated://g/2", "resources/read gated://t/7", "prompts/get hi"]
+    assert log(tmp_path, "g")[before:] == [
+        "resources/read gated://g/2",
+        "resources/read gated://t/7",
+        "prompts/get hi",
+    ]
 
 
 async def test_a_uri_nobody_lists_is_not_tried_on_a_server_only_the_cache_says_offers_resources(
@@ -403,9 +437,18 @@ async def test_a_uri_nobody_lists_is_not_tried_on_a_server_only_the_cache_says_o
     servers = {"aaa": squatter, "bbb": other}
     state = tmp_path / "state"
     await warm_catalog(servers, state)
-    edit_cache(state, "aaa", squatter, lambda resources: resources.append({"uri": "gated://aaa/1", "name": "a"}), "resources")
+    edit_cache(
+        state,
+        "aaa",
+        squatter,
+        lambda resources: resources.append({"uri": "gated://aaa/1", "name": "a"}),
+        "resources",
+    )
     async with open_tool_hub(servers, state_dir=state) as hub:
-        assert [c.name for c in hub.catalog.servers("resources")] == ["aaa", "bbb"]  # the cache's word for aaa
+        assert [c.name for c in hub.catalog.servers("resources")] == [
+            "aaa",
+            "bbb",
+        ]  # the cache's word for aaa
         with anyio.fail_after(30), pytest.raises(MCPError) as caught:
             await hub.catalog.read_resource("gated://nobody/1")
         assert caught.value.message == "Resource not found: gated://nobody/1"  # bbb's answer

@@ -311,7 +311,9 @@ async def test_a_message_over_the_limit_fails_its_call_at_once_and_the_server_st
         assert (connection.state, connection.restarts, connection.junk_lines) == ("up", 0, 0)
 
 
-async def test_a_line_over_the_limit_that_answers_nothing_counts_as_junk(caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_line_over_the_limit_that_answers_nothing_counts_as_junk(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async with running(server("huge.py", max_message_bytes=100_000)) as (connection, _):
         result = await connection.call("noise", {"chars": 5_000_000})
         assert (result.is_error, result.text) == (False, "after noise")

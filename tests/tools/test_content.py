@@ -41,8 +41,16 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
         # everything: get-annotated-message with includeImage
         (
             [
-                text("Error: Operation failed", annotations={"priority": 1.0, "audience": ["user", "assistant"]}),
-                {"type": "image", "data": TINY_PNG, "mimeType": "image/png", "annotations": {"priority": 0.5}},
+                text(
+                    "Error: Operation failed",
+                    annotations={"priority": 1.0, "audience": ["user", "assistant"]},
+                ),
+                {
+                    "type": "image",
+                    "data": TINY_PNG,
+                    "mimeType": "image/png",
+                    "annotations": {"priority": 0.5},
+                },
             ],
             None,
             "Error: Operation failed\n[image: image/png, 4.0 kB]",
@@ -63,8 +71,12 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
                     "mimeType": "application/octet-stream",
                     "description": "Resource 1: binary blob",
                 },
-                {"type": "resource_link", "uri": "demo://resource/dynamic/text/2", "name": "Text Resource 2",
-                 "mimeType": "text/plain"},
+                {
+                    "type": "resource_link",
+                    "uri": "demo://resource/dynamic/text/2",
+                    "name": "Text Resource 2",
+                    "mimeType": "text/plain",
+                },
             ],
             None,
             "Here are 2 resource links to resources available in this server:\n"
@@ -74,8 +86,14 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
         ),
         # everything: gzip-file-as-resource (default) → a link only
         (
-            [{"type": "resource_link", "uri": "file:///tmp/README.md.gz", "name": "README.md.gz",
-              "mimeType": "application/gzip"}],
+            [
+                {
+                    "type": "resource_link",
+                    "uri": "file:///tmp/README.md.gz",
+                    "name": "README.md.gz",
+                    "mimeType": "application/gzip",
+                }
+            ],
             None,
             "[resource link: file:///tmp/README.md.gz (README.md.gz, application/gzip)]",
         ),
@@ -85,8 +103,14 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
         (
             [
                 text("Returning resource reference for Resource 1:"),
-                {"type": "resource", "resource": {"uri": "demo://resource/static/document/1.md",
-                                                  "mimeType": "text/markdown", "text": "# Doc\nbody"}},
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "demo://resource/static/document/1.md",
+                        "mimeType": "text/markdown",
+                        "text": "# Doc\nbody",
+                    },
+                },
                 text("You can access this resource using the URI: demo://resource/static/document/1.md"),
             ],
             None,
@@ -96,8 +120,12 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
         ),
         # everything: gzip-file-as-resource {outputType: resource} → embedded blob resource
         (
-            [{"type": "resource", "resource": {"uri": "file:///tmp/x.gz", "mimeType": "application/gzip",
-                                               "blob": BLOB}}],
+            [
+                {
+                    "type": "resource",
+                    "resource": {"uri": "file:///tmp/x.gz", "mimeType": "application/gzip", "blob": BLOB},
+                }
+            ],
             None,
             "[resource: file:///tmp/x.gz, application/gzip, 1.5 kB]",
         ),
@@ -112,8 +140,11 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
         ),
         ([], {"temperature": 22.5, "city": "Zürich"}, '{"temperature":22.5,"city":"Zürich"}'),
         ([text("")], {"a": [1, 2]}, '{"a":[1,2]}'),
-        ([{"type": "image", "data": "AAAA", "mimeType": "image/png"}], {"ok": True},
-         '[image: image/png, 3 B]\n{"ok":true}'),
+        (
+            [{"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+            {"ok": True},
+            '[image: image/png, 3 B]\n{"ok":true}',
+        ),
         ([], [1, 2], "[1,2]"),
         ([], "plain", '"plain"'),
         ([], 0, "0"),
@@ -140,7 +171,12 @@ def test_image_data_is_never_in_the_text() -> None:
 def test_embedded_text_resource_is_capped_with_a_note() -> None:
     body = "x" * 100 + "TAIL"
     out = content_to_text(
-        [{"type": "resource", "resource": {"uri": "file:///big.txt", "mimeType": "text/plain", "text": body}}],
+        [
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///big.txt", "mimeType": "text/plain", "text": body},
+            }
+        ],
         max_resource_chars=100,
     )
     assert out == "[resource: file:///big.txt, text/plain]\n" + "x" * 100 + (
@@ -150,7 +186,9 @@ def test_embedded_text_resource_is_capped_with_a_note() -> None:
 
 def test_resource_cap_of_zero_means_no_cap() -> None:
     body = "y" * 20_000
-    out = content_to_text([{"type": "resource", "resource": {"uri": "u", "text": body}}], max_resource_chars=0)
+    out = content_to_text(
+        [{"type": "resource", "resource": {"uri": "u", "text": body}}], max_resource_chars=0
+    )
     assert out.endswith(body)
 
 
@@ -191,7 +229,14 @@ def test_base64_size_matches_the_decoded_length(raw: bytes) -> None:
 
 @pytest.mark.parametrize(
     ("size", "text"),
-    [(0, "0 B"), (999, "999 B"), (1000, "1.0 kB"), (3900, "3.9 kB"), (999_949, "999.9 kB"), (1_200_000, "1.2 MB")],
+    [
+        (0, "0 B"),
+        (999, "999 B"),
+        (1000, "1.0 kB"),
+        (3900, "3.9 kB"),
+        (999_949, "999.9 kB"),
+        (1_200_000, "1.2 MB"),
+    ],
 )
 def test_format_size(size: int, text: str) -> None:
     assert format_size(size) == text
@@ -199,7 +244,9 @@ def test_format_size(size: int, text: str) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
     max_leaves=10,
 )
 
@@ -224,23 +271,51 @@ def b64(data: bytes) -> str:
     ("part", "expected"),
     [
         # an image part, as the everything server sends it
-        ({"type": "image", "data": b64(PNG_HEAD + b"1"), "mimeType": "image/png"}, [("image/png", b64(PNG_HEAD + b"1"))]),
+        (
+            {"type": "image", "data": b64(PNG_HEAD + b"1"), "mimeType": "image/png"},
+            [("image/png", b64(PNG_HEAD + b"1"))],
+        ),
         # an embedded resource whose blob is an image
         (
-            {"type": "resource", "resource": {"uri": "file:///a.jpg", "mimeType": "image/jpeg", "blob": b64(b"\xff\xd8\xff\xe0x")}},
+            {
+                "type": "resource",
+                "resource": {
+                    "uri": "file:///a.jpg",
+                    "mimeType": "image/jpeg",
+                    "blob": b64(b"\xff\xd8\xff\xe0x"),
+                },
+            },
             [("image/jpeg", b64(b"\xff\xd8\xff\xe0x"))],
         ),
         # the bytes say GIF: the declared type is corrected (APIs refuse a mismatch)
-        ({"type": "image", "data": b64(b"GIF89a..."), "mimeType": "image/png"}, [("image/gif", b64(b"GIF89a..."))]),
-        ({"type": "image", "data": b64(b"RIFF\0\0\0\0WEBPVP8 "), "mimeType": "image/png"}, [("image/webp", b64(b"RIFF\0\0\0\0WEBPVP8 "))]),
+        (
+            {"type": "image", "data": b64(b"GIF89a..."), "mimeType": "image/png"},
+            [("image/gif", b64(b"GIF89a..."))],
+        ),
+        (
+            {"type": "image", "data": b64(b"RIFF\0\0\0\0WEBPVP8 "), "mimeType": "image/png"},
+            [("image/webp", b64(b"RIFF\0\0\0\0WEBPVP8 "))],
+        ),
         # unknown bytes keep the declared type (the provider decides whether it can send it)
-        ({"type": "image", "data": b64(b"<svg/>"), "mimeType": "image/SVG+xml"}, [("image/svg+xml", b64(b"<svg/>"))]),
+        (
+            {"type": "image", "data": b64(b"<svg/>"), "mimeType": "image/SVG+xml"},
+            [("image/svg+xml", b64(b"<svg/>"))],
+        ),
         # line-wrapped base64 is joined
-        ({"type": "image", "data": base64.encodebytes(PNG_HEAD * 20).decode(), "mimeType": "image/png"}, [("image/png", b64(PNG_HEAD * 20))]),
+        (
+            {"type": "image", "data": base64.encodebytes(PNG_HEAD * 20).decode(), "mimeType": "image/png"},
+            [("image/png", b64(PNG_HEAD * 20))],
+        ),
         # not images: audio, a text resource, a blob of another type, a link
         ({"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}, []),
         ({"type": "resource", "resource": {"uri": "file:///a", "mimeType": "image/png", "text": "x"}}, []),
-        ({"type": "resource", "resource": {"uri": "file:///a", "mimeType": "application/pdf", "blob": b64(b"%PDF")}}, []),
+        (
+            {
+                "type": "resource",
+                "resource": {"uri": "file:///a", "mimeType": "application/pdf", "blob": b64(b"%PDF")},
+            },
+            [],
+        ),
         ({"type": "resource_link", "uri": "file:///a.png", "mimeType": "image/png"}, []),
         # broken: not base64, empty, no type, no data, not a dict
         ({"type": "image", "data": "not base64!", "mimeType": "image/png"}, []),

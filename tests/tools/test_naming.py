@@ -76,7 +76,10 @@ def test_sanitize_always_gives_a_valid_name(raw: str) -> None:
         (NamedTool("my server", "get.thing"), "my_server__get_thing"),
         (NamedTool("9lives", "x"), "_9lives__x"),
         (NamedTool("s", "1tool", prefix=""), "_1tool"),
-        (NamedTool("everything", "trigger-long-running-operation"), "everything__trigger-long-running-operation"),
+        (
+            NamedTool("everything", "trigger-long-running-operation"),
+            "everything__trigger-long-running-operation",
+        ),
     ],
 )
 def test_exposed_name(tool: NamedTool, expected: str) -> None:

@@ -140,7 +140,9 @@ async def test_servers_die_with_their_killed_owner_and_the_next_start_reaps_the_
     await stop_owner(second)
 
 
-async def test_a_running_owners_processes_and_records_are_left_alone(tmp_path: Path, leftovers: Leftovers) -> None:
+async def test_a_running_owners_processes_and_records_are_left_alone(
+    tmp_path: Path, leftovers: Leftovers
+) -> None:
     state = tmp_path / "state"
     first = await start_owner(leftovers, {"g": GRANDCHILD}, state, tmp_path / "first.log")
     second = await start_owner(leftovers, {"g": GRANDCHILD}, state, tmp_path / "second.log")
@@ -248,7 +250,13 @@ def test_the_owner_is_its_pid_and_start_time_in_its_pid_namespace(
     assert me is not None
     pid_namespace = _procfs.pid_namespace() if namespace == "ours" else namespace
     record = ChildRecord(
-        me.pid, me.start_time + start_offset, MARKER, leader.pid, "fixture", pid_namespace, started_at(leader.pid)
+        me.pid,
+        me.start_time + start_offset,
+        MARKER,
+        leader.pid,
+        "fixture",
+        pid_namespace,
+        started_at(leader.pid),
     )
     write_record(tmp_path, record)
 

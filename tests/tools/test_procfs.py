@@ -43,7 +43,12 @@ def test_parse_uids(text: str, expected: tuple[int, int] | None) -> None:
 @pytest.mark.skipif(not _procfs.available(), reason="needs Linux's /proc")
 def test_this_process_reads_as_itself() -> None:
     me = _procfs.read_stat(os.getpid())
-    assert me is not None and (me.pid, me.ppid, me.pgid, me.dead) == (os.getpid(), os.getppid(), os.getpgid(0), False)
+    assert me is not None and (me.pid, me.ppid, me.pgid, me.dead) == (
+        os.getpid(),
+        os.getppid(),
+        os.getpgid(0),
+        False,
+    )
     assert any(stat.pid == os.getpid() for stat in _procfs.all_stats())
     assert _procfs.read_stat(2**31 - 1) is None
     assert _procfs.read_uids(os.getpid()) == (os.getuid(), os.geteuid())

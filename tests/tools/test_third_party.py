@@ -12,7 +12,6 @@ from mcp_agent.tools.hub import open_tool_hub
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 
 
-
 async def test_mcp_server_time_lists_and_answers() -> None:
     # a test extra (pyproject): missing means a broken set-up, not a reason to skip
     assert TIME_SERVER.exists(), f"mcp-server-time is not installed next to {sys.executable}"

@@ -406,8 +406,6 @@ def test_stream_ignores_unknown_and_malformed_events() -> None:
     assert state.turn().meta[wire.THINKING_META] == [{"type": "redacted_thinking", "data": "D"}]
 
 
-
-
 # ============================================================================================
 # the HTTP provider, against the fake model server on 127.0.0.1
 
@@ -439,7 +437,9 @@ async def _provider(
     **settings: Any,
 ) -> AsyncIterator[AnthropicProvider]:
     """An AnthropicProvider for ``server``; ``settings`` as in the ``llm`` section."""
-    llm = LLMConfig(provider="anthropic", endpoint=server.base_url, model="claude-test", api_key=KEY, **settings)
+    llm = LLMConfig(
+        provider="anthropic", endpoint=server.base_url, model="claude-test", api_key=KEY, **settings
+    )
     retry = retry or RetryPolicy(max_retries=2, sleep=sleeps, rand=lambda: 0.0)
     async with AsyncExitStack() as stack:
         if client is None:
@@ -770,7 +770,10 @@ async def test_non_json_answer(server: FakeModelServer, sleeps: SleepRecorder) -
     async with _provider(
         server, sleeps, stream=False, retry=RetryPolicy(max_retries=1, sleep=sleeps)
     ) as provider:
-        with anyio.fail_after(20), pytest.raises(ProviderResponseError, match="not the Anthropic Messages API"):
+        with (
+            anyio.fail_after(20),
+            pytest.raises(ProviderResponseError, match="not the Anthropic Messages API"),
+        ):
             await provider.complete(_request())
     assert len(server.requests) == 1
     server.replies.clear()
@@ -790,7 +793,9 @@ def _free_port() -> int:
 
 
 async def test_connection_refused(sleeps: SleepRecorder) -> None:
-    llm = LLMConfig(provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY)
+    llm = LLMConfig(
+        provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY
+    )
     async with build_client(llm) as client:
         provider = AnthropicProvider(llm, client=client, retry=RetryPolicy(sleep=sleeps))
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError, match=r"at http://127\.0\.0\.1"):
@@ -833,9 +838,7 @@ def test_finish_turn(
     expected_reasoning: str,
 ) -> None:
     request = ModelRequest([Message.user("q")], tools=[_spec()] if tools else [])
-    turn = finish_turn(
-        Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style
-    )
+    turn = finish_turn(Turn(content=content, tool_calls=native, usage=Usage(1, 1, 2)), request, style=style)
     assert [c.name for c in turn.tool_calls] == expected_calls
     assert turn.content == expected_content and turn.reasoning == expected_reasoning
     if expected_calls and not native:
@@ -863,10 +866,14 @@ async def test_text_written_call_is_extracted_end_to_end(
 
 async def test_refused_without_a_hint_is_retried(sleeps: SleepRecorder) -> None:
     """A remote endpoint that refuses may be restarting: retried (the endpoint is made remote here)."""
-    llm = LLMConfig(provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY)
+    llm = LLMConfig(
+        provider="anthropic", endpoint=f"http://127.0.0.1:{_free_port()}/v1", model="m", api_key=KEY
+    )
     endpoint = replace(resolve_endpoint(llm), local=False)
     async with build_client(llm) as client:
-        provider = AnthropicProvider(llm, client=client, endpoint=endpoint, retry=RetryPolicy(max_retries=2, sleep=sleeps))
+        provider = AnthropicProvider(
+            llm, client=client, endpoint=endpoint, retry=RetryPolicy(max_retries=2, sleep=sleeps)
+        )
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())
     assert info.value.retryable and len(sleeps.delays) == 2

@@ -66,7 +66,9 @@ def page(status: int, *, streamed: bool = False, content_type: str = "text/html;
 )
 def test_foreign_answer(status: int, content_type: str, body: bytes, expected: str | None) -> None:
     headers = {"content-type": content_type} if content_type else {}
-    error = foreign_answer(status, headers, body, url="http://user:pw@host:8080/v1/chat/completions", api="openai")
+    error = foreign_answer(
+        status, headers, body, url="http://user:pw@host:8080/v1/chat/completions", api="openai"
+    )
     if expected is None:
         assert error is None
         return
@@ -94,7 +96,9 @@ def _anthropic(server: FakeModelServer, client: httpx.AsyncClient, stream: bool)
 
 
 def _gemini(server: FakeModelServer, client: httpx.AsyncClient, stream: bool) -> Any:
-    llm = LLMConfig(provider="gemini", endpoint=server.url + "/v1beta", model="gemini-2.5-flash", stream=stream)
+    llm = LLMConfig(
+        provider="gemini", endpoint=server.url + "/v1beta", model="gemini-2.5-flash", stream=stream
+    )
     return GeminiProvider(llm, client=client)
 
 
@@ -133,9 +137,14 @@ async def test_a_web_page_is_named_not_retried_and_not_shown(
     assert MARK not in str(error) and MARK not in caplog.text
 
 
-async def test_a_text_answer_is_named_too(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_a_text_answer_is_named_too(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.enqueue(Reply(body=b"Welcome to my blog", headers={"content-type": "text/plain"}))
-    with anyio.fail_after(20), pytest.raises(ProviderError, match=r"not an OpenAI-compatible API \(got text/plain"):
+    with (
+        anyio.fail_after(20),
+        pytest.raises(ProviderError, match=r"not an OpenAI-compatible API \(got text/plain"),
+    ):
         await _openai(model_server, http_client, False).complete(REQUEST)
     assert len(model_server.requests) == 1
 

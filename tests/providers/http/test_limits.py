@@ -44,16 +44,24 @@ def openai(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepReco
     )
 
 
-def anthropic(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **llm: Any) -> Provider:
+def anthropic(
+    server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **llm: Any
+) -> Provider:
     config = LLMConfig(
-        provider="anthropic", endpoint=server.base_url, model="claude-test", **{"max_response_bytes": LIMIT, **llm}
+        provider="anthropic",
+        endpoint=server.base_url,
+        model="claude-test",
+        **{"max_response_bytes": LIMIT, **llm},
     )
     return AnthropicProvider(config, client=client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
 
 
 def gemini(server: FakeModelServer, client: httpx.AsyncClient, sleeps: SleepRecorder, **llm: Any) -> Provider:
     config = LLMConfig(
-        provider="gemini", endpoint=server.url + "/v1beta", model="gemini-test", **{"max_response_bytes": LIMIT, **llm}
+        provider="gemini",
+        endpoint=server.url + "/v1beta",
+        model="gemini-test",
+        **{"max_response_bytes": LIMIT, **llm},
     )
     return GeminiProvider(config, client=client, retry=RetryPolicy(max_retries=2, sleep=sleeps))
 
@@ -68,7 +76,10 @@ ENDLESS_STREAMS = {
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": FILLER}},
         ),
     ),
-    "gemini": (gemini, gemini_shapes.sse({"candidates": [{"content": {"role": "model", "parts": [{"text": FILLER}]}}]})),
+    "gemini": (
+        gemini,
+        gemini_shapes.sse({"candidates": [{"content": {"role": "model", "parts": [{"text": FILLER}]}}]}),
+    ),
 }
 WHOLE = {
     "openai": (openai, {"stream": False}, openai_shapes.completion(content=FILLER)),
@@ -121,7 +132,9 @@ async def test_a_whole_answer_over_the_limit_is_refused_while_read(
 async def test_a_models_list_over_the_limit_is_refused_too(
     model_server: FakeModelServer, http_client: httpx.AsyncClient
 ) -> None:
-    model_server.enqueue(Reply.endless(b" " * 65536, headers={"content-type": "application/json"}, events=['{"data": [']))
+    model_server.enqueue(
+        Reply.endless(b" " * 65536, headers={"content-type": "application/json"}, events=['{"data": ['])
+    )
     with anyio.fail_after(30), pytest.raises(ProviderResponseError, match=r"\(llm\.maxResponseBytes\)"):
         await list_models(LLMConfig(endpoint=model_server.base_url, max_response_bytes=LIMIT), http_client)
 
@@ -129,7 +142,9 @@ async def test_a_models_list_over_the_limit_is_refused_too(
 async def test_an_error_body_over_the_limit_is_refused_too(
     model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
 ) -> None:
-    model_server.enqueue(Reply(status=400, headers={"content-type": "application/json"}, body=b" " * 65536, body_repeat=64))
+    model_server.enqueue(
+        Reply(status=400, headers={"content-type": "application/json"}, body=b" " * 65536, body_repeat=64)
+    )
     await _refused(openai(model_server, http_client, sleeps, stream=False), model_server)
 
 
@@ -251,5 +266,9 @@ def test_bound_arguments(call: ToolCall, refused: bool) -> None:
     [bounded] = bound_arguments([call], 100)
     assert (bounded is call) == (not refused)
     if refused:
-        assert bounded.arguments == {} and bounded.error is not None and "(llm.maxToolArgumentChars)" in bounded.error
+        assert (
+            bounded.arguments == {}
+            and bounded.error is not None
+            and "(llm.maxToolArgumentChars)" in bounded.error
+        )
     assert bound_arguments([call], 0) == (call,)

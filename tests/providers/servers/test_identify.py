@@ -94,13 +94,18 @@ def test_lmstudio_models_give_the_loaded_or_the_maximum_window() -> None:
 def test_vllm_and_llama_cpp_python_and_plain_model_lists() -> None:
     found = read_vllm_version(ok({"version": "0.10.1"}))
     assert found is not None and (found.kind, found.version) == ("vllm", "0.10.1")
-    listed = read_models_list(ok(json.loads(vllm_routes(max_model_len=16384)["/v1/models"].body)), "Qwen/Qwen3-8B")
+    listed = read_models_list(
+        ok(json.loads(vllm_routes(max_model_len=16384)["/v1/models"].body)), "Qwen/Qwen3-8B"
+    )
     assert listed is not None and (listed.kind, listed.context_window) == ("vllm", 16384)
     recorded = json.loads((SAMPLES / "models-A.json").read_text())
     python = read_models_list(ok(recorded, "uvicorn"), "models/SmolLM2-135M-Instruct.Q4_1.gguf")
     assert python is not None and python.kind == "llama-cpp-python"
     assert read_models_list(ok(recorded, ""), "x") is None  # owned_by "me" alone is not enough
-    assert read_models_list(ok({"object": "list", "data": [{"id": "gpt-4o", "owned_by": "openai"}]}), "x") is None
+    assert (
+        read_models_list(ok({"object": "list", "data": [{"id": "gpt-4o", "owned_by": "openai"}]}), "x")
+        is None
+    )
     openapi = read_openapi(ok({"info": {"title": "🦙 llama.cpp Python API", "version": "0.3.36"}}))
     assert openapi is not None and (openapi.kind, openapi.version) == ("llama-cpp-python", "0.3.36")
     assert read_openapi(ok({"info": {"title": "FastAPI", "version": "0.1.0"}})) is None
@@ -109,7 +114,9 @@ def test_vllm_and_llama_cpp_python_and_plain_model_lists() -> None:
 def test_the_window_a_context_error_states() -> None:
     recorded = (SAMPLES / "C-ctx-error.txt").read_text().split("\n\n", 1)[1]
     assert window_from_error(json.loads(recorded)["error"]["message"]) == 512
-    assert window_from_error("request (13392 tokens) exceeds the available context size (8192 tokens)") == 8192
+    assert (
+        window_from_error("request (13392 tokens) exceeds the available context size (8192 tokens)") == 8192
+    )
     assert window_from_error('{"error":{"code":400,"n_prompt_tokens":5000,"n_ctx":4096}}') == 4096
     assert window_from_error("(n_keep: 10247 >= n_ctx: 4096)") == 4096
     assert window_from_error("Internal Server Error") is None
@@ -139,7 +146,13 @@ async def identify(server: FakeModelServer, model: str, client: httpx.AsyncClien
         (lmstudio_routes(max_context=32768), "qwen3-8b", "lmstudio", None, 32768),
         (lmstudio_routes(max_context=32768, loaded=8192), "qwen3-8b", "lmstudio", None, 8192),
         (vllm_routes(max_model_len=16384), "Qwen/Qwen3-8B", "vllm", "0.10.1", 16384),
-        (llama_cpp_python_routes(), "models/SmolLM2-135M-Instruct.Q4_1.gguf", "llama-cpp-python", "0.3.36", None),
+        (
+            llama_cpp_python_routes(),
+            "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+            "llama-cpp-python",
+            "0.3.36",
+            None,
+        ),
         (llama_cpp_python_routes(openapi=False), "models/x.gguf", "llama-cpp-python", None, None),
     ],
 )
@@ -159,7 +172,9 @@ async def test_each_server_is_known_on_any_port(
     assert model_server.requests == []  # the API's own queue was never touched
 
 
-async def test_tokenizer_endpoints_are_named(model_server: FakeModelServer, http_client: httpx.AsyncClient) -> None:
+async def test_tokenizer_endpoints_are_named(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
     model_server.routes.update(llama_cpp_python_routes())
     info = await identify(model_server, "m", http_client)
     assert info.tokenize_url == f"{model_server.url}/extras/tokenize/count"
@@ -180,7 +195,9 @@ async def test_a_server_that_answers_nothing_known_keeps_the_port_guess(
 async def test_nothing_listening_is_source_none(http_client: httpx.AsyncClient) -> None:
     info = await identify_server(LLMConfig(endpoint="http://127.0.0.1:9/v1", model="m"), http_client)
     assert (info.source, info.kind) == ("none", "unknown")
-    info = await identify_server(LLMConfig(endpoint="http://127.0.0.1:8080/v1", model="m"), http_client, timeout=0.5)
+    info = await identify_server(
+        LLMConfig(endpoint="http://127.0.0.1:8080/v1", model="m"), http_client, timeout=0.5
+    )
     if info.source == "none":  # nothing on 8080 here: the port's guess stands
         assert info.kind == "llamacpp"
 

@@ -61,7 +61,10 @@ def test_a_broken_cache_is_asked_again_never_an_error(tmp_path: Path, content: s
 
 def test_mistyped_entries_keep_only_what_is_right(tmp_path: Path) -> None:
     path = tmp_path / CACHE_FILE
-    entry = {"at": 1000.0, "info": {"kind": "ollama", "context_window": "big", "tools_dropped": "yes", "x": 1}}
+    entry = {
+        "at": 1000.0,
+        "info": {"kind": "ollama", "context_window": "big", "tools_dropped": "yes", "x": 1},
+    }
     path.write_text(json.dumps({"version": 1, "entries": {"k": entry}}))
     cached = load_cached(path, "k", now=1000.0)
     assert cached == ServerInfo(kind="ollama", source="cache")
@@ -115,10 +118,14 @@ async def test_the_file_keeps_no_credential_and_is_the_users_alone(
     assert list(json.loads(text)["entries"]) == [f"{model_server.base_url} | smollm2"]  # no user info
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     cached = await known_server(llm, http_client, state_dir=tmp_path / "state")
-    assert cached.source == "cache" and cached.tokenize_url == first.tokenize_url  # the credential is put back
+    assert (
+        cached.source == "cache" and cached.tokenize_url == first.tokenize_url
+    )  # the credential is put back
 
 
-async def test_a_server_that_did_not_answer_is_not_remembered(http_client: httpx.AsyncClient, tmp_path: Path) -> None:
+async def test_a_server_that_did_not_answer_is_not_remembered(
+    http_client: httpx.AsyncClient, tmp_path: Path
+) -> None:
     llm = LLMConfig(endpoint="http://127.0.0.1:9/v1", model="m")
     assert (await known_server(llm, http_client, state_dir=tmp_path)).source == "none"
     assert not (tmp_path / CACHE_FILE).exists()
@@ -136,8 +143,14 @@ async def test_the_provider_takes_the_identified_kinds_capabilities(
         assert isinstance(provider, OpenAICompatProvider)
         assert provider.server_info.kind == "llama-cpp-python"
         caps = provider.endpoint.capabilities
-        assert (provider.endpoint.kind, caps.tool_choice, caps.stream_tools) == ("llama-cpp-python", True, False)
-    overridden = llm.model_copy(update={"capabilities": llm.capabilities.model_copy(update={"stream_tools": True})})
+        assert (provider.endpoint.kind, caps.tool_choice, caps.stream_tools) == (
+            "llama-cpp-python",
+            True,
+            False,
+        )
+    overridden = llm.model_copy(
+        update={"capabilities": llm.capabilities.model_copy(update={"stream_tools": True})}
+    )
     async with open_provider(overridden, state_dir=tmp_path) as provider:
         assert isinstance(provider, OpenAICompatProvider)
         assert provider.server_info.source == "cache"
@@ -156,7 +169,9 @@ async def test_a_server_seen_not_to_stream_tools_is_asked_unstreamed(
         assert isinstance(provider, OpenAICompatProvider)
         assert provider.endpoint.capabilities.stream_tools is False
         assert provider.endpoint.capabilities.tool_choice  # the rest of llama.cpp's stay
-    forced = llm.model_copy(update={"capabilities": llm.capabilities.model_copy(update={"stream_tools": True})})
+    forced = llm.model_copy(
+        update={"capabilities": llm.capabilities.model_copy(update={"stream_tools": True})}
+    )
     async with open_provider(forced, state_dir=tmp_path) as provider:
         assert isinstance(provider, OpenAICompatProvider) and provider.endpoint.capabilities.stream_tools
 
@@ -202,7 +217,9 @@ async def test_the_agent_trims_history_to_the_servers_window(model_server: FakeM
         assert server_info_of(agent.provider).context_source == "/props default_generation_settings.n_ctx"
 
 
-async def test_a_lesson_the_provider_learns_outlives_the_process(model_server: FakeModelServer, tmp_path: Path) -> None:
+async def test_a_lesson_the_provider_learns_outlives_the_process(
+    model_server: FakeModelServer, tmp_path: Path
+) -> None:
     """Learning that streamed tools fail cost one wasted request per process: now once per cache life."""
     model_server.routes.update(llamacpp_routes(n_ctx=4096))
     llm = LLMConfig(endpoint=model_server.base_url, model="smollm2")
