@@ -29,8 +29,7 @@ import httpx
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.providers.factory import open_provider
-from mcp_agent.providers.identify import identify_server
-from mcp_agent.providers.server_cache import known_server
+from mcp_agent.providers.servers.identify import identify_server, known_server
 from tests.fakes.model_server import running_model_server
 from tests.fakes.server_shapes import (
     llama_cpp_python_routes,

@@ -25,11 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp_agent.messages import Message, ToolCall
-from mcp_agent.providers._images import fit_images
 from mcp_agent.providers.anthropic import _wire as _anthropic_wire
-from mcp_agent.providers.endpoints import Capabilities
 from mcp_agent.providers.gemini import _wire as _gemini_wire
-from mcp_agent.providers.openai._request import to_openai_messages
+from mcp_agent.providers.history import fit_images
+from mcp_agent.providers.openai._wire import to_openai_messages
+from mcp_agent.providers.servers.endpoints import Capabilities
 from mcp_agent.tools.presentation import content_images
 
 PNG_HEAD = b"\x89PNG\r\n\x1a\n"

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Message, ToolSpec
-from mcp_agent.providers._sse import iter_sse
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.openai._response import ChunkAccumulator, finish_turn
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
+from mcp_agent.providers.http.answers import iter_sse
+from mcp_agent.providers.openai import OpenAICompatProvider
+from mcp_agent.providers.openai._wire import ChunkAccumulator, finish_turn
 from tests.fakes.model_server import Reply, running_model_server, sse_event
 from tests.fakes.openai_shapes import Call, openai_stream
 
@@ -118,7 +118,7 @@ def bench_e2e(rounds: int = 50) -> dict[str, float]:
             times = []
             llm = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
             async with httpx.AsyncClient(trust_env=False) as client:
-                provider = OpenAICompatProvider(llm, client)
+                provider = OpenAICompatProvider(llm, client=client)
                 for i in range(rounds + 3):
                     start = time.perf_counter()
                     turn = await provider.complete(REQUEST)

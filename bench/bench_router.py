@@ -22,7 +22,7 @@ recorded in ``tests/tools/router/tool_lists/`` (offline: no server runs):
   BM25F over 57 tools), median and p95 over the labelled set, repeated.
 - ``prompt_tokens``: the tool definitions of one round, all 57 tools against what the router
   offers under ``toolBudget: "auto"`` (9 per round: 8 ranked and ``find_tools``), on each question.
-  ``approx``: the project's own estimator (``providers/tokens.approx_tokens`` over the tools as a
+  ``approx``: the project's own estimator (``providers/turns.approx_tokens`` over the tools as a
   chat template writes them, one JSON line each, calibrated against llama.cpp's counts);
   ``json_chars_4``: the definitions' JSON characters / 4.
 
@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_agent.messages import Message, ToolCall, ToolSpec
-from mcp_agent.providers.tokens import _tool_lines, approx_tokens
+from mcp_agent.providers.turns import _tool_lines, approx_tokens
 from mcp_agent.tools import router
 from mcp_agent.tools.memory import MemoryToolSource
 from mcp_agent.tools.router import AUTO_BUDGET, Budget, ToolIndex, ToolRouter, definition_tokens, ranker

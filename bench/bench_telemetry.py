@@ -23,7 +23,7 @@
    tight loop, next to the bare SDK calls that make the same four spans with the same
    attributes: what our plumbing adds to what the SDK costs anyway.
 4. The no-op cost per run without the SDK: in a process where ``opentelemetry.sdk`` cannot be
-   imported, the hooks one run calls (``RunTrace.start``, two model calls with their notes, one
+   imported, the hooks one run calls (``start_trace``, two model calls with their notes, one
    tool call, the end), timed in a loop, next to an in-process ``Agent.query`` of the same shape
    (scripted model, in-memory tool) for scale.
 
@@ -322,7 +322,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, set_span_in_context
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn, Usage
-from mcp_agent.telemetry.base import RunTrace, TraceSettings, note_model_call, note_tool_transport
+from mcp_agent.telemetry.base import TraceSettings, note_tool_transport
+from mcp_agent.telemetry.setup import start_trace
 
 exporter = InMemorySpanExporter()
 provider = TracerProvider()
@@ -337,11 +338,11 @@ turns = [Turn(tool_calls=(call,), usage=Usage(1, 1, 2), finish_reason="tool_call
          Turn(content="hi", usage=Usage(1, 1, 2), finish_reason="stop", model="m")]
 
 def ours():
-    run = RunTrace.start(run_id="a81cf8936b3f105a", query="hi", settings=settings)
+    run = start_trace(run_id="a81cf8936b3f105a", query="hi", settings=settings)
     for number, turn in enumerate(turns, 1):
         span = run.model_call(messages, round=number)
         with span.current():
-            note_model_call(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=False)
+            span.notes.called(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=False)
         span.ended(turn)
         if number == 1:
             tool = run.tool_call(call, spec, round=1)
@@ -415,7 +416,8 @@ from mcp_agent.config import parse_config
 from mcp_agent.loop.agent import Agent
 from mcp_agent.messages import Message, ToolCall, Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.telemetry.base import NO_TRACE, RunTrace, TraceSettings, note_model_call, note_tool_transport
+from mcp_agent.telemetry.base import NO_TRACE, TraceSettings, note_tool_transport
+from mcp_agent.telemetry.setup import start_trace
 from mcp_agent.tools.memory import MemoryToolSource
 
 N = int(sys.argv[1])
@@ -424,12 +426,12 @@ messages = [Message.user("hi")]
 call = ToolCall("c1", "echo", {"text": "hi"})
 
 def hooks():
-    trace = RunTrace.start(run_id="r", session_id="s", query="hi", settings=settings)
+    trace = start_trace(run_id="r", session_id="s", query="hi", settings=settings)
     assert trace is NO_TRACE
     for _ in range(2):
         span = trace.model_call(messages, round=1)
         with span.current():
-            note_model_call(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=True)
+            span.notes.called(api="openai", url="http://127.0.0.1:9/v1/chat/completions", model="m", stream=True)
         span.ended(None, error="x")
     tool = trace.tool_call(call, None, round=1)
     with tool.current():

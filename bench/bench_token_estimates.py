@@ -36,10 +36,9 @@ import httpx
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Turn
-from mcp_agent.providers._turns import estimate_usage
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.server_info import ServerInfo
-from mcp_agent.providers.tokens import UsageEstimator
+from mcp_agent.providers.servers.info import ServerInfo
+from mcp_agent.providers.turns import UsageEstimator, estimate_usage
 from tests.fakes.model_server import running_model_server
 from tests.fakes.server_shapes import RecordedRun, llama_cpp_python_routes, recorded_runs
 

@@ -4,7 +4,7 @@ servers, which state.
 The loop knows only protocols (``Provider``, ``ToolSource``, the stores of ``State``). What an
 agent.json names becomes concrete here: the model client (``providers.factory.open_provider``),
 the tool servers (``tools.hub.open_tool_hub``), tracing (``telemetry``), and the config sized for
-the model server as identified (``providers.server_info.sized_for_server``). The command line
+the model server as identified (``providers.servers.info.sized_for_server``). The command line
 and the gateway open their agent here, and so does a library user::
 
     async with open_agent("agent.json") as agent:  # starts the tool servers, opens one model client
@@ -24,10 +24,10 @@ from .loop.agent import Agent
 from .loop.approvals import ApprovalQueue, Gate, require_warnings
 from .loop.recording import RecordTo
 from .providers.factory import open_provider
-from .providers.server_info import server_info_of, sized_for_server
+from .providers.servers.info import server_info_of, sized_for_server
 from .state.base import SessionStore, State
 from .state.folder import private_state_dir
-from .telemetry.base import flush_tracing, setup_tracing
+from .telemetry.setup import flush_tracing, setup_tracing
 from .tools.hub import open_tool_hub
 
 logger = logging.getLogger(__name__)

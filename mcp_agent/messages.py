@@ -2,7 +2,7 @@
 
 Everything here is a frozen dataclass with ``to_dict``/``from_dict`` so that a transcript can be
 stored, printed as JSON and read back. No I/O, no provider specifics: a provider turns these into
-its own wire format and back (``providers/openai/_request.py``, ``openai/_response.py`` and friends).
+its own wire format and back (``providers/openai/_wire.py`` and the other wires).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class Usage:
     ``estimated`` is True when the server reported nothing and the counts were estimated from
     the text (about four characters a token). ``clamped`` is True when the server reported counts
     that could not be trusted (negative, not integers, absurdly large, a total below the sum) and
-    they were repaired (``providers/_usage.py``).
+    they were repaired (``providers/turns.py``).
     """
 
     prompt_tokens: int = 0
@@ -457,7 +457,7 @@ def parse_arguments(
     Args:
         raw: the argument text, or an object the wire already parsed.
         max_chars: text longer than this is not parsed (nor repaired): the error says so
-            (0 = no limit). An object is taken as it is (``_turns.bound_arguments`` sizes it).
+            (0 = no limit). An object is taken as it is (``turns.bound_arguments`` sizes it).
 
     Returns:
         ``(arguments, error)``. ``error`` is None on success; otherwise it says why the text could

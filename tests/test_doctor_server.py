@@ -1,4 +1,4 @@
-"""``doctor`` says what the model server is and what it does with tools (providers/checks.py)."""
+"""``doctor`` says what the model server is and what it does with tools (providers/openai/checks.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from mcp_agent.cli.doctor import run_doctor
 from mcp_agent.config import parse_config
-from mcp_agent.providers.server_cache import CACHE_FILE, cache_key, load_cached
+from mcp_agent.providers.servers.identify import CACHE_FILE, cache_key, load_cached
 from mcp_agent.state.folder import state_dir
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, running_model_server
 from tests.fakes.openai_shapes import completion, openai_stream

@@ -149,7 +149,8 @@ def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> N
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     # no model client: tools never talks to the model server (it only reads the provider's dialect)
     assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == [
-        "mcp_agent.providers.endpoints"
+        "mcp_agent.providers.servers",
+        "mcp_agent.providers.servers.endpoints",
     ]
     # --fresh starts the servers
     code, loaded, out, _ = _loaded(_cli("tools", "--json", "--fresh", "--config", str(config)), env=env)
@@ -168,5 +169,6 @@ def test_tools_with_a_server_not_cached_opens_the_hub_but_not_the_gateway_nor_th
     assert "mcp_agent.tools.hub" in loaded
     assert not [name for name in loaded if name.startswith(("mcp_agent.gateway", "mcp_agent.loop"))]
     assert [name for name in loaded if name.startswith("mcp_agent.providers.")] == [
-        "mcp_agent.providers.endpoints"
+        "mcp_agent.providers.servers",
+        "mcp_agent.providers.servers.endpoints",
     ]

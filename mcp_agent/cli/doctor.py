@@ -5,10 +5,10 @@ The run fails (exit 1) when the model server is unreachable, the model is missin
 server does not start, or a glob in ``approvals.require``, ``allowTools`` or ``denyTools``
 matches no tool; schema changes and config warnings are only reported.
 
-The model server is identified afresh (``identify.py``; the result refreshes the cache that
+The model server is identified afresh (``servers/identify.py``; the result refreshes the cache that
 ``query`` and ``serve`` read): its kind, version, context window and where each was read. A
 local OpenAI-compatible server is then asked two tiny questions with and without a tool, and
-one streamed (``providers/checks.py``): a server that drops the tools it is offered, or cannot
+one streamed (``providers/openai/checks.py``): a server that drops the tools it is offered, or cannot
 stream tool calls, is warned about, with the hint of its own kind.
 """
 
@@ -74,9 +74,9 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:
-    from ..providers.endpoints import resolve_endpoint
     from ..providers.factory import build_client
-    from ..providers.models import list_models, model_present
+    from ..providers.servers.endpoints import resolve_endpoint
+    from ..providers.servers.identify import list_models, model_present
 
     endpoint = resolve_endpoint(config.llm)
     where = f"{endpoint.provider} API at {endpoint.base_url}"
@@ -113,12 +113,12 @@ async def _check_server(
     config: AgentConfig, client: httpx.AsyncClient, report: _Report, *, check_tools: bool
 ) -> None:
     """What the server is, and (for a local one, when the model is there) what it does with tools."""
-    from ..providers.checks import check_stream_tools, check_tools_kept, tools_hint
-    from ..providers.endpoints import SERVER_NAMES
     from ..providers.factory import apply_server_info, create_provider
-    from ..providers.openai_compat import OpenAICompatProvider
-    from ..providers.server_cache import CACHE_FILE, known_server, remember
-    from ..providers.server_info import sized_for_server
+    from ..providers.openai import OpenAICompatProvider
+    from ..providers.openai.checks import check_stream_tools, check_tools_kept, tools_hint
+    from ..providers.servers.endpoints import SERVER_NAMES
+    from ..providers.servers.identify import CACHE_FILE, known_server, remember
+    from ..providers.servers.info import sized_for_server
     from ..state.folder import private_state_dir
 
     cache = private_state_dir() / CACHE_FILE
@@ -163,7 +163,7 @@ async def _check_server(
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
     from ..loop.approvals import require_warnings
-    from ..providers.endpoints import resolve_endpoint
+    from ..providers.servers.endpoints import resolve_endpoint
     from ..state.folder import private_state_dir
     from ..tools.hub import open_tool_hub
 

@@ -224,7 +224,7 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
 
 
 async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
-    from ..providers.endpoints import resolve_endpoint
+    from ..providers.servers.endpoints import resolve_endpoint
     from ..state.folder import private_state_dir
 
     dialect = resolve_endpoint(config.llm).provider

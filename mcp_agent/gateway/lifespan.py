@@ -77,7 +77,7 @@ async def _probe(service: GatewayService, timeout: float) -> dict[str, object]:
     """What one probe finds: ``{"reachable", "model_present", "error"}``."""
     from ..exceptions import MCPAgentError
     from ..providers.factory import build_client
-    from ..providers.models import list_models, model_present
+    from ..providers.servers.identify import list_models, model_present
 
     llm = service.config.llm
     try:

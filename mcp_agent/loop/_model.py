@@ -101,8 +101,10 @@ async def _model_call(r: RunState, messages: Sequence[Message], tools: Sequence[
     try:
         if options.get("tool_choice") == "required" and (r.rounds > 1 or not tools):  # the first round only
             options = {**options, "tool_choice": "auto"}
-        with span.current():  # the provider's notes (and the chat span) belong to this call
-            turn = await r.provider.complete(ModelRequest(messages, tools, **options), on_delta)
+        with span.current():  # when traced, the chat span is current (the HTTP calls are its children)
+            turn = await r.provider.complete(
+                ModelRequest(messages, tools, **options, notes=span.notes), on_delta
+            )
         r.usage += turn.usage
         r.model = turn.model or r.model
         return turn

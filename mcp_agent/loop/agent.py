@@ -31,11 +31,12 @@ from ..events import EventSink
 from ..exceptions import ConfigError, StateError
 from ..messages import JSONObject, Message, ToolCall, ToolResult
 from ..providers.base import Provider
-from ..providers.server_info import server_info_of
+from ..providers.servers.info import server_info_of
 from ..state.base import PageStore, RunStore, SessionStore, State
 from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
-from ..telemetry.base import RunTrace, TraceSettings
+from ..telemetry.base import TraceSettings
+from ..telemetry.setup import start_trace
 from ..tools.base import ToolSource
 from ..tools.router import ToolRouter
 from ._dispatch import Dispatcher, Emitter
@@ -287,7 +288,7 @@ class Agent:
         sinks = [sink for sink in (self._events, events) if sink is not None]
         emit = Emitter(sinks, run_id, session_id, caller)
         limits = self.config.limits
-        trace = RunTrace.start(
+        trace = start_trace(
             run_id=run_id, session_id=session_id, caller=caller, settings=self._trace_settings, run_span=False
         )
         dispatcher = Dispatcher(

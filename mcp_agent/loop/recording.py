@@ -67,7 +67,7 @@ from ..tools.base import ToolSource
 if TYPE_CHECKING:
     from ..config import Limits
     from ..events import Event
-    from ..providers.server_info import ServerInfo
+    from ..providers.servers.info import ServerInfo
     from .result import RunResult
 
 

@@ -47,7 +47,8 @@ from ..events import (
 from ..messages import Message, ToolCall, ToolSpec
 from ..providers.base import Provider, ToolChoice
 from ..state.base import PageStore
-from ..telemetry.base import RunTrace, TraceSettings
+from ..telemetry.base import TraceSettings
+from ..telemetry.setup import start_trace
 from ..tools.base import ToolSource
 from ..tools.router import RoutedTools
 from ._model import EARLY_STOP_PROMPT, call_model, echoes_instruction, finish_answer
@@ -117,7 +118,7 @@ async def run(
         cancellation propagate (after ``RunEnded`` has been emitted).
     """
     run_id = run_id or secrets.token_hex(8)
-    trace = RunTrace.start(
+    trace = start_trace(
         run_id=run_id,
         session_id=session_id,
         caller=caller,

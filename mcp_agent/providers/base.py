@@ -7,10 +7,11 @@ server (OpenAI-compatible, Anthropic, Gemini, or the scripted fake) plugs in the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from ..messages import Delta, Message, ToolSpec, Turn
+from ..telemetry.base import NO_NOTES, ModelNotes
 
 ToolChoice = Literal["auto", "required", "none"]
 """Whether the model may (``auto``), must (``required``) or may not (``none``) call a tool."""
@@ -31,6 +32,10 @@ class ModelRequest:
         temperature: sampling temperature, or None for the server's default.
         tool_choice: whether the model may, must or may not call one of ``tools`` (sent where
             the server takes it; ``llm.toolChoice`` asks ``required`` of the first round only).
+        notes: where the provider says what only it knows about the call (the server it called,
+            streamed or not, each retry): the loop passes the notes of the call's span, which
+            its event and trace read. By default nothing is kept. Not part of the request's
+            value (equality, repr).
     """
 
     messages: Sequence[Message]
@@ -38,6 +43,7 @@ class ModelRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None
     tool_choice: ToolChoice = "auto"
+    notes: ModelNotes = field(default=NO_NOTES, compare=False, repr=False)
 
 
 class Provider(Protocol):

@@ -1,18 +1,24 @@
-"""Building providers from config: ``create_provider`` over a given client, ``open_provider`` owning one.
+"""Building providers from config: the one place that makes HTTP clients and concrete providers.
+
+Every concrete provider has one constructor shape, ``Provider(llm, *, client, endpoint=None,
+retry=None, ...)``: the ``llm`` section, the HTTP client it talks through (which it never closes),
+and optionally the resolved endpoint and a retry policy; what only one API takes comes after
+(Anthropic's ``thinking_budget``, Gemini's ``schema_mode``). ``build_client`` makes the client,
+``create_provider`` picks the provider for an endpoint, ``open_provider`` owns both.
 
 ``open_provider(llm)`` is what the Agent uses: one pooled ``httpx.AsyncClient`` for the
 provider's whole life (building a client per call costs ~30 ms), with the timeouts of the config
 (``connectTimeoutSeconds``, ``requestTimeoutSeconds``; 0 = none). A loopback endpoint ignores
 proxy environment variables (``HTTP_PROXY`` without a ``NO_PROXY`` for localhost would otherwise
-send local model calls to the proxy). Which provider speaks is decided by ``endpoints.py``.
+send local model calls to the proxy). Which provider speaks is decided by ``servers/endpoints.py``.
 
 With ``llm.fallbacks`` it is a ``FallbackProvider`` over the primary and each entry (filled in
 from the primary by ``fallback_configs``), every one with its own client: their timeouts, proxy
 rules and connection pools are their own.
 
 Before it is handed out, each OpenAI-compatible provider learns what its server is
-(``server_cache.known_server``: the cache in the state folder while fresh, else the server is
-asked, ``identify.py``): ``provider.server_info`` is set, and its capabilities follow the kind
+(``identify.known_server``: the cache in the state folder while fresh, else the server is
+asked, ``servers/identify.py``): ``provider.server_info`` is set, and its capabilities follow the kind
 identified (``llm.capabilities`` still wins). Identification takes a few milliseconds against a
 local server and never fails: a server that does not answer keeps the guess from its port.
 """
@@ -31,27 +37,46 @@ import httpx
 
 from ..config import LLMConfig
 from ..state.folder import private_state_dir
-from ._client import build_client
 from .anthropic import AnthropicProvider
 from .base import Provider
-from .endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
-from .fallback import FallbackProvider, fallback_configs
+from .fallback import Candidate, FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
-from .openai_compat import OpenAICompatProvider
-from .server_cache import CACHE_FILE, known_server, remember
-from .server_info import ServerInfo
+from .openai import OpenAICompatProvider
+from .servers.endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
+from .servers.identify import CACHE_FILE, known_server, remember
+from .servers.info import ServerInfo
 
 __all__ = ["apply_server_info", "build_client", "create_provider", "open_provider"]
+
+USER_AGENT = "mcp-agent/0.1"
+
+
+def _seconds(value: float) -> float | None:
+    return value if value > 0 else None
+
+
+def build_client(llm: LLMConfig) -> httpx.AsyncClient:
+    """A pooled HTTP client with the config's timeouts (the caller closes it)."""
+    read = _seconds(llm.request_timeout_seconds)
+    timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
+    return httpx.AsyncClient(
+        timeout=timeout,
+        limits=limits,
+        headers={"User-Agent": USER_AGENT},
+        trust_env=not resolve_endpoint(llm).local,
+        follow_redirects=False,
+    )
 
 
 def create_provider(llm: LLMConfig, client: httpx.AsyncClient) -> Provider:
     """The provider for ``llm``, talking through ``client`` (which the caller owns)."""
     endpoint = resolve_endpoint(llm)
     if endpoint.provider == "anthropic":
-        return AnthropicProvider.from_config(llm, client=client, endpoint=endpoint)
+        return AnthropicProvider(llm, client=client, endpoint=endpoint)
     if endpoint.provider == "gemini":
-        return GeminiProvider.from_config(llm, client=client, endpoint=endpoint)
-    return OpenAICompatProvider(llm, client, endpoint=endpoint)
+        return GeminiProvider(llm, client=client, endpoint=endpoint)
+    return OpenAICompatProvider(llm, client=client, endpoint=endpoint)
 
 
 def apply_server_info(provider: OpenAICompatProvider, info: ServerInfo) -> None:
@@ -108,4 +133,10 @@ async def open_provider(
         if identify:
             await _identify(pairs, cache)
         providers = [provider for _, provider, _ in pairs]
-        yield providers[0] if not llm.fallbacks else FallbackProvider.of(configs, providers)
+        yield (
+            providers[0]
+            if not llm.fallbacks
+            else FallbackProvider(
+                [Candidate.of(config, provider) for config, provider in zip(configs, providers, strict=True)]
+            )
+        )

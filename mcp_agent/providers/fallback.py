@@ -49,10 +49,10 @@ from .._redact import redact_url
 from ..config import LLMConfig
 from ..exceptions import ContextLengthError, ProviderConnectionError, ProviderError
 from ..messages import Delta, Turn
-from ._transport_errors import BAD_URL
 from .base import DeltaCallback, ModelRequest, Provider
-from .endpoints import resolve_endpoint
-from .server_info import ServerInfo, server_info_of
+from .http.errors import BAD_URL
+from .servers.endpoints import resolve_endpoint
+from .servers.info import ServerInfo, server_info_of
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -118,6 +118,11 @@ class Candidate:
     provider: Provider
     resting_until: float = 0.0
 
+    @classmethod
+    def of(cls, llm: LLMConfig, provider: Provider) -> Candidate:
+        """The candidate ``provider``, named after its config."""
+        return cls(llm.model, redact_url(resolve_endpoint(llm).base_url), provider)
+
     @property
     def label(self) -> str:
         return f"{self.name} at {self.where}"
@@ -145,24 +150,9 @@ class FallbackProvider:
         self.cooldown_seconds = cooldown_seconds
         self.clock = clock
 
-    @classmethod
-    def of(
-        cls,
-        configs: Sequence[LLMConfig],
-        providers: Sequence[Provider],
-        *,
-        cooldown_seconds: float = DEFAULT_COOLDOWN,
-    ) -> FallbackProvider:
-        """The chain of ``providers``, each named after its config."""
-        candidates = [
-            Candidate(llm.model, redact_url(resolve_endpoint(llm).base_url), provider)
-            for llm, provider in zip(configs, providers, strict=True)
-        ]
-        return cls(candidates, cooldown_seconds=cooldown_seconds)
-
     @property
     def server_info(self) -> ServerInfo:
-        """What the primary model's server is (``server_info.server_info_of``)."""
+        """What the primary model's server is (``info.server_info_of``)."""
         return server_info_of(self.candidates[0].provider)
 
     def order(self) -> list[Candidate]:

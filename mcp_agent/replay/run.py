@@ -41,7 +41,7 @@ from ..loop.agent import Agent
 from ..loop.recording import RecordedError, Recording, read_recording, request_to_dict, settings_of
 from ..messages import JSONObject, ToolResult, ToolSpec, Turn
 from ..providers.base import DeltaCallback, ModelRequest
-from ..providers.server_info import ServerInfo, sized_for_server
+from ..providers.servers.info import ServerInfo, sized_for_server
 from ..state.memory import MemoryPageStore, MemorySessionStore
 from .compare import (
     COMPARED,

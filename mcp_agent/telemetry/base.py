@@ -14,21 +14,26 @@ span of the ``agent_query`` call (whose parent is the caller's ``_meta.tracepare
 
 **Off costs next to nothing.** Spans are made only when a TracerProvider is installed (by the
 embedding application, or by ``setup_tracing`` from the ``OTEL_*`` variables with the ``[otel]``
-extra) and ``telemetry.enabled`` is true; otherwise ``RunTrace.start`` returns ``NO_TRACE``, whose
+extra) and ``telemetry.enabled`` is true; otherwise ``setup.start_trace`` returns ``NO_TRACE``, whose
 methods do nothing, and OpenTelemetry is not even imported here.
 
 **Notes.** What only a provider or a tool connection knows (the server called, streamed or not,
-each retry, the MCP transport) it says with ``note_model_call``, ``note_retry`` and
-``note_tool_transport``, into the notes of the call in progress (a context variable). The loop
-reads a model call's notes for its event too (``ModelCallEnded.streamed``/``retries``, which the
-metrics count), so model-call notes are kept whether or not anything is traced.
+each retry, the MCP transport) it writes into the notes of the call in progress. A model call's
+notes are handed to the provider explicitly, on the request (``ModelRequest.notes``: the loop
+puts ``ModelSpan.notes`` there; the provider calls ``notes.called``, its retry policy
+``notes.retried``); a call made outside a run writes into ``NO_NOTES``, which keeps nothing.
+The loop reads a model call's notes for its event too (``ModelCallEnded.streamed``/``retries``,
+which the metrics count), so model-call notes are kept whether or not anything is traced. A tool
+connection says its transport with ``note_tool_transport``, into the notes of the tool call in
+progress (a context variable the tool span sets).
 
 Content (prompts, answers, tool arguments and results) goes on the spans only with
 ``telemetry.captureContent``, every string redacted (``_redact.redact_text``).
 
-This module is the seam the loop, providers, tools and gateway see. The recording spans live in
-``telemetry/spans.py`` with their attributes (imported only once something is traced), the provider
-set up from ``OTEL_*`` in ``telemetry/setup.py``, the logs in ``telemetry/logs.py``.
+This module is the seam the loop, providers, tools and gateway see: the no-op bases. The
+recording spans live in ``telemetry/spans.py`` with their attributes (imported only once
+something is traced); choosing between them when a run starts (``start_trace``) and the provider
+set up from ``OTEL_*`` live in ``telemetry/setup.py``; the logs in ``telemetry/logs.py``.
 """
 
 from __future__ import annotations
@@ -36,16 +41,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from contextvars import ContextVar, Token
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
-from .setup import flush_tracing as flush_tracing
-from .setup import setup_tracing as setup_tracing
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Tracer
 
     from ..config import AgentConfig
 
@@ -92,16 +95,41 @@ DEFAULT_SETTINGS = TraceSettings()
 # notes: what providers and tool connections tell about the call in progress
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelNotes:
-    """What the provider said about one model call (the last attempt's server, with fallbacks)."""
+    """What the provider said about one model call (the last attempt's server, with fallbacks).
+
+    One object per call, compared by identity."""
 
     api: str | None = None
     url: str | None = None
     model: str | None = None
     stream: bool | None = None
     retries: int = 0
-    span: Span | None = None
+
+    def called(self, *, api: str, url: str, model: str | None = None, stream: bool | None = None) -> None:
+        """Said by a provider as it sends a request: the wire API, the URL, the model, streamed or not."""
+        self.api, self.url, self.stream = api, url, stream
+        self.model = model or self.model
+
+    def retried(self, error: BaseException, wait: float) -> None:
+        """Said by the retry policy before it waits to try the call again."""
+        self.retries += 1
+
+
+class _Unheard(ModelNotes):
+    """The notes of a model call made outside a run (``doctor``'s checks, a provider used alone):
+    nobody reads them, so nothing is kept (one shared instance stays empty)."""
+
+    def called(self, *, api: str, url: str, model: str | None = None, stream: bool | None = None) -> None:
+        pass
+
+    def retried(self, error: BaseException, wait: float) -> None:
+        pass
+
+
+NO_NOTES: ModelNotes = _Unheard()
+"""The notes of a request that carries none (``ModelRequest``'s default)."""
 
 
 @dataclass
@@ -113,28 +141,7 @@ class ToolNotes:
     protocol_version: str | None = None
 
 
-_model_notes: ContextVar[ModelNotes | None] = ContextVar("mcp_agent_model_notes", default=None)
 _tool_notes: ContextVar[ToolNotes | None] = ContextVar("mcp_agent_tool_notes", default=None)
-
-
-def note_model_call(*, api: str, url: str, model: str | None = None, stream: bool | None = None) -> None:
-    """Called by a provider as it sends a request: the wire API, the URL, the model, streamed or not."""
-    notes = _model_notes.get()
-    if notes is not None:
-        notes.api, notes.url, notes.stream = api, url, stream
-        notes.model = model or notes.model
-
-
-def note_retry(error: BaseException, wait: float) -> None:
-    """Called by the retry policy before it waits to try a model call again."""
-    notes = _model_notes.get()
-    if notes is None:
-        return
-    notes.retries += 1
-    if notes.span is not None:
-        from .spans import retry_event  # loaded already: a span exists
-
-        retry_event(notes.span, error, wait, notes.retries)
 
 
 def note_tool_transport(
@@ -180,25 +187,17 @@ def tracer() -> Tracer | None:
 
 
 class ModelSpan:
-    """One model call: its notes, and (when traced) its ``chat`` span. This base only keeps notes."""
+    """One model call: its notes, and (when traced) its ``chat`` span. This base only keeps notes.
+
+    The loop hands ``notes`` to the provider on the request (``ModelRequest.notes``)."""
 
     def __init__(self) -> None:
         self.notes = ModelNotes()
-        self._token: Token[ModelNotes | None] | None = None
 
-    def current(self) -> ModelSpan:
-        """``with span.current():`` the provider's notes go to this call (and when traced, its
-        span is the current one). A context manager object, not a generator: it runs per call."""
-        return self
-
-    def __enter__(self) -> ModelNotes:
-        self._token = _model_notes.set(self.notes)
-        return self.notes
-
-    def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _model_notes.reset(self._token)
-            self._token = None
+    def current(self) -> AbstractContextManager[object]:
+        """``with span.current():`` when traced, the call's span is the current one (the HTTP
+        requests made inside are its children)."""
+        return nullcontext()
 
     def ended(
         self,
@@ -230,28 +229,6 @@ NULL_TOOL_SPAN = ToolSpan()
 
 class RunTrace:
     """The spans of one run. This base records nothing: it is ``NO_TRACE``, for untraced runs."""
-
-    @staticmethod
-    def start(
-        *,
-        run_id: str,
-        session_id: str | None = None,
-        caller: str | None = None,
-        query: str = "",
-        settings: TraceSettings | None = None,
-        run_span: bool = True,
-    ) -> RunTrace:
-        """The trace of a run starting now: ``NO_TRACE`` unless traced. Without ``run_span`` only
-        tool spans are made, under the current span (the gateway's ``exposeTools`` calls)."""
-        settings = settings or DEFAULT_SETTINGS
-        if not settings.enabled:
-            return NO_TRACE
-        found = tracer()
-        if found is None:
-            return NO_TRACE
-        from .spans import recording  # the recording classes load only when traced
-
-        return recording(found, settings, run_id, session_id, caller, query, run_span)
 
     @property
     def recording(self) -> bool:

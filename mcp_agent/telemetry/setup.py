@@ -1,7 +1,8 @@
-"""A TracerProvider from the ``OTEL_*`` variables, when the application has none (``telemetry.py``).
+"""Whether runs are traced: a TracerProvider from the ``OTEL_*`` variables when the application has
+none (``setup_tracing``), and the trace of each run, recording or not (``start_trace``).
 
 Imports nothing of OpenTelemetry until ``setup_tracing`` finds that the environment asks for
-traces.
+traces, and the recording spans (``spans.py``) only once a run is traced.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .._redact import redact_text
+from .base import DEFAULT_SETTINGS, NO_TRACE, RunTrace, TraceSettings, tracer
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -100,3 +102,25 @@ async def flush_tracing(timeout_seconds: float = 5.0) -> None:
 
     with anyio.move_on_after(timeout_seconds + 1, shield=True):  # also while the agent is cancelled
         await anyio.to_thread.run_sync(provider.force_flush, int(timeout_seconds * 1000))
+
+
+def start_trace(
+    *,
+    run_id: str,
+    session_id: str | None = None,
+    caller: str | None = None,
+    query: str = "",
+    settings: TraceSettings | None = None,
+    run_span: bool = True,
+) -> RunTrace:
+    """The trace of a run starting now: ``NO_TRACE`` unless traced. Without ``run_span`` only
+    tool spans are made, under the current span (the gateway's ``exposeTools`` calls)."""
+    settings = settings or DEFAULT_SETTINGS
+    if not settings.enabled:
+        return NO_TRACE
+    found = tracer()
+    if found is None:
+        return NO_TRACE
+    from .spans import recording  # the recording classes load only when traced
+
+    return recording(found, settings, run_id, session_id, caller, query, run_span)

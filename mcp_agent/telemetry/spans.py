@@ -1,6 +1,6 @@
 """The recording spans of a run and their attributes (``telemetry/base.py`` holds the no-op bases).
 
-Loaded only once something is traced: ``RunTrace.start`` imports it when a TracerProvider is
+Loaded only once something is traced: ``setup.start_trace`` imports it when a TracerProvider is
 installed. Every method that makes, changes or ends a span is ``_quiet``: an error there (a
 broken exporter or span processor) is logged and the run goes on.
 """
@@ -81,29 +81,44 @@ def _null_tool_span() -> ToolSpan:
     return NULL_TOOL_SPAN
 
 
-@_quiet(_nothing)
-def retry_event(span: Span, error: BaseException, wait: float, number: int) -> None:
-    attributes: dict[str, str | int | float] = {
-        "error.type": error_type(error),
-        "mcp_agent.retry.number": number,
-        "mcp_agent.retry.wait_s": wait,
-    }
-    span.add_event("retry", attributes)
+class _RecordingNotes(ModelNotes):
+    """A traced call's notes: each retry is also an event on its ``chat`` span."""
+
+    def __init__(self, span: Span) -> None:
+        super().__init__()
+        self.span = span
+
+    def retried(self, error: BaseException, wait: float) -> None:
+        super().retried(error, wait)
+        self._retry_event(error, wait)
+
+    @_quiet(_nothing)
+    def _retry_event(self, error: BaseException, wait: float) -> None:
+        attributes: dict[str, str | int | float] = {
+            "error.type": error_type(error),
+            "mcp_agent.retry.number": self.retries,
+            "mcp_agent.retry.wait_s": wait,
+        }
+        self.span.add_event("retry", attributes)
 
 
 class _RecordingModelSpan(ModelSpan):
     def __init__(self, span: Span, settings: TraceSettings) -> None:
         super().__init__()
-        self.span = self.notes.span = span
+        self.span = span
+        self.notes = _RecordingNotes(span)
         self.settings = settings
         self._attached: object = None
 
-    def __enter__(self) -> ModelNotes:
+    def current(self) -> _RecordingModelSpan:
+        """Inside: the span is current. A context manager object, not a generator: it runs per call."""
+        return self
+
+    def __enter__(self) -> Span:
         self._attached = otel_context.attach(set_span_in_context(self.span))
-        return super().__enter__()
+        return self.span
 
     def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
         attached, self._attached = self._attached, None
         if attached is not None:
             otel_context.detach(attached)  # type: ignore[arg-type]

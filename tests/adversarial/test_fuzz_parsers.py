@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from mcp_agent.config import load_config, parse_config
 from mcp_agent.exceptions import ConfigError, ProviderError
 from mcp_agent.messages import ToolSpec
-from mcp_agent.providers._sse import iter_sse
 from mcp_agent.providers.anthropic._wire import StreamState
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.gemini._wire import ResponseState
-from mcp_agent.providers.openai._response import ChunkAccumulator, finish_turn
+from mcp_agent.providers.http.answers import iter_sse
+from mcp_agent.providers.openai._wire import ChunkAccumulator, finish_turn
 from mcp_agent.providers.textcalls import extract_tool_calls
 
 from ._table import record

@@ -35,8 +35,8 @@ from mcp_agent.providers.fallback import (
     fallback_configs,
     falls_back,
 )
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
@@ -83,7 +83,7 @@ def chain(
         endpoint = server if isinstance(server, str) else server.base_url
         llm = LLMConfig(endpoint=endpoint, model=f"m{n}", stream=False)
         provider = OpenAICompatProvider(
-            llm, client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder())
+            llm, client=client, retry=RetryPolicy(max_retries=retries, sleep=SleepRecorder())
         )
         candidates.append(Candidate(llm.model, endpoint, provider))
     return FallbackProvider(candidates, clock=clock or Clock())
@@ -286,7 +286,7 @@ async def test_no_fallback_once_the_answer_began_to_stream(
         Reply.sse(shapes.openai_stream(content="Half an ans")[:3], done=False, abort_after=3)
     )
     llm = LLMConfig(endpoint=model_server.base_url, model="m0")
-    first = OpenAICompatProvider(llm, http_client, retry=RetryPolicy(sleep=SleepRecorder()))
+    first = OpenAICompatProvider(llm, client=http_client, retry=RetryPolicy(sleep=SleepRecorder()))
     provider = FallbackProvider([Candidate("m0", "a", first), *chain(http_client, second).candidates])
     seen: list[str] = []
     with anyio.fail_after(20), pytest.raises(ProviderResponseError):

@@ -13,7 +13,12 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Image, Message, ToolCall, ToolResult
-from mcp_agent.providers._images import (
+from mcp_agent.providers.anthropic import AnthropicProvider
+from mcp_agent.providers.anthropic import _wire as _anthropic_wire
+from mcp_agent.providers.factory import create_provider
+from mcp_agent.providers.gemini import GeminiProvider
+from mcp_agent.providers.gemini import _wire as _gemini_wire
+from mcp_agent.providers.history import (
     MAX_IMAGE_BYTES,
     MAX_IMAGES_PER_MESSAGE,
     MAX_REQUEST_BYTES,
@@ -22,13 +27,8 @@ from mcp_agent.providers._images import (
     fit_images,
     vision_model,
 )
-from mcp_agent.providers.anthropic import AnthropicProvider
-from mcp_agent.providers.anthropic import _wire as _anthropic_wire
-from mcp_agent.providers.endpoints import Capabilities
-from mcp_agent.providers.factory import create_provider
-from mcp_agent.providers.gemini import GeminiProvider
-from mcp_agent.providers.gemini import _wire as _gemini_wire
-from mcp_agent.providers.openai._request import to_openai_messages
+from mcp_agent.providers.openai._wire import to_openai_messages
+from mcp_agent.providers.servers.endpoints import Capabilities
 from mcp_agent.state import open_state
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import anthropic_shapes, gemini_shapes
@@ -310,9 +310,10 @@ async def test_a_tool_image_reaches_claude(
         Reply.json(anthropic_shapes.message(calls=[("toolu_1", "cam__shot", {})])),
         Reply.json(anthropic_shapes.message("a black square")),
     )
-    provider = AnthropicProvider(
-        base_url=model_server.base_url, model="claude-sonnet-4", client=http_client, stream=False
+    llm = LLMConfig(
+        provider="anthropic", endpoint=model_server.base_url, model="claude-sonnet-4", stream=False
     )
+    provider = AnthropicProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"
     [result_block] = model_server.requests[1].json["messages"][-1]["content"]
@@ -326,9 +327,10 @@ async def test_a_tool_image_reaches_gemini(
         Reply.json(gemini_shapes.response(calls=[("cam__shot", {})])),
         Reply.json(gemini_shapes.response("a black square")),
     )
-    provider = GeminiProvider(
-        base_url=model_server.url + "/v1beta", model="gemini-2.5-flash", client=http_client, stream=False
+    llm = LLMConfig(
+        provider="gemini", endpoint=model_server.url + "/v1beta", model="gemini-2.5-flash", stream=False
     )
+    provider = GeminiProvider(llm, client=http_client)
     result = await run("what does the camera see?", provider=provider, tools=_tools())
     assert result.answer == "a black square"
     parts = model_server.requests[1].json["contents"][-1]["parts"]

@@ -23,9 +23,9 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.exceptions import ContextLengthError, ProviderError
 from mcp_agent.messages import Message, ToolCall, ToolSpec, Turn
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import resolve_endpoint
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.openai import OpenAICompatProvider
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.providers.conftest import SleepRecorder
 
@@ -82,7 +82,7 @@ def provider_for(
     config = LLMConfig(endpoint=server.base_url, model=body["model"], stream=bool(body.get("stream")), **llm)
     return OpenAICompatProvider(
         config,
-        client,
+        client=client,
         endpoint=resolve_endpoint(config),
         retry=RetryPolicy(max_retries=0, sleep=SleepRecorder()),
     )

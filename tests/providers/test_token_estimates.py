@@ -13,16 +13,16 @@ from mcp_agent.config import LLMConfig
 from mcp_agent.loop.result import RESULT_SCHEMA, TerminationReason
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolSpec, Turn, Usage
-from mcp_agent.providers._turns import estimate_usage
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import open_provider
-from mcp_agent.providers.server_info import ServerInfo
-from mcp_agent.providers.tokens import (
+from mcp_agent.providers.servers.info import ServerInfo
+from mcp_agent.providers.turns import (
     MESSAGE_TOKENS,
     REPLY_TOKENS,
     UsageEstimator,
     approx_prompt_tokens,
     approx_tokens,
+    estimate_usage,
     prompt_pieces,
     template_for,
 )

@@ -13,10 +13,10 @@ from mcp_agent.loop.result import TerminationReason
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, ToolCall, ToolSpec
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import capabilities_for
 from mcp_agent.providers.factory import open_provider
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.providers.openai._request import build_chat_body
+from mcp_agent.providers.openai._wire import build_chat_body
+from mcp_agent.providers.servers.endpoints import capabilities_for
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.fakes.openai_shapes import Call, llamacpp_stream
 from tests.fakes.server_shapes import llamacpp_routes

@@ -14,15 +14,21 @@ from mcp_agent.config import Limits, LLMConfig
 from mcp_agent.loop.result import RESULT_SCHEMA, TerminationReason
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Message, Turn, Usage
-from mcp_agent.providers._turns import estimate_usage, finish_turn
-from mcp_agent.providers._usage import MAX_TOKENS_PER_CALL, UNTRUSTED, token_count, trusted_usage
 from mcp_agent.providers.anthropic import _wire as _anthropic_wire
 from mcp_agent.providers.base import ModelRequest
-from mcp_agent.providers.endpoints import resolve_endpoint
 from mcp_agent.providers.gemini import _wire as _gemini_wire
-from mcp_agent.providers.openai._response import parse_usage as openai_usage
-from mcp_agent.providers.openai_compat import OpenAICompatProvider
-from mcp_agent.providers.retry import RetryPolicy
+from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.openai import OpenAICompatProvider
+from mcp_agent.providers.openai._wire import parse_usage as openai_usage
+from mcp_agent.providers.servers.endpoints import resolve_endpoint
+from mcp_agent.providers.turns import (
+    MAX_TOKENS_PER_CALL,
+    UNTRUSTED,
+    estimate_usage,
+    finish_turn,
+    token_count,
+    trusted_usage,
+)
 from tests.fakes import openai_shapes
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.loop._helpers import echo_tools
@@ -125,7 +131,7 @@ def test_usage_clamped_round_trips_and_sums() -> None:
 def provider(server: FakeModelServer, client: httpx.AsyncClient, **llm: Any) -> OpenAICompatProvider:
     config = LLMConfig(endpoint=server.base_url, model="m", **llm)
     return OpenAICompatProvider(
-        config, client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0)
+        config, client=client, endpoint=resolve_endpoint(config), retry=RetryPolicy(max_retries=0)
     )
 
 

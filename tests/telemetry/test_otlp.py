@@ -286,7 +286,7 @@ def test_setup_tracing_never_replaces_the_applications_provider() -> None:
         "from opentelemetry.sdk.trace import TracerProvider\n"
         "mine = TracerProvider()\n"
         "trace.set_tracer_provider(mine)\n"
-        "from mcp_agent.telemetry.base import setup_tracing\n"
+        "from mcp_agent.telemetry.setup import setup_tracing\n"
         "assert setup_tracing(None, {'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'}) is False\n"
         "assert trace.get_tracer_provider() is mine\n"
         "print('kept')\n"
@@ -298,7 +298,7 @@ def test_setup_tracing_follows_the_environment() -> None:
     done = _python(
         "from opentelemetry import trace\n"
         "from mcp_agent.config import TelemetryConfig\n"
-        "from mcp_agent.telemetry.base import setup_tracing\n"
+        "from mcp_agent.telemetry.setup import setup_tracing\n"
         "url = {'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'}\n"
         "assert not setup_tracing(None, {})\n"
         "assert not setup_tracing(TelemetryConfig(enabled=False), url)\n"
@@ -320,7 +320,7 @@ def test_setup_tracing_without_the_sdk_says_what_to_install() -> None:
         "import sys, logging\n"
         "logging.basicConfig(level=logging.WARNING)\n"
         "sys.modules['opentelemetry.sdk'] = None\n"
-        "from mcp_agent.telemetry.base import setup_tracing\n"
+        "from mcp_agent.telemetry.setup import setup_tracing\n"
         "print(setup_tracing(None, {'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://127.0.0.1:9'}))\n"
     )
     assert done.stdout.strip() == "False", done.stderr

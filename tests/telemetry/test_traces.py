@@ -20,7 +20,8 @@ from mcp_agent.loop.agent import Agent
 from mcp_agent.loop.approvals import ApprovalQueue
 from mcp_agent.messages import ToolCall, Usage
 from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
-from mcp_agent.telemetry.base import NO_TRACE, RunTrace, TraceSettings
+from mcp_agent.telemetry.base import NO_TRACE, TraceSettings
+from mcp_agent.telemetry.setup import start_trace
 from mcp_agent.tools.memory import MemoryToolSource
 
 from .conftest import Spans, names
@@ -225,7 +226,7 @@ async def test_disabled_means_no_spans(spans: Spans) -> None:
     provider = ScriptedProvider([text_turn("hi")])
     await Agent(provider, tools(), config(enabled=False)).query("go")
     assert spans.all() == []
-    assert RunTrace.start(run_id="r", settings=TraceSettings(enabled=False)) is NO_TRACE
+    assert start_trace(run_id="r", settings=TraceSettings(enabled=False)) is NO_TRACE
 
 
 async def test_direct_tool_calls_get_a_tool_span(spans: Spans) -> None:
@@ -238,14 +239,15 @@ async def test_direct_tool_calls_get_a_tool_span(spans: Spans) -> None:
 
 
 def test_without_a_provider_nothing_is_traced() -> None:
-    """The no-op path, in a process of its own: no TracerProvider, so RunTrace.start is NO_TRACE."""
+    """The no-op path, in a process of its own: no TracerProvider, so start_trace is NO_TRACE."""
     import subprocess
     import sys
 
     code = (
-        "from mcp_agent.telemetry.base import RunTrace, NO_TRACE, tracer\n"
+        "from mcp_agent.telemetry.base import NO_TRACE, tracer\n"
+        "from mcp_agent.telemetry.setup import start_trace\n"
         "assert tracer() is None\n"
-        "assert RunTrace.start(run_id='r') is NO_TRACE\n"
+        "assert start_trace(run_id='r') is NO_TRACE\n"
         "print('ok')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

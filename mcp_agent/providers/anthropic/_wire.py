@@ -8,7 +8,7 @@ calls without a result answered with an error result, results without a call tur
 text); consecutive same-role messages are merged; earlier ``thinking`` blocks are replayed with
 their signatures. A request without tools gets earlier calls and results as text (the API
 refuses tool blocks when no tools are defined). Images a tool returned (``Message.images``,
-chosen by ``_images.fit_images``) go inside its ``tool_result`` content as ``image`` blocks
+chosen by ``history.fit_images``) go inside its ``tool_result`` content as ``image`` blocks
 (base64 source), after its text; a result sent as text is followed by its image blocks. ``max_tokens`` is required by the API: the request's cap, else
 ``DEFAULT_MAX_TOKENS`` (4096).
 
@@ -17,7 +17,7 @@ Incoming: ``parse_response`` reads a whole message; ``StreamState`` folds the SS
 ``ping``, ``error``) into the same ``Turn``, emitting ``Delta`` values as it goes. Stop reasons
 are mapped to the house vocabulary (``stop``, ``tool_calls``, ``length``, ``content_filter``,
 ``context_length``); ``thinking`` text is reasoning, never part of the answer. The provider then
-runs the finishing step every provider shares (``_turns.finish_turn``, importable from here too).
+runs the finishing step every provider shares (``turns.finish_turn``).
 """
 
 from __future__ import annotations
@@ -39,10 +39,9 @@ from ...messages import (
     Usage,
     parse_arguments,
 )
-from .._native_history import call_text, stray_text, take_results
-from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from .._usage import reported_usage, sum_counts, token_count
 from ..base import ModelRequest
+from ..history import call_text, stray_text, take_results
+from ..turns import reported_usage, sum_counts, token_count
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header sent with every request."""
@@ -305,17 +304,6 @@ def parse_response(data: Mapping[str, Any], *, request_id: str | None = None) ->
         elif kind == "tool_use":
             parts.calls.append(_tool_call(block))
     return parts.turn(data.get("stop_reason"), parse_usage(data.get("usage")), request_id or data.get("id"))
-
-
-def error_message(body: Any) -> tuple[str | None, str]:
-    """``(type, message)`` of an Anthropic error body ``{"type":"error","error":{...}}``."""
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping):
-            return error.get("type"), str(error.get("message") or error.get("type") or "unknown error")
-        if isinstance(error, str):
-            return None, error
-    return None, "unknown error"
 
 
 @dataclass

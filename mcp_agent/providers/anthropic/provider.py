@@ -4,20 +4,20 @@ One ``complete`` call is one ``POST {base}/messages`` (``base`` is ``https://api
 or a proxy's prefix) with the headers ``x-api-key`` and ``anthropic-version``. The wire mapping
 is pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
 
-- Streaming reads the server-sent events through the shared tolerant parser (``_sse.py``),
+- Streaming reads the server-sent events through the shared tolerant parser (``http/answers.py``),
   reports text, thinking and tool-input pieces through ``on_delta``, and requires
   ``message_stop``: a stream that ends without it is a broken answer.
-- Errors are classified by ``retry.py`` (529 overloaded and 429 are retried with backoff that
+- Errors are classified by ``http/errors.py`` (529 overloaded and 429 are retried with backoff that
   honours ``retry-after``; ``prompt is too long`` is a ``ContextLengthError``; spend limits and
   other 4xx are terminal). A mid-stream ``event: error`` is classified the same way. A stream
   that already handed pieces to ``on_delta`` is not retried, so no piece is reported twice.
 - An answer that is not the API's at all (a web page: the endpoint is another web server) fails
-  at once, naming what came and from where, never quoting it (``_foreign.py``).
+  at once, naming what came and from where, never quoting it (``http/errors.py``).
 - ``stop_reason: model_context_window_exceeded`` raises ``ContextLengthError``.
-- Images from tools go inside their ``tool_result`` when ``vision`` is on (``_images.py``).
+- Images from tools go inside their ``tool_result`` when ``vision`` is on (``history.py``).
 - ``max_tokens`` is required by the API: the request's cap, else ``llm.maxOutputTokens``, else
   ``DEFAULT_MAX_TOKENS`` (4096).
-- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``), and streamed
+- Every answer is read through ``http/answers.py`` (``llm.maxResponseBytes``), and streamed
   argument text over ``llm.maxToolArgumentChars`` is not parsed.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -33,19 +32,20 @@ import httpx
 
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderResponseError
-from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
-from ...telemetry.base import note_model_call
-from .._classify import classify_error, request_id_from
-from .._client import build_client
-from .._images import fit_images
-from .._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
-from .._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
-from .._sse import aiter_sse
-from .._transport_errors import map_transport_errors
-from .._turns import DeltaReporter, finish_turn
+from ...messages import Delta, Turn
 from ..base import DeltaCallback, ModelRequest
-from ..endpoints import Endpoint, resolve_endpoint
-from ..retry import RetryPolicy
+from ..history import accepts_images, fit_images
+from ..http.answers import (
+    aiter_sse,
+    capped_bytes,
+    raise_for_status,
+    read_body,
+    read_json,
+    with_defaults,
+)
+from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
+from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
 
 __all__ = ["AnthropicProvider"]
@@ -53,86 +53,55 @@ __all__ = ["AnthropicProvider"]
 logger = logging.getLogger(__name__)
 
 
-class AnthropicProvider(ClientOwner):
+class AnthropicProvider:
     """A Provider for the Anthropic Messages API.
 
+    Everything comes from the ``llm`` section: the endpoint's base (``https://api.anthropic.com/v1``
+    or a proxy's prefix), the model, ``apiKey`` (sent as ``x-api-key``; left out when unset, e.g.
+    behind a proxy that adds it), ``stream``, ``maxOutputTokens`` (``max_tokens`` when a request
+    sets none; else ``DEFAULT_MAX_TOKENS``, the API requires a value), ``temperature``,
+    ``headers`` (``anthropic-beta``...), ``toolCallStyle`` (``native`` turns off the fallback for
+    tool calls written as text), ``maxResponseBytes``, ``maxToolArgumentChars`` and ``vision``
+    (the images tools return are sent within ``history.fit_images``'s bounds). A refused
+    connection to a loopback endpoint (a local proxy) is final, with how to start it; elsewhere a
+    refusal is a network hiccup, retried.
+
     Args:
-        base_url: the API base including its version path (``https://api.anthropic.com/v1``).
-        model: the model name.
-        api_key: sent as ``x-api-key`` (left out when None, e.g. behind a proxy that adds it).
-        client: the HTTP client to use; when None one is made and closed by ``aclose``.
-        stream: ask for server-sent events.
-        max_output_tokens: ``max_tokens`` when a request sets none; None means
-            ``DEFAULT_MAX_TOKENS`` (the API requires a value).
-        temperature: the temperature when a request sets none.
-        retry: the retry policy (``llm.maxRetries``).
-        headers: extra headers for every request (``anthropic-beta``...).
+        llm: the ``llm`` section of agent.json.
+        client: the pooled HTTP client (its timeouts apply; the factory builds one from config).
+        endpoint: the resolved endpoint; by default resolved from ``llm``.
+        retry: the retry policy; by default ``llm.maxRetries`` with the standard backoff.
         thinking_budget: enable extended thinking with this many tokens (None = off).
-        tool_call_style: ``native`` turns off the fallback for tool calls written as text
-            (``auto``/``text``: taken from the answer when the turn has no structured calls).
-        refused: the message for a refused connection (which server, how to start it); a
-            refusal is then final. ``from_config`` sets it for a loopback endpoint (a local
-            proxy) only: elsewhere a refusal is a network hiccup, retried.
-        max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
-        max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
-        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
-            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
         self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-        retry: RetryPolicy | None = None,
-        headers: Mapping[str, str] | None = None,
-        thinking_budget: int | None = None,
-        tool_call_style: str = "auto",
-        refused: str | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
-        vision: bool = True,
-    ) -> None:
-        super().__init__(client)
-        self.vision = vision
-        self.url = base_url.rstrip("/") + "/messages"
-        self.max_response_bytes = max_response_bytes
-        self.max_tool_argument_chars = max_tool_argument_chars
-        self.model = model
-        self.stream = stream
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
-        self.thinking_budget = thinking_budget
-        self.tool_call_style = tool_call_style
-        self._refused = refused
-        self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **(headers or {})}
-        if api_key:
-            self._headers["x-api-key"] = api_key
-
-    @classmethod
-    def from_config(
-        cls,
         llm: LLMConfig,
         *,
-        client: httpx.AsyncClient | None = None,
+        client: httpx.AsyncClient,
         endpoint: Endpoint | None = None,
-        **options: Any,
-    ) -> AnthropicProvider:
-        """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
+        retry: RetryPolicy | None = None,
+        thinking_budget: int | None = None,
+    ) -> None:
         endpoint = endpoint or resolve_endpoint(llm)
-        provider = cls(
-            client=client or build_client(llm),
-            **config_options(llm, endpoint),
-            **options,
-        )
-        provider._owns_client = client is None
-        return provider
+        self.llm = llm
+        self.endpoint = endpoint
+        self._client = client
+        self.vision = accepts_images(llm, endpoint.provider)
+        self.url = endpoint.base_url.rstrip("/") + "/messages"
+        self.max_response_bytes = llm.max_response_bytes
+        self.max_tool_argument_chars = llm.max_tool_argument_chars
+        self.model = llm.model
+        self.stream = llm.stream
+        self.max_output_tokens = llm.max_output_tokens
+        self.temperature = llm.temperature
+        self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
+        self.thinking_budget = thinking_budget
+        self.tool_call_style = llm.tool_call_style
+        self._refused = refused_message(endpoint, llm.model) if endpoint.local else None
+        self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **llm.headers}
+        if llm.api_key:
+            self._headers["x-api-key"] = llm.api_key
 
     # ------------------------------------------------------------------------------------ call
 
@@ -158,14 +127,14 @@ class AnthropicProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
-            note_model_call(api="anthropic", url=self.url, model=self.model, stream=self.stream)
+            request.notes.called(api="anthropic", url=self.url, model=self.model, stream=self.stream)
             if self.stream:
                 return await self._streamed(body, report)
             turn = await self._whole(body)
             _replay(turn, report)
             return turn
 
-        turn = await self.retry.run(attempt, what=f"Anthropic {self.model}")
+        turn = await self.retry.run(attempt, what=f"Anthropic {self.model}", notes=request.notes)
         turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )

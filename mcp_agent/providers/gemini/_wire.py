@@ -11,7 +11,7 @@ exactly as it came on the part it came on; when the message no longer matches th
 is rebuilt, with each call's signature taken from ``ToolCall.meta["thoughtSignature"]``. A
 request without tools gets earlier calls and results as text.
 
-Images a tool returned (``Message.images``, chosen by ``_images.fit_images``) follow the
+Images a tool returned (``Message.images``, chosen by ``history.fit_images``) follow the
 ``functionResponse`` parts in the same user turn, as ``inlineData`` parts, each tool's introduced
 by a text part. (Gemini 3 also takes media nested in ``functionResponse.parts``, but earlier
 models refuse that; sibling parts work for every model.)
@@ -25,7 +25,7 @@ Incoming: ``ResponseState`` folds one response or the chunks of a stream into a 
 ``thought: true`` parts are reasoning, never answer; Gemini gives calls no ids (or ids that are
 not guaranteed unique), so each call gets a fresh id from ``new_call_id``; usage is
 ``promptTokenCount`` and ``candidatesTokenCount + thoughtsTokenCount``. The provider then runs the
-finishing step every provider shares (``_turns.finish_turn``, importable from here too).
+finishing step every provider shares (``turns.finish_turn``).
 """
 
 from __future__ import annotations
@@ -48,12 +48,9 @@ from ...messages import (
     json_chars,
     parse_arguments,
 )
-from .._images import image_label
-from .._native_history import call_text, stray_text, take_results
-from .._turns import finish_turn as finish_turn  # re-exported: the last step of the incoming side
-from .._turns import new_call_id
-from .._usage import reported_usage, sum_counts, token_count
 from ..base import ModelRequest
+from ..history import call_text, image_label, stray_text, take_results
+from ..turns import new_call_id, reported_usage, sum_counts, token_count
 
 PARTS_META = "gemini_parts"
 """Key of ``Turn.meta``/``Message.meta`` holding the model parts as they came, for replay."""
@@ -285,16 +282,6 @@ def parse_usage(meta: Mapping[str, Any] | None) -> Usage:
         token_count(meta.get("candidatesTokenCount")), token_count(meta.get("thoughtsTokenCount"))
     )
     return reported_usage(prompt, completion, token_count(meta.get("totalTokenCount")))
-
-
-def find_error(data: Any) -> Mapping[str, Any] | None:
-    """The ``error`` object of a Gemini body or stream chunk (also inside an array), or None."""
-    items = data if isinstance(data, list) else [data]
-    for item in items:
-        error = item.get("error") if isinstance(item, Mapping) else None
-        if isinstance(error, Mapping):
-            return error
-    return None
 
 
 class ResponseState:

@@ -13,19 +13,19 @@ pure and lives in ``_wire.py``; this module does I/O, streaming and errors:
   sends the request again at once (that resend is not counted as a retry). ``schema_mode``
   chooses the start: ``"json_schema"`` (default) or ``"parameters"``.
 - Errors ``{"error": {code, message, status, details}}`` (also wrapped in an array, also inside
-  a stream) are classified by ``retry.py``: 429 and 5xx are retried, honouring
+  a stream) are classified by ``http/errors.py``: 429 and 5xx are retried, honouring
   ``RetryInfo.retryDelay``; a 429 whose quota id contains ``PerDay`` is terminal; the token
   count message is a ``ContextLengthError``. ``MALFORMED_FUNCTION_CALL`` with nothing else is
   retried; a blocked prompt is terminal.
 - An answer that is not the API's at all (a web page: the endpoint is another web server) fails
-  at once, naming what came and from where, never quoting it (``_foreign.py``).
+  at once, naming what came and from where, never quoting it (``http/errors.py``).
 - Images from tools follow the function responses as ``inlineData`` when ``vision`` is on.
 - ``maxOutputTokens`` is always sent: the request's cap, else ``llm.maxOutputTokens``, else
   ``GEMINI_OUTPUT_TOKENS`` (8192; thinking tokens count against it).
 - A streamed answer ends at EOF (there is no ``[DONE]``); a stream without any
   ``finishReason`` is broken. A stream that already handed pieces to ``on_delta`` is not
   retried, so no piece is reported twice.
-- Every answer is read through ``_response_limit`` (``llm.maxResponseBytes``); a call whose
+- Every answer is read through ``http/answers.py`` (``llm.maxResponseBytes``); a call whose
   arguments exceed ``llm.maxToolArgumentChars`` keeps none (nor does the replayed part).
 """
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 from urllib.parse import parse_qsl, quote, urlencode
@@ -43,20 +42,21 @@ import httpx
 
 from ...config import LLMConfig
 from ...exceptions import ProviderHTTPError, ProviderResponseError
-from ...messages import DEFAULT_MAX_ARGUMENT_CHARS, Delta, Turn
-from ...telemetry.base import note_model_call
-from .._classify import classify_error, request_id_from
-from .._client import build_client
-from .._images import fit_images
-from .._native_http import ClientOwner, config_options, raise_for_status, read_json, with_defaults
-from .._response_limit import DEFAULT_MAX_RESPONSE_BYTES, capped_bytes, read_body
-from .._sse import aiter_sse
-from .._transport_errors import map_transport_errors
-from .._turns import DeltaReporter, finish_turn
+from ...messages import Delta, Turn
 from ..base import DeltaCallback, ModelRequest
-from ..endpoints import Endpoint, resolve_endpoint
-from ..output_cap import GEMINI_OUTPUT_TOKENS
-from ..retry import RetryPolicy
+from ..history import accepts_images, fit_images
+from ..http.answers import (
+    aiter_sse,
+    capped_bytes,
+    raise_for_status,
+    read_body,
+    read_json,
+    with_defaults,
+)
+from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
+from ..servers.info import GEMINI_OUTPUT_TOKENS
+from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
 
 __all__ = ["GeminiProvider"]
@@ -68,97 +68,64 @@ SchemaMode = Literal["json_schema", "parameters"]
 _SCHEMA_REJECTED = re.compile(r"parameters_?json_?schema", re.IGNORECASE)
 
 
-class GeminiProvider(ClientOwner):
+class GeminiProvider:
     """A Provider for the Gemini API (AI Studio / Generative Language).
 
+    Everything comes from the ``llm`` section: the endpoint's base (``.../v1beta``, its query
+    parameters kept for every request; a ``key`` there is moved to the header), the model
+    (``gemini-2.5-flash``; a ``models/`` prefix is accepted), ``apiKey`` (sent as
+    ``x-goog-api-key``), ``stream`` (``streamGenerateContent?alt=sse``), ``maxOutputTokens``
+    (``maxOutputTokens`` when a request sets none; else ``GEMINI_OUTPUT_TOKENS``, 8192: a cap is
+    always sent, ``servers/info.py``), ``temperature``, ``headers``, ``toolCallStyle`` (``native``
+    turns off the fallback for tool calls written as text), ``maxResponseBytes``,
+    ``maxToolArgumentChars`` and ``vision`` (the images tools return are sent within
+    ``history.fit_images``'s bounds). A refused connection to a loopback endpoint is final, with
+    how to start it; elsewhere a refusal is retried.
+
     Args:
-        base_url: the API base including its version path (``.../v1beta``).
-        model: the model name (``gemini-2.5-flash``; a ``models/`` prefix is accepted).
-        api_key: sent as ``x-goog-api-key``.
-        client: the HTTP client to use; when None one is made and closed by ``aclose``.
-        stream: use ``streamGenerateContent?alt=sse``.
-        max_output_tokens: ``maxOutputTokens`` when a request sets none; None means
-            ``GEMINI_OUTPUT_TOKENS`` (8192: a cap is always sent, ``output_cap.py``).
-        temperature: the temperature when a request sets none.
-        retry: the retry policy (``llm.maxRetries``).
-        headers: extra headers for every request.
+        llm: the ``llm`` section of agent.json.
+        client: the pooled HTTP client (its timeouts apply; the factory builds one from config).
+        endpoint: the resolved endpoint; by default resolved from ``llm``.
+        retry: the retry policy; by default ``llm.maxRetries`` with the standard backoff.
         schema_mode: how tool schemas are sent first (see the module docstring).
         include_thoughts: ask for thought summaries (reported as reasoning).
-        query: extra query parameters for every request (from the endpoint URL; ``key`` is
-            moved to the header).
-        tool_call_style: ``native`` turns off the fallback for tool calls written as text
-            (``auto``/``text``: taken from the answer when the turn has no structured calls).
-        refused: the message for a refused connection; a refusal is then final (``from_config``
-            sets it for a loopback endpoint only: elsewhere a refusal is retried).
-        max_response_bytes: ``llm.maxResponseBytes`` (0 = no limit).
-        max_tool_argument_chars: ``llm.maxToolArgumentChars`` (0 = no limit).
-        vision: send the images tools return (``llm.vision`` resolved; ``from_config`` does
-            it), within ``_images.fit_images``'s bounds.
     """
 
     def __init__(
         self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        client: httpx.AsyncClient | None = None,
-        stream: bool = True,
-        max_output_tokens: int | None = None,
-        temperature: float | None = None,
-        retry: RetryPolicy | None = None,
-        headers: Mapping[str, str] | None = None,
-        schema_mode: SchemaMode = "json_schema",
-        include_thoughts: bool = False,
-        query: str = "",
-        tool_call_style: str = "auto",
-        refused: str | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
-        max_tool_argument_chars: int = DEFAULT_MAX_ARGUMENT_CHARS,
-        vision: bool = True,
-    ) -> None:
-        super().__init__(client)
-        self.vision = vision
-        self.max_response_bytes = max_response_bytes
-        self.max_tool_argument_chars = max_tool_argument_chars
-        params = parse_qsl(query, keep_blank_values=True)
-        key_in_query = next((v for k, v in params if k == "key"), None)
-        self._query = urlencode([(k, v) for k, v in params if k not in ("key", "alt")])
-        model = model.removeprefix("models/")
-        self._base = f"{base_url.rstrip('/')}/models/{quote(model, safe='-._~')}"
-        self.model = model
-        self.stream = stream
-        self.max_output_tokens = max_output_tokens or GEMINI_OUTPUT_TOKENS
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
-        self.schema_mode: SchemaMode = schema_mode
-        self.include_thoughts = include_thoughts
-        self.tool_call_style = tool_call_style
-        self._refused = refused
-        self._headers = dict(headers or {})
-        key = api_key or key_in_query
-        if key:
-            self._headers["x-goog-api-key"] = key
-
-    @classmethod
-    def from_config(
-        cls,
         llm: LLMConfig,
         *,
-        client: httpx.AsyncClient | None = None,
+        client: httpx.AsyncClient,
         endpoint: Endpoint | None = None,
-        **options: Any,
-    ) -> GeminiProvider:
-        """Build from the ``llm`` section of agent.json (a client is made when none is given)."""
+        retry: RetryPolicy | None = None,
+        schema_mode: SchemaMode = "json_schema",
+        include_thoughts: bool = False,
+    ) -> None:
         endpoint = endpoint or resolve_endpoint(llm)
-        provider = cls(
-            client=client or build_client(llm),
-            query=endpoint.query,
-            **config_options(llm, endpoint),
-            **options,
-        )
-        provider._owns_client = client is None
-        return provider
+        self.llm = llm
+        self.endpoint = endpoint
+        self._client = client
+        self.vision = accepts_images(llm, endpoint.provider)
+        self.max_response_bytes = llm.max_response_bytes
+        self.max_tool_argument_chars = llm.max_tool_argument_chars
+        params = parse_qsl(endpoint.query, keep_blank_values=True)
+        key_in_query = next((v for k, v in params if k == "key"), None)
+        self._query = urlencode([(k, v) for k, v in params if k not in ("key", "alt")])
+        model = llm.model.removeprefix("models/")
+        self._base = f"{endpoint.base_url.rstrip('/')}/models/{quote(model, safe='-._~')}"
+        self.model = model
+        self.stream = llm.stream
+        self.max_output_tokens = llm.max_output_tokens or GEMINI_OUTPUT_TOKENS
+        self.temperature = llm.temperature
+        self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
+        self.schema_mode: SchemaMode = schema_mode
+        self.include_thoughts = include_thoughts
+        self.tool_call_style = llm.tool_call_style
+        self._refused = refused_message(endpoint, llm.model) if endpoint.local else None
+        self._headers = dict(llm.headers)
+        key = llm.api_key or key_in_query
+        if key:
+            self._headers["x-goog-api-key"] = key
 
     # ------------------------------------------------------------------------------------ call
 
@@ -191,7 +158,7 @@ class GeminiProvider(ClientOwner):
         report = DeltaReporter(on_delta)
 
         async def attempt(_: int) -> Turn:
-            note_model_call(api="gemini", url=self._base, model=self.model, stream=self.stream)
+            request.notes.called(api="gemini", url=self._base, model=self.model, stream=self.stream)
             body = self.body(request)
             try:
                 return await self._call(body, report)
@@ -205,7 +172,7 @@ class GeminiProvider(ClientOwner):
                 self.schema_mode = "parameters"
                 return await self._call(self.body(request), report)
 
-        turn = await self.retry.run(attempt, what=f"Gemini {self.model}")
+        turn = await self.retry.run(attempt, what=f"Gemini {self.model}", notes=request.notes)
         turn = finish_turn(
             turn, request, style=self.tool_call_style, max_argument_chars=self.max_tool_argument_chars
         )

@@ -2,10 +2,9 @@
 
 One ``complete`` call is one model turn. It streams when ``llm.stream`` is on (and, with tools,
 when the server streams tools well), reports ``Delta`` values through ``on_delta`` (guarded: a
-callback that raises is logged once and ignored), retries what is retryable (``retry.py``), and
-returns a ``Turn``; the body is built by the pure ``_request`` module and the answer read by
-the pure ``_response`` module: a whole answer by ``_answer``, a stream's events by ``_stream``.
-This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
+callback that raises is logged once and ignored), retries what is retryable (``http/errors.py``),
+and returns a ``Turn``; the body is built and the answer read, whole or as a stream's events, by
+the wire module (``_wire.py``). This module does the HTTP, the retries and the unstreamed second try, and keeps what it learns.
 
 Streaming rules (``llm-wire.md`` §9.3): a stream that ends or breaks before its first delta is
 asked again once WITHOUT streaming (LM Studio's empty streams, Ollama's dropped tool calls); an
@@ -23,23 +22,23 @@ all). Keep-alive pings themselves never decide anything: a loading Ollama or a q
 sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
 unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
-page (``_foreign.py``). A refused connection means "not running" (terminal, with how to
+page (``http/errors.py``). A refused connection means "not running" (terminal, with how to
 start one) until the server has answered once, and "went away" after that (retried, then
 ``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
-on this machine (``_transport_errors.py``). Every answer, streamed
-or not, is read through ``_response_limit`` (``llm.maxResponseBytes``), and argument text over
+on this machine (``http/errors.py``). Every answer, streamed
+or not, is read through ``http/answers.py`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
 
 ``toolCallStyle``: ``native`` takes only structured calls; ``auto`` sends tools natively and also
 reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
 the server answers that the model does not support tools (Ollama: "does not support tools";
 vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
-describes the tools in the system prompt and sends no ``tools`` (see ``_request``). Groq's
+describes the tools in the system prompt and sends no ``tools`` (see ``_wire.py``). Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
 
 Images from tools go to the model when it reads them (``llm.vision``, resolved by
-``_images.accepts_images``), within ``_images.fit_images``'s bounds; otherwise it reads their
+``history.accepts_images``), within ``history.fit_images``'s bounds; otherwise it reads their
 placeholders. Every turn says which model answered (``Turn.model``: ``llm.model``).
 """
 
@@ -57,25 +56,27 @@ import httpx
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
-from ...telemetry.base import note_model_call
-from .._classify import classify_error, request_id_from
-from .._images import accepts_images, fit_images
-from .._response_limit import capped_bytes, read_body
-from .._sse import aiter_sse
-from .._transport_errors import map_transport_errors, timed_out_text
-from .._turns import DeltaReporter
 from ..base import DeltaCallback, ModelRequest
-from ..endpoints import Endpoint, refused_message, resolve_endpoint
-from ..identify import window_from_error
-from ..learned import Learned
-from ..output_cap import output_cap
-from ..retry import RetryPolicy
-from ..server_info import ServerInfo
-from ..tokens import UsageEstimator
-from ._answer import foreign_error, recover_calls, report_turn, whole_answer
-from ._request import ToolCallStyle, build_chat_body
-from ._response import ChunkAccumulator, finish_turn
-from ._stream import EarlyEnd, drain, fold_stream
+from ..history import accepts_images, fit_images
+from ..http.answers import aiter_sse, capped_bytes, read_body
+from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from, timed_out_text
+from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
+from ..servers.identify import window_from_error
+from ..servers.info import Learned, ServerInfo, output_cap
+from ..turns import DeltaReporter, UsageEstimator
+from ._wire import (
+    ChunkAccumulator,
+    EarlyEnd,
+    ToolCallStyle,
+    build_chat_body,
+    drain,
+    finish_turn,
+    fold_stream,
+    foreign_error,
+    recover_calls,
+    report_turn,
+    whole_answer,
+)
 
 __all__ = ["DROPS_STREAMED_TOOLS", "TEXT_TOOL_MODELS", "OpenAICompatProvider", "prefers_text_tools"]
 
@@ -121,8 +122,8 @@ class OpenAICompatProvider:
     def __init__(
         self,
         llm: LLMConfig,
-        client: httpx.AsyncClient,
         *,
+        client: httpx.AsyncClient,
         endpoint: Endpoint | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -139,11 +140,11 @@ class OpenAICompatProvider:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
         self._headers.update(llm.headers)
         self.server_info = ServerInfo.unknown()
-        """What the server is (``server_info.py``): set once it has been identified."""
+        """What the server is (``servers/info.py``): set once it has been identified."""
         self.learned = Learned()
-        """What this provider learned about the server by talking to it (``learned.py``)."""
+        """What this provider learned about the server by talking to it (``servers/info.py``)."""
         self.usage_estimator = UsageEstimator(client, llm)
-        """Usage the server did not report, estimated as closely as it allows (``tokens.py``)."""
+        """Usage the server did not report, estimated as closely as it allows (``turns.py``)."""
 
     @property
     def tool_call_style(self) -> ToolCallStyle:
@@ -183,13 +184,13 @@ class OpenAICompatProvider:
         async def attempt(_: int) -> Turn:
             url, model = self.endpoint.chat_url, self.llm.model
             if state.stream:
-                note_model_call(api="openai", url=url, model=model, stream=True)
+                request.notes.called(api="openai", url=url, model=model, stream=True)
                 try:
                     return await self._streamed(request, out, style)
                 except EarlyEnd as exc:
                     logger.warning("the stream %s; asking again without streaming", exc)
                     state.stream, state.fell_back = False, not exc.broke
-            note_model_call(api="openai", url=url, model=model, stream=False)
+            request.notes.called(api="openai", url=url, model=model, stream=False)
             turn = await self._plain(request, style)
             if state.fell_back and tools_sent and self.learned.stream_tools is None:
                 logger.warning(
@@ -201,7 +202,9 @@ class OpenAICompatProvider:
             return turn
 
         try:
-            turn = await self.retry.run(attempt, what=f"model call to {self.endpoint.base_url}")
+            turn = await self.retry.run(
+                attempt, what=f"model call to {self.endpoint.base_url}", notes=request.notes
+            )
         except ProviderResponseError as exc:
             if out.count and exc.usage is None:  # it broke off mid-answer: the server did the work
                 exc.usage = await self.usage_estimator.estimate(
@@ -215,7 +218,7 @@ class OpenAICompatProvider:
 
     def output_cap(self, request: ModelRequest) -> int:
         """The ``max_tokens`` sent with ``request``: its own cap, ``llm.maxOutputTokens``, else a
-        default from the context window when the server told it (``output_cap.py``)."""
+        default from the context window when the server told it (``servers/info.py``)."""
         return output_cap(
             request.max_output_tokens or self.llm.max_output_tokens,
             context_window=self.server_info.context_window,
@@ -341,7 +344,7 @@ class OpenAICompatProvider:
     def _whole_answer(
         self, response: httpx.Response, content: bytes, request: ModelRequest, style: ToolCallStyle
     ) -> Turn:
-        """A complete answer body: ``_answer.whole_answer`` with this server's URL and limits."""
+        """A complete answer body: ``_wire.whole_answer`` with this server's URL and limits."""
         return whole_answer(
             response,
             content,
