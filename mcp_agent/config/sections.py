@@ -178,7 +178,7 @@ class Limits(ConfigModel):
     """A tool result longer than this is paged: the model gets the first page of this many
     characters, a handle and ``read_result`` for the rest (``pageResults``); else it is cut, with a note."""
     page_results: bool = True
-    """Page long results (``loop/pages.py``); false cuts them, with a note, as before."""
+    """Page long results (``loop/pages.py``); false cuts them, with a note."""
     max_paged_bytes: int = Field(default=8_000_000, ge=0)
     """The most bytes the paged results of one run (or one session) hold; its least recently
     read results go first, and a bigger result is kept up to this size."""

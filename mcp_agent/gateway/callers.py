@@ -14,7 +14,7 @@ A conversation, a run's events and an approval belong to the caller whose query 
 another caller gets 404 for them, exactly as for ids that never existed.
 
 Without any token the gateway serves one anonymous local caller (``LOCAL``) with every scope:
-whoever can reach the loopback port is trusted with everything, as before callers existed.
+whoever can reach the loopback port is trusted with everything.
 
 **Shares.** When two or more callers are configured, no caller may hold more than
 ``gateway.callerShare`` (default three quarters, rounded up) of any shared capacity: query slots,

@@ -69,7 +69,7 @@ def default_max_connections(file_limit: int) -> int:
 
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
-    """Log "out of descriptors" on accept once a minute, without a traceback; the rest as before."""
+    """Log "out of descriptors" on accept once a minute, without a traceback; anything else goes to the handler that was set before."""
     previous = loop.get_exception_handler()
     last = [float("-inf")]
     suppressed = [0]

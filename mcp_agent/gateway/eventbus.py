@@ -16,7 +16,6 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -116,29 +115,6 @@ class EventBus:
 
     def _remove(self, listener: Listener) -> None:
         self._listeners.discard(listener)
-
-
-class SharedEvents(Protocol):
-    """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``).
-
-    ``emit`` sends this replica's event to the others that listen (never blocks, never raises);
-    ``listening`` tells the others at once that this replica has a new listener of its own (so
-    they start sending; never raises, bounded); ``relay`` runs for the gateway's lifetime,
-    handing the other replicas' events to ``sink`` (skipping them unread while ``wanted()`` is
-    False).
-    """
-
-    def emit(self, event: Event) -> None: ...
-
-    async def listening(self) -> None: ...
-
-    async def relay(
-        self,
-        sink: EventSink,
-        *,
-        wanted: Callable[[], bool] | None = None,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None: ...
 
 
 class FanOut:

@@ -25,7 +25,6 @@ from ..loop.agent import Agent
 from ..state import open_agent_state
 from ..state.base import State
 from ..state.records import Recovery
-from .eventbus import SharedEvents
 from .service import AgentFactory, GatewayService
 
 logger = logging.getLogger(__name__)
@@ -157,8 +156,7 @@ def share_events(service: GatewayService, state: State, tasks: anyio.abc.TaskGro
     """With a shared state backend (Redis: its ``events``, a ``SharedEvents``), this replica's
     run events go to the other replicas and theirs come into ``service.bus``, so that
     ``/api/v1/events`` on any replica shows the runs of all (decoded only while someone listens)."""
-    # the State protocol (state/) declares no shared channel: only a shared backend has ``events``
-    shared: SharedEvents | None = getattr(state, "events", None)
+    shared = state.events
     if shared is None:
         return
     service.shared_events = shared

@@ -43,7 +43,7 @@ from ..loop.agent import Agent
 from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..messages import JSONObject, ToolResult, ToolSpec
-from ..state.base import State
+from ..state.base import SharedEvents, State
 from ..state.records import valid_session_id
 from ..telemetry.logs import RunLogFields, log_fields
 from ..tools.catalog import Catalog
@@ -51,7 +51,7 @@ from ..tools.hub import ToolHub
 from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook
-from .eventbus import ChangeNotices, EventBus, FanOut, SharedEvents
+from .eventbus import ChangeNotices, EventBus, FanOut
 from .metrics import Metrics
 from .store_health import StoreHealth, is_outage
 
@@ -234,10 +234,7 @@ class GatewayService:
         """Bound each caller's conversations and pending approvals to its share."""
         agent.approvals.max_per_caller = self.callers.share_of(self.config.approvals.max_pending)
         sessions = agent.sessions
-        # The SessionStore protocol (state/) declares no owner cap; every store the package has
-        # (memory, SQLite, Redis) has ``max_per_owner``, a store of a test's may not.
-        if hasattr(sessions, "max_per_owner"):
-            sessions.max_per_owner = self.callers.share_of(self.config.sessions.max_sessions)
+        sessions.max_per_owner = self.callers.share_of(self.config.sessions.max_sessions)
 
     def fail(self, message: str) -> None:
         self.state = "failed"

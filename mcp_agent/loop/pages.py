@@ -11,7 +11,7 @@ one is answered "expired" rather than "unknown tool").
   back so that a combining mark, a variation selector or a zero-width joiner stays with its base
   character. Python strings index code points, so a page never splits one. Only the result's
   text is paged (the text the model reads: text parts joined, media summarised); images a tool
-  returned ride along whole on the first page's message, as before.
+  returned ride along whole on the first page's message.
 - **Where they live.** The pages go to a ``PageStore`` (``state/base.py``) under a scope. A run
   with a session keeps them in the state, beside the session (``State.pages``: SQLite, Redis or
   memory): the next query on the session reads pages its history refers to, in this process or

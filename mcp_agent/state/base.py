@@ -30,16 +30,20 @@ Contracts every backend keeps:
 - Values are the frozen dataclasses of ``records.py`` (``Session`` is the one mutable value: the
   store updates the object a ``hold`` yielded when it saves it).
 
-This module imports nothing above ``messages``/``exceptions``/``_types`` (the loop imports
+This module imports nothing above ``messages``, ``events`` and ``exceptions`` (the loop imports
 state, never the reverse).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
+import anyio
+import anyio.abc
+
+from ..events import Event, EventSink
 from ..messages import Message
 from .records import (
     Approval,
@@ -84,6 +88,9 @@ class SessionStore(Protocol):
     (None when unknown or expired), ``list`` describes all, ``delete`` removes one (False when
     unknown; a run holding it finishes, and its save then returns False).
     """
+
+    max_per_owner: int
+    """How many sessions one owner may hold (0: no cap); the gateway sets each caller's share."""
 
     def hold(self, session_id: str, *, owner: str | None = None) -> AbstractAsyncContextManager[Session]: ...
 
@@ -188,6 +195,30 @@ class PageStore(Protocol):
     async def release(self, scope: str) -> None: ...
 
 
+class SharedEvents(Protocol):
+    """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``; None
+    for a backend of one process).
+
+    ``emit`` sends this replica's event to the others that listen (never blocks, never raises);
+    ``listening`` tells the others at once that this replica has a new listener of its own (so
+    they start sending; never raises, bounded); ``relay`` runs for the gateway's lifetime,
+    handing the other replicas' events to ``sink`` (skipping them unread while ``wanted()`` is
+    False).
+    """
+
+    def emit(self, event: Event) -> None: ...
+
+    async def listening(self) -> None: ...
+
+    async def relay(
+        self,
+        sink: EventSink,
+        *,
+        wanted: Callable[[], bool] | None = None,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None: ...
+
+
 class State(Protocol):
     """The four stores of one backend, for one process (``replica``).
 
@@ -219,6 +250,10 @@ class State(Protocol):
 
     @property
     def limits(self) -> StateLimits: ...
+
+    @property
+    def events(self) -> SharedEvents | None:
+        """The channel between replicas of a shared backend; None for one process."""
 
     async def beat(self) -> None: ...
 

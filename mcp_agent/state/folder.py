@@ -67,7 +67,7 @@ def private_folder(path: str | os.PathLike[str], *, what: str, other: str) -> Pa
     """``path``, created owner-only when missing (parents too), refused when it is not ours.
 
     A folder that cannot be created is returned as it is: whoever writes into it says why it
-    failed, as before. One that others may read but not write is tightened to 0700 (a warning).
+    failed. One that others may read but not write is tightened to 0700 (a warning).
 
     Args:
         path: the folder.

@@ -413,6 +413,11 @@ class MemoryState:
         return self._replica
 
     @property
+    def events(self) -> None:
+        """None: one process, no other replica to share run events with."""
+        return None
+
+    @property
     def sessions(self) -> MemorySessionStore:
         return self._sessions
 

@@ -357,7 +357,11 @@ class RelayThatBreaks(MemoryState):
 
     def __init__(self) -> None:
         super().__init__(StateLimits())
-        self.events = self.Events()
+        self._events = self.Events()
+
+    @property
+    def events(self) -> Any:
+        return self._events
 
 
 class BeatThatBreaks(MemoryState):

@@ -6,7 +6,7 @@ with ``approvals.selfApproval``), a tool call of its run that needs approval is 
 client: which tool, with which arguments, and a form with ``approve`` (boolean) and an optional
 ``reason``. Its answer resolves the approval; the dashboard and REST can still resolve it too,
 and exactly one resolver wins (the others find it already resolved). Other callers keep waiting
-for the dashboard or REST, as before: a caller that may only ``query`` never decides its own
+for the dashboard or REST: a caller that may only ``query`` never decides its own
 gated calls (many clients answer elicitations automatically, which would remove the human check).
 
 - **2025-era sessions** (a back channel): ``BackChannelAsker`` sends ``elicitation/create`` on the

@@ -292,6 +292,11 @@ class SqliteState:
         return self._replica
 
     @property
+    def events(self) -> None:
+        """None: one process, no other replica to share run events with."""
+        return None
+
+    @property
     def sessions(self) -> SqliteSessionStore:
         return self._sessions
 
