@@ -18,7 +18,7 @@ import pytest
 from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, completion, openai_stream
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 

@@ -404,7 +404,7 @@ def test_limits_tighten_rejects_unknown_keys():
 
 
 def test_bundled_agent_json_is_valid():
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     config = load_config(root / "agent.json", environ={})
     assert isinstance(config, AgentConfig)
     assert config.servers(), "the default config offers the bundled servers"
