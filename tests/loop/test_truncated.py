@@ -10,9 +10,9 @@ import pytest
 from mcp_agent.config import Limits
 from mcp_agent.exceptions import ProviderError
 from mcp_agent.gateway.mcp.server import run_result_to_mcp
-from mcp_agent.loop._model import CONTINUE_PROMPT, join_continuation
 from mcp_agent.loop.result import RESULT_SCHEMA
 from mcp_agent.loop.result import TerminationReason as R
+from mcp_agent.loop.run import CONTINUE_PROMPT, join_continuation
 from mcp_agent.messages import Message, Turn, Usage
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.fake import ScriptedProvider, text_turn
