@@ -4,7 +4,7 @@ The gateway uses its libraries' public API. Where that has no way to do what the
 the reach is here, one name each, with a line saying why no public API serves; each has a test in
 ``tests/gateway/test_internals.py`` that pins exactly the behaviour relied on, so an upgrade that
 changes it fails that test first, by name. README's "Known limits" lists them. No other module
-of the package imports a private module of mcp, uvicorn or Starlette (``tests/test_private_imports.py``).
+of the package imports a private module of mcp, uvicorn or Starlette (``tests/test_code_quality.py``).
 """
 
 from __future__ import annotations

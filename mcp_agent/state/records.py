@@ -302,7 +302,7 @@ class RunRecord:
         model: the model that answered.
         replica: the gateway process that ran it (``State.replica``).
         timeline: its model and tool calls as spans (start offset, duration, tokens, arguments,
-            a result preview), in start order; bounded (``loop/_timeline.py``). Empty in flight
+            a result preview), in start order; bounded (``loop/_records.py``). Empty in flight
             and for records written before it existed.
     """
 
