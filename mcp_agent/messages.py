@@ -325,6 +325,9 @@ class ToolSpec:
         title: the tool's human-readable title, as its server gave it (None: none).
         output_schema: the JSON Schema of the tool's ``structuredContent``, as its server sent
             it (None: none). Only the gateway's ``exposeTools`` uses it; models never see it.
+        input_schema: the tool's ``inputSchema`` as its server sent it, the very object (None:
+            none, or not an object). Only the gateway's ``exposeTools`` lists it; models see
+            ``parameters``, and arguments are checked against ``parameters``.
     """
 
     name: str
@@ -338,6 +341,7 @@ class ToolSpec:
     timeout_seconds: float | None = None
     title: str | None = None
     output_schema: JSONSchema | None = None
+    input_schema: JSONSchema | None = None
 
     def schema_for(self, dialect: str) -> JSONSchema:
         """The schema to send to a provider of the given dialect."""

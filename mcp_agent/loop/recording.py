@@ -111,6 +111,7 @@ def spec_to_dict(spec: ToolSpec) -> JSONObject:
         "timeout_seconds": spec.timeout_seconds,
         "title": spec.title,
         "output_schema": spec.output_schema,
+        "input_schema": spec.input_schema,
     }
 
 

@@ -49,6 +49,8 @@ class ServerTool:
         title: the tool's title, or None.
         output_schema: the tool's ``outputSchema`` as the server sent it (the repair hides it
             from the SDK, see ``server/session.py``), or None when it sent none or not an object.
+        input_schema: the tool's ``inputSchema`` as the server sent it (the same object, not a
+            copy: big tool sets), or None when it sent none or not an object.
     """
 
     server: str
@@ -58,6 +60,7 @@ class ServerTool:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     title: str | None = None
     output_schema: JSONObject | None = None
+    input_schema: JSONObject | None = None
 
 
 def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
@@ -94,8 +97,8 @@ def server_tool(
 
     Args:
         raw: the tool as the server sent it (wire JSON, before the repair), whose
-            ``inputSchema`` is compiled and whose ``annotations``, ``title`` and ``outputSchema``
-            are kept.
+            ``inputSchema`` is compiled (and kept as sent) and whose ``annotations``, ``title``
+            and ``outputSchema`` are kept.
         name, description: the tool's name and description (as the SDK read them, or as cached).
         task_required: it needs task-augmented execution (``execution.taskSupport: required``).
     """
@@ -104,8 +107,9 @@ def server_tool(
         return None
     if not tool_allowed(name, config.allow_tools, config.deny_tools):
         return None
+    input_schema = raw.get("inputSchema")
     try:
-        schema = compile_tool_schema(raw.get("inputSchema"))
+        schema = compile_tool_schema(input_schema)
     except Exception:
         logger.exception("%s: skipping tool %s: its input schema could not be compiled", server, name)
         return None
@@ -120,6 +124,7 @@ def server_tool(
         annotations=dict(annotations) if isinstance(annotations, dict) else {},
         title=title if isinstance(title, str) and title else None,
         output_schema=dict(output_schema) if isinstance(output_schema, dict) else None,
+        input_schema=input_schema if isinstance(input_schema, dict) else None,
     )
 
 
@@ -324,6 +329,7 @@ def exposed_specs(
                 timeout_seconds=configs[tool.server].call_timeout_seconds,
                 title=tool.title,
                 output_schema=tool.output_schema,
+                input_schema=tool.input_schema,
             )
         )
         routes[exposed] = (tool.server, tool.mcp_name)

@@ -1,11 +1,14 @@
 """Inner tools and their results as ``exposeTools`` passes them on (pure, no I/O).
 
 - ``exposed_tool``: a tool keeps its ``title``, ``annotations`` and ``outputSchema`` under its
-  exposed name. The SDK validates a whole ``tools/list`` answer before sending it, all or nothing
-  (mcp-sdk-2.md G2), so each tool is checked against both protocol eras' schemas first; an
-  ``outputSchema`` that is not an object schema or not a valid JSON Schema is dropped (a client
-  could not check results against it), and a tool that still does not pass loses its optional
-  fields rather than breaking the list.
+  exposed name, and its ``inputSchema`` as the server sent it, every keyword kept (``$schema``,
+  ``$defs``, ``$anchor``, ``$ref``, composition, conditionals): the normalised ``parameters`` are
+  for the model and for checking arguments, never for what clients are shown. The SDK validates a
+  whole ``tools/list`` answer before sending it, all or nothing (mcp-sdk-2.md G2), so each tool is
+  checked against both protocol eras' schemas first; a server's ``inputSchema`` that does not
+  pass (not an object schema, say) is replaced by the normalised one, with a warning; an ``outputSchema`` that is not an object schema or not a valid JSON Schema is
+  dropped (a client could not check results against it), and a tool that still does not pass
+  loses its optional fields rather than breaking the list.
 - ``tool_result_to_mcp``: the server's own content parts (text cut to ``maxResultChars`` by the
   Agent, images, audio, resource links and embedded resources whole) and its
   ``structuredContent``. A call that did not run (invalid arguments, denied, timed out) has only
@@ -106,22 +109,65 @@ def _passes(tool: types.Tool) -> bool:
     return True
 
 
-def exposed_tool(spec: ToolSpec) -> types.Tool:
-    """``spec`` as the gateway lists it (see the module docstring)."""
-    tool = types.Tool(
+def _input_schema_problem(schema: JSONObject) -> str | None:
+    """Why the SDK would refuse to list ``schema`` as an ``inputSchema`` (None: it would not)."""
+    tool = {"name": "t", "inputSchema": schema}
+    for version, envelope in ERA_ENVELOPES.items():
+        try:
+            _methods.validate_server_result("tools/list", version, {**envelope, "tools": [tool]})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"][3:]) or "<root>"
+            return f"fails the {version} schema at {where}: {error['msg']}"
+    return None
+
+
+def _normalised_instead(spec: ToolSpec, sent: JSONObject, warned: set[tuple[str, str]] | None) -> bool:
+    """Whether the server's ``inputSchema`` of ``spec`` must give way to the normalised one (and
+    say why, once per tool and schema in ``warned``)."""
+    problem = _input_schema_problem(sent)
+    if problem is None:
+        return False
+    key = (spec.name, _schema_json(sent))
+    if warned is None or key not in warned:
+        if warned is not None:
+            warned.add(key)
+        logger.warning(
+            "exposeTools: %s is listed with the gateway's normalised input schema: the server's %s",
+            spec.name,
+            problem,
+        )
+    return True
+
+
+def _listed(spec: ToolSpec, input_schema: JSONObject) -> types.Tool:
+    return types.Tool(
         name=spec.name,
         title=spec.title,
         description=spec.description or None,
-        input_schema=object_schema(spec.parameters),
+        input_schema=input_schema,
         output_schema=advertised_output_schema(spec),
         annotations=_annotations(spec.annotations),
     )
+
+
+def exposed_tool(spec: ToolSpec, *, warned: set[tuple[str, str]] | None = None) -> types.Tool:
+    """``spec`` as the gateway lists it (see the module docstring).
+
+    Args:
+        warned: the ``(tool, schema)`` pairs whose schema was already warned about, added to (a
+            listing is asked for often: one warning each); None: warn every time.
+    """
+    sent = spec.input_schema
+    tool = _listed(spec, object_schema(spec.parameters) if sent is None else sent)
     if _passes(tool):
         return tool
+    if sent is not None and _normalised_instead(spec, sent, warned):
+        tool = _listed(spec, object_schema(spec.parameters))
+        if _passes(tool):
+            return tool
     logger.warning("exposeTools: %s is listed without its title, annotations and outputSchema", spec.name)
-    return types.Tool(
-        name=spec.name, description=spec.description or None, input_schema=object_schema(spec.parameters)
-    )
+    return types.Tool(name=spec.name, description=spec.description or None, input_schema=tool.input_schema)
 
 
 def content_blocks(parts: Sequence[JSONObject]) -> list[types.ContentBlock]:

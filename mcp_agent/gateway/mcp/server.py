@@ -183,6 +183,7 @@ class AgentQueryTool:
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
+        self._schema_warnings: set[tuple[str, str]] = set()
         service.on_tools_changed(self.tools_changed)
 
     # ---------------------------------------------------------------- tools/list
@@ -205,7 +206,9 @@ class AgentQueryTool:
             )
         ]
         if service.gateway.expose_tools:
-            tools.extend(exposed_tool(spec) for spec in specs if spec.name != TOOL_NAME)
+            tools.extend(
+                exposed_tool(spec, warned=self._schema_warnings) for spec in specs if spec.name != TOOL_NAME
+            )
         return tools
 
     async def list_tools(
