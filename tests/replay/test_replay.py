@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcp_agent.loop.recording import Recorder, RecordingError
+from mcp_agent.loop.recording import Recorder, RecordingError, read_recording
 from mcp_agent.replay import replay
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, openai_stream
@@ -119,6 +119,15 @@ def test_the_recording_holds_header_model_and_tool_lines(recorded):
     }
     assert [c["name"] for c in model["turn"]["tool_calls"]] == ["echo__echo", "echo__add"]
     assert model["ms"] >= 0
+
+
+def test_the_recording_keeps_each_tools_input_schema_as_its_server_sent_it(recorded):
+    path, _ = recorded
+    header = lines(path)[0]
+    sent = next(tool for tool in header["tools"] if tool["name"] == "echo__echo")["input_schema"]
+    assert sent["type"] == "object" and sent["properties"]["text"]["type"] == "string"
+    spec = next(spec for spec in read_recording(path).tool_specs if spec.name == "echo__echo")
+    assert spec.input_schema == sent
 
 
 def test_secrets_never_reach_the_file(recorded):

@@ -8,6 +8,8 @@
 - ``$GATED_TOOLS``: a file of tool names, one a line (default: ``echo``); every tool echoes
   its ``text`` argument with its own name in front. The tool ``announce`` sends
   ``notifications/resources/list_changed`` and ``notifications/prompts/list_changed``.
+- ``$GATED_SCHEMA``: a JSON file, the ``inputSchema`` of every tool, sent as the file has it
+  (default: one string property ``text``).
 - ``$GATED_DESTRUCTIVE``: tool names, comma-separated, annotated ``destructiveHint: true`` (the
   others ``readOnlyHint: true``).
 - ``$GATED_RESOURCES``: a file of resource URIs, one a line (a line with ``{`` is a URI
@@ -53,10 +55,15 @@ def tool_names() -> list[str]:
 
 
 def tool(name: str) -> dict:
+    schema_file = os.environ.get("GATED_SCHEMA")
     described: dict[str, Any] = {
         "name": name,
         "description": f"Echo the text ({name}).",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "inputSchema": (
+            json.loads(Path(schema_file).read_text())
+            if schema_file
+            else {"type": "object", "properties": {"text": {"type": "string"}}}
+        ),
     }
     if destructive := os.environ.get("GATED_DESTRUCTIVE"):
         hint = "destructiveHint" if name in destructive.split(",") else "readOnlyHint"

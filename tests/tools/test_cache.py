@@ -34,6 +34,7 @@ from mcp_agent.tools.cache import (
     package_spec,
 )
 from mcp_agent.tools.hub import ToolHub, open_tool_hub
+from mcp_agent.tools.presentation import cached_tools, exposed_specs
 from mcp_agent.tools.server.connection import RestartPolicy
 
 from .conftest import FAST_RESTARTS, SERVERS, server
@@ -352,6 +353,38 @@ def test_the_catalog_round_trips_through_the_file(tmp_path: Path) -> None:
     assert cache.save("g", config, bare)
     assert cache.load("g", config) == bare  # unknown lists stay unknown, not empty
     assert "resources" not in json.loads(cache.path("g").read_text())
+
+
+async def test_specs_hold_the_input_schema_the_server_sent_itself_warm_or_not(files: dict[str, Path]) -> None:
+    """The spec keeps the very dict the server listed (no copy: big tool sets), the normalised
+    one for the model beside it; a warm start gives the same from the file."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"t": {"$anchor": "t", "type": "string"}},
+        "properties": {"text": {"$ref": "#t"}},
+    }
+    files["schema"] = files["tools"].with_name("schema.json")
+    files["schema"].write_text(json.dumps(schema))
+    files["tools"].write_text("echo\n")
+    config = gated(files, env={"GATED_SCHEMA": str(files["schema"])})
+    files["gate"].touch()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        [spec] = hub.list_tools()
+    assert spec.input_schema == schema
+    assert spec.parameters == {"type": "object", "properties": {"text": {"type": "string"}}}
+    files["gate"].unlink()
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        [warm] = hub.list_tools()  # the gate is shut: from the cache
+        assert status(hub).from_cache
+        files["gate"].touch()
+    assert warm.input_schema == schema and list(warm.input_schema) == list(schema)
+    entry = cached(files, config)
+    assert entry is not None
+    [tool] = cached_tools("g", config, entry.tools)
+    assert tool.input_schema is entry.tools[0]["inputSchema"]
+    [offered], _, _ = exposed_specs([tool], {"g": config})
+    assert offered.input_schema is entry.tools[0]["inputSchema"]
 
 
 def with_catalog(

@@ -1,9 +1,12 @@
 """exposeTools as a faithful pass-through: first the pure conversions (gateway/mcp/passthrough.py),
 then the real Agent and ToolHub with two copies of the fixture server tests/servers/media.py, and
-the SDK's own clients over SSE and Streamable HTTP, both eras."""
+the SDK's own clients over SSE and Streamable HTTP, both eras; last, input schemas listed as the
+servers sent them (tests/servers/gated.py sending a JSON Schema 2020-12 document)."""
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,12 +21,15 @@ from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
 from mcp_agent.gateway.mcp.passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from mcp_agent.messages import ToolResult, ToolSpec
+from mcp_agent.state.folder import state_dir
+from mcp_agent.tools.hub import open_tool_hub
 
 from ..conftest import Running, eventually, running_gateway
 from .test_server import connect
 
 SERVERS = Path(__file__).resolve().parents[2] / "servers"
 MEDIA = str(SERVERS / "media.py")
+GATED = str(SERVERS / "gated.py")
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 ROUTES = [("sse", "legacy"), ("sse", "modern"), ("http", "legacy"), ("http", "modern")]
 
@@ -342,3 +348,149 @@ async def test_list_changed_reaches_2026_listeners() -> None:
                         break
         resources = await pages(client, "list_resources")
     assert "media://notes/4" in [r.uri for r in resources]
+
+
+# ------------------------------------------------------------ input schemas as the servers sent them
+
+SHIPMENT: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "A shipment – to anywhere",
+    "type": "object",
+    "$defs": {
+        "count": {"$anchor": "count", "type": "integer", "minimum": 1},
+        "address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+    "properties": {
+        "count": {"$ref": "#count"},
+        "mode": {"oneOf": [{"const": "air"}, {"const": "sea"}]},
+        "to": {"$ref": "#/$defs/address"},
+        "note": {"type": ["string", "null"], "default": None},
+        "weight": {"type": "number", "multipleOf": 0.5, "exclusiveMaximum": 1000.0},
+    },
+    "required": ["mode"],
+    "allOf": [{"required": ["count"]}],
+    "if": {"properties": {"mode": {"const": "sea"}}},
+    "then": {"required": ["to"]},
+    "else": {"properties": {"count": {"maximum": 10}}},
+}
+"""Every family of JSON Schema 2020-12 keywords the gateway's normalisation rewrites for models."""
+LOOSE: dict[str, Any] = {"properties": {"text": {"type": "string"}}, "required": ["text"]}
+"""No ``type``: the SDK refuses to list it (an object schema is required)."""
+
+
+def wire(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def same_schema(listed: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Whether ``listed`` is ``sent`` byte-for-byte, member by member, in any order of the root's
+    members: the SDK's server writes the keywords its model of an input schema declares
+    (``$schema``, ``type``...) first, and JSON's object members have no order (RFC 8259)."""
+    return listed.keys() == sent.keys() and all(wire(listed[key]) == wire(sent[key]) for key in sent)
+
+
+def schema_config(tmp_path: Path, schemas: dict[str, dict[str, Any]]) -> AgentConfig:
+    """One gated server per schema, each listing the tool ``ship`` with that ``inputSchema``."""
+    (tmp_path / "tools.txt").write_text("ship\n")
+    servers: dict[str, Any] = {}
+    for name, schema in schemas.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(schema))
+        env = {
+            "GATED_SCHEMA": str(tmp_path / f"{name}.json"),
+            "GATED_TOOLS": str(tmp_path / "tools.txt"),
+            "GATED_GATE": str(tmp_path / "gate"),
+            "GATED_LOG": str(tmp_path / f"{name}.log"),
+        }
+        servers[name] = {"command": sys.executable, "args": [GATED], "env": env}
+    data = {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
+        "mcpServers": servers,
+        "gateway": {"description": "Schemas.", "exposeTools": True},
+    }
+    return parse_config(data, environ={})
+
+
+def test_the_servers_input_schema_is_listed_and_the_normalised_one_when_the_sdk_refuses_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = ToolSpec(name="s__ship", parameters={"type": "object", "properties": {}}, input_schema=SHIPMENT)
+    assert wire(exposed_tool(spec).input_schema) == wire(SHIPMENT)  # (the SDK's server orders its root)
+    normalised = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    loose = ToolSpec(name="s__loose", title="Loose", parameters=normalised, input_schema=LOOSE)
+    warned: set[tuple[str, str]] = set()
+    with caplog.at_level(logging.WARNING, logger="mcp_agent.gateway.mcp.passthrough"):
+        listed = [exposed_tool(loose, warned=warned) for _ in range(3)]
+    assert all(tool.input_schema == normalised and tool.title == "Loose" for tool in listed)
+    [warning] = caplog.records  # one per tool and schema, however often it is listed
+    assert "s__loose is listed with the gateway's normalised input schema" in warning.getMessage()
+    assert "at type: Field required" in warning.getMessage()
+    assert exposed_tool(ToolSpec(name="plain", parameters={"properties": {}})).input_schema == {
+        "type": "object",
+        "properties": {},
+    }  # no schema as sent (an in-memory tool): the normalised one, as ever
+
+
+@pytest.mark.parametrize(("transport", "era"), ROUTES)
+async def test_input_schemas_are_listed_as_the_servers_sent_them_and_calls_checked_by_the_normalised(
+    tmp_path: Path, transport: str, era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "gate").touch()
+    config = schema_config(tmp_path, {"rich": SHIPMENT, "loose": LOOSE})
+    with caplog.at_level(logging.WARNING, logger="mcp_agent.gateway.mcp.passthrough"):
+        async with (
+            running_gateway(config, factory=open_agent) as gateway,
+            connect(gateway.url, transport, era) as client,
+        ):
+            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+            again = {tool.name: tool for tool in (await client.list_tools()).tools}
+            good = await client.call_tool("rich__ship", {"count": 2, "mode": "sea", "to": {"city": "Oslo"}})
+            bad = [
+                await client.call_tool("rich__ship", arguments)
+                for arguments in (
+                    {"count": 0, "mode": "air"},  # $ref to an $anchor: minimum 1
+                    {"count": 2, "mode": "sea"},  # if/then: "to" required
+                    {"count": 2, "mode": "bus"},  # oneOf
+                    {"count": 20, "mode": "air"},  # else: maximum 10
+                )
+            ]
+    rich = tools["rich__ship"].input_schema
+    assert same_schema(rich, SHIPMENT) and same_schema(again["rich__ship"].input_schema, SHIPMENT)
+    assert {"$schema", "$defs", "allOf", "if", "then", "else"} <= rich.keys()
+    assert rich["$defs"]["count"]["$anchor"] == "count" and rich["properties"]["to"] == {
+        "$ref": "#/$defs/address"
+    }
+    assert tools["loose__ship"].input_schema == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }  # the SDK would refuse the server's: the normalised one, said once
+    warnings = [r.getMessage() for r in caplog.records if "normalised input schema" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].startswith("exposeTools: loose__ship is listed")
+    # the calls are checked against the normalised schema, as the model's are
+    assert not good.is_error and good.content[0].text == "ship: "
+    for result, where in zip(bad, ("count", "to", "mode", "count"), strict=True):
+        assert result.is_error and where in result.content[0].text, result.content[0].text
+    calls = [
+        line for line in (tmp_path / "rich.log").read_text().splitlines() if line.startswith("tools/call")
+    ]
+    assert calls == [
+        'tools/call ship {"count": 2, "mode": "sea", "to": {"city": "Oslo"}}'
+    ]  # only the valid one
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_warm_start_lists_the_schemas_the_servers_sent(tmp_path: Path, era: str) -> None:
+    config = schema_config(tmp_path, {"rich": SHIPMENT})
+    (tmp_path / "gate").touch()
+    async with open_tool_hub(config.servers(), state_dir=state_dir()) as hub:
+        assert [tool.name for tool in hub.list_tools()] == ["rich__ship"]
+    (tmp_path / "gate").unlink()
+    async with (
+        running_gateway(config, factory=open_agent) as gateway,
+        connect(gateway.url, "http", era) as client,
+    ):
+        # the gate is shut: the server has not answered initialize; the list is the cached one
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert not (tmp_path / "gate").exists()
+        (tmp_path / "gate").touch()
+    assert same_schema(tools["rich__ship"].input_schema, SHIPMENT)
