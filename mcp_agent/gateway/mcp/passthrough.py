@@ -3,12 +3,14 @@
 - ``exposed_tool``: a tool keeps its ``title``, ``annotations`` and ``outputSchema`` under its
   exposed name, and its ``inputSchema`` as the server sent it, every keyword kept (``$schema``,
   ``$defs``, ``$anchor``, ``$ref``, composition, conditionals): the normalised ``parameters`` are
-  for the model and for checking arguments, never for what clients are shown. The SDK validates a
-  whole ``tools/list`` answer before sending it, all or nothing (mcp-sdk-2.md G2), so each tool is
-  checked against both protocol eras' schemas first; a server's ``inputSchema`` that does not
-  pass (not an object schema, say) is replaced by the normalised one, with a warning; an ``outputSchema`` that is not an object schema or not a valid JSON Schema is
-  dropped (a client could not check results against it), and a tool that still does not pass
-  loses its optional fields rather than breaking the list.
+  for the model and for checking arguments, never for what clients are shown. (The SDK's server
+  writes the root keywords its model of an input schema declares first; JSON object members have
+  no order.) The SDK validates a whole ``tools/list`` answer before sending it, all or nothing
+  (mcp-sdk-2.md G2), so each tool is checked against both protocol eras' schemas first: a
+  server's ``inputSchema`` that does not pass (not an object schema, say) is replaced by the
+  normalised one, with a warning; an ``outputSchema`` that is not an object schema or not a valid
+  JSON Schema is dropped (a client could not check results against it); and a tool that still
+  does not pass loses its optional fields rather than breaking the list.
 - ``tool_result_to_mcp``: the server's own content parts (text cut to ``maxResultChars`` by the
   Agent, images, audio, resource links and embedded resources whole) and its
   ``structuredContent``. A call that did not run (invalid arguments, denied, timed out) has only
