@@ -110,7 +110,11 @@ def main() -> dict[str, Any]:
         sys.exit(0)
     results = []
     for case in (*CASES, *(("parts_62mb",) if options.huge else ())):
-        cap = [] if options.max_message_bytes is None else ["--max-message-bytes", str(options.max_message_bytes)]
+        cap = (
+            []
+            if options.max_message_bytes is None
+            else ["--max-message-bytes", str(options.max_message_bytes)]
+        )
         out = subprocess.run(
             [sys.executable, __file__, "--mib", str(options.mib), "--case", case, *cap],
             capture_output=True,

@@ -49,21 +49,59 @@ def _record(i: int, now: float) -> RunRecord:
     started = now - 3600 * 24 + i * (3600 * 24 / 1000)
     elapsed = 200.0 + (i * 37) % 1800
     timeline = (
-        {"kind": "model", "round": 1, "start_ms": 1.0, "ms": elapsed * 0.3, "ok": True,
-         "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140}, "model": "m",
-         "finish_reason": "tool_calls", "tool_calls": ["echo__echo"], "error": ""},
-        {"kind": "tool", "round": 1, "call_id": f"c{i}", "name": "echo__echo", "start_ms": elapsed * 0.31,
-         "ms": elapsed * 0.3, "tool_ms": elapsed * 0.3, "arguments": json.dumps({"text": f"run {i}"}),
-         "verdict": "run", "ok": True, "error": "", "preview": f"run {i}"},
-        {"kind": "model", "round": 2, "start_ms": elapsed * 0.62, "ms": elapsed * 0.38, "ok": True,
-         "usage": {"prompt_tokens": 160, "completion_tokens": 30, "total_tokens": 190}, "model": "m",
-         "finish_reason": "stop", "tool_calls": [], "error": ""},
+        {
+            "kind": "model",
+            "round": 1,
+            "start_ms": 1.0,
+            "ms": elapsed * 0.3,
+            "ok": True,
+            "usage": {"prompt_tokens": 120, "completion_tokens": 20, "total_tokens": 140},
+            "model": "m",
+            "finish_reason": "tool_calls",
+            "tool_calls": ["echo__echo"],
+            "error": "",
+        },
+        {
+            "kind": "tool",
+            "round": 1,
+            "call_id": f"c{i}",
+            "name": "echo__echo",
+            "start_ms": elapsed * 0.31,
+            "ms": elapsed * 0.3,
+            "tool_ms": elapsed * 0.3,
+            "arguments": json.dumps({"text": f"run {i}"}),
+            "verdict": "run",
+            "ok": True,
+            "error": "",
+            "preview": f"run {i}",
+        },
+        {
+            "kind": "model",
+            "round": 2,
+            "start_ms": elapsed * 0.62,
+            "ms": elapsed * 0.38,
+            "ok": True,
+            "usage": {"prompt_tokens": 160, "completion_tokens": 30, "total_tokens": 190},
+            "model": "m",
+            "finish_reason": "stop",
+            "tool_calls": [],
+            "error": "",
+        },
     )
     return RunRecord(
-        f"run{i:06d}", caller="local", query=f"echo run number {i} " + "some words " * 8, started=started,
-        ended=started + elapsed / 1000, termination_reason=REASONS[i % len(REASONS)],
-        answer=f"echo__echo said: run {i}", usage=Usage(280, 50, 330), rounds=2, elapsed_ms=elapsed,
-        tool_calls=({"name": "echo__echo", "ok": True, "ms": elapsed * 0.3},), model="m", timeline=timeline,
+        f"run{i:06d}",
+        caller="local",
+        query=f"echo run number {i} " + "some words " * 8,
+        started=started,
+        ended=started + elapsed / 1000,
+        termination_reason=REASONS[i % len(REASONS)],
+        answer=f"echo__echo said: run {i}",
+        usage=Usage(280, 50, 330),
+        rounds=2,
+        elapsed_ms=elapsed,
+        tool_calls=({"name": "echo__echo", "ok": True, "ms": elapsed * 0.3},),
+        model="m",
+        timeline=timeline,
     )
 
 
@@ -115,7 +153,9 @@ def main() -> None:
                 for attempt in range(args.repeat + 1):
                     page = browser.new_page()
                     page.goto(url)
-                    page.wait_for_function("performance.getEntriesByName('runs-rendered').length > 0", timeout=60_000)
+                    page.wait_for_function(
+                        "performance.getEntriesByName('runs-rendered').length > 0", timeout=60_000
+                    )
                     figures: dict[str, Any] = page.evaluate(
                         """() => {
                           const paint = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));
@@ -137,19 +177,26 @@ def main() -> None:
     def summary(values: list[float]) -> dict[str, float]:
         return {"median": round(statistics.median(values), 1), "max": round(max(values), 1)}
 
-    print(json.dumps({
-        "bench": "dashboard",
-        "stored_runs": args.runs,
-        "first_page_rows": figures["rows"],
-        "repeats": args.repeat,
-        "first_paint_ms": summary(results["fp"]),
-        "first_contentful_paint_ms": summary(results["fcp"]),
-        "runs_rendered_ms": summary(results["runs"]),
-        "load_event_ms": summary(results["load"]),
-        "target_fcp_ms": 300,
-        "chromium": subprocess.run(["chromium", "--version"], capture_output=True, text=True).stdout.strip(),
-        "cpus": os.cpu_count(),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "bench": "dashboard",
+                "stored_runs": args.runs,
+                "first_page_rows": figures["rows"],
+                "repeats": args.repeat,
+                "first_paint_ms": summary(results["fp"]),
+                "first_contentful_paint_ms": summary(results["fcp"]),
+                "runs_rendered_ms": summary(results["runs"]),
+                "load_event_ms": summary(results["load"]),
+                "target_fcp_ms": 300,
+                "chromium": subprocess.run(
+                    ["chromium", "--version"], capture_output=True, text=True
+                ).stdout.strip(),
+                "cpus": os.cpu_count(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

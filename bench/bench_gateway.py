@@ -181,7 +181,9 @@ def main() -> None:
             indent=2,
         )
     )
-    failed = sum(kind["failures"] for level in results.values() for kinds in level.values() for kind in kinds.values())
+    failed = sum(
+        kind["failures"] for level in results.values() for kinds in level.values() for kind in kinds.values()
+    )
     if failed:  # figures of calls that went wrong measure nothing: say so loudly
         sys.exit(f"bench_gateway: {failed} calls did not get the expected answer")
 

@@ -51,12 +51,17 @@ def measure(fn: Callable[[], object], *, rounds: int = 15) -> dict[str, float]:
 
 def conversation(rounds: int, image_bytes: int) -> list[Message]:
     [image] = content_images([{"type": "image", "data": png_b64(image_bytes), "mimeType": "image/png"}])
-    messages = [Message.system("You are careful."), Message.user("Watch the screen and tell me when it changes.")]
+    messages = [
+        Message.system("You are careful."),
+        Message.user("Watch the screen and tell me when it changes."),
+    ]
     for n in range(rounds):
         call = ToolCall(f"call_{n}", "screen__shot", {"display": 0})
         messages += [
             Message.assistant(f"Taking screenshot {n}.", [call]),
-            Message.tool(call, f"screenshot {n}\n[image: image/png, {image_bytes / 1e6:.1f} MB]", images=[image]),
+            Message.tool(
+                call, f"screenshot {n}\n[image: image/png, {image_bytes / 1e6:.1f} MB]", images=[image]
+            ),
         ]
     return messages
 
@@ -82,8 +87,14 @@ def main() -> None:
     for api in ("openai", "anthropic", "gemini"):
         on, off = body(api, messages, True), body(api, messages, False)
         results["request"][api] = {
-            "vision_on": {**measure(lambda a=api: body(a, messages, True)), "body_mb": round(len(on) / 1e6, 2)},
-            "vision_off": {**measure(lambda a=api: body(a, messages, False)), "body_mb": round(len(off) / 1e6, 3)},
+            "vision_on": {
+                **measure(lambda a=api: body(a, messages, True)),
+                "body_mb": round(len(on) / 1e6, 2),
+            },
+            "vision_off": {
+                **measure(lambda a=api: body(a, messages, False)),
+                "body_mb": round(len(off) / 1e6, 3),
+            },
         }
     print(
         json.dumps(

@@ -124,7 +124,9 @@ async def whole_run(text: str, paged: bool) -> float:
                 "\n".join(m.content for m in request.messages if m.role == "tool")
             )
             assert handle, "no handle in the first result"
-            return tool_turn(ToolCall(f"p{number}", "read_result", {"handle": handle.group(1), "page": number}))
+            return tool_turn(
+                ToolCall(f"p{number}", "read_result", {"handle": handle.group(1), "page": number})
+            )
 
         return turn
 

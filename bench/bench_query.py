@@ -96,7 +96,11 @@ async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
             "function": {
                 "name": "echo__echo",
                 "description": "Return the text unchanged.",
-                "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                "parameters": {
+                    "type": "object",
+                    "properties": {"text": {"type": "string"}},
+                    "required": ["text"],
+                },
             },
         }
     ]
@@ -126,7 +130,9 @@ async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
                             delta = choice.get("delta") or {}
                             content += delta.get("content") or ""
                             for part in delta.get("tool_calls") or []:
-                                slot = calls.setdefault(part["index"], {"id": "", "name": "", "arguments": ""})
+                                slot = calls.setdefault(
+                                    part["index"], {"id": "", "name": "", "arguments": ""}
+                                )
                                 slot["id"] = slot["id"] or part.get("id", "")
                                 function = part.get("function") or {}
                                 slot["name"] = slot["name"] or function.get("name", "")
@@ -134,7 +140,11 @@ async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
                 message: dict[str, Any] = {"role": "assistant", "content": content}
                 if calls:
                     message["tool_calls"] = [
-                        {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["name"], "arguments": c["arguments"]},
+                        }
                         for c in calls.values()
                     ]
                 return message

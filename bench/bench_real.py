@@ -127,7 +127,9 @@ async def estimate(servers: dict[str, RealServer], folder: Path) -> dict[str, An
     for label, which, tools, question in cases:
         server = servers[which]
         with recording_proxy(server.url) as proxy:
-            config = agent_config(folder / f"estimate-{len(rows)}", proxy.base_url, server.model_id, servers=tools)
+            config = agent_config(
+                folder / f"estimate-{len(rows)}", proxy.base_url, server.model_id, servers=tools
+            )
             [run] = await run_agent(config, question)
             chats: list[Any] = proxy.chats
         usage = run.result.usage
@@ -146,7 +148,12 @@ async def estimate(servers: dict[str, RealServer], folder: Path) -> dict[str, An
         )
     measured = [abs(row["error_pct"]) for row in rows if row["estimated"] and row["error_pct"] is not None]
     worst = max(measured) if measured else None
-    return {"runs": rows, "worst_error_pct": worst, "target": "within 15 %", "met": worst is not None and worst <= 15}
+    return {
+        "runs": rows,
+        "worst_error_pct": worst,
+        "target": "within 15 %",
+        "met": worst is not None and worst <= 15,
+    }
 
 
 async def main() -> dict[str, Any]:

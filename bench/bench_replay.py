@@ -52,7 +52,9 @@ def make_tools() -> MemoryToolSource:
 def make_provider() -> ScriptedProvider:
     script: list[Any] = []
     for r in range(ROUNDS - 1):
-        script.append(tool_turn(*(ToolCall(f"c{r}_{i}", "lookup", {"key": f"k{i}", "n": r}) for i in range(2))))
+        script.append(
+            tool_turn(*(ToolCall(f"c{r}_{i}", "lookup", {"key": f"k{i}", "n": r}) for i in range(2)))
+        )
     script.append(text_turn("done"))
     return ScriptedProvider(script)
 

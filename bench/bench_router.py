@@ -51,7 +51,8 @@ from tests.tools.router._fixtures import Case, labelled, recall_at, reference_to
 
 KS = (1, 3, 5, 8)
 NOISE = (
-    "[DIR] node_modules\n[FILE] package.json\n[FILE] README.md\n[DIR] src\n[FILE] tsconfig.json\n" * 10
+    "[DIR] node_modules\n[FILE] package.json\n[FILE] README.md\n[DIR] src\n[FILE] tsconfig.json\n"
+    * 10
     + "Welcome to our store! Free shipping on orders over $50. Subscribe to our newsletter for weekly "
     "deals on shoes, jackets and accessories. Customer reviews: great quality, fast delivery. " * 10
 )[:2000]
@@ -115,7 +116,10 @@ def prompt_tokens(tools: list[ToolSpec], cases: list[Case]) -> dict[str, Any]:
     every = list(source.list_tools())
     per_round = [routed.select(offered, case.messages()) for case in cases]
     out: dict[str, Any] = {"tools_all": len(every), "tools_routed": AUTO_BUDGET}
-    for name, measure in (("approx", lambda t: approx_tokens(_tool_lines(t))), ("json_chars_4", definition_tokens)):
+    for name, measure in (
+        ("approx", lambda t: approx_tokens(_tool_lines(t))),
+        ("json_chars_4", definition_tokens),
+    ):
         all_tokens = measure(every)
         routed_tokens = [measure(chosen) for chosen in per_round]
         out[name] = {
@@ -148,7 +152,11 @@ def main() -> None:
         "questions": {name: len(sets[name]) for name in SETS},
         "recall": {name: recalls(sets[name], ranked[name]) for name in SETS},
         "misses_at_8": {
-            name: [c.question for c, r in zip(sets[name], ranked[name], strict=True) if not set(c.tools) & set(r[:8])]
+            name: [
+                c.question
+                for c, r in zip(sets[name], ranked[name], strict=True)
+                if not set(c.tools) & set(r[:8])
+            ]
             for name in SETS
         },
         "recall_by_server": {s: round(sum(h) / len(h), 3) for s, h in sorted(by_server.items())},
@@ -158,7 +166,8 @@ def main() -> None:
                 str(w): noisy_recall(index, cases, w) for w in (0.0, 0.1, 0.3)
             },
             "recall_at_8_earlier_user_messages_at": {
-                str(w): round(recall_at(8, cases, ranks(index, cases, earlier=w)), 3) for w in (0.0, 0.2, 0.4, 0.7)
+                str(w): round(recall_at(8, cases, ranks(index, cases, earlier=w)), 3)
+                for w in (0.0, 0.2, 0.4, 0.7)
             },
         },
         "timing_ms": timing(tools, cases),

@@ -34,16 +34,31 @@ def per_call_us(fn: Callable[[], Any], number: int, rounds: int = 5) -> float:
 
 
 def main() -> None:
-    cases = [json.loads(p.read_text()) for p in sorted((ROOT / "tests" / "tools" / "schema" / "schemas").glob("*.json"))]
+    cases = [
+        json.loads(p.read_text())
+        for p in sorted((ROOT / "tests" / "tools" / "schema" / "schemas").glob("*.json"))
+    ]
     schemas = [c["inputSchema"] for c in cases]
     compiled = [compile_tool_schema(s) for s in schemas]
     checkers = [ArgumentChecker(c.parameters) for c in compiled]
-    valid = [(ch, call["arguments"]) for ch, case in zip(checkers, cases, strict=True) for call in case["calls"]
-             if "coerced" in call and call["coerced"] == call["arguments"]]
-    coerced = [(ch, call["arguments"]) for ch, case in zip(checkers, cases, strict=True) for call in case["calls"]
-               if "coerced" in call and call["coerced"] != call["arguments"]]
-    invalid = [(ch, call["arguments"]) for ch, case in zip(checkers, cases, strict=True) for call in case["calls"]
-               if "error_paths" in call]
+    valid = [
+        (ch, call["arguments"])
+        for ch, case in zip(checkers, cases, strict=True)
+        for call in case["calls"]
+        if "coerced" in call and call["coerced"] == call["arguments"]
+    ]
+    coerced = [
+        (ch, call["arguments"])
+        for ch, case in zip(checkers, cases, strict=True)
+        for call in case["calls"]
+        if "coerced" in call and call["coerced"] != call["arguments"]
+    ]
+    invalid = [
+        (ch, call["arguments"])
+        for ch, case in zip(checkers, cases, strict=True)
+        for call in case["calls"]
+        if "error_paths" in call
+    ]
 
     def each(pairs: list[tuple[ArgumentChecker, Any]]) -> Callable[[], None]:
         def run() -> None:
@@ -56,10 +71,12 @@ def main() -> None:
     checker_for(fetch)
     result = {
         "schemas": len(schemas),
-        "compile_tool_schema_us": round(per_call_us(lambda: [compile_tool_schema(s) for s in schemas], 20)
-                                        / len(schemas), 1),
-        "argument_checker_init_us": round(per_call_us(lambda: [ArgumentChecker(c.parameters) for c in compiled], 20)
-                                          / len(compiled), 1),
+        "compile_tool_schema_us": round(
+            per_call_us(lambda: [compile_tool_schema(s) for s in schemas], 20) / len(schemas), 1
+        ),
+        "argument_checker_init_us": round(
+            per_call_us(lambda: [ArgumentChecker(c.parameters) for c in compiled], 20) / len(compiled), 1
+        ),
         "check_valid_us": round(per_call_us(each(valid), 200) / len(valid), 1),
         "check_needs_coercion_us": round(per_call_us(each(coerced), 100) / len(coerced), 1),
         "check_invalid_us": round(per_call_us(each(invalid), 100) / len(invalid), 1),

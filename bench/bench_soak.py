@@ -81,7 +81,13 @@ def free_port() -> int:
 
 def write_config(folder: Path, model_url: str) -> Path:
     config = {
-        "llm": {"endpoint": model_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 1},
+        "llm": {
+            "endpoint": model_url,
+            "model": "rule-model",
+            "provider": "openai",
+            "stream": False,
+            "maxRetries": 1,
+        },
         "limits": {"maxRounds": 4, "toolTimeoutSeconds": 10, "timeoutSeconds": 30},
         "mcpServers": {
             "echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]},
@@ -134,7 +140,9 @@ class Soak:
     async def sample(self) -> None:
         while not self.done():
             with self.process.oneshot():
-                self.resources.append((self.elapsed(), self.process.memory_info().rss, self.process.num_fds()))
+                self.resources.append(
+                    (self.elapsed(), self.process.memory_info().rss, self.process.num_fds())
+                )
             await anyio.sleep(1)
 
     def query_text(self) -> str:
@@ -235,10 +243,16 @@ class Soak:
                 ),
                 "max_ms": round(max(latencies, default=0), 2),
             },
-            "rss_mb": {"second_tenth": round(early_rss, 1), "last_tenth": round(late_rss, 1),
-                       "max": round(max((r for _, r, _ in self.resources), default=0) / 2**20, 1)},
-            "open_fds": {"second_tenth": round(early_fds, 1), "last_tenth": round(late_fds, 1),
-                         "max": max((f for _, _, f in self.resources), default=0)},
+            "rss_mb": {
+                "second_tenth": round(early_rss, 1),
+                "last_tenth": round(late_rss, 1),
+                "max": round(max((r for _, r, _ in self.resources), default=0) / 2**20, 1),
+            },
+            "open_fds": {
+                "second_tenth": round(early_fds, 1),
+                "last_tenth": round(late_fds, 1),
+                "max": max((f for _, _, f in self.resources), default=0),
+            },
         }
 
 

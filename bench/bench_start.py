@@ -89,7 +89,9 @@ def list_tools_http(client: httpx.Client, url: str) -> int:
         headers["mcp-session-id"] = session
     headers["mcp-protocol-version"] = "2025-11-25"
     client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
-    listed = _data(client.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers))
+    listed = _data(
+        client.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers)
+    )
     return len(listed.get("result", {}).get("tools", []))
 
 

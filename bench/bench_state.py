@@ -191,7 +191,12 @@ def soak(folder: Path, queries: int, keep: int, sessions: int) -> dict[str, Any]
                 if index % 200 == 0:
                     file, wal = database.stat().st_size, _size(Path(f"{database}-wal"))
                     samples.append(
-                        {"queries": index, "db_bytes": file + wal, "wal_bytes": wal, "rss_bytes": process.memory_info().rss}
+                        {
+                            "queries": index,
+                            "db_bytes": file + wal,
+                            "wal_bytes": wal,
+                            "rss_bytes": process.memory_info().rss,
+                        }
                     )
             runs = http.get("/api/v1/runs", params={"limit": 500}).json()["count"]
     finally:
@@ -259,7 +264,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=600, help="session queries per store, all rounds")
     parser.add_argument("--rounds", type=int, default=4, help="rounds of fresh gateway processes")
     parser.add_argument("--soak", type=int, default=2000)
-    parser.add_argument("--cap", type=int, default=2000, help="conversations held in the at_cap measure (0: skip)")
+    parser.add_argument(
+        "--cap", type=int, default=2000, help="conversations held in the at_cap measure (0: skip)"
+    )
     parser.add_argument("--keep", type=int, default=200, help="state.runs.maxCount in the soak")
     parser.add_argument("--max-sessions", type=int, default=50, help="sessions.maxSessions in the soak")
     parser.add_argument("--state-url", action="append", default=[], help="a store to compare with memory://")

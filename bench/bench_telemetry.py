@@ -493,7 +493,9 @@ def _python(code: str, count: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=150, help="measured agent_query calls per round and mode")
+    parser.add_argument(
+        "--calls", type=int, default=150, help="measured agent_query calls per round and mode"
+    )
     parser.add_argument("--rounds", type=int, default=12, help="rounds, each with three fresh gateways")
     parser.add_argument(
         "--same", action="store_true", help="A/A: all three gateways untraced (the benchmark's noise floor)"

@@ -108,7 +108,9 @@ async def main(tokenizer: str | None) -> dict[str, Any]:
         row["old"] = estimate_usage(run.request, 0).prompt_tokens
         row["approx"] = await _estimate(run, plain, known)
         if counting is not None:
-            row["tokenizer"] = await _estimate(run, counting, ServerInfo(**{**known.to_dict(), "tokenize_url": TOKENIZE_URL}))
+            row["tokenizer"] = await _estimate(
+                run, counting, ServerInfo(**{**known.to_dict(), "tokenize_url": TOKENIZE_URL})
+            )
         row["unchecked"] = await _estimate(run, plain, ServerInfo(kind="llama-cpp-python"))
         rows.append(row)
     await plain.aclose()
@@ -116,7 +118,9 @@ async def main(tokenizer: str | None) -> dict[str, Any]:
         await counting.aclose()
     columns = ["old", "approx", *(["tokenizer"] if counting else []), "unchecked"]
     for row in rows:
-        row["error_percent"] = {column: round(100 * (row[column] - row["real"]) / row["real"]) for column in columns}
+        row["error_percent"] = {
+            column: round(100 * (row[column] - row["real"]) / row["real"]) for column in columns
+        }
     summary = {column: _summary(rows, column) for column in columns}
     return {"runs": rows, "summary": summary, "tokenizer_cost": await _tokenizer_cost()}
 

@@ -122,7 +122,6 @@ def write_case(name: str, path: Path, key: str) -> None:
             file.write("[" + ",".join(["[]"] * (MAX_CONTAINERS - 1)) + "]")
 
 
-
 def main() -> None:
     if len(sys.argv) == 5 and sys.argv[1] == "--write":  # a child that writes one case's file
         sys.path.insert(0, str(ROOT))

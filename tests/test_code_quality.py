@@ -25,6 +25,12 @@ def test_ruff():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_ruff_format():
+    pytest.importorskip("ruff")
+    done = _run("ruff", "format", "--check", "mcp_agent", "servers", "tests", "bench")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_mypy_strict():
     pytest.importorskip("mypy")
     done = _run("mypy")

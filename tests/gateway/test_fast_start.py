@@ -103,7 +103,9 @@ async def test_held_background_starts_begin_once_the_gateway_serves(tmp_path: Pa
     await warm(tmp_path, config)
     (tmp_path / "gate").touch()
     async with (
-        running_gateway(config, factory=lambda c, *, state: open_agent(c, state=state, hold_starts=True)) as gateway,
+        running_gateway(
+            config, factory=lambda c, *, state: open_agent(c, state=state, hold_starts=True)
+        ) as gateway,
         gateway.client() as http,
     ):
 

@@ -34,11 +34,18 @@ async def raw(server: RedisServer) -> AsyncIterator[Any]:  # noqa: F811
 async def indexes(raw: Any) -> dict[str, Any]:
     """What the indexes say: ids in ``sessions``, owner of each, ids per owner, count per owner."""
     owners = await raw.hgetall(f"{PREFIX}sessions:owner")
-    counts = {o: int(float(n)) for o, n in await raw.zrange(f"{PREFIX}sessions:owners", 0, -1, withscores=True)}
+    counts = {
+        o: int(float(n)) for o, n in await raw.zrange(f"{PREFIX}sessions:owners", 0, -1, withscores=True)
+    }
     of = {}
     for key in await raw.keys(f"{PREFIX}sessions:of:*"):
         of[key.removeprefix(f"{PREFIX}sessions:of:")] = set(await raw.zrange(key, 0, -1))
-    return {"ids": set(await raw.zrange(f"{PREFIX}sessions", 0, -1)), "owner": owners, "of": of, "counts": counts}
+    return {
+        "ids": set(await raw.zrange(f"{PREFIX}sessions", 0, -1)),
+        "owner": owners,
+        "of": of,
+        "counts": counts,
+    }
 
 
 async def live(raw: Any) -> dict[str, Any]:
@@ -93,7 +100,10 @@ async def commands(raw: Any) -> int:
     return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("exists", "hget"))
 
 
-async def test_making_room_looks_at_the_oldest_sessions_not_at_every_one(replicas: Replicas, raw: Any) -> None:  # noqa: F811
+async def test_making_room_looks_at_the_oldest_sessions_not_at_every_one(
+    replicas: Replicas,  # noqa: F811  (the fixture, imported above)
+    raw: Any,
+) -> None:
     state = await replicas.open(max_sessions=400, max_sessions_per_owner=400)
     first = [await state.sessions.create(owner="a") for _ in range(21)]
     await anyio.sleep(0.05)  # last use is kept to the millisecond: the first 21 are older than the rest
