@@ -293,7 +293,8 @@ class SqliteState:
 
     @property
     def events(self) -> None:
-        """None: one process, no other replica to share run events with."""
+        """None: SQLite carries no run events between replicas (each replica's event streams
+        show its own runs)."""
         return None
 
     @property
