@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 TOOL_NAME = "agent_query"
 NOTIFY_TIMEOUT_SECONDS = 2.0
 MAX_SUMMARY_TOOLS = 8
+MAX_EXPOSED_MEMO = 4096
+"""Exposed tools remembered as listed; past this many (tool lists that keep changing) the memo starts over."""
 
 
 class AgentMCPServer(Server[Any]):
@@ -184,6 +186,7 @@ class AgentQueryTool:
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
+        self._exposed: dict[int, tuple[ToolSpec, types.Tool]] = {}
         service.on_tools_changed(self.tools_changed)
 
     # ---------------------------------------------------------------- tools/list
@@ -206,10 +209,35 @@ class AgentQueryTool:
             )
         ]
         if service.gateway.expose_tools:
-            tools.extend(
-                exposed_tool(spec, warned=self._schema_warnings) for spec in specs if spec.name != TOOL_NAME
-            )
+            tools.extend(self._exposed_tool(spec) for spec in specs if spec.name != TOOL_NAME)
         return tools
+
+    def _exposed_tool(self, spec: ToolSpec) -> types.Tool:
+        """``exposed_tool(spec)``, made once per spec: the hub keeps the same ``ToolSpec`` objects
+        until its tools change, and checking a tool against both eras' schemas is not free."""
+        known = self._exposed.get(id(spec))
+        if known is not None and known[0] is spec:
+            return known[1]
+        if len(self._exposed) >= MAX_EXPOSED_MEMO:
+            self._exposed.clear()
+        tool = exposed_tool(spec, warned=self._schema_warnings)
+        self._exposed[id(spec)] = (spec, tool)
+        return tool
+
+    def input_schema_of(self, name: str) -> JSONObject | None:
+        """The ``inputSchema`` listed for the tool ``name`` (None: no such tool).
+
+        The SDK's 2026-07-28 HTTP path checks a call's ``Mcp-Param-*`` headers against it before
+        the call is dispatched; without this lookup it would build the whole ``tools/list`` for
+        every call to find one schema.
+        """
+        gateway = self.service.gateway
+        if name == TOOL_NAME:
+            return agent_query_input_schema(gateway.max_query_chars, query_only=gateway.query_only_schema)
+        if not gateway.expose_tools:
+            return None
+        spec = next((spec for spec in self.service.tool_specs() if spec.name == name), None)
+        return None if spec is None else self._exposed_tool(spec).input_schema
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -313,6 +341,7 @@ def create_mcp_server(
         version=__version__,
         title="mcp_agent gateway",
         instructions=service.gateway.description,
+        get_tool_input_schema=tool.input_schema_of,
         on_list_tools=tool.list_tools,
         on_call_tool=tool.call_tool,
         on_subscriptions_listen=ListenHandler(tool.subscriptions),

@@ -173,6 +173,18 @@ async def test_tools_keep_title_annotations_and_output_schema(
     assert tools["media__long"].output_schema is None
 
 
+async def test_the_schema_lookup_answers_what_tools_list_lists(media_gateway: Running) -> None:
+    """The SDK checks a 2026 call's ``Mcp-Param-*`` headers against ``input_schema_of`` instead of
+    a whole listing: it must answer exactly the listed schema of every tool, and None for others."""
+    tool = media_gateway.app.tool
+    async with connect(media_gateway.url, "http", "modern") as client:
+        listed = (await client.list_tools()).tools
+    assert len(listed) > 1
+    for each in listed:
+        assert tool.input_schema_of(each.name) == each.input_schema, each.name
+    assert tool.input_schema_of("media__nope") is None
+
+
 @pytest.mark.parametrize(("transport", "era"), ROUTES)
 async def test_results_keep_the_servers_parts_and_structured_content(
     media_gateway: Running, transport: str, era: str
