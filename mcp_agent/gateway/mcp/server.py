@@ -30,6 +30,7 @@ import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import compose_tool_call_handler
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -47,6 +48,7 @@ from .catalog import CatalogHandlers
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
 from .resumable import Streams
+from .tasks import Tasks
 
 logger = logging.getLogger(__name__)
 
@@ -184,6 +186,8 @@ class AgentQueryTool:
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
+        self.tasks: Tasks | None = None
+        """``agent_query`` as a task (``create_mcp_server`` sets it)."""
         service.on_tools_changed(self.tools_changed)
 
     # ---------------------------------------------------------------- tools/list
@@ -323,7 +327,27 @@ def create_mcp_server(
         on_get_prompt=catalog.get_prompt if catalog else None,
     )
     continue_http_traces(server)
+    serve_tasks(server, tool, ListenHandler(tool.subscriptions))
     return server, tool
+
+
+def serve_tasks(server: AgentMCPServer, tool: AgentQueryTool, listen: ListenHandler) -> None:
+    """``agent_query`` as a task for clients that declare the Tasks extension (``tasks.py``): the
+    extension declared in the capabilities, its methods, its ``tools/call`` interceptor and its
+    ``subscriptions/listen`` (``listen`` serves the listens without ``taskIds``, as before)."""
+    tasks = Tasks(tool.service, run_result_to_mcp, request_caller, tool_name=TOOL_NAME)
+    tool.tasks = tasks
+    server.extensions[tasks.identifier] = tasks.settings()
+    for binding in tasks.methods():
+        server.add_request_handler(binding.method, binding.params_type, binding.handler)
+    server.add_request_handler(
+        "tools/call", types.CallToolRequestParams, compose_tool_call_handler([tasks], tool.call_tool)
+    )
+    server.add_request_handler(
+        "subscriptions/listen",
+        types.SubscriptionsListenRequestParams,
+        tasks.listen_handler(listen, tool.subscriptions),
+    )
 
 
 # The caller's W3C trace context, continued by the runs its requests start (``telemetry/``).
