@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from ..records import TaskRecord
-from .backend import Backend, dumps
+from ..records import TaskRecord, to_json
+from .backend import Backend
 from .backend import text as as_text
 
 REQUEST_CANCEL = """
@@ -40,7 +40,7 @@ class RedisTaskStore:
     async def put(self, record: TaskRecord) -> None:
         with self._backend.failures(f"storing task {record.id!r}"):
             await self._backend.client.set(
-                self._key(record.id), dumps(record.to_dict()), pxat=_at_ms(record.expires)
+                self._key(record.id), to_json(record.to_dict()), pxat=_at_ms(record.expires)
             )
 
     async def get(self, task_id: str) -> TaskRecord | None:
