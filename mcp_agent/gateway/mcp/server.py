@@ -12,6 +12,9 @@ stdio) and both protocol eras; the SDK negotiates the version.
   ``subscriptions/listen`` stream.
 - ``agent_query`` runs one query through ``GatewayService.run`` (``query.py``: progress and
   its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
+- A 2026 client that declares the Tasks extension gets ``agent_query`` as a task (``tasks.py``:
+  ``tasks/get``, ``tasks/update``, ``tasks/cancel``, ``notifications/tasks``); ``serve_tasks``
+  registers it.
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
   response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response

@@ -82,6 +82,7 @@ from ..service import (
     QueryInput,
     QueryInputError,
     UnknownSession,
+    describe,
     parse_query_input,
 )
 from .ask_caller import approval_sink, elicit_request, may_answer, resolve, wants_forms
@@ -342,7 +343,7 @@ class Tasks(Extension):
         except Exception as exc:
             logger.exception("the run of task %s failed", task.record.id)
             await self._finish(
-                task, "failed", error={"code": INTERNAL_ERROR, "message": f"internal error: {exc}"}
+                task, "failed", error={"code": INTERNAL_ERROR, "message": f"internal error: {describe(exc)}"}
             )
         finally:
             self.local.pop(task.record.id, None)

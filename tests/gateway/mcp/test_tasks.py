@@ -362,3 +362,51 @@ async def test_another_replica_answers_on_redis(tmp_path: Path) -> None:
             await check_replicas(first, second)
     finally:
         server.stop()
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+
+async def test_bad_input_is_answered_at_once_and_admission_failures_complete_the_task() -> None:
+    config = make_config(max_concurrent_queries=1, max_queued_queries=0)
+    async with running_gateway(config) as gateway, gateway.client() as http:
+        bad = await rpc(http, "tools/call", {"name": "agent_query", "arguments": {"query": ""}})
+        assert bad["result"]["resultType"] == "complete" and bad["result"]["isError"] is True
+        assert "Invalid agent_query arguments" in bad["result"]["content"][0]["text"]
+        unknown = await rpc(
+            http, "tools/call", {"name": "agent_query", "arguments": {"query": "hi", "session_id": "nope"}}
+        )
+        done = await until(http, unknown["result"]["taskId"], "completed")
+        assert (
+            done["result"]["isError"] is True and "unknown session_id" in done["result"]["content"][0]["text"]
+        )
+        holding = await create(http, "sleep 30")
+        await gateway.tools.sleeping.wait()
+        busy = await create(http, "echo too many")
+        refused = await until(http, busy["taskId"], "completed")
+        assert (
+            refused["result"]["isError"] is True and "busy" in refused["result"]["content"][0]["text"].lower()
+        )
+        await rpc(http, "tasks/cancel", {"taskId": holding["taskId"]})
+        await until(http, holding["taskId"], "cancelled")
+
+
+async def test_a_run_still_going_when_its_task_expires_is_cancelled(gateway: Running) -> None:
+    async with gateway.client() as http:
+        created = await create(http, "sleep 30", task={"ttl": 1000})
+        await eventually(lambda: gateway.tools.cancelled == [30.0])
+        await eventually(lambda: gateway.app.service.in_flight == 0)
+        assert (await get(http, created["taskId"]))["error"]["code"] == -32602
+
+
+async def test_a_run_that_raises_fails_the_task_with_a_json_rpc_error(gateway: Running) -> None:
+    async def broken(request: Any, admission: Any, **kwargs: Any) -> Any:
+        admission.release()
+        raise RuntimeError("boom")
+
+    gateway.app.service.run = broken  # type: ignore[method-assign]
+    async with gateway.client() as http:
+        created = await create(http, "echo never")
+        failed = await until(http, created["taskId"], "failed", "completed")
+    assert failed["status"] == "failed" and "result" not in failed
+    assert failed["error"]["code"] == -32603 and "boom" in failed["error"]["message"]
