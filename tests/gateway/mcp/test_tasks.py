@@ -410,3 +410,22 @@ async def test_a_run_that_raises_fails_the_task_with_a_json_rpc_error(gateway: R
         failed = await until(http, created["taskId"], "failed", "completed")
     assert failed["status"] == "failed" and "result" not in failed
     assert failed["error"]["code"] == -32603 and "boom" in failed["error"]["message"]
+
+
+async def test_a_task_store_that_fails_is_answered_clearly(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path, persist=False)  # skips (fails under CI=true) without redis-server
+    server.start()
+    try:
+        async with running_gateway(on_state(server.url)) as gateway, gateway.client() as http:
+            created = await create(http, "echo before")
+            await until(http, created["taskId"], "completed")
+            server.stop()  # Redis goes away under the gateway
+            refused = await rpc(
+                http, "tools/call", {"name": "agent_query", "arguments": {"query": "echo after"}}
+            )
+            assert refused["result"]["resultType"] == "complete" and refused["result"]["isError"] is True
+            assert "the task store failed" in refused["result"]["content"][0]["text"]
+            unread = await get(http, created["taskId"])
+            assert unread["error"]["code"] == -32603 and "the task store failed" in unread["error"]["message"]
+    finally:
+        server.stop()
