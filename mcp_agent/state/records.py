@@ -28,6 +28,8 @@ __all__ = [
     "INTERRUPTED",
     "PAGE_OVERHEAD",
     "SESSION_ID_PATTERN",
+    "TASK_STATUSES",
+    "TERMINAL_TASK_STATUSES",
     "Approval",
     "Decision",
     "Page",

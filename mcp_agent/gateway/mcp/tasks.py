@@ -32,8 +32,8 @@ client's disconnect. Other clients see no change: the call answers as before.
   Otherwise approvals wait for the dashboard or REST, as for a plain call.
 - **Notifications.** ``subscriptions/listen`` with ``notifications.taskIds`` (and the extension
   declared) streams ``notifications/tasks`` (the full task, as ``tasks/get`` gives it) for the
-  caller's tasks among them that run on this replica: the current state at once, then each
-  change. Tasks of other replicas are acknowledged only if found, and are polled.
+  caller's tasks among them: the current state at once, then each change (of a task another
+  replica runs: read from the shared store every ``POLL_INTERVAL_MS``, until it ends).
 
 Requests about tasks from a client that did not declare the extension are refused with
 ``-32021``; ``tasks/result`` and ``tasks/list`` (removed by SEP-2663) stay unknown methods.
@@ -72,7 +72,7 @@ from ...loop.cancel import Cancel
 from ...loop.result import RunResult
 from ...messages import JSONObject
 from ...state.base import TaskStore
-from ...state.records import TaskRecord
+from ...state.records import TERMINAL_TASK_STATUSES, TaskRecord
 from ..callers import Caller
 from ..eventbus import BufferedSink
 from ..service import (
@@ -646,18 +646,45 @@ class TaskListen:
             now = time.time()
             for record in mine:  # the state now: a task that ended before the listen is told too
                 deliver(task_fields(record, now=now))
-            async for item in receive:
-                if isinstance(item, dict):
-                    note: Any = TaskStatusNotification(params={**item, "_meta": meta})
-                else:
-                    note = event_to_notification(item, meta)
-                await session.send_notification(note, related_request_id=subscription_id)
+            async with anyio.create_task_group() as tg:
+                elsewhere = [record for record in mine if record.id not in self.tasks.local]
+                if elsewhere:  # run by another replica: its changes are read from the store
+                    tg.start_soon(self._poll, elsewhere, deliver)
+                async for item in receive:
+                    if isinstance(item, dict):
+                        note: Any = TaskStatusNotification(params={**item, "_meta": meta})
+                    else:
+                        note = event_to_notification(item, meta)
+                    await session.send_notification(note, related_request_id=subscription_id)
+                tg.cancel_scope.cancel()
         finally:
             for stop in stops:
                 stop()
             send.close()
             receive.close()
         return types.SubscriptionsListenResult(_meta=meta)
+
+    async def _poll(self, records: list[TaskRecord], deliver: Callable[[JSONObject], None]) -> None:
+        """Deliver the changes of tasks another replica runs, read from the store every
+        ``POLL_INTERVAL_MS``, until each has ended (or is gone)."""
+        now = time.time()
+        last = {record.id: task_fields(record, now=now) for record in records if not record.terminal}
+        while last:
+            await anyio.sleep(POLL_INTERVAL_MS / 1000)
+            for task_id in list(last):
+                try:
+                    record = await self.tasks.store.get(task_id)
+                except (StateError, NotReady):
+                    continue
+                if record is None:
+                    del last[task_id]
+                    continue
+                wire = task_fields(record, now=time.time())
+                if wire != last[task_id]:
+                    deliver(wire)
+                    last[task_id] = wire
+                if wire["status"] in TERMINAL_TASK_STATUSES:
+                    del last[task_id]
 
 
 __all__ = ["EXTENSION", "TaskListen", "Tasks", "create_result", "declared", "task_fields", "ttl_of"]

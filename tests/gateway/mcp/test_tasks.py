@@ -347,6 +347,34 @@ async def check_replicas(first: Running, second: Running) -> None:
             "status"
         ] == "cancelled"
         assert first.tools.cancelled == [30.0]
+        # a listener on the other replica hears of the task's changes
+        later = await create(a, "sleep 0.5")
+        heard = await listen_until_done(b, later["taskId"])
+        assert heard[-1]["status"] == "completed" and text_of(heard[-1]["result"]) == "sleep said: slept"
+
+
+async def listen_until_done(http: httpx.AsyncClient, task_id: str) -> list[dict[str, Any]]:
+    """The ``notifications/tasks`` of ``task_id`` on a ``subscriptions/listen`` stream, until it ends."""
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": [task_id]}, "_meta": envelope(TASKS)},
+    }
+    heard: list[dict[str, Any]] = []
+    async with http.stream(
+        "POST", "/mcp", json=listen, headers=headers("subscriptions/listen", None)
+    ) as stream:
+        events = sse_events(stream)
+        _, ack = await anext(events)
+        assert ack["params"]["notifications"]["taskIds"] == [task_id]
+        with anyio.fail_after(20):
+            async for _, message in events:
+                assert message["method"] == "notifications/tasks" and message["params"]["taskId"] == task_id
+                heard.append(message["params"])
+                if message["params"]["status"] in ("completed", "failed", "cancelled"):
+                    break
+    return heard
 
 
 async def test_another_replica_answers_on_a_shared_sqlite_file(tmp_path: Path) -> None:
