@@ -185,12 +185,12 @@ class AgentQueryTool:
 
     def __init__(self, service: GatewayService, streams: Streams | None = None) -> None:
         self.service = service
+        self.tasks: Tasks | None = None
+        """``agent_query`` as a task (``serve_tasks`` sets it)."""
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
-        self.tasks: Tasks | None = None
-        """``agent_query`` as a task (``create_mcp_server`` sets it)."""
         service.on_tools_changed(self.tools_changed)
 
     # ---------------------------------------------------------------- tools/list
