@@ -1,6 +1,6 @@
 """The state seam: what the loop and the gateway keep outside a run, as small async Protocols.
 
-Four stores and the bundle that owns them:
+Five stores and the bundle that owns them:
 
 - ``SessionStore``: conversations (a transcript, its owner) and the lock that serialises runs on
   one conversation: in one process, and across processes for the shared backends, with a lease
@@ -11,7 +11,9 @@ Four stores and the bundle that owns them:
   within ``StateLimits.max_runs`` and ``max_run_age_days``;
 - ``PageStore``: the pages of long tool results a session's runs paged (``loop/pages.py``), kept
   beside the session (readable from every process sharing the backend) and gone with it;
-- ``State``: the four, the process's ``replica`` id, ``beat()`` (its liveness lease) and
+- ``TaskStore``: the tasks of the MCP Tasks extension (``TaskRecord``), each kept until its TTL
+  ends, readable from every process sharing the backend;
+- ``State``: the five, the process's ``replica`` id, ``beat()`` (its liveness lease) and
   ``recover()`` (what dead replicas left behind: runs become ``terminal_error`` "interrupted by a
   gateway restart", their pending approvals are expired, their session locks are released).
 
@@ -55,9 +57,10 @@ from .records import (
     Session,
     SessionInfo,
     StateLimits,
+    TaskRecord,
 )
 
-__all__ = ["ApprovalStore", "PageStore", "RunStore", "SessionStore", "State"]
+__all__ = ["ApprovalStore", "PageStore", "RunStore", "SessionStore", "State", "TaskStore"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,6 +198,23 @@ class PageStore(Protocol):
     async def release(self, scope: str) -> None: ...
 
 
+class TaskStore(Protocol):
+    """Tasks (``TaskRecord``), by id.
+
+    ``put`` stores a record whole (a new task, or its owner's next version of it), kept until
+    ``record.expires``; a cancellation asked meanwhile (``request_cancel``) stays asked. ``get``
+    reads one: None when unknown or past ``expires``. ``request_cancel`` marks a live task's
+    cancellation as asked (False when unknown or expired); its owner reads the mark on its next
+    look (``get``). Expired tasks are dropped by the backend (on ``State.beat``, or by itself).
+    """
+
+    async def put(self, record: TaskRecord) -> None: ...
+
+    async def get(self, task_id: str) -> TaskRecord | None: ...
+
+    async def request_cancel(self, task_id: str) -> bool: ...
+
+
 class SharedEvents(Protocol):
     """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``; None
     for a backend of one process).
@@ -220,7 +240,7 @@ class SharedEvents(Protocol):
 
 
 class State(Protocol):
-    """The four stores of one backend, for one process (``replica``).
+    """The five stores of one backend, for one process (``replica``).
 
     ``beat`` renews this replica's liveness lease (call it every third of ``lease_seconds``;
     it applies retention too). ``recover`` finds replicas whose lease lapsed (or, on this
@@ -247,6 +267,9 @@ class State(Protocol):
 
     @property
     def pages(self) -> PageStore: ...
+
+    @property
+    def tasks(self) -> TaskStore: ...
 
     @property
     def limits(self) -> StateLimits: ...

@@ -46,6 +46,7 @@ from .records import (
     Session,
     SessionInfo,
     StateLimits,
+    TaskRecord,
     check_room,
     new_page_handle,
     new_replica_id,
@@ -395,6 +396,42 @@ class MemoryRunStore:
         return len(self._runs)
 
 
+class MemoryTaskStore:
+    """Tasks in a dict; an expired one is dropped when looked at, or on ``prune``."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskRecord] = {}
+        self._cancels: set[str] = set()
+
+    async def put(self, record: TaskRecord) -> None:
+        self._tasks[record.id] = replace(record, cancel_requested=False)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        record = self._tasks.get(task_id)
+        if record is None or record.expires <= time.time():
+            self._drop(task_id)
+            return None
+        return replace(record, cancel_requested=task_id in self._cancels)
+
+    async def request_cancel(self, task_id: str) -> bool:
+        if await self.get(task_id) is None:
+            return False
+        self._cancels.add(task_id)
+        return True
+
+    def _drop(self, task_id: str) -> None:
+        self._tasks.pop(task_id, None)
+        self._cancels.discard(task_id)
+
+    def prune(self) -> None:
+        now = time.time()
+        for task_id in [t.id for t in self._tasks.values() if t.expires <= now]:
+            self._drop(task_id)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+
 class MemoryState:
     """The memory backend's ``State``: one process, no leases to keep, nobody to recover."""
 
@@ -407,6 +444,7 @@ class MemoryState:
         self._runs = MemoryRunStore(max_runs=limits.max_runs, max_age_seconds=age)
         self._pages = MemoryPageStore(limits.max_paged_bytes_total, live=self._sessions.exists)
         self._sessions.on_remove = self._pages.forget
+        self._tasks = MemoryTaskStore()
 
     @property
     def replica(self) -> str:
@@ -434,12 +472,17 @@ class MemoryState:
         return self._pages
 
     @property
+    def tasks(self) -> MemoryTaskStore:
+        return self._tasks
+
+    @property
     def limits(self) -> StateLimits:
         return self._limits
 
     async def beat(self) -> None:
         self._runs.prune(full=True)
         self._approvals.prune()
+        self._tasks.prune()
 
     async def recover(self) -> Recovery:
         return Recovery()

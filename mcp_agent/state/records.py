@@ -1,5 +1,5 @@
 """The values of the state seam (``base.py`` has its protocols): ids, limits, sessions,
-approvals and their decisions, run records, paged results, and what ``State.recover`` found.
+approvals and their decisions, run records, tasks, paged results, and what ``State.recover`` found.
 
 They are frozen dataclasses (``Session`` is the one mutable value: the store updates the object
 a ``hold`` yielded when it saves it) with their wire forms (``to_dict``/``from_dict``) for the
@@ -28,6 +28,8 @@ __all__ = [
     "INTERRUPTED",
     "PAGE_OVERHEAD",
     "SESSION_ID_PATTERN",
+    "TASK_STATUSES",
+    "TERMINAL_TASK_STATUSES",
     "Approval",
     "Decision",
     "Page",
@@ -37,6 +39,7 @@ __all__ = [
     "Session",
     "SessionInfo",
     "StateLimits",
+    "TaskRecord",
     "check_room",
     "new_page_handle",
     "new_replica_id",
@@ -389,6 +392,97 @@ class RunRecord:
             needle = text.casefold()
             return needle in self.query.casefold() or needle in self.answer.casefold()
         return True
+
+
+TASK_STATUSES = ("working", "input_required", "completed", "failed", "cancelled")
+TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task of the MCP Tasks extension (``gateway/mcp/tasks.py``): a run started detached,
+    polled with ``tasks/get``. Its owner (``replica``) rewrites it whole as the run goes on;
+    other replicas only read it, and ask for its cancellation (``TaskStore.request_cancel``).
+
+    Attributes:
+        id: the task id (unguessable; the client's handle).
+        caller: who created it; nobody else sees it.
+        status: one of ``TASK_STATUSES``.
+        status_message: what the status means now (optional).
+        created: wall time of the creation.
+        updated: wall time of the last change.
+        ttl_ms: how long after ``created`` the task is kept (then forgotten).
+        poll_ms: the suggested polling interval.
+        replica: the gateway process that runs it (``State.replica``).
+        alive_until: wall time until which the owner's lease on a task not yet ended holds; the
+            owner renews it while the run goes on, so a task still working past it died with
+            its replica.
+        result: the ``CallToolResult`` (wire form), once ``completed``.
+        error: the JSON-RPC error (``{code, message}``), once ``failed``.
+        input_requests: the questions waiting for the caller (key -> request, wire form), while
+            ``input_required``.
+        cancel_requested: a ``tasks/cancel`` came (from any replica); its owner acts on it.
+    """
+
+    id: str
+    caller: str
+    status: str = "working"
+    status_message: str = ""
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    ttl_ms: int = 3_600_000
+    poll_ms: int = 1000
+    replica: str = ""
+    alive_until: float = 0.0
+    result: JSONObject | None = None
+    error: JSONObject | None = None
+    input_requests: JSONObject | None = None
+    cancel_requested: bool = False
+
+    @property
+    def expires(self) -> float:
+        """Wall time after which the task is forgotten."""
+        return self.created + self.ttl_ms / 1000
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_TASK_STATUSES
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "id": self.id,
+            "caller": self.caller,
+            "status": self.status,
+            "status_message": self.status_message,
+            "created": self.created,
+            "updated": self.updated,
+            "ttl_ms": self.ttl_ms,
+            "poll_ms": self.poll_ms,
+            "replica": self.replica,
+            "alive_until": self.alive_until,
+            "result": self.result,
+            "error": self.error,
+            "input_requests": self.input_requests,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, cancel_requested: bool = False) -> TaskRecord:
+        return cls(
+            id=str(data["id"]),
+            caller=str(data.get("caller", "")),
+            status=str(data.get("status", "working")),
+            status_message=str(data.get("status_message", "")),
+            created=float(data.get("created", 0.0)),
+            updated=float(data.get("updated", 0.0)),
+            ttl_ms=int(data.get("ttl_ms", 0)),
+            poll_ms=int(data.get("poll_ms", 1000)),
+            replica=str(data.get("replica", "")),
+            alive_until=float(data.get("alive_until", 0.0)),
+            result=data.get("result"),
+            error=data.get("error"),
+            input_requests=data.get("input_requests"),
+            cancel_requested=cancel_requested or bool(data.get("cancel_requested", False)),
+        )
 
 
 PAGE_OVERHEAD = 16

@@ -12,6 +12,9 @@ stdio) and both protocol eras; the SDK negotiates the version.
   ``subscriptions/listen`` stream.
 - ``agent_query`` runs one query through ``GatewayService.run`` (``query.py``: progress and
   its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
+- A 2026 client that declares the Tasks extension gets ``agent_query`` as a task (``tasks.py``:
+  ``tasks/get``, ``tasks/update``, ``tasks/cancel``, ``notifications/tasks``); ``serve_tasks``
+  registers it.
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
   response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response
@@ -30,6 +33,7 @@ import anyio
 import mcp_types as types
 from mcp.server import NotificationOptions, Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import compose_tool_call_handler
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -47,6 +51,7 @@ from .catalog import CatalogHandlers
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
 from .resumable import Streams
+from .tasks import Tasks
 
 logger = logging.getLogger(__name__)
 
@@ -182,6 +187,8 @@ class AgentQueryTool:
 
     def __init__(self, service: GatewayService, streams: Streams | None = None) -> None:
         self.service = service
+        self.tasks: Tasks | None = None
+        """``agent_query`` as a task (``serve_tasks`` sets it)."""
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
         self._legacy_connections: dict[int, Any] = {}
@@ -352,7 +359,27 @@ def create_mcp_server(
         on_get_prompt=catalog.get_prompt if catalog else None,
     )
     continue_http_traces(server)
+    serve_tasks(server, tool, ListenHandler(tool.subscriptions))
     return server, tool
+
+
+def serve_tasks(server: AgentMCPServer, tool: AgentQueryTool, listen: ListenHandler) -> None:
+    """``agent_query`` as a task for clients that declare the Tasks extension (``tasks.py``): the
+    extension declared in the capabilities, its methods, its ``tools/call`` interceptor and its
+    ``subscriptions/listen`` (``listen`` serves the listens without ``taskIds``, as before)."""
+    tasks = Tasks(tool.service, run_result_to_mcp, request_caller, tool_name=TOOL_NAME)
+    tool.tasks = tasks
+    server.extensions[tasks.identifier] = tasks.settings()
+    for binding in tasks.methods():
+        server.add_request_handler(binding.method, binding.params_type, binding.handler)
+    server.add_request_handler(
+        "tools/call", types.CallToolRequestParams, compose_tool_call_handler([tasks], tool.call_tool)
+    )
+    server.add_request_handler(
+        "subscriptions/listen",
+        types.SubscriptionsListenRequestParams,
+        tasks.listen_handler(listen, tool.subscriptions),
+    )
 
 
 # The caller's W3C trace context, continued by the runs its requests start (``telemetry/``).

@@ -14,6 +14,8 @@ it runs, on the client and key names of ``backend.py``:
   on B wakes the run waiting on A at once (pub/sub);
 - ``pages`` (``pages.py``): the paged results of a session, in the session's hash, so a run
   on B reads the pages a run on A paged;
+- ``tasks`` (``tasks.py``): the tasks of the MCP Tasks extension, each a key Redis drops when
+  the task expires;
 - ``events`` (``events.py``): the ``/api/v1/events`` fan-out, an ``EventSink`` plus a
   ``relay`` for the gateway's task group (not part of the ``State`` protocol: only a shared
   backend has it);
@@ -59,6 +61,7 @@ from .events import RedisEvents
 from .pages import RedisPageStore
 from .records import RedisApprovalStore, RedisRunStore
 from .sessions import BREAK, RedisSessionStore
+from .tasks import RedisTaskStore
 
 __all__ = ["RedisState", "open_redis_state"]
 
@@ -174,6 +177,7 @@ class RedisState:
         self._approvals = RedisApprovalStore(backend, limits, replica)
         self._runs = RedisRunStore(backend, limits, replica)
         self._pages = RedisPageStore(backend, limits)
+        self._tasks = RedisTaskStore(backend)
         self._break_script = client.register_script(BREAK)
         self.events = RedisEvents(backend, replica)
         """Run events shared with the other replicas (``emit``; ``relay`` in the gateway)."""
@@ -201,6 +205,10 @@ class RedisState:
     @property
     def pages(self) -> RedisPageStore:
         return self._pages
+
+    @property
+    def tasks(self) -> RedisTaskStore:
+        return self._tasks
 
     @property
     def limits(self) -> StateLimits:

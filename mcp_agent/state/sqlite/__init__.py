@@ -2,7 +2,8 @@
 
 This module is the store (``SqliteState``, with its approvals and run records) and
 ``open_sqlite_state``; beside it, ``database.py`` (the file, its schema and migrations, the one
-connection), ``sessions.py`` (conversations and their locks) and ``pages.py`` (paged results).
+connection), ``sessions.py`` (conversations and their locks), ``pages.py`` (paged results) and
+``tasks.py`` (the tasks of the MCP Tasks extension).
 
 The default store of ``serve`` and ``query --session``. Stdlib ``sqlite3`` on one connection,
 one call at a time (``Database``): on the event loop's thread when the call has nothing to wait
@@ -75,6 +76,7 @@ from .database import (
 )
 from .pages import SqlitePageStore
 from .sessions import SqliteSessionStore
+from .tasks import SqliteTaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ __all__ = [
     "SqliteRunStore",
     "SqliteSessionStore",
     "SqliteState",
+    "SqliteTaskStore",
     "open_sqlite_state",
 ]
 
@@ -286,6 +289,7 @@ class SqliteState:
         self._approvals = SqliteApprovalStore(database)
         self._runs = SqliteRunStore(database, limits)
         self._pages = SqlitePageStore(database, limits)
+        self._tasks = SqliteTaskStore(database)
 
     @property
     def replica(self) -> str:
@@ -312,6 +316,10 @@ class SqliteState:
     @property
     def pages(self) -> SqlitePageStore:
         return self._pages
+
+    @property
+    def tasks(self) -> SqliteTaskStore:
+        return self._tasks
 
     @property
     def limits(self) -> StateLimits:
@@ -343,6 +351,7 @@ class SqliteState:
             self._register(db)
             self._runs.prune(db)
             self._sessions.expire(db, time.time())
+            self._tasks.expire(db, time.time())
 
         await self._database.run(beat, write=True)
         await self._database.run(lambda db: db.execute("PRAGMA incremental_vacuum").fetchall())

@@ -209,6 +209,16 @@ def _v4_pages(db: sqlite3.Connection) -> None:
         db.execute(statement)
 
 
+def _v5_tasks(db: sqlite3.Connection) -> None:
+    """Tasks of the MCP Tasks extension (``tasks.py``): the record, when it expires, and whether
+    a cancellation was asked (a column of its own: the owner's rewrites never clear it)."""
+    db.execute(
+        "CREATE TABLE tasks (id TEXT PRIMARY KEY, expires REAL NOT NULL, "
+        "cancel INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL)"
+    )
+    db.execute("CREATE INDEX tasks_by_expiry ON tasks (expires)")
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Each statement of ``script``, inside the caller's transaction (``executescript`` would
     commit it first)."""
@@ -217,7 +227,7 @@ def _script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages)
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages, _v5_tasks)
 """``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
 appends a step here; the steps already released never change."""
 SCHEMA_VERSION = len(MIGRATIONS)
