@@ -68,7 +68,13 @@ TARGET_NAMES = {
 }
 # The server scenarios that ask nothing of a server's tools, resources or prompts: target d.
 GENERIC = {
-    "2025-11-25": ["server-initialize", "ping", "tools-list", "dns-rebinding-protection", "server-session-lifecycle"],
+    "2025-11-25": [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "dns-rebinding-protection",
+        "server-session-lifecycle",
+    ],
     "2026-07-28": [
         "server-stateless",
         "tools-list",
@@ -80,7 +86,12 @@ GENERIC = {
 # The client scenarios run with the gateway as the client (the auth ones are left out).
 CLIENT = {
     "2025-11-25": ["initialize", "tools_call"],
-    "2026-07-28": ["tools_call", "request-metadata", "http-standard-headers", "sep-2322-client-request-state"],
+    "2026-07-28": [
+        "tools_call",
+        "request-metadata",
+        "http-standard-headers",
+        "sep-2322-client-request-state",
+    ],
 }
 READY_SECONDS = 60.0
 SCENARIO_DIR = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT[\d-]+Z$")
@@ -90,9 +101,10 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def required_scenarios(requirement_set: str, leg: str = "server") -> list[str]:
-    """The scenarios a requirement set runs for ``leg`` (its list and its ``not_scored`` entries),
-    read from the suite's own ``requirements/<set>.yaml`` (a flat YAML: no parser needed)."""
+def required_scenarios(requirement_set: str, leg: str = "server", *, scored_only: bool = False) -> list[str]:
+    """The scenarios a requirement set runs for ``leg`` (its list and, unless ``scored_only``, its
+    ``not_scored`` entries), read from the suite's own ``requirements/<set>.yaml`` (a flat YAML:
+    no parser needed)."""
     names: list[str] = []
     section = None
     not_scored: list[dict[str, str]] = []
@@ -110,7 +122,8 @@ def required_scenarios(requirement_set: str, leg: str = "server") -> list[str]:
                 not_scored.append({"scenario": item.split(":", 1)[1].strip()})
             elif item.startswith("leg:") and not_scored:
                 not_scored[-1]["leg"] = item.split(":", 1)[1].strip()
-    names += [entry["scenario"] for entry in not_scored if entry.get("leg") == leg]
+    if not scored_only:
+        names += [entry["scenario"] for entry in not_scored if entry.get("leg") == leg]
     return names
 
 
@@ -183,7 +196,12 @@ def fixture_http(folder: Path) -> Iterator[str]:
 
 def gateway_config(folder: Path, servers: dict[str, Any], *, expose: bool) -> Path:
     config = {
-        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "conformance", "provider": "openai", "maxRetries": 0},
+        "llm": {
+            "endpoint": "http://127.0.0.1:9/v1",
+            "model": "conformance",
+            "provider": "openai",
+            "maxRetries": 0,
+        },
         "limits": {"maxRounds": 2, "toolTimeoutSeconds": 30, "timeoutSeconds": 60},
         "mcpServers": servers,
         "gateway": {"description": "Conformance target.", "exposeTools": expose},
@@ -219,9 +237,14 @@ def target(name: str, folder: Path) -> Iterator[str]:
         with fixture_http(folder) as url:
             yield url
     elif name == "b":
-        with fixture_http(folder) as upstream, gateway(
-            folder / "gateway", {"fx": {"url": upstream.replace("localhost", "127.0.0.1"), "toolPrefix": ""}}, expose=True
-        ) as url:
+        with (
+            fixture_http(folder) as upstream,
+            gateway(
+                folder / "gateway",
+                {"fx": {"url": upstream.replace("localhost", "127.0.0.1"), "toolPrefix": ""}},
+                expose=True,
+            ) as url,
+        ):
             yield url
     elif name == "c":
         stdio = {"fx": {"command": sys.executable, "args": [str(FIXTURE)], "toolPrefix": ""}}
@@ -298,8 +321,18 @@ def run_server_set(url: str, requirement_set: str, target_name: str, out: Path) 
     if target_name == "d":
         for scenario in wanted:
             suite(
-                ["server", "--url", url, "--scenario", scenario, "--spec-version", requirement_set, "--force",
-                 "-o", str(out)],
+                [
+                    "server",
+                    "--url",
+                    url,
+                    "--scenario",
+                    scenario,
+                    "--spec-version",
+                    requirement_set,
+                    "--force",
+                    "-o",
+                    str(out),
+                ],
                 timeout=180,
             )
     else:
@@ -307,7 +340,9 @@ def run_server_set(url: str, requirement_set: str, target_name: str, out: Path) 
     verdicts = read_results(out, requirement_set, target_name)
     for scenario in wanted:
         if scenario not in verdicts:
-            verdicts[scenario] = Verdict(scenario, requirement_set, target_name, False, 0, 0, ["the suite wrote no result"])
+            verdicts[scenario] = Verdict(
+                scenario, requirement_set, target_name, False, 0, 0, ["the suite wrote no result"]
+            )
     return {name: verdict for name, verdict in verdicts.items() if name in wanted}
 
 
@@ -316,14 +351,27 @@ def run_client_set(requirement_set: str, out: Path) -> dict[str, Verdict]:
     command = f"{sys.executable} {HERE / 'client.py'}"
     for scenario in CLIENT[requirement_set]:
         suite(
-            ["client", "--command", command, "--scenario", scenario, "--spec-version", requirement_set,
-             "--timeout", "60000", "-o", str(out)],
+            [
+                "client",
+                "--command",
+                command,
+                "--scenario",
+                scenario,
+                "--spec-version",
+                requirement_set,
+                "--timeout",
+                "60000",
+                "-o",
+                str(out),
+            ],
             timeout=180,
         )
     verdicts = read_results(out, requirement_set, "client")
     for scenario in CLIENT[requirement_set]:
         if scenario not in verdicts:
-            verdicts[scenario] = Verdict(scenario, requirement_set, "client", False, 0, 0, ["the suite wrote no result"])
+            verdicts[scenario] = Verdict(
+                scenario, requirement_set, "client", False, 0, 0, ["the suite wrote no result"]
+            )
     return verdicts
 
 
@@ -363,7 +411,9 @@ def judge(
         where = "expected-failures.json" if verdict.key in expected else "gateway-gaps.json"
         if not verdict.passed and (listed is None or not listed.covers(verdict)):
             uncovered = sorted(verdict.failing_ids - (listed.checks if listed else frozenset()))
-            problems.append(f"FAILS, listed nowhere: {label}: checks {uncovered}: " + "; ".join(verdict.failing[:3]))
+            problems.append(
+                f"FAILS, listed nowhere: {label}: checks {uncovered}: " + "; ".join(verdict.failing[:3])
+            )
         elif verdict.passed and listed is not None:
             problems.append(f"PASSES now, remove it from {where}: {label}")
         elif listed is not None and listed.checks - verdict.failing_ids:
@@ -383,12 +433,18 @@ def table(verdicts: list[Verdict]) -> list[dict[str, Any]]:
             mine = [v for v in verdicts if v.target == target_name and v.requirement_set == requirement_set]
             if not mine:
                 continue
+            leg = "client" if target_name == "client" else "server"
+            scored = [
+                v for v in mine if v.scenario in required_scenarios(requirement_set, leg, scored_only=True)
+            ]
             rows.append(
                 {
                     "target": target_name,
                     "set": requirement_set,
                     "scenarios_passed": sum(v.passed for v in mine),
                     "scenarios": len(mine),
+                    "scored_passed": sum(v.passed for v in scored),
+                    "scored": len(scored),
                     "checks_passed": sum(v.checks_passed for v in mine),
                     "checks": sum(v.checks_total for v in mine),
                     "failing": sorted(v.scenario for v in mine if not v.passed),
@@ -398,17 +454,19 @@ def table(verdicts: list[Verdict]) -> list[dict[str, Any]]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    log(f"{'target':<44} {'set':<11} {'scenarios':>10} {'checks':>10}")
+    log(f"{'target':<44} {'set':<11} {'scenarios':>10} {'scored':>10} {'checks':>10}")
     for row in rows:
         name = f"{row['target']}: {TARGET_NAMES[row['target']]}"
         log(
             f"{name:<44} {row['set']:<11} {row['scenarios_passed']:>4}/{row['scenarios']:<5}"
-            f" {row['checks_passed']:>4}/{row['checks']:<5}"
+            f" {row['scored_passed']:>4}/{row['scored']:<5} {row['checks_passed']:>4}/{row['checks']:<5}"
         )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--no-client", action="store_true", help="skip the client scenarios")
@@ -428,7 +486,9 @@ def main(argv: list[str] | None = None) -> int:
             with target(target_name, work / target_name) as url:
                 for requirement_set in sets:
                     began = time.monotonic()
-                    found = run_server_set(url, requirement_set, target_name, work / target_name / requirement_set)
+                    found = run_server_set(
+                        url, requirement_set, target_name, work / target_name / requirement_set
+                    )
                     verdicts += found.values()
                     log(
                         f"conformance: {target_name} {requirement_set}: {sum(v.passed for v in found.values())}"
@@ -452,9 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems:
         log(f"conformance: {problem}")
     summary = {
-        "suite": "@modelcontextprotocol/conformance@" + json.loads((NPM / "package.json").read_text())[
-            "dependencies"
-        ]["@modelcontextprotocol/conformance"],
+        "suite": "@modelcontextprotocol/conformance@"
+        + json.loads((NPM / "package.json").read_text())["dependencies"]["@modelcontextprotocol/conformance"],
         "seconds": round(time.monotonic() - started, 1),
         "table": rows,
         "problems": problems,

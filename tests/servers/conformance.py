@@ -27,10 +27,15 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.caching import CacheHint
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, PromptsListChanged, ToolsListChanged
-from mcp.shared.exceptions import MCPError
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-warnings.filterwarnings("ignore", category=DeprecationWarning)
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging, sampling: on purpose
 
 NAME = "conformance-fixture"
 IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -102,7 +107,10 @@ SEP1330_SCHEMA: dict[str, Any] = {
             "enum": ["opt1", "opt2", "opt3"],
             "enumNames": ["Option One", "Option Two", "Option Three"],
         },
-        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
         "titledMulti": {
             "type": "array",
             "items": {
@@ -298,7 +306,9 @@ async def sep1330(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestP
     return text(f"Elicitation completed: action={result.action}, content={json.dumps(result.content or {})}")
 
 
-@tool("json_schema_2020_12_tool", "Declares an input schema with JSON Schema 2020-12 keywords.", SCHEMA_2020_12)
+@tool(
+    "json_schema_2020_12_tool", "Declares an input schema with JSON Schema 2020-12 keywords.", SCHEMA_2020_12
+)
 async def schema_2020_12(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
     return text(json.dumps(args, sort_keys=True))
 
@@ -325,10 +335,14 @@ async def missing_capability(ctx: Ctx, args: dict[str, Any], params: types.CallT
 
 
 @tool("test_streaming_elicitation", "Answers with an input-required result asking the user.")
-async def streaming_elicitation(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+async def streaming_elicitation(
+    ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams
+) -> Result:
     if "user_name" in answers(params):
         return text("thanks")
-    return types.InputRequiredResult(input_requests={"user_name": ask("What is your name?", {"name": {"type": "string"}})})
+    return types.InputRequiredResult(
+        input_requests={"user_name": ask("What is your name?", {"name": {"type": "string"}})}
+    )
 
 
 @tool("test_trigger_tool_change", "Announces a changed tool list to subscriptions/listen streams.")
@@ -338,7 +352,9 @@ async def trigger_tool_change(ctx: Ctx, args: dict[str, Any], params: types.Call
 
 
 @tool("test_trigger_prompt_change", "Announces a changed prompt list to subscriptions/listen streams.")
-async def trigger_prompt_change(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+async def trigger_prompt_change(
+    ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams
+) -> Result:
     await bus.publish(PromptsListChanged())
     return text("prompt list changed")
 
@@ -352,8 +368,12 @@ async def ir_elicitation(ctx: Ctx, args: dict[str, Any], params: types.CallToolR
     if "user_name" in got and isinstance(elicited(got["user_name"], "name"), str):
         return text(f"Hello, {elicited(got['user_name'], 'name')}!")
     if params.input_responses is not None and "user_name" in got:
-        raise MCPError(types.INVALID_PARAMS, "inputResponses.user_name is not an elicitation result with a name")
-    return types.InputRequiredResult(input_requests={"user_name": ask("What is your name?", {"name": {"type": "string"}})})
+        raise MCPError(
+            types.INVALID_PARAMS, "inputResponses.user_name is not an elicitation result with a name"
+        )
+    return types.InputRequiredResult(
+        input_requests={"user_name": ask("What is your name?", {"name": {"type": "string"}})}
+    )
 
 
 @tool("test_input_required_result_sampling", "Asks the client's model, then answers with its text.")
@@ -361,7 +381,9 @@ async def ir_sampling(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequ
     got = answers(params)
     if "capital_question" in got:
         return text(f"Model said: {sampled(got['capital_question'])}")
-    return types.InputRequiredResult(input_requests={"capital_question": sample("What is the capital of France?", 100)})
+    return types.InputRequiredResult(
+        input_requests={"capital_question": sample("What is the capital of France?", 100)}
+    )
 
 
 @tool("test_input_required_result_list_roots", "Asks the client's roots, then counts them.")
@@ -379,11 +401,14 @@ async def ir_request_state(ctx: Ctx, args: dict[str, Any], params: types.CallToo
     if "confirm" in answers(params) and params.request_state == "confirm-round":
         return text("state-ok: confirmation received")
     return types.InputRequiredResult(
-        input_requests={"confirm": ask("Please confirm", {"ok": {"type": "boolean"}})}, request_state="confirm-round"
+        input_requests={"confirm": ask("Please confirm", {"ok": {"type": "boolean"}})},
+        request_state="confirm-round",
     )
 
 
-@tool("test_input_required_result_multiple_inputs", "Asks for an elicitation, a sampling and the roots at once.")
+@tool(
+    "test_input_required_result_multiple_inputs", "Asks for an elicitation, a sampling and the roots at once."
+)
 async def ir_multiple(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
     if {"user_name", "greeting", "client_roots"} <= answers(params).keys():
         return text("All inputs received.")
@@ -403,7 +428,9 @@ async def ir_multi_round(ctx: Ctx, args: dict[str, Any], params: types.CallToolR
     got = answers(params)
     if state.get("round") == 1 and "step1" in got:
         return types.InputRequiredResult(
-            input_requests={"step2": ask("Step 2: What is your favorite color?", {"color": {"type": "string"}})},
+            input_requests={
+                "step2": ask("Step 2: What is your favorite color?", {"color": {"type": "string"}})
+            },
             request_state=json.dumps({"round": 2, "name": elicited(got["step1"], "name")}),
         )
     if state.get("round") == 2 and "step2" in got:
@@ -419,7 +446,8 @@ async def ir_tampered(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequ
     if params.request_state is not None:
         return text(f"state-ok: {params.request_state}")
     return types.InputRequiredResult(
-        input_requests={"confirm": ask("Please confirm", {"ok": {"type": "boolean"}})}, request_state="round-1"
+        input_requests={"confirm": ask("Please confirm", {"ok": {"type": "boolean"}})},
+        request_state="round-1",
     )
 
 
@@ -457,10 +485,16 @@ async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Result:
 
 RESOURCES = [
     types.Resource(
-        uri="test://static-text", name="static-text", description="A static text resource", mime_type="text/plain"
+        uri="test://static-text",
+        name="static-text",
+        description="A static text resource",
+        mime_type="text/plain",
     ),
     types.Resource(
-        uri="test://static-binary", name="static-binary", description="A static PNG image", mime_type="image/png"
+        uri="test://static-binary",
+        name="static-binary",
+        description="A static PNG image",
+        mime_type="image/png",
     ),
     types.Resource(
         uri="test://watched-resource",
@@ -475,7 +509,9 @@ async def list_resources(ctx: Ctx, params: types.PaginatedRequestParams | None) 
     return types.ListResourcesResult(resources=RESOURCES)
 
 
-async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+async def list_templates(
+    ctx: Ctx, params: types.PaginatedRequestParams | None
+) -> types.ListResourceTemplatesResult:
     template = types.ResourceTemplate(
         uri_template="test://template/{id}/data",
         name="template-data",
@@ -497,10 +533,14 @@ async def read_resource(
     elif uri == "test://static-binary":
         contents = types.BlobResourceContents(uri=uri, mime_type="image/png", blob=IMAGE)
     elif uri == "test://watched-resource":
-        contents = types.TextResourceContents(uri=uri, mime_type="text/plain", text="Watched resource content")
+        contents = types.TextResourceContents(
+            uri=uri, mime_type="text/plain", text="Watched resource content"
+        )
     elif uri.startswith("test://template/") and uri.endswith("/data"):
         item = uri.removeprefix("test://template/").removesuffix("/data")
-        body = json.dumps({"id": item, "templateTest": True, "data": f"Data for ID: {item}"}, separators=(",", ":"))
+        body = json.dumps(
+            {"id": item, "templateTest": True, "data": f"Data for ID: {item}"}, separators=(",", ":")
+        )
         contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=body)
     else:
         raise MCPError(types.INVALID_PARAMS, "Resource not found", {"uri": uri})
@@ -532,7 +572,9 @@ PROMPTS = [
     types.Prompt(
         name="test_prompt_with_embedded_resource",
         description="A prompt embedding a resource",
-        arguments=[types.PromptArgument(name="resourceUri", description="The resource to embed", required=True)],
+        arguments=[
+            types.PromptArgument(name="resourceUri", description="The resource to embed", required=True)
+        ],
     ),
     types.Prompt(name="test_prompt_with_image", description="A prompt with an image"),
     types.Prompt(name="test_input_required_result_prompt", description="A prompt that asks the user first"),
@@ -619,7 +661,9 @@ def build() -> Server[Any]:
         on_set_logging_level=set_level,
         get_tool_input_schema=lambda name: TOOLS[name][1] if name in TOOLS else None,
     )
-    server.middleware.append(RequestStateBoundary(RequestStateSecurity(keys=[STATE_KEY]), default_audience=NAME))
+    server.middleware.append(
+        RequestStateBoundary(RequestStateSecurity(keys=[STATE_KEY]), default_audience=NAME)
+    )
     return server
 
 
