@@ -83,14 +83,24 @@ GENERIC = {
         "http-header-validation",
     ],
 }
-# The client scenarios run with the gateway as the client (the auth ones are left out).
+# The client scenarios run with the gateway as the client: each set's own, but the auth ones.
 CLIENT = {
-    "2025-11-25": ["initialize", "tools_call"],
+    "2025-11-25": [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+        "json-schema-2020-12-preservation",
+    ],
     "2026-07-28": [
         "tools_call",
         "request-metadata",
-        "http-standard-headers",
         "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
     ],
 }
 READY_SECONDS = 60.0
