@@ -1,6 +1,6 @@
 """The conformance tier: the official MCP conformance suite against this project.
 
-    .venv/bin/python tests/conformance/run.py [--targets a,b,c,d] [--sets 2025-11-25,2026-07-28]
+    .venv/bin/python -m tests.conformance.run [--targets a,b,c,d] [--sets 2025-11-25,2026-07-28]
                                               [--no-client] [--keep DIR]
 
 The suite (``@modelcontextprotocol/conformance``, pinned in ``npm/package.json`` with the Node
@@ -14,8 +14,10 @@ server scenarios, each requirement set at its own wire, against four targets:
 - ``d``: the gateway's own endpoint (``agent_query`` only), for the scenarios that apply to any
   server (``GENERIC``).
 
-Then its client scenarios (``client``), with the gateway as the client: ``client.py`` is the
-command the suite runs with the scenario server's URL.
+Then its client scenarios (not the auth ones), three ways: ``client``, the gateway (its ToolHub)
+as the client; ``client-sdk``, the MCP SDK's ``Client`` directly, the reference; and
+``client-through``, that SDK client talking through ``mcp-agent serve`` to the scenario's server.
+``client.py`` is the command the suite runs with the scenario server's URL.
 
 Each process gets a free 127.0.0.1 port, is waited for, and is stopped by its pid. The suite
 writes one ``checks.json`` per scenario; those files are parsed (never the console text). A
@@ -32,21 +34,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.conformance.processes import fixture_http, gateway
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -64,8 +64,13 @@ TARGET_NAMES = {
     "b": "gateway, exposeTools, HTTP upstream",
     "c": "gateway, exposeTools, stdio upstream",
     "d": "gateway's own agent_query endpoint",
-    "client": "gateway as the client",
+    "client": "gateway as the client (ToolHub)",
+    "client-sdk": "SDK client directly (reference)",
+    "client-through": "SDK client through the gateway",
 }
+CLIENT_LEGS = {"client": "hub", "client-sdk": "sdk", "client-through": "through"}
+# what a gap of a target is measured against: it must pass there
+DIRECT = {"b": "a", "c": "a", "client": "client-sdk", "client-through": "client-sdk"}
 # The server scenarios that ask nothing of a server's tools, resources or prompts: target d.
 GENERIC = {
     "2025-11-25": [
@@ -103,7 +108,7 @@ CLIENT = {
         "json-schema-2020-12-preservation",
     ],
 }
-READY_SECONDS = 60.0
+PARALLEL = 3  # client scenarios run at once
 SCENARIO_DIR = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT[\d-]+Z$")
 
 
@@ -137,118 +142,16 @@ def required_scenarios(requirement_set: str, leg: str = "server", *, scored_only
     return names
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Process:
-    name: str
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    def tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-
-
-def start(name: str, argv: list[str], folder: Path, env: dict[str, str] | None = None) -> Process:
-    log_path = folder / f"{name}.log"
-    with log_path.open("wb") as log_file:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=str(ROOT),
-            env={**os.environ, **(env or {})},
-        )
-    return Process(name, popen, log_path)
-
-
-def wait_http(process: Process, url: str) -> None:
-    """Wait until ``url`` answers at all (any status), or fail naming the process's log."""
-    deadline = time.monotonic() + READY_SECONDS
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return
-        except (urllib.error.URLError, OSError):
-            pass
-        if process.popen.poll() is not None or time.monotonic() > deadline:
-            process.stop()
-            raise RuntimeError(f"{process.name} did not start:\n{process.tail()}")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def fixture_http(folder: Path) -> Iterator[str]:
-    port = free_port()
-    process = start("fixture", [sys.executable, str(FIXTURE), "http", str(port)], folder)
-    try:
-        wait_http(process, f"http://127.0.0.1:{port}/mcp")
-        yield f"http://localhost:{port}/mcp"
-    finally:
-        process.stop()
-
-
-def gateway_config(folder: Path, servers: dict[str, Any], *, expose: bool) -> Path:
-    config = {
-        "llm": {
-            "endpoint": "http://127.0.0.1:9/v1",
-            "model": "conformance",
-            "provider": "openai",
-            "maxRetries": 0,
-        },
-        "limits": {"maxRounds": 2, "toolTimeoutSeconds": 30, "timeoutSeconds": 60},
-        "mcpServers": servers,
-        "gateway": {"description": "Conformance target.", "exposeTools": expose},
-    }
-    path = folder / "agent.json"
-    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
-    return path
-
-
-@contextlib.contextmanager
-def gateway(folder: Path, servers: dict[str, Any], *, expose: bool) -> Iterator[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    config = gateway_config(folder, servers, expose=expose)
-    port = free_port()
-    process = start(
-        "gateway",
-        [sys.executable, "-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port)],
-        folder,
-        env={"MCP_AGENT_STATE_DIR": str(folder / "state")},
-    )
-    try:
-        wait_http(process, f"http://127.0.0.1:{port}/api/v1/health")
-        yield f"http://localhost:{port}/mcp"
-    finally:
-        process.stop()
-
-
 @contextlib.contextmanager
 def target(name: str, folder: Path) -> Iterator[str]:
     """The MCP URL of target ``name`` while it runs."""
     folder.mkdir(parents=True, exist_ok=True)
     if name == "a":
-        with fixture_http(folder) as url:
+        with fixture_http(folder, FIXTURE) as url:
             yield url
     elif name == "b":
         with (
-            fixture_http(folder) as upstream,
+            fixture_http(folder, FIXTURE) as upstream,
             gateway(
                 folder / "gateway",
                 {"fx": {"url": upstream.replace("localhost", "127.0.0.1"), "toolPrefix": ""}},
@@ -287,7 +190,7 @@ def read_results(out: Path, requirement_set: str, target_name: str) -> dict[str,
     """One verdict per scenario folder the suite wrote under ``out`` (``server-<scenario>-<time>``
     for a server scenario, ``<scenario>-<time>`` for a client one)."""
     verdicts: dict[str, Verdict] = {}
-    prefix = "" if target_name == "client" else "server-"
+    prefix = "" if target_name.startswith("client") else "server-"
     for folder in sorted(out.iterdir()):
         match = SCENARIO_DIR.match(folder.name.removeprefix(prefix))
         checks_file = folder / "checks.json"
@@ -317,7 +220,7 @@ def read_results(out: Path, requirement_set: str, target_name: str) -> dict[str,
 def suite(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(NODE), str(SUITE), *args],
-        cwd=str(NPM),
+        cwd=str(ROOT),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -356,10 +259,13 @@ def run_server_set(url: str, requirement_set: str, target_name: str, out: Path) 
     return {name: verdict for name, verdict in verdicts.items() if name in wanted}
 
 
-def run_client_set(requirement_set: str, out: Path) -> dict[str, Verdict]:
+def run_client_set(requirement_set: str, target_name: str, out: Path) -> dict[str, Verdict]:
+    """The client scenarios of a set, ``PARALLEL`` at a time (each has a server of its own, and
+    most of their time is spent waiting)."""
     out.mkdir(parents=True, exist_ok=True)
-    command = f"{sys.executable} {HERE / 'client.py'}"
-    for scenario in CLIENT[requirement_set]:
+    command = f"{sys.executable} -m tests.conformance.client --as {CLIENT_LEGS[target_name]}"
+
+    def one(scenario: str) -> None:
         suite(
             [
                 "client",
@@ -370,17 +276,20 @@ def run_client_set(requirement_set: str, out: Path) -> dict[str, Verdict]:
                 "--spec-version",
                 requirement_set,
                 "--timeout",
-                "60000",
+                "90000",
                 "-o",
                 str(out),
             ],
-            timeout=180,
+            timeout=240,
         )
-    verdicts = read_results(out, requirement_set, "client")
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(one, CLIENT[requirement_set]))
+    verdicts = read_results(out, requirement_set, target_name)
     for scenario in CLIENT[requirement_set]:
         if scenario not in verdicts:
             verdicts[scenario] = Verdict(
-                scenario, requirement_set, "client", False, 0, 0, ["the suite wrote no result"]
+                scenario, requirement_set, target_name, False, 0, 0, ["the suite wrote no result"]
             )
     return verdicts
 
@@ -430,20 +339,20 @@ def judge(
             passing = sorted(listed.checks - verdict.failing_ids)
             problems.append(f"checks {passing} pass now, remove them from {where}: {label}")
     for key in gaps:
-        direct = by_key.get((key[0], key[1], "a"))
-        if key in by_key and key[2] in {"b", "c"} and direct is not None and not direct.passed:
+        direct = by_key.get((key[0], key[1], DIRECT.get(key[2], "")))
+        if key in by_key and direct is not None and not direct.passed:
             problems.append(f"gateway-gaps.json lists {key} but it fails directly too: not a gateway gap")
     return problems
 
 
 def table(verdicts: list[Verdict]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for target_name in (*TARGETS, "client"):
+    for target_name in (*TARGETS, *CLIENT_LEGS):
         for requirement_set in SETS:
             mine = [v for v in verdicts if v.target == target_name and v.requirement_set == requirement_set]
             if not mine:
                 continue
-            leg = "client" if target_name == "client" else "server"
+            leg = "client" if target_name.startswith("client") else "server"
             scored = [
                 v for v in mine if v.scenario in required_scenarios(requirement_set, leg, scored_only=True)
             ]
@@ -464,11 +373,11 @@ def table(verdicts: list[Verdict]) -> list[dict[str, Any]]:
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    log(f"{'target':<44} {'set':<11} {'scenarios':>10} {'scored':>10} {'checks':>10}")
+    log(f"{'target':<50} {'set':<11} {'scenarios':>10} {'scored':>10} {'checks':>10}")
     for row in rows:
         name = f"{row['target']}: {TARGET_NAMES[row['target']]}"
         log(
-            f"{name:<44} {row['set']:<11} {row['scenarios_passed']:>4}/{row['scenarios']:<5}"
+            f"{name:<50} {row['set']:<11} {row['scenarios_passed']:>4}/{row['scenarios']:<5}"
             f" {row['scored_passed']:>4}/{row['scored']:<5} {row['checks_passed']:>4}/{row['checks']:<5}"
         )
 
@@ -504,13 +413,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"conformance: {target_name} {requirement_set}: {sum(v.passed for v in found.values())}"
                         f"/{len(found)} scenarios pass ({time.monotonic() - began:.1f} s)"
                     )
-        if not options.no_client:
+        for leg in [] if options.no_client else list(CLIENT_LEGS):
             for requirement_set in sets:
                 began = time.monotonic()
-                found = run_client_set(requirement_set, work / "client" / requirement_set)
+                found = run_client_set(requirement_set, leg, work / leg / requirement_set)
                 verdicts += found.values()
                 log(
-                    f"conformance: client {requirement_set}: {sum(v.passed for v in found.values())}"
+                    f"conformance: {leg} {requirement_set}: {sum(v.passed for v in found.values())}"
                     f"/{len(found)} scenarios pass ({time.monotonic() - began:.1f} s)"
                 )
     finally:
