@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale bench lint clean
+.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale test-conformance bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -103,8 +103,27 @@ test-browser: $(TEST_STAMP)
 test-scale: $(TEST_STAMP)
 	$(BIN)/python -m pytest -q -m scale tests/scale
 
+# The conformance tier (tests/conformance/): the official MCP conformance suite, pinned with the
+# Node 22 it needs from npm's `node` package (tests/conformance/npm/package-lock.json; a machine
+# with Node 20 and npm is enough), against the fixture tests/servers/conformance.py directly, the
+# gateway in front of it (HTTP and stdio upstreams) and the gateway's own endpoint, and its client
+# scenarios with the gateway as the client and with the SDK's client directly and through the
+# gateway; both requirement sets (2025-11-25, 2026-07-28). run.py fails on a failure that neither
+# expected-failures.json nor gateway-gaps.json lists, and on a listed one that passes now. About
+# five minutes on 2 cores. `make test` leaves this tier out.
+CONFORMANCE_NPM := tests/conformance/npm
+CONFORMANCE_STAMP := $(CONFORMANCE_NPM)/node_modules/.installed
+
+$(CONFORMANCE_STAMP): $(CONFORMANCE_NPM)/package.json $(CONFORMANCE_NPM)/package-lock.json
+	cd $(CONFORMANCE_NPM) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(CONFORMANCE_STAMP)
+
+test-conformance: $(TEST_STAMP) $(CONFORMANCE_STAMP)
+	$(BIN)/python -m tests.conformance.run
+
 bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done
 
 clean:
-	rm -rf $(VENV) $(VENV_LATEST) $(FRAMEWORK_VENVS) .real .pytest_cache build *.egg-info $(NPM_DIR)/node_modules
+	rm -rf $(VENV) $(VENV_LATEST) $(FRAMEWORK_VENVS) .real .pytest_cache build *.egg-info $(NPM_DIR)/node_modules \
+		$(CONFORMANCE_NPM)/node_modules

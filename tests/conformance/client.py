@@ -1,0 +1,165 @@
+"""The client the conformance suite's client scenarios run, three ways (``--as``):
+
+- ``hub`` (the default): the gateway's ToolHub as the client. This writes an ``agent.json`` with
+  the scenario server's URL as its one ``mcpServers`` entry (bare tool names) and opens the
+  ToolHub over it exactly as the gateway does (``open_tool_hub`` from the loaded config);
+- ``sdk``: the MCP SDK's ``Client`` straight to the scenario server, the reference;
+- ``through``: the same SDK ``Client`` talking to ``mcp-agent serve`` (``exposeTools``, bare
+  names) that has the scenario server as its upstream: what a client sees through the gateway.
+
+The suite starts a scenario's server and runs ``python -m tests.conformance.client --as X <server URL>`` with the
+scenario's name in ``$MCP_CONFORMANCE_SCENARIO``, its wire version in
+``$MCP_CONFORMANCE_PROTOCOL_VERSION`` (the SDK client uses the handshake up to 2025-11-25 and
+probes ``server/discover`` for 2026-07-28) and, for some, what to call in
+``$MCP_CONFORMANCE_CONTEXT``. The client lists the tools and calls what the scenario expects:
+
+- the calls the context names (``toolCalls``: name and arguments);
+- ``tools_call``: ``add_numbers`` with two numbers;
+- ``json-schema-2020-12-preservation``: ``json_schema_echo`` with the input schema the hub holds
+  for ``json_schema_2020_12_tool`` (as its server sent it), so the scenario sees what was kept;
+- otherwise every listed tool, with no arguments.
+
+The SDK client answers sampling with a fixed text, elicitation by accepting the schema's
+defaults, and roots with one root. Logs go to stderr (the suite keeps them); the suite judges
+from what its server saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+
+from mcp_agent.config import parse_config
+from mcp_agent.messages import ToolSpec
+from mcp_agent.tools.hub import open_tool_hub
+from tests.conformance.processes import gateway
+
+CALL_SECONDS = 20.0
+
+
+def calls_for(
+    scenario: str, context: dict[str, Any], specs: dict[str, ToolSpec]
+) -> list[tuple[str, dict[str, Any]]]:
+    if isinstance(context.get("toolCalls"), list):
+        return [(str(call["name"]), dict(call.get("arguments") or {})) for call in context["toolCalls"]]
+    if scenario == "tools_call":
+        return [("add_numbers", {"a": 5, "b": 3})]
+    if scenario == "json-schema-2020-12-preservation":
+        focal = specs.get("json_schema_2020_12_tool")
+        schema = getattr(focal, "input_schema", None) or {}
+        return [("json_schema_echo", {"schema": schema})]
+    return [(name, {}) for name in specs]
+
+
+async def drive_hub(url: str, scenario: str, context: dict[str, Any], folder: Path) -> None:
+    data = {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "conformance"},
+        "mcpServers": {"scenario": {"url": url, "toolPrefix": "", "startupTimeoutSeconds": 20}},
+    }
+    (folder / "agent.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    config = parse_config(data, environ={})
+    async with open_tool_hub(config.servers(), start="wait", default_timeout=CALL_SECONDS) as hub:
+        specs = {spec.name: spec for spec in hub.list_tools()}
+        print(f"client: {scenario}: tools {list(specs)}; status {hub.status()}", file=sys.stderr)
+        for name, arguments in calls_for(scenario, context, specs):
+            result = await hub.call_tool(name, arguments, timeout=CALL_SECONDS)
+            print(f"client: {name} -> {result}", file=sys.stderr)
+
+
+def default_of(schema: dict[str, Any]) -> Any:
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type")
+    if kind == "array":
+        return []
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    return {"integer": 0, "number": 0, "boolean": False}.get(str(kind), "conformance")
+
+
+async def sampled(
+    context: ClientRequestContext, params: types.CreateMessageRequestParams
+) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(text="Paris"), model="conformance"
+    )
+
+
+async def elicited(context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult:
+    if not isinstance(params, types.ElicitRequestFormParams):
+        return types.ElicitResult(action="decline")
+    properties = dict(params.requested_schema.get("properties") or {})
+    return types.ElicitResult(
+        action="accept", content={key: default_of(value) for key, value in properties.items()}
+    )
+
+
+async def roots(context: ClientRequestContext) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///conformance", name="conformance")])
+
+
+async def drive_sdk(url: str, scenario: str, context: dict[str, Any]) -> None:
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "")
+    client = Client(
+        url,
+        mode="auto" if version >= "2026" else "legacy",
+        read_timeout_seconds=CALL_SECONDS,
+        sampling_callback=sampled,
+        elicitation_callback=elicited,
+        list_roots_callback=roots,
+    )
+    with anyio.fail_after(4 * CALL_SECONDS):
+        async with client:
+            tools = (await client.list_tools()).tools
+            specs = {tool.name: tool for tool in tools}
+            print(f"client: {scenario}: tools {list(specs)} ({client.protocol_version})", file=sys.stderr)
+            for name, arguments in calls_for(scenario, context, specs):
+                try:
+                    result = await client.call_tool(name, arguments)
+                except Exception as error:  # a refused call is the scenario's to judge
+                    print(f"client: {name} -> {type(error).__name__}: {error}", file=sys.stderr)
+                else:
+                    print(f"client: {name} -> {result}", file=sys.stderr)
+
+
+def through_gateway(url: str, scenario: str, context: dict[str, Any], folder: Path) -> None:
+    """``mcp-agent serve`` with the scenario server as its upstream, the SDK client in front."""
+    upstream = {"scenario": {"url": url, "toolPrefix": "", "startupTimeoutSeconds": 20}}
+    try:
+        with gateway(folder, upstream, expose=True) as relay:
+            anyio.run(drive_sdk, relay, scenario, context)
+    finally:
+        log = folder / "gateway.log"
+        if log.exists():
+            sys.stderr.write(log.read_text(errors="replace")[-3000:])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="run by the conformance suite's client mode")
+    parser.add_argument("--as", dest="mode", choices=("hub", "sdk", "through"), default="hub")
+    parser.add_argument("url")
+    options = parser.parse_args(argv)
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    with tempfile.TemporaryDirectory(prefix="mcp-agent-conformance-client-") as folder:
+        if options.mode == "hub":
+            anyio.run(drive_hub, options.url, scenario, context, Path(folder))
+        elif options.mode == "sdk":
+            anyio.run(drive_sdk, options.url, scenario, context)
+        else:
+            through_gateway(options.url, scenario, context, Path(folder))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
