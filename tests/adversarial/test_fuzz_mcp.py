@@ -7,12 +7,14 @@ or, for a notification, nothing), and a valid request right after is still answe
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -261,15 +263,21 @@ def test_sse_messages(gateway: Gateway, sse: SseSession, message: Any) -> None:
 
 
 class StdioGateway:
-    """``mcp-agent serve --stdio`` with a reader thread that checks every stdout line is JSON-RPC."""
+    """``mcp-agent serve --stdio`` with a reader thread that checks every stdout line is JSON-RPC.
+
+    Its state folder is beside its config: a module-scoped fixture starts before the suite's
+    per-test ``MCP_AGENT_STATE_DIR`` is set, and must not use the user's state folder.
+    """
 
     def __init__(self, config: str) -> None:
+        state = Path(config).parent / "state"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mcp_agent", "serve", "--stdio", "--config", config],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             cwd=str(ROOT),
+            env={**os.environ, "MCP_AGENT_STATE_DIR": str(state)},
         )
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.bad: list[bytes] = []
