@@ -47,6 +47,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import mcp_types as types
 
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import JSONObject, ToolResult, ToolSpec
@@ -159,6 +160,17 @@ class ToolHub:
         return await connection.call(
             mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
         )
+
+    def connection(self, name: str) -> ServerConnection | None:
+        """The server ``name`` of agent.json (None: no such server)."""
+        return self._connections.get(name)
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Ask every server that declares ``logging`` for logs from ``level`` up (now, and at
+        each later start: ``ServerConnection.set_log_level``)."""
+        async with anyio.create_task_group() as tg:
+            for connection in self._connections.values():
+                tg.start_soon(connection.set_log_level, level)
 
     async def live_spec(self, name: str) -> ToolSpec | ToolResult:
         """The tool ``name`` as its server's live list defines it (``LiveToolSource``).

@@ -39,6 +39,7 @@ from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
 from ...telemetry.base import continued_from
+from ...tools.relay import relaying_to
 from ...tools.status import ServerStatus
 from .._internals import request_connection
 from ..callers import LOCAL, Caller, caller_of
@@ -46,6 +47,7 @@ from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
+from .relay import LogLevels, RequestChannel
 from .resumable import Streams
 
 logger = logging.getLogger(__name__)
@@ -182,6 +184,7 @@ class AgentQueryTool:
         self.service = service
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
+        self.log_levels = LogLevels(service)
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
         service.on_tools_changed(self.tools_changed)
@@ -232,19 +235,24 @@ class AgentQueryTool:
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
             if spec is not None:
-                return await self._inner_call(spec, arguments, caller)
+                return await self._inner_call(ctx, spec, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
     async def _inner_call(
-        self, spec: ToolSpec, arguments: JSONObject, caller: Caller
+        self, ctx: ServerRequestContext[Any], spec: ToolSpec, arguments: JSONObject, caller: Caller
     ) -> types.CallToolResult:
-        """One exposed call: the server's parts and structuredContent, held to its outputSchema."""
+        """One exposed call: the server's parts and structuredContent, held to its outputSchema;
+        what the server sends during the call is relayed to this client (``relay.py``)."""
+        channel = RequestChannel(ctx, caller, self.log_levels)
         try:
-            result = await self.service.call_tool(spec.name, arguments, caller)
+            with relaying_to(channel):
+                result = await self.service.call_tool(spec.name, arguments, caller)
         except Busy as exc:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+        finally:
+            channel.end()
         return tool_result_to_mcp(result, name=spec.name, output_schema=advertised_output_schema(spec))
 
     # ---------------------------------------------------------------- list_changed
@@ -322,6 +330,10 @@ def create_mcp_server(
         on_list_prompts=catalog.list_prompts if catalog else None,
         on_get_prompt=catalog.get_prompt if catalog else None,
     )
+    if catalog is not None:
+        # registered by method: the constructor's on_set_logging_level warns that logging is
+        # deprecated in 2026-07-28, and the 2025 era's clients are the ones that set a level
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, tool.log_levels.set_level)
     continue_http_traces(server)
     return server, tool
 

@@ -1,0 +1,228 @@
+"""exposeTools relays what a server sends during a call to the client that made it
+(``gateway/mcp/relay.py``, ``tools/relay.py``): progress, logs, and the server's own requests.
+
+The real Agent and ToolHub over the fixture server ``tests/servers/relay.py`` (stdio, or
+Streamable HTTP in its own process), and the SDK's ``Client`` over the gateway's Streamable
+HTTP (both eras) and over the gateway's stdio (``mcp-agent serve --stdio``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters, stdio_client
+
+from mcp_agent.assembly import open_agent
+from mcp_agent.config import AgentConfig, parse_config
+
+from ..conftest import Running, eventually, free_port, running_gateway
+from .test_server import transport_for
+
+ROOT = Path(__file__).resolve().parents[3]
+SERVERS = ROOT / "tests" / "servers"
+RELAY = str(SERVERS / "relay.py")
+ERAS = ["legacy", "auto"]  # the 2025 handshake, and 2026-07-28 (what the SDK picks)
+# the clients here use logging/setLevel, sampling and roots, which the SDK calls deprecated (2026-07-28)
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+ALICE, BOB = "alice-" + "a" * 20, "bob-" + "b" * 20
+
+
+def relay_data(server: dict[str, Any] | None = None, **gateway: Any) -> dict[str, Any]:
+    return {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
+        "limits": {"toolTimeoutSeconds": 30},
+        "mcpServers": {"relay": server or {"command": sys.executable, "args": [RELAY]}},
+        "gateway": {"description": "Relay.", "exposeTools": True, **gateway},
+    }
+
+
+def relay_config(server: dict[str, Any] | None = None) -> AgentConfig:
+    return parse_config(relay_data(server), environ={})
+
+
+@pytest.fixture
+def http_upstream() -> Iterator[str]:
+    """``relay.py`` over Streamable HTTP in its own process; its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, RELAY, "http", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(300):  # up to about 30 s
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert process.poll() is None, "relay.py exited"
+                anyio.run(anyio.sleep, 0.1)
+        else:
+            raise AssertionError("relay.py did not start listening")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[Running]:
+    async with running_gateway(relay_config(), factory=open_agent) as running:
+        yield running
+
+
+@asynccontextmanager
+async def client(
+    running: Running, era: str, *, token: str | None = None, **callbacks: Any
+) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with Client(transport_for(running.url, "http", headers), mode=era, **callbacks) as connected:  # type: ignore[arg-type]
+        yield connected
+
+
+class Seen:
+    """What a client was sent: progress and logs."""
+
+    def __init__(self) -> None:
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.logs: list[tuple[str, Any]] = []
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append((params.level, params.data))
+
+
+def text_of(result: types.CallToolResult) -> str:
+    part = result.content[0]
+    assert isinstance(part, types.TextContent)
+    return part.text
+
+
+# ------------------------------------------------------------------------------ progress
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_reaches_the_client_under_its_own_token(gateway: Running, era: str) -> None:
+    seen = Seen()
+    async with client(gateway, era) as connected:
+        result = await connected.call_tool("relay__count", {"steps": 3}, progress_callback=seen.on_progress)
+        quiet = await connected.call_tool("relay__count", {"steps": 2})  # no token: nothing sent
+    assert text_of(result) == "counted to 3" and text_of(quiet) == "counted to 2"
+    assert seen.progress == [(1, 3, "step 1/3"), (2, 3, "step 2/3"), (3, 3, "step 3/3")]
+
+
+async def test_progress_from_a_server_over_http(http_upstream: str) -> None:
+    config = relay_config({"url": http_upstream})
+    seen = Seen()
+    async with running_gateway(config, factory=open_agent) as running, client(running, "legacy") as connected:
+        result = await connected.call_tool("relay__count", {"steps": 2}, progress_callback=seen.on_progress)
+    assert text_of(result) == "counted to 2"
+    assert seen.progress == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
+
+
+# ------------------------------------------------------------------------------ logs
+
+
+async def test_logs_reach_the_client_filtered_by_the_level_it_set(gateway: Running) -> None:
+    everything, errors = Seen(), Seen()
+    async with client(gateway, "legacy", logging_callback=everything.on_log) as connected:
+        assert text_of(await connected.call_tool("relay__chatter", {})) == "chattered"
+        await eventually(lambda: len(everything.logs) == 4)  # no level set: all of them
+    assert [level for level, _ in everything.logs] == ["debug", "info", "warning", "error"]
+    assert everything.logs[1] == ("info", "info line")
+    async with client(gateway, "legacy", logging_callback=errors.on_log) as connected:
+        await connected.set_logging_level("error")
+        assert text_of(await connected.call_tool("relay__level", {})) == "error"  # passed on to the server
+        await connected.call_tool("relay__chatter", {})
+        await connected.call_tool("relay__count", {"steps": 1})  # a later call: the error log came first
+    assert errors.logs == [("error", "error line")]
+
+
+async def test_the_server_is_asked_for_the_most_verbose_level_any_client_wants(gateway: Running) -> None:
+    async with client(gateway, "legacy") as quiet, client(gateway, "legacy") as verbose:
+        await quiet.set_logging_level("error")
+        await verbose.set_logging_level("info")
+        assert text_of(await quiet.call_tool("relay__level", {})) == "info"
+
+
+async def test_a_2026_client_gets_the_logs_its_request_asks_for() -> None:
+    seen, silent = Seen(), Seen()
+    async with running_gateway(relay_config(), factory=open_agent) as running:
+        async with client(running, "auto", logging_callback=seen.on_log, log_level="warning") as connected:
+            await connected.call_tool("relay__chatter", {})
+        async with client(running, "auto", logging_callback=silent.on_log) as connected:
+            await connected.call_tool("relay__chatter", {})
+    assert seen.logs == [("warning", "warning line"), ("error", "error line")]
+    assert silent.logs == []  # 2026-07-28: no logs without asking
+
+
+async def test_a_log_is_not_relayed_while_another_callers_call_is_in_flight() -> None:
+    callers = {"alice": {"token": ALICE, "scopes": ["query"]}, "bob": {"token": BOB, "scopes": ["query"]}}
+    config = parse_config(relay_data(callers=callers), environ={})
+    alice, bob = Seen(), Seen()
+    async with running_gateway(config, factory=open_agent) as running:
+        async with (
+            client(running, "legacy", token=ALICE, logging_callback=alice.on_log) as first,
+            client(running, "legacy", token=BOB, logging_callback=bob.on_log) as second,
+            anyio.create_task_group() as tg,
+        ):
+            held: list[str] = []
+
+            async def hold() -> None:
+                held.append(text_of(await first.call_tool("relay__hold", {})))
+
+            tg.start_soon(hold)
+            await eventually(lambda: len(running.app.service.hub.connection("relay").in_flight) == 1)  # type: ignore[union-attr]
+            assert text_of(await second.call_tool("relay__chatter", {})) == "chattered"
+            await second.call_tool("relay__release", {})
+        assert held == ["released"]
+        assert alice.logs == [] and bob.logs == []  # whose they were cannot be told: nobody reads them
+        async with client(running, "legacy", token=BOB, logging_callback=bob.on_log) as alone:
+            await alone.call_tool("relay__chatter", {})
+            await eventually(lambda: len(bob.logs) == 4)
+
+
+# ------------------------------------------------------------------------------ the gateway over stdio
+
+
+async def test_progress_and_logs_over_the_gateways_stdio(tmp_path: Path) -> None:
+    path = tmp_path / "agent.json"
+    path.write_text(json.dumps(relay_data()), encoding="utf-8")
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcp_agent", "serve", "--stdio", "--config", str(path)],
+        cwd=str(ROOT),
+        env={"MCP_AGENT_STATE_DIR": str(tmp_path / "state")},
+    )
+    seen = Seen()
+    with open(tmp_path / "stderr.txt", "w") as errlog, anyio.fail_after(60):
+        async with Client(
+            stdio_client(params, errlog=errlog), mode="legacy", logging_callback=seen.on_log
+        ) as connected:  # type: ignore[arg-type]
+
+            async def listed() -> bool:
+                return "relay__count" in [tool.name for tool in (await connected.list_tools()).tools]
+
+            await eventually(listed, timeout=30)  # the server starts in the background
+            await connected.set_logging_level("warning")
+            result = await connected.call_tool(
+                "relay__count", {"steps": 2}, progress_callback=seen.on_progress
+            )
+            await connected.call_tool("relay__chatter", {})
+            await connected.call_tool("relay__count", {"steps": 1})
+    assert text_of(result) == "counted to 2"
+    assert seen.progress[:2] == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
+    assert seen.logs == [("warning", "warning line"), ("error", "error line")]
