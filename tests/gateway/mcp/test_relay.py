@@ -24,6 +24,7 @@ from mcp import Client, StdioServerParameters, stdio_client
 
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
+from mcp_agent.gateway.mcp.relay import missing_capability, required
 
 from ..conftest import Running, eventually, free_port, running_gateway
 from .test_server import transport_for
@@ -226,3 +227,117 @@ async def test_progress_and_logs_over_the_gateways_stdio(tmp_path: Path) -> None
     assert text_of(result) == "counted to 2"
     assert seen.progress[:2] == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
     assert seen.logs == [("warning", "warning line"), ("error", "error line")]
+
+
+# ------------------------------------------------------------------------------ the server's requests
+
+
+async def sampled(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    [message] = params.messages
+    said = message.content.text if isinstance(message.content, types.TextContent) else "?"
+    reply = types.TextContent(type="text", text=f"you said {said}")
+    return types.CreateMessageResult(role="assistant", content=reply, model="client-model")
+
+
+async def elicited(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    if isinstance(params, types.ElicitRequestURLParams):
+        return types.ElicitResult(action="accept")
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def rooted(context: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
+
+
+ANSWERING = {"sampling_callback": sampled, "elicitation_callback": elicited, "list_roots_callback": rooted}
+
+
+async def test_the_servers_requests_reach_the_client_that_made_the_call(gateway: Running) -> None:
+    async with client(gateway, "legacy", **ANSWERING) as connected:
+        sample = await connected.call_tool("relay__sample", {})
+        form = await connected.call_tool("relay__ask", {})
+        url = await connected.call_tool("relay__ask_url", {})
+        roots = await connected.call_tool("relay__roots", {})
+    assert text_of(sample) == "sampled: you said hi"
+    assert text_of(form) == "elicited: accept {'name': 'Ada'}"
+    assert text_of(url) == "elicited: accept"
+    assert text_of(roots) == "roots: file:///tmp/project"
+
+
+async def test_the_servers_requests_over_an_http_upstream(http_upstream: str) -> None:
+    config = relay_config({"url": http_upstream})
+    async with (
+        running_gateway(config, factory=open_agent) as running,
+        client(running, "legacy", **ANSWERING) as c,
+    ):
+        sample = await c.call_tool("relay__sample", {})
+        form = await c.call_tool("relay__ask", {})
+    assert text_of(sample) == "sampled: you said hi"
+    assert text_of(form) == "elicited: accept {'name': 'Ada'}"
+
+
+@pytest.mark.parametrize("tool", ["relay__sample", "relay__ask", "relay__ask_url", "relay__roots"])
+async def test_a_client_without_the_capability_gets_the_server_the_missing_capability_error(
+    gateway: Running, tool: str
+) -> None:
+    async with client(gateway, "legacy") as connected:
+        result = await connected.call_tool(tool, {})
+    assert result.is_error
+    assert text_of(result).startswith("error -32021: the client did not declare the ")
+
+
+def test_which_capability_a_request_needs() -> None:
+    url = types.ElicitRequest(
+        params=types.ElicitRequestURLParams(message="m", url="https://example.test", elicitation_id="e")
+    )
+    form = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(
+            message="m", requested_schema={"type": "object", "properties": {}}
+        )
+    )
+    forms_only = types.ClientCapabilities(
+        elicitation=types.ElicitationCapability(form=types.FormElicitationCapability())
+    )
+    urls_only = types.ClientCapabilities(
+        elicitation=types.ElicitationCapability(url=types.UrlElicitationCapability())
+    )
+    legacy = types.ClientCapabilities(elicitation=types.ElicitationCapability())  # 2025-06-18's {}: forms
+    assert missing_capability(url, forms_only) == "elicitation.url"
+    assert missing_capability(form, urls_only) == "elicitation.form"
+    assert missing_capability(form, legacy) is None and missing_capability(url, legacy) == "elicitation.url"
+    sample = types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(
+            messages=[], max_tokens=1, tools=[types.Tool(name="t", input_schema={"type": "object"})]
+        )
+    )
+    plain = types.ClientCapabilities(sampling=types.SamplingCapability())
+    assert missing_capability(sample, plain) == "sampling.tools"
+    assert missing_capability(types.ListRootsRequest(), None) == "roots"
+    assert required("elicitation.url") == {"elicitation": {"url": {}}}
+
+
+async def test_a_request_while_two_calls_are_in_flight_is_refused_not_guessed(gateway: Running) -> None:
+    async with (
+        client(gateway, "legacy", **ANSWERING) as first,
+        client(gateway, "legacy", **ANSWERING) as second,
+        anyio.create_task_group() as tg,
+    ):
+        held: list[str] = []
+
+        async def hold() -> None:
+            held.append(text_of(await first.call_tool("relay__hold", {})))
+
+        tg.start_soon(hold)
+        await eventually(lambda: len(gateway.app.service.hub.connection("relay").in_flight) == 1)  # type: ignore[union-attr]
+        sample = await second.call_tool("relay__sample", {})
+        await second.call_tool("relay__release", {})
+    assert held == ["released"]
+    assert sample.is_error
+    assert "cannot relay sampling/createMessage: 2 calls are in flight" in text_of(sample)
+
+
+async def test_a_2026_client_gets_a_clear_error_instead_of_a_question(gateway: Running) -> None:
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        sample = await connected.call_tool("relay__sample", {})
+    assert sample.is_error
+    assert "has no back channel" in text_of(sample)
