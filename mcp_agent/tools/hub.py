@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -110,6 +111,7 @@ class ToolHub:
         self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
         self._warnings: tuple[str, ...] = ()
         self._subscribers: list[Callable[[], None]] = []
+        self._update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._closed = False
         self._started = False
 
@@ -160,6 +162,32 @@ class ToolHub:
         return await connection.call(
             mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
         )
+
+    def on_resource_updated(self, listener: Callable[[str, str], Awaitable[None]]) -> None:
+        """Pass each server's ``notifications/resources/updated`` to ``listener(server, uri)``."""
+        self._update_listeners.append(listener)
+        for connection in self._connections.values():
+            connection.relay.updated = self._resource_updated
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for listener in list(self._update_listeners):
+            await listener(server, uri)
+
+    def declares(self, feature: Literal["completions", "subscribe"]) -> bool:
+        """Whether a server that is up declared ``completions`` or ``resources.subscribe``."""
+        for connection in self._connections.values():
+            capabilities = connection.capabilities
+            if connection.state != "up" or capabilities is None:
+                continue
+            if feature == "completions" and capabilities.completions is not None:
+                return True
+            if (
+                feature == "subscribe"
+                and capabilities.resources is not None
+                and capabilities.resources.subscribe
+            ):
+                return True
+        return False
 
     def connection(self, name: str) -> ServerConnection | None:
         """The server ``name`` of agent.json (None: no such server)."""

@@ -3,7 +3,7 @@
 An exposed call (``gateway.exposeTools``) reaches its server through the loop's guards, which
 know nothing of MCP clients. So the gateway puts the downstream side of the call, a
 ``CallerChannel``, in a context variable (``relaying_to``) around the call; the call's tasks
-inherit it, and ``ServerConnection.call`` registers it in its server's ``InFlight`` for as long
+inherit it, and ``ServerConnection.call`` registers it in its server's ``ServerRelay`` for as long
 as the call runs. A call the loop makes for ``agent_query`` carries no channel: nothing of it is
 relayed.
 
@@ -26,7 +26,7 @@ relayed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -82,16 +82,23 @@ def current_channel() -> CallerChannel | None:
     return _channel.get()
 
 
-class InFlight:
-    """The relayed calls in flight on one server, and the session callbacks that reach them.
+class ServerRelay:
+    """What one server sends back: the relayed calls in flight on it (``len``), the session
+    callbacks that reach them, and its ``notifications/resources/updated``.
 
-    One per ``ServerConnection``, shared by its incarnations; ``ClientSession`` gets
-    ``on_log``, ``on_sampling``, ``on_elicitation`` and ``on_roots``.
+    One per ``ServerConnection``, shared by its incarnations; ``ClientSession`` gets ``on_log``,
+    ``on_sampling``, ``on_elicitation`` and ``on_roots``. ``updated`` (set by the hub) receives
+    ``(server, uri)`` of each resource update.
     """
 
     def __init__(self, server: str) -> None:
         self.server = server
+        self.updated: Callable[[str, str], Awaitable[None]] | None = None
         self._calls: list[CallerChannel] = []
+
+    async def on_updated(self, uri: str) -> None:
+        if self.updated is not None:
+            await self.updated(self.server, uri)
 
     def __len__(self) -> int:
         return len(self._calls)

@@ -23,8 +23,8 @@ stdio) and both protocol eras; the SDK negotiates the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -64,6 +64,33 @@ class AgentMCPServer(Server[Any]):
     ``NotificationOptions()`` (listChanged false); this override makes the capability true there
     too (mcp-sdk-2.md G7).
     """
+
+    offers: Callable[[Literal["completions", "subscribe"]], bool] | None = None
+    """Whether a tool server offers completions or resource subscriptions (exposeTools)."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities, with ``completions`` and ``resources.subscribe`` declared only
+        while a tool server that is up declares them (the handlers are always registered)."""
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        offers = self.offers
+        if offers is None:
+            return capabilities
+        update: dict[str, Any] = {}
+        if capabilities.completions is not None and not offers("completions"):
+            update["completions"] = None
+        resources = capabilities.resources
+        if resources is not None and resources.subscribe and not offers("subscribe"):
+            update["resources"] = resources.model_copy(update={"subscribe": False})
+        return capabilities.model_copy(update=update) if update else capabilities
 
     def create_initialization_options(
         self,
@@ -329,7 +356,11 @@ def create_mcp_server(
         on_read_resource=catalog.read_resource if catalog else None,
         on_list_prompts=catalog.list_prompts if catalog else None,
         on_get_prompt=catalog.get_prompt if catalog else None,
+        on_completion=catalog.complete if catalog else None,
+        on_subscribe_resource=catalog.subscribe if catalog else None,
+        on_unsubscribe_resource=catalog.unsubscribe if catalog else None,
     )
+    server.offers = catalog.offers if catalog else None
     if catalog is not None:
         # registered by method: the constructor's on_set_logging_level warns that logging is
         # deprecated in 2026-07-28, and the 2025 era's clients are the ones that set a level

@@ -58,7 +58,7 @@ from ...messages import JSONObject, ToolResult
 from ...telemetry.base import inject_trace_headers
 from ..cache import ToolCache
 from ..presentation import ServerTool
-from ..relay import InFlight, current_channel
+from ..relay import ServerRelay, current_channel
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
@@ -105,6 +105,7 @@ class ServerConnection:
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
+        relay: relays what the server sends during exposed calls (``tools/relay.py``).
     """
 
     def __init__(
@@ -128,7 +129,7 @@ class ServerConnection:
         self.startup_ms: float | None = None
         self.restarts = 0
         self.capabilities: types.ServerCapabilities | None = None
-        self.in_flight = InFlight(name)
+        self.relay = ServerRelay(name)
         self.log_level: types.LoggingLevel | None = None
         self.stopped = anyio.Event()
         self.running = False
@@ -269,7 +270,7 @@ class ServerConnection:
 
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
-        attempt = Incarnation(self.name, self.config, self._records, in_flight=self.in_flight)
+        attempt = Incarnation(self.name, self.config, self._records, relay=self.relay)
         tg.start_soon(self._incarnation, attempt)
         await attempt.until_ready(slot)
         return attempt
@@ -441,7 +442,7 @@ class ServerConnection:
             channel = current_channel()  # the client of an exposed call (tools/relay.py)
             if on_progress is None and channel is not None:
                 on_progress = channel.progress
-            with self.in_flight.calling(channel):
+            with self.relay.calling(channel):
                 return await call_tool_on(
                     live,
                     server=self.name,
@@ -508,7 +509,7 @@ class Incarnation:
     started_at: float = field(default_factory=time.perf_counter)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     idle_stopped: bool = False
-    in_flight: InFlight | None = None
+    relay: ServerRelay | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -570,6 +571,7 @@ class Incarnation:
     ) -> None:
         repairer = ResponseRepairer(self.name)
         refresh_send, refresh_read = anyio.create_memory_object_stream[None](1)
+        relay = self.relay if self.relay is not None else ServerRelay(self.name)  # tools/relay.py
 
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
@@ -580,10 +582,10 @@ class Incarnation:
                 on_catalog_change("resources")
             elif isinstance(message, types.PromptListChangedNotification):
                 on_catalog_change("prompts")
+            elif isinstance(message, types.ResourceUpdatedNotification):
+                await relay.on_updated(str(message.params.uri))
             elif isinstance(message, Exception):
                 logger.warning("%s: transport error: %s", self.name, message)
-
-        in_flight = self.in_flight if self.in_flight is not None else InFlight(self.name)  # tools/relay.py
 
         async with refresh_send, refresh_read, anyio.create_task_group() as tg:
             if self.child is not None:  # our stdio transport repairs as it reads: no extra hop
@@ -599,10 +601,10 @@ class Incarnation:
                 read,
                 write,
                 message_handler=on_message,
-                logging_callback=in_flight.on_log,
-                sampling_callback=in_flight.on_sampling,
-                elicitation_callback=in_flight.on_elicitation,
-                list_roots_callback=in_flight.on_roots,
+                logging_callback=relay.on_log,
+                sampling_callback=relay.on_sampling,
+                elicitation_callback=relay.on_elicitation,
+                list_roots_callback=relay.on_roots,
                 client_info=CLIENT_INFO,
             ) as session:
                 init = await session.initialize()

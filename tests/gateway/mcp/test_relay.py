@@ -20,7 +20,7 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
-from mcp import Client, StdioServerParameters, stdio_client
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
@@ -186,7 +186,7 @@ async def test_a_log_is_not_relayed_while_another_callers_call_is_in_flight() ->
                 held.append(text_of(await first.call_tool("relay__hold", {})))
 
             tg.start_soon(hold)
-            await eventually(lambda: len(running.app.service.hub.connection("relay").in_flight) == 1)  # type: ignore[union-attr]
+            await eventually(lambda: len(running.app.service.hub.connection("relay").relay) == 1)  # type: ignore[union-attr]
             assert text_of(await second.call_tool("relay__chatter", {})) == "chattered"
             await second.call_tool("relay__release", {})
         assert held == ["released"]
@@ -328,7 +328,7 @@ async def test_a_request_while_two_calls_are_in_flight_is_refused_not_guessed(ga
             held.append(text_of(await first.call_tool("relay__hold", {})))
 
         tg.start_soon(hold)
-        await eventually(lambda: len(gateway.app.service.hub.connection("relay").in_flight) == 1)  # type: ignore[union-attr]
+        await eventually(lambda: len(gateway.app.service.hub.connection("relay").relay) == 1)  # type: ignore[union-attr]
         sample = await second.call_tool("relay__sample", {})
         await second.call_tool("relay__release", {})
     assert held == ["released"]
@@ -341,3 +341,102 @@ async def test_a_2026_client_gets_a_clear_error_instead_of_a_question(gateway: R
         sample = await connected.call_tool("relay__sample", {})
     assert sample.is_error
     assert "has no back channel" in text_of(sample)
+
+
+# ------------------------------------------------------------------------------ completions, subscriptions
+
+
+async def up(running: Running) -> None:
+    """The tool server is up (the gateway declares what it offers from then on)."""
+    hub = running.app.service.hub
+    assert hub is not None
+    await eventually(lambda: hub.connection("relay").state == "up")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_completions_go_to_the_server_of_the_prompt_or_template(gateway: Running, era: str) -> None:
+    await up(gateway)
+    async with client(gateway, era) as connected:
+        assert connected.server_capabilities.completions is not None
+        names = await connected.complete(
+            types.PromptReference(name="relay__greet"), {"name": "name", "value": "al"}
+        )
+        items = await connected.complete(
+            types.ResourceTemplateReference(uri="relay://items/{id}"), {"name": "id", "value": ""}
+        )
+        with pytest.raises(MCPError) as unknown:
+            await connected.complete(types.PromptReference(name="relay__nope"), {"name": "name", "value": ""})
+    assert names.completion.values == ["alice", "alina"]
+    assert items.completion.values == ["1", "2", "3"]
+    assert (
+        unknown.value.code == types.INVALID_PARAMS and "unknown prompt relay__nope" in unknown.value.message
+    )
+
+
+async def test_a_server_without_completions_or_subscriptions_is_not_asked() -> None:
+    config = relay_config({"command": sys.executable, "args": [RELAY], "env": {"RELAY_PLAIN": "1"}})
+    async with running_gateway(config, factory=open_agent) as running:
+        await up(running)
+        async with client(running, "legacy") as connected:
+            capabilities = connected.server_capabilities
+            assert capabilities.completions is None
+            assert capabilities.resources is not None and not capabilities.resources.subscribe
+            with pytest.raises(MCPError) as completing:
+                await connected.complete(
+                    types.PromptReference(name="relay__greet"), {"name": "name", "value": ""}
+                )
+            with pytest.raises(MCPError) as subscribing:
+                await connected.subscribe_resource("relay://doc")
+    assert completing.value.code == types.METHOD_NOT_FOUND
+    assert "server relay offers no completions" in completing.value.message
+    assert subscribing.value.code == types.METHOD_NOT_FOUND
+    assert "server relay does not offer resource subscriptions" in subscribing.value.message
+
+
+async def test_resource_updates_reach_the_clients_that_subscribed(gateway: Running) -> None:
+    await up(gateway)
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async with (
+        client(gateway, "legacy", message_handler=on_message) as subscriber,
+        client(gateway, "legacy") as other,
+    ):
+        assert subscriber.server_capabilities.resources is not None
+        assert subscriber.server_capabilities.resources.subscribe
+        await subscriber.subscribe_resource("relay://doc")
+        await other.subscribe_resource("relay://doc")  # one subscription upstream for both
+        assert text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"})) == "touched relay://doc"
+        await eventually(lambda: updates == ["relay://doc"])
+        await other.unsubscribe_resource("relay://doc")  # the subscriber still is: still subscribed upstream
+        assert text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"})) == "touched relay://doc"
+        await eventually(lambda: updates == ["relay://doc"] * 2)
+        await subscriber.unsubscribe_resource("relay://doc")  # the last one: unsubscribed upstream
+        assert (
+            text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"}))
+            == "not subscribed: relay://doc"
+        )
+
+
+async def test_a_client_that_leaves_ends_its_subscription(gateway: Running) -> None:
+    await up(gateway)
+    async with client(gateway, "legacy") as leaving:
+        await leaving.subscribe_resource("relay://items/7")  # a URI its template matches
+    async with client(gateway, "legacy") as other:
+
+        async def unsubscribed() -> bool:
+            result = await other.call_tool("relay__touch", {"uri": "relay://items/7"})
+            return text_of(result) == "not subscribed: relay://items/7"
+
+        await eventually(unsubscribed)
+
+
+async def test_subscribing_to_an_unknown_uri_is_an_error(gateway: Running) -> None:
+    await up(gateway)
+    async with client(gateway, "legacy") as connected:
+        with pytest.raises(MCPError) as caught:
+            await connected.subscribe_resource("nowhere://at/all")
+    assert caught.value.code == -32002 and "Resource not found: nowhere://at/all" in caught.value.message
