@@ -193,22 +193,25 @@ class RequestChannel:
             except Exception:
                 logger.debug("could not relay a log", exc_info=True)
 
+    def refusal(self, request: ServerAsk) -> types.ErrorData | None:
+        """The ``-32021`` error for a request whose capability the client did not declare."""
+        missing = missing_capability(request, self.ctx.session.client_capabilities)
+        if missing is None:
+            return None
+        return types.ErrorData(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message=f"the client did not declare the {missing} capability {request.method} needs",
+            data={"requiredCapabilities": required(missing)},
+        )
+
     async def ask(self, request: ServerAsk) -> ServerAnswer | types.ErrorData:
-        session = self.ctx.session
-        missing = missing_capability(request, session.client_capabilities)
-        if missing is not None:
-            return types.ErrorData(
-                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                message=f"the client did not declare the {missing} capability {request.method} needs",
-                data={"requiredCapabilities": required(missing)},
-            )
-        if not session.can_send_request:
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
+        if not self.ctx.session.can_send_request:
             return types.ErrorData(
                 code=INTERNAL_ERROR,
-                message=(
-                    f"the gateway cannot relay {request.method}: the client's request has no back "
-                    "channel (a 2026-07-28 request; relaying it as input_required is not supported)"
-                ),
+                message=f"the gateway cannot relay {request.method}: the client's request has no back channel",
             )
         answer: list[ServerAnswer | types.ErrorData] = []
         async with anyio.create_task_group() as tg:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -45,6 +46,7 @@ from .._internals import request_connection
 from ..callers import LOCAL, Caller, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
+from .held_calls import HeldCalls
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
 from .relay import LogLevels, RequestChannel
@@ -212,6 +214,7 @@ class AgentQueryTool:
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
         self.log_levels = LogLevels(service)
+        self.held = HeldCalls(service, self.log_levels)
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
         service.on_tools_changed(self.tools_changed)
@@ -262,6 +265,12 @@ class AgentQueryTool:
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
             if spec is not None:
+                if params.request_state is not None:  # a 2026 client's answers to its server's questions
+                    return await self.held.retry(ctx, caller, params)
+                if may_be_asked(ctx):
+                    return await self.held.start(
+                        ctx, caller, partial(self._inner_result, spec, arguments, caller)
+                    )
                 return await self._inner_call(ctx, spec, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
@@ -273,13 +282,19 @@ class AgentQueryTool:
         channel = RequestChannel(ctx, caller, self.log_levels)
         try:
             with relaying_to(channel):
-                result = await self.service.call_tool(spec.name, arguments, caller)
+                return await self._inner_result(spec, arguments, caller)
+        finally:
+            channel.end()
+
+    async def _inner_result(
+        self, spec: ToolSpec, arguments: JSONObject, caller: Caller
+    ) -> types.CallToolResult:
+        try:
+            result = await self.service.call_tool(spec.name, arguments, caller)
         except Busy as exc:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-        finally:
-            channel.end()
         return tool_result_to_mcp(result, name=spec.name, output_schema=advertised_output_schema(spec))
 
     # ---------------------------------------------------------------- list_changed
@@ -310,6 +325,17 @@ class AgentQueryTool:
                 except Exception:
                     logger.debug("could not send tools/list_changed", exc_info=True)
         await self.subscriptions.publish(ToolsListChanged())
+
+
+def may_be_asked(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether an exposed call's server could ask this request's client something that only an
+    ``input_required`` round can carry (``held_calls.py``): a request without a back channel
+    from a client that declared sampling, elicitation or roots."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    if session.can_send_request or capabilities is None:
+        return False
+    return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))
 
 
 def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:

@@ -336,11 +336,81 @@ async def test_a_request_while_two_calls_are_in_flight_is_refused_not_guessed(ga
     assert "cannot relay sampling/createMessage: 2 calls are in flight" in text_of(sample)
 
 
-async def test_a_2026_client_gets_a_clear_error_instead_of_a_question(gateway: Running) -> None:
-    async with client(gateway, "auto", **ANSWERING) as connected:
+async def test_a_2026_client_answers_its_servers_questions_in_input_required_rounds(gateway: Running) -> None:
+    async with client(gateway, "auto", **ANSWERING) as connected:  # the SDK answers each round itself
         sample = await connected.call_tool("relay__sample", {})
-    assert sample.is_error
-    assert "has no back channel" in text_of(sample)
+        form = await connected.call_tool("relay__ask", {})
+        roots = await connected.call_tool("relay__roots", {})
+        plain = await connected.call_tool("relay__count", {"steps": 1})  # no question: one round
+    assert text_of(sample) == "sampled: you said hi"
+    assert text_of(form) == "elicited: accept {'name': 'Ada'}"
+    assert text_of(roots) == "roots: file:///tmp/project"
+    assert text_of(plain) == "counted to 1"
+    assert len(gateway.app.tool.held) == 0  # nothing left held
+
+
+async def test_an_input_required_round_carries_the_servers_question_and_a_state(gateway: Running) -> None:
+    """Rounds by hand: the question as the server asked it; the retry's answer goes back to it."""
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        session = connected.session
+        first = await session.call_tool("relay__ask", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        [(key, question)] = (first.input_requests or {}).items()
+        assert isinstance(question, types.ElicitRequest) and question.params.message == "Your name?"
+        answer = types.ElicitResult(action="accept", content={"name": "Bo"})
+        done = await session.call_tool(
+            "relay__ask",
+            {},
+            input_responses={key: answer},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(done, types.CallToolResult) and text_of(done) == "elicited: accept {'name': 'Bo'}"
+        again = await session.call_tool("relay__ask", {}, allow_input_required=True)
+        assert isinstance(again, types.InputRequiredResult)
+        [key] = again.input_requests or {}
+        wrong = types.ListRootsResult(roots=[])  # not an answer to an elicitation
+        refused = await session.call_tool(
+            "relay__ask",
+            {},
+            input_responses={key: wrong},
+            request_state=again.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(refused, types.CallToolResult) and refused.is_error
+    assert text_of(refused).startswith(
+        "error -32602: the client answered elicitation/create with something else"
+    )
+
+
+async def test_a_client_that_does_not_come_back_has_its_call_cancelled(gateway: Running) -> None:
+    gateway.app.tool.held.retry_window = 0.2
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        first = await connected.session.call_tool("relay__ask", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        relay = gateway.app.service.hub.connection("relay").relay  # type: ignore[union-attr]
+        assert len(relay) == 1 and len(gateway.app.tool.held) == 1
+        await eventually(
+            lambda: len(gateway.app.tool.held) == 0 and len(relay) == 0
+        )  # cancelled on the server
+        late = await connected.session.call_tool(
+            "relay__ask", {}, input_responses={}, request_state=first.request_state, allow_input_required=True
+        )
+    assert isinstance(late, types.CallToolResult) and "unknown or expired request_state" in text_of(late)
+
+
+async def test_a_retry_with_an_unknown_state_is_refused(gateway: Running) -> None:
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        result = await connected.call_tool("relay__sample", {}, request_state="call_nope", input_responses={})
+    assert result.is_error and "unknown or expired request_state" in text_of(result)
+
+
+async def test_a_2026_client_without_the_capability_gets_the_server_the_error(gateway: Running) -> None:
+    async with client(gateway, "auto") as connected:
+        result = await connected.call_tool("relay__sample", {})
+    assert result.is_error and text_of(result).startswith(
+        "error -32021: the client did not declare the sampling"
+    )
 
 
 # ------------------------------------------------------------------------------ completions, subscriptions
