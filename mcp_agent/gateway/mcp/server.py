@@ -329,12 +329,16 @@ class AgentQueryTool:
 
 def may_be_asked(ctx: ServerRequestContext[Any]) -> bool:
     """Whether an exposed call's server could ask this request's client something that only an
-    ``input_required`` round can carry (``held_calls.py``): a request without a back channel
-    from a client that declared sampling, elicitation or roots."""
+    ``input_required`` round can carry (``held_calls.py``): a 2026-07-28 request (no back
+    channel) from a client that declared sampling, elicitation or roots."""
     session = ctx.session
     capabilities = session.client_capabilities
-    if session.can_send_request or capabilities is None:
-        return False
+    if (
+        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        or session.can_send_request
+        or capabilities is None
+    ):
+        return False  # a 2025 client without a back channel (stateless HTTP) knows no input_required
     return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))
 
 

@@ -399,6 +399,17 @@ async def test_a_client_that_does_not_come_back_has_its_call_cancelled(gateway: 
     assert isinstance(late, types.CallToolResult) and "unknown or expired request_state" in text_of(late)
 
 
+async def test_a_2025_client_without_a_back_channel_gets_the_server_a_clear_error() -> None:
+    async with (
+        running_gateway(relay_config(), factory=open_agent, stateless=True) as running,
+        client(running, "legacy", **ANSWERING) as connected,
+    ):
+        sample = await connected.call_tool("relay__sample", {})
+    # never an input_required result, which a 2025 client would not read; a stateless request
+    # carries no capabilities (they were declared in an initialize long gone), so it lacks them
+    assert sample.is_error and text_of(sample).startswith("error -32021: the client did not declare")
+
+
 async def test_a_retry_with_an_unknown_state_is_refused(gateway: Running) -> None:
     async with client(gateway, "auto", **ANSWERING) as connected:
         result = await connected.call_tool("relay__sample", {}, request_state="call_nope", input_responses={})
