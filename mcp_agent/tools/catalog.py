@@ -659,7 +659,7 @@ class Catalog:
                 matches it), ``METHOD_NOT_FOUND`` when its owner does not offer subscriptions.
         """
         what = f"resources/subscribe {uri}"
-        owner = await self._route(uri, what)
+        owner = await self._route(uri, what) or await self._lister(uri, what)
         if owner is None:
             raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri} (no tool server lists it)")
         connection = self._connections[owner]
@@ -671,6 +671,21 @@ class Catalog:
         if resources is None or not resources.subscribe:
             raise MCPError(METHOD_NOT_FOUND, f"{what}: server {owner} does not offer resource subscriptions")
         return connection
+
+    async def _lister(self, uri: str, what: str) -> str | None:
+        """The first server (configuration order) whose live lists offer ``uri``, listed now: a
+        subscription, unlike a read, is not tried on each server in turn."""
+        for connection in self.servers("resources"):
+            if connection.state in ("starting", "idle"):
+                await connection.wait_started()
+            if connection.state != "up" or not connection.offers("resources"):
+                continue
+            try:
+                if await self._list_live(connection, uri, what):
+                    return connection.name
+            except MCPError as exc:
+                logger.warning("%s: %s", connection.name, exc.message)
+        return None
 
     async def subscribe(self, connection: ServerConnection, uri: str, *, on: bool = True) -> None:
         """Send ``resources/subscribe`` (``on``) or ``resources/unsubscribe`` for ``uri``."""

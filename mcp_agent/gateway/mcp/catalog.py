@@ -34,6 +34,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp.server.subscriptions import (
+    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ResourceUpdated,
@@ -166,6 +167,17 @@ class CatalogHandlers:
         if self._caller_of(ctx) is None:
             raise MCPError(INVALID_REQUEST, "Unauthorized: this connection has no caller")
         uri, connection = str(params.uri), request_connection(ctx)
+        if await self._add(uri, id(connection), connection):
+            connection.exit_stack.push_async_callback(self._drop, uri, id(connection))
+        return types.EmptyResult()
+
+    async def _add(self, uri: str, client: int, connection: Any) -> bool:
+        """Subscribe ``client`` (its ``connection``, None for a 2026 listener) to ``uri``, and the
+        gateway to the server that owns it when nobody was; False when it already was.
+
+        Raises:
+            MCPError: see ``Catalog.subscription_owner``; the server's own error.
+        """
         hub = self.service.hub
         if hub is not None and id(hub) not in self._hooked:
             self._hooked.add(id(hub))
@@ -176,10 +188,34 @@ class CatalogHandlers:
             await catalog.subscribe(server, uri)
             self._subscribed[uri] = server
         subscribers = self._subscribers.setdefault(uri, {})
-        if id(connection) not in subscribers:
-            subscribers[id(connection)] = connection
-            connection.exit_stack.push_async_callback(self._drop, uri, id(connection))
-        return types.EmptyResult()
+        if client in subscribers:
+            return False
+        subscribers[client] = connection
+        return True
+
+    def listening(self, handler: ListenHandler) -> Callable[..., Awaitable[types.SubscriptionsListenResult]]:
+        """``handler`` (``subscriptions/listen``), subscribing the gateway to the resources a 2026
+        client listens for while its stream is open (a URI no server offers never fires)."""
+
+        async def listen(
+            ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
+            uris = list(params.notifications.resource_subscriptions or ())
+            key, held = id(ctx), []
+            try:
+                for uri in uris:
+                    try:
+                        if await self._add(uri, key, None):
+                            held.append(uri)
+                    except MCPError as exc:
+                        logger.info("subscriptions/listen: %s is not subscribed: %s", uri, exc.message)
+                return await handler(ctx, params)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    for uri in held:
+                        await self._drop(uri, key)
+
+        return listen
 
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
@@ -191,7 +227,10 @@ class CatalogHandlers:
     async def _drop(self, uri: str, client: int) -> None:
         """``client`` no longer subscribes to ``uri``; the last one gone, neither does the gateway."""
         subscribers = self._subscribers.get(uri)
-        if subscribers is None or subscribers.pop(client, None) is None or subscribers:
+        if subscribers is None or client not in subscribers:
+            return
+        del subscribers[client]
+        if subscribers:
             return
         del self._subscribers[uri]
         server = self._subscribed.pop(uri, None)
@@ -210,6 +249,8 @@ class CatalogHandlers:
             logger.debug("%s: resources/updated %s: nobody subscribed through the gateway", server, uri)
             return
         for connection in list(self._subscribers.get(uri, {}).values()):
+            if connection is None:  # a 2026 listener: the bus below reaches it
+                continue
             with anyio.move_on_after(NOTIFY_TIMEOUT_SECONDS):
                 try:
                     await connection.send_resource_updated(uri)

@@ -380,7 +380,11 @@ def create_mcp_server(
         instructions=service.gateway.description,
         on_list_tools=tool.list_tools,
         on_call_tool=tool.call_tool,
-        on_subscriptions_listen=ListenHandler(tool.subscriptions),
+        on_subscriptions_listen=(
+            catalog.listening(ListenHandler(tool.subscriptions))
+            if catalog
+            else ListenHandler(tool.subscriptions)
+        ),
         on_list_resources=catalog.list_resources if catalog else None,
         on_list_resource_templates=catalog.list_resource_templates if catalog else None,
         on_read_resource=catalog.read_resource if catalog else None,

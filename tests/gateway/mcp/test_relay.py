@@ -521,3 +521,21 @@ async def test_subscribing_to_an_unknown_uri_is_an_error(gateway: Running) -> No
         with pytest.raises(MCPError) as caught:
             await connected.subscribe_resource("nowhere://at/all")
     assert caught.value.code == -32002 and "Resource not found: nowhere://at/all" in caught.value.message
+
+
+async def test_a_2026_listener_gets_the_updates_of_the_resources_it_listens_for(gateway: Running) -> None:
+    await up(gateway)
+    async with client(gateway, "auto") as connected:
+        async with connected.listen(resource_subscriptions=["relay://doc", "nowhere://x"]) as subscription:
+            touched = await connected.call_tool("relay__touch", {"uri": "relay://doc"})
+            assert text_of(touched) == "touched relay://doc"  # the gateway subscribed for the listener
+            with anyio.fail_after(10):
+                async for event in subscription:
+                    assert getattr(event, "uri", None) == "relay://doc"
+                    break
+
+        async def unsubscribed() -> bool:  # the stream closed: the gateway unsubscribed
+            result = await connected.call_tool("relay__touch", {"uri": "relay://doc"})
+            return text_of(result) == "not subscribed: relay://doc"
+
+        await eventually(unsubscribed)
