@@ -85,6 +85,7 @@ class ToolHub:
         start: StartMode = "background",
         hold_starts: bool = False,
         start_limit: int | None = None,
+        relay_calls: bool = False,
     ) -> None:
         self._default_timeout = default_timeout
         self._queue = StartQueue(held=hold_starts, limit=start_limit)
@@ -98,6 +99,7 @@ class ToolHub:
                 records=records,
                 cache=cache,
                 start=start,
+                relay_calls=relay_calls,
                 queue=self._queue,
             )
             for name, config in servers.items()
@@ -393,6 +395,7 @@ async def open_tool_hub(
     start: StartMode = "background",
     hold_starts: bool = False,
     start_limit: int | None = None,
+    relay_calls: bool = False,
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -416,6 +419,9 @@ async def open_tool_hub(
             for ``hub.release_starts()`` (5 s at most); the gateway releases them once it serves.
         start_limit: how many background starts run at once (default: half the CPUs, at least
             one; ``StartQueue``). A call to a server that has not started jumps the queue.
+        relay_calls: the gateway exposes the tools (``gateway.exposeTools``): the servers are told
+            that their client answers sampling, elicitation and roots requests, which go to the
+            client of the exposed call that caused them (``relay.py``).
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
@@ -433,6 +439,7 @@ async def open_tool_hub(
         start=start,
         hold_starts=hold_starts,
         start_limit=start_limit,
+        relay_calls=relay_calls,
     )
     async with anyio.create_task_group() as tg:
         try:

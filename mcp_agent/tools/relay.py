@@ -87,12 +87,15 @@ class ServerRelay:
     callbacks that reach them, and its ``notifications/resources/updated``.
 
     One per ``ServerConnection``, shared by its incarnations; ``ClientSession`` gets ``on_log``,
-    ``on_sampling``, ``on_elicitation`` and ``on_roots``. ``updated`` (set by the hub) receives
+    and with ``asks`` ``on_sampling``, ``on_elicitation`` and ``on_roots``. ``updated`` (set by the hub) receives
     ``(server, uri)`` of each resource update.
     """
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, *, asks: bool = False) -> None:
         self.server = server
+        self.asks = asks
+        """Whether the server may ask (the gateway exposes the tools): only then does the session
+        declare sampling, elicitation and roots, so a server never asks what nobody could answer."""
         self.updated: Callable[[str, str], Awaitable[None]] | None = None
         self._calls: list[CallerChannel] = []
 

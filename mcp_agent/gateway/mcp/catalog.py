@@ -17,8 +17,10 @@ URIs, prompts are named ``server__prompt``, resource lists are paged one server 
   while a server that is up declares it (``offers``).
 - ``resources/subscribe`` goes to the server that owns the URI (routed as a read; an unknown URI
   or an owner without subscriptions is an error), once per URI however many clients subscribe;
-  its ``notifications/resources/updated`` go to each client connection that subscribed (and to
-  2026 clients listening for the URI). When the last subscriber unsubscribes or disconnects, the
+  its ``notifications/resources/updated`` go to each client connection that subscribed. A 2026
+  client that listens for URIs (``subscriptions/listen``) subscribes the same way for as long as
+  its stream is open (a URI no server offers is honoured and never fires, as the SDK does), and
+  gets the updates on its stream. When the last subscriber unsubscribes or disconnects, the
   server gets ``resources/unsubscribe``. The gateway declares ``resources.subscribe`` only while a
   server that is up declares it.
 """

@@ -120,6 +120,7 @@ class ServerConnection:
         cache: ToolCache | None = None,
         start: StartMode = "background",
         queue: StartQueue | None = None,
+        relay_calls: bool = False,
     ) -> None:
         self.name = name
         self.config = config
@@ -129,7 +130,7 @@ class ServerConnection:
         self.startup_ms: float | None = None
         self.restarts = 0
         self.capabilities: types.ServerCapabilities | None = None
-        self.relay = ServerRelay(name)
+        self.relay = ServerRelay(name, asks=relay_calls)
         self.log_level: types.LoggingLevel | None = None
         self.stopped = anyio.Event()
         self.running = False
@@ -602,9 +603,9 @@ class Incarnation:
                 write,
                 message_handler=on_message,
                 logging_callback=relay.on_log,
-                sampling_callback=relay.on_sampling,
-                elicitation_callback=relay.on_elicitation,
-                list_roots_callback=relay.on_roots,
+                sampling_callback=relay.on_sampling if relay.asks else None,
+                elicitation_callback=relay.on_elicitation if relay.asks else None,
+                list_roots_callback=relay.on_roots if relay.asks else None,
                 client_info=CLIENT_INFO,
             ) as session:
                 init = await session.initialize()

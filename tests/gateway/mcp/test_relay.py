@@ -25,6 +25,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
 from mcp_agent.gateway.mcp.relay import missing_capability, required
+from mcp_agent.tools.hub import open_tool_hub
 
 from ..conftest import Running, eventually, free_port, running_gateway
 from .test_server import transport_for
@@ -539,3 +540,20 @@ async def test_a_2026_listener_gets_the_updates_of_the_resources_it_listens_for(
             return text_of(result) == "not subscribed: relay://doc"
 
         await eventually(unsubscribed)
+
+
+@pytest.mark.parametrize("relay_calls", [False, True])
+async def test_servers_are_told_their_client_answers_only_when_the_tools_are_exposed(
+    relay_calls: bool,
+) -> None:
+    servers = relay_config().servers()
+    async with open_tool_hub(servers, start="wait", relay_calls=relay_calls) as hub:
+        result = await hub.call_tool("relay__sample", {})  # a call the model makes: no client to ask
+    assert result.is_error
+    if relay_calls:
+        assert (
+            "cannot relay sampling/createMessage: no call of a client that can answer is in flight"
+            in result.text
+        )
+    else:  # no sampling capability declared: the SDK's own refusal
+        assert "Sampling not supported" in result.text
