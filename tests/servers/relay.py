@@ -13,6 +13,7 @@ Tools:
   a URL elicitation or its roots, and answer with what came back (an error result with the
   code and message of an error);
 - ``hold`` / ``release``: ``hold`` answers once ``release`` was called (two calls in flight);
+- ``crash``: exits at once (code 3);
 - ``touch`` ``{uri}``: sends ``notifications/resources/updated`` for ``uri`` when subscribed.
 
 Resources: ``relay://doc`` and the template ``relay://items/{id}``. Prompt ``greet``
@@ -51,7 +52,7 @@ TOOLS = [
     ),
     *(
         types.Tool(name=name, description=f"The {name} tool.", input_schema=OBJECT)
-        for name in ("chatter", "level", "sample", "ask", "ask_url", "roots", "hold", "release")
+        for name in ("chatter", "level", "sample", "ask", "ask_url", "roots", "hold", "release", "crash")
     ),
     types.Tool(
         name="touch",
@@ -115,6 +116,8 @@ async def call_tool(
         await state["released"].wait()
         state["released"] = anyio.Event()
         return text("released")
+    if name == "crash":
+        os._exit(3)
     if name == "release":
         state["released"].set()
         return text("releasing")

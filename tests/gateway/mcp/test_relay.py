@@ -160,6 +160,18 @@ async def test_the_server_is_asked_for_the_most_verbose_level_any_client_wants(g
         assert text_of(await quiet.call_tool("relay__level", {})) == "info"
 
 
+async def test_a_restarted_server_is_asked_for_the_level_again(gateway: Running) -> None:
+    hub = gateway.app.service.hub
+    assert hub is not None
+    async with client(gateway, "legacy") as connected:
+        await connected.set_logging_level("warning")
+        restarts = hub.connection("relay").restarts  # type: ignore[union-attr]
+        await connected.call_tool("relay__crash", {})
+        await eventually(lambda: hub.connection("relay").restarts > restarts)  # type: ignore[union-attr]
+        await up(gateway)
+        assert text_of(await connected.call_tool("relay__level", {})) == "warning"
+
+
 async def test_a_2026_client_gets_the_logs_its_request_asks_for() -> None:
     seen, silent = Seen(), Seen()
     async with running_gateway(relay_config(), factory=open_agent) as running:
@@ -200,7 +212,7 @@ async def test_a_log_is_not_relayed_while_another_callers_call_is_in_flight() ->
 # ------------------------------------------------------------------------------ the gateway over stdio
 
 
-async def test_progress_and_logs_over_the_gateways_stdio(tmp_path: Path) -> None:
+async def test_progress_logs_and_questions_over_the_gateways_stdio(tmp_path: Path) -> None:
     path = tmp_path / "agent.json"
     path.write_text(json.dumps(relay_data()), encoding="utf-8")
     params = StdioServerParameters(
@@ -212,7 +224,7 @@ async def test_progress_and_logs_over_the_gateways_stdio(tmp_path: Path) -> None
     seen = Seen()
     with open(tmp_path / "stderr.txt", "w") as errlog, anyio.fail_after(60):
         async with Client(
-            stdio_client(params, errlog=errlog), mode="legacy", logging_callback=seen.on_log
+            stdio_client(params, errlog=errlog), mode="legacy", logging_callback=seen.on_log, **ANSWERING
         ) as connected:  # type: ignore[arg-type]
 
             async def listed() -> bool:
@@ -225,6 +237,10 @@ async def test_progress_and_logs_over_the_gateways_stdio(tmp_path: Path) -> None
             )
             await connected.call_tool("relay__chatter", {})
             await connected.call_tool("relay__count", {"steps": 1})
+            sample = await connected.call_tool("relay__sample", {})
+            form = await connected.call_tool("relay__ask", {})
+    assert text_of(sample) == "sampled: you said hi"
+    assert text_of(form) == "elicited: accept {'name': 'Ada'}"
     assert text_of(result) == "counted to 2"
     assert seen.progress[:2] == [(1, 2, "step 1/2"), (2, 2, "step 2/2")]
     assert seen.logs == [("warning", "warning line"), ("error", "error line")]
