@@ -14,7 +14,9 @@ serve regardless.
 ``ask()`` sends any other request (resources, prompts: see ``catalog.py``) through the live
 session, under a timeout, and turns every failure into an ``MCPError`` with a JSON-RPC code.
 The server's ``notifications/resources/list_changed`` and ``prompts/list_changed`` are passed
-to ``on_catalog_change``.
+to ``on_catalog_change``. What it sends back during an exposed call (progress, logs, its
+sampling, elicitation and roots requests) and its ``notifications/resources/updated`` go through
+its ``relay`` (``tools/relay.py``); ``set_log_level`` asks it for the clients' log level.
 
 ``call()`` never raises for anything the server does: a timeout (the server gets
 ``notifications/cancelled`` from the SDK and stays usable), a crash (in-flight calls fail at
