@@ -72,6 +72,7 @@ async def open_agent(
             default_timeout=config.limits.tool_timeout_seconds,
             state_dir=private_state_dir() if record_children else None,
             hold_starts=hold_starts,
+            relay_calls=config.gateway.expose_tools,  # servers may ask the exposed calls' clients
         ) as hub,
     ):
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]

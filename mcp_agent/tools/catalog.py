@@ -577,3 +577,124 @@ class Catalog:
         mcp_name = route[1]
         args = dict(arguments) if arguments else None
         return await self._ask(connection, what, lambda session: session.get_prompt(mcp_name, args))
+
+    # ------------------------------------------------------------------ completions and subscriptions
+    #
+    # ``completion/complete`` goes to the server whose prompt (``server__prompt``) or resource
+    # template the reference names, with the server's own prompt name; ``resources/subscribe`` and
+    # ``unsubscribe`` to the server that owns the URI (routed as a read is). A server that did not
+    # declare ``completions`` or ``resources.subscribe`` is not asked: the error says so.
+
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """Complete an argument of a prompt or of a resource template, on the server that offers it.
+
+        Raises:
+            MCPError: ``INVALID_PARAMS`` for an unknown prompt or template, ``METHOD_NOT_FOUND``
+                when its server offers no completions, else the server's error.
+        """
+        ref = params.ref
+        sent_ref: types.PromptReference | types.ResourceTemplateReference
+        if isinstance(ref, types.PromptReference):
+            what = f"completion/complete for prompt {ref.name}"
+            if ref.name not in self._prompts:
+                await self.list_prompts()
+            route = self._prompts.get(ref.name)
+            if route is None:
+                raise MCPError(INVALID_PARAMS, f"{what}: unknown prompt {ref.name}")
+            server, sent_ref = route[0], ref.model_copy(update={"name": route[1]})
+        else:
+            what = f"completion/complete for resource template {ref.uri}"
+            owner = await self._template_owner(ref.uri, what)
+            if owner is None:
+                raise MCPError(INVALID_PARAMS, f"{what}: no tool server offers this resource template")
+            server, sent_ref = owner, ref
+        connection = self._connections[server]
+        if connection.state in ("starting", "idle"):
+            await connection.wait_started()
+        capabilities = connection.capabilities
+        if connection.state == "up" and (capabilities is None or capabilities.completions is None):
+            raise MCPError(METHOD_NOT_FOUND, f"{what}: server {server} offers no completions")
+        # the client's own _meta stays behind: in 2026-07-28 it is the envelope of its era and its
+        # request to the gateway, not to this server
+        sent = types.CompleteRequestParams(ref=sent_ref, argument=params.argument, context=params.context)
+        request = types.CompleteRequest(params=sent)
+        return await self._ask(
+            connection, what, lambda session: session.send_request(request, types.CompleteResult)
+        )
+
+    async def _template_owner(self, template: str, what: str) -> str | None:
+        """The server that lists the resource template ``template`` (its live lists decide)."""
+        listed = {server for server, t in self._templates if t == template}
+        for name in self._connections:  # configuration order
+            if name in listed:
+                return name
+        for connection in self.servers("resources"):
+            if connection.state in ("starting", "idle"):
+                await connection.wait_started()
+            if connection.state != "up" or not connection.offers("resources"):
+                continue
+            try:
+                templates = await self._every_page(
+                    connection, "resources/templates/list", _list_templates, lambda p: p.resource_templates
+                )
+            except MCPError as exc:
+                logger.warning("%s: %s: templates not listed: %s", connection.name, what, exc.message)
+                continue
+            for listed_template in templates:
+                _remember(
+                    self._templates,
+                    (connection.name, listed_template.uri_template),
+                    template_pattern(listed_template.uri_template),
+                )
+            if any(t.uri_template == template for t in templates):
+                return connection.name
+        return None
+
+    async def subscription_owner(self, uri: str) -> ServerConnection:
+        """The running server to subscribe to ``uri`` on: its owner, when it declared
+        ``resources.subscribe``.
+
+        Raises:
+            MCPError: ``RESOURCE_NOT_FOUND`` when no server lists the URI (or a template that
+                matches it), ``METHOD_NOT_FOUND`` when its owner does not offer subscriptions.
+        """
+        what = f"resources/subscribe {uri}"
+        owner = await self._route(uri, what) or await self._lister(uri, what)
+        if owner is None:
+            raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri} (no tool server lists it)")
+        connection = self._connections[owner]
+        if connection.state in ("starting", "idle"):
+            await connection.wait_started()
+        if connection.state != "up":
+            raise _unavailable(what, connection, "resources")
+        resources = connection.capabilities.resources if connection.capabilities is not None else None
+        if resources is None or not resources.subscribe:
+            raise MCPError(METHOD_NOT_FOUND, f"{what}: server {owner} does not offer resource subscriptions")
+        return connection
+
+    async def _lister(self, uri: str, what: str) -> str | None:
+        """The first server (configuration order) whose live lists offer ``uri``, listed now: a
+        subscription, unlike a read, is not tried on each server in turn."""
+        for connection in self.servers("resources"):
+            if connection.state in ("starting", "idle"):
+                await connection.wait_started()
+            if connection.state != "up" or not connection.offers("resources"):
+                continue
+            try:
+                if await self._list_live(connection, uri, what):
+                    return connection.name
+            except MCPError as exc:
+                logger.warning("%s: %s", connection.name, exc.message)
+        return None
+
+    async def subscribe(self, connection: ServerConnection, uri: str, *, on: bool = True) -> None:
+        """Send ``resources/subscribe`` (``on``) or ``resources/unsubscribe`` for ``uri``."""
+        method = "resources/subscribe" if on else "resources/unsubscribe"
+        request: types.SubscribeRequest | types.UnsubscribeRequest = (
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            if on
+            else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        )
+        await self._ask(
+            connection, f"{method} {uri}", lambda session: session.send_request(request, types.EmptyResult)
+        )

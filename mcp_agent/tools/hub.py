@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import anyio.abc
+import mcp_types as types
 
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import JSONObject, ToolResult, ToolSpec
@@ -83,6 +85,7 @@ class ToolHub:
         start: StartMode = "background",
         hold_starts: bool = False,
         start_limit: int | None = None,
+        relay_calls: bool = False,
     ) -> None:
         self._default_timeout = default_timeout
         self._queue = StartQueue(held=hold_starts, limit=start_limit)
@@ -96,6 +99,7 @@ class ToolHub:
                 records=records,
                 cache=cache,
                 start=start,
+                relay_calls=relay_calls,
                 queue=self._queue,
             )
             for name, config in servers.items()
@@ -109,6 +113,7 @@ class ToolHub:
         self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
         self._warnings: tuple[str, ...] = ()
         self._subscribers: list[Callable[[], None]] = []
+        self._update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
         self._closed = False
         self._started = False
 
@@ -159,6 +164,43 @@ class ToolHub:
         return await connection.call(
             mcp_name, arguments, timeout=timeout or None, display_name=name, on_progress=on_progress
         )
+
+    def on_resource_updated(self, listener: Callable[[str, str], Awaitable[None]]) -> None:
+        """Pass each server's ``notifications/resources/updated`` to ``listener(server, uri)``."""
+        self._update_listeners.append(listener)
+        for connection in self._connections.values():
+            connection.relay.updated = self._resource_updated
+
+    async def _resource_updated(self, server: str, uri: str) -> None:
+        for listener in list(self._update_listeners):
+            await listener(server, uri)
+
+    def declares(self, feature: Literal["completions", "subscribe"]) -> bool:
+        """Whether a server that is up declared ``completions`` or ``resources.subscribe``."""
+        for connection in self._connections.values():
+            capabilities = connection.capabilities
+            if connection.state != "up" or capabilities is None:
+                continue
+            if feature == "completions" and capabilities.completions is not None:
+                return True
+            if (
+                feature == "subscribe"
+                and capabilities.resources is not None
+                and capabilities.resources.subscribe
+            ):
+                return True
+        return False
+
+    def connection(self, name: str) -> ServerConnection | None:
+        """The server ``name`` of agent.json (None: no such server)."""
+        return self._connections.get(name)
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Ask every server that declares ``logging`` for logs from ``level`` up (now, and at
+        each later start: ``ServerConnection.set_log_level``)."""
+        async with anyio.create_task_group() as tg:
+            for connection in self._connections.values():
+                tg.start_soon(connection.set_log_level, level)
 
     async def live_spec(self, name: str) -> ToolSpec | ToolResult:
         """The tool ``name`` as its server's live list defines it (``LiveToolSource``).
@@ -353,6 +395,7 @@ async def open_tool_hub(
     start: StartMode = "background",
     hold_starts: bool = False,
     start_limit: int | None = None,
+    relay_calls: bool = False,
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -376,6 +419,9 @@ async def open_tool_hub(
             for ``hub.release_starts()`` (5 s at most); the gateway releases them once it serves.
         start_limit: how many background starts run at once (default: half the CPUs, at least
             one; ``StartQueue``). A call to a server that has not started jumps the queue.
+        relay_calls: the gateway exposes the tools (``gateway.exposeTools``): the servers are told
+            that their client answers sampling, elicitation and roots requests, which go to the
+            client of the exposed call that caused them (``relay.py``).
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
@@ -393,6 +439,7 @@ async def open_tool_hub(
         start=start,
         hold_starts=hold_starts,
         start_limit=start_limit,
+        relay_calls=relay_calls,
     )
     async with anyio.create_task_group() as tg:
         try:

@@ -12,22 +12,41 @@ URIs, prompts are named ``server__prompt``, resource lists are paged one server 
 - When a server announces ``resources/list_changed`` or ``prompts/list_changed``, or a server
   that offers them comes up or goes down, every legacy client with a standalone channel gets the
   notification, and 2026 clients get it on their ``subscriptions/listen`` stream.
+- ``completion/complete`` goes to the server of the prompt (``server__prompt``) or resource
+  template its reference names (``Catalog.complete``); the gateway declares ``completions`` only
+  while a server that is up declares it (``offers``).
+- ``resources/subscribe`` goes to the server that owns the URI (routed as a read; an unknown URI
+  or an owner without subscriptions is an error), once per URI however many clients subscribe;
+  its ``notifications/resources/updated`` go to each client connection that subscribed. A 2026
+  client that listens for URIs (``subscriptions/listen``) subscribes the same way for as long as
+  its stream is open (a URI no server offers is honoured and never fires, as the SDK does), and
+  gets the updates on its stream. When the last subscriber unsubscribes or disconnects, the
+  server gets ``resources/unsubscribe``. The gateway declares ``resources.subscribe`` only while a
+  server that is up declares it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
-from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged, SubscriptionBus
+from mcp.server.subscriptions import (
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    SubscriptionBus,
+)
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...tools.catalog import Catalog
+from ...tools.server.connection import ServerConnection
+from .._internals import request_connection
 from ..admission import Busy
 from ..callers import Caller
 from ..service import GatewayService, NotReady
@@ -64,6 +83,9 @@ class CatalogHandlers:
         self._remember = remember
         self._connections = connections
         self._bus = bus
+        self._subscribers: dict[str, dict[int, Any]] = {}  # URI → client connections
+        self._subscribed: dict[str, ServerConnection] = {}  # URI → the server subscribed to
+        self._hooked: set[int] = set()  # the hubs whose updates reach ``updated``
         service.on_catalog_changed(self.changed)
 
     # ---------------------------------------------------------------- listings
@@ -127,6 +149,116 @@ class CatalogHandlers:
         if catalog is None:
             raise MCPError(INTERNAL_ERROR, "the tool servers offer no resources or prompts")
         return catalog
+
+    # ---------------------------------------------------------------- completions, subscriptions
+
+    def offers(self, feature: Literal["completions", "subscribe"]) -> bool:
+        """Whether a tool server that is up offers ``completions`` or resource subscriptions."""
+        hub = self.service.hub
+        return hub is not None and hub.declares(feature)
+
+    async def complete(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        return await self._in_slot(ctx, lambda catalog: catalog.complete(params))
+
+    async def subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        self._remember(ctx)
+        if self._caller_of(ctx) is None:
+            raise MCPError(INVALID_REQUEST, "Unauthorized: this connection has no caller")
+        uri, connection = str(params.uri), request_connection(ctx)
+        if await self._add(uri, id(connection), connection):
+            connection.exit_stack.push_async_callback(self._drop, uri, id(connection))
+        return types.EmptyResult()
+
+    async def _add(self, uri: str, client: int, connection: Any) -> bool:
+        """Subscribe ``client`` (its ``connection``, None for a 2026 listener) to ``uri``, and the
+        gateway to the server that owns it when nobody was; False when it already was.
+
+        Raises:
+            MCPError: see ``Catalog.subscription_owner``; the server's own error.
+        """
+        hub = self.service.hub
+        if hub is not None and id(hub) not in self._hooked:
+            self._hooked.add(id(hub))
+            hub.on_resource_updated(self.updated)
+        if uri not in self._subscribed:
+            catalog = self._ready_catalog()
+            server = await catalog.subscription_owner(uri)
+            await catalog.subscribe(server, uri)
+            self._subscribed[uri] = server
+        subscribers = self._subscribers.setdefault(uri, {})
+        if client in subscribers:
+            return False
+        subscribers[client] = connection
+        return True
+
+    def listening(self, handler: ListenHandler) -> Callable[..., Awaitable[types.SubscriptionsListenResult]]:
+        """``handler`` (``subscriptions/listen``), subscribing the gateway to the resources a 2026
+        client listens for while its stream is open (a URI no server offers never fires)."""
+
+        async def listen(
+            ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
+            uris = list(params.notifications.resource_subscriptions or ())
+            key, held = id(ctx), []
+            try:
+                for uri in uris:
+                    try:
+                        if await self._add(uri, key, None):
+                            held.append(uri)
+                    except MCPError as exc:
+                        logger.info("subscriptions/listen: %s is not subscribed: %s", uri, exc.message)
+                return await handler(ctx, params)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    for uri in held:
+                        await self._drop(uri, key)
+
+        return listen
+
+    async def unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self._remember(ctx)
+        await self._drop(str(params.uri), id(request_connection(ctx)))
+        return types.EmptyResult()
+
+    async def _drop(self, uri: str, client: int) -> None:
+        """``client`` no longer subscribes to ``uri``; the last one gone, neither does the gateway."""
+        subscribers = self._subscribers.get(uri)
+        if subscribers is None or client not in subscribers:
+            return
+        del subscribers[client]
+        if subscribers:
+            return
+        del self._subscribers[uri]
+        server = self._subscribed.pop(uri, None)
+        catalog = self.service.catalog()
+        if server is None or catalog is None:
+            return
+        with anyio.move_on_after(NOTIFY_TIMEOUT_SECONDS):
+            try:
+                await catalog.subscribe(server, uri, on=False)
+            except Exception as exc:
+                logger.info("%s: resources/unsubscribe %s failed: %s", server.name, uri, exc)
+
+    async def updated(self, server: str, uri: str) -> None:
+        """A server's ``notifications/resources/updated``: to the clients that subscribed."""
+        if self._subscribed.get(uri) is None or self._subscribed[uri].name != server:
+            logger.debug("%s: resources/updated %s: nobody subscribed through the gateway", server, uri)
+            return
+        for connection in list(self._subscribers.get(uri, {}).values()):
+            if connection is None:  # a 2026 listener: the bus below reaches it
+                continue
+            with anyio.move_on_after(NOTIFY_TIMEOUT_SECONDS):
+                try:
+                    await connection.send_resource_updated(uri)
+                except Exception:
+                    logger.debug("could not send resources/updated", exc_info=True)
+        await self._bus.publish(ResourceUpdated(uri=uri))
 
     # ---------------------------------------------------------------- list_changed
 

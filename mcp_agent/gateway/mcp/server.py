@@ -26,8 +26,9 @@ stdio) and both protocol eras; the SDK negotiates the version.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -43,13 +44,16 @@ from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
 from ...telemetry.base import continued_from
+from ...tools.relay import relaying_to
 from ...tools.status import ServerStatus
 from .._internals import request_connection
 from ..callers import LOCAL, Caller, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
+from .held_calls import HeldCalls
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
+from .relay import LogLevels, RequestChannel
 from .resumable import Streams
 from .tasks import Tasks
 
@@ -69,6 +73,33 @@ class AgentMCPServer(Server[Any]):
     ``NotificationOptions()`` (listChanged false); this override makes the capability true there
     too (mcp-sdk-2.md G7).
     """
+
+    offers: Callable[[Literal["completions", "subscribe"]], bool] | None = None
+    """Whether a tool server offers completions or resource subscriptions (exposeTools)."""
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        """The SDK's capabilities, with ``completions`` and ``resources.subscribe`` declared only
+        while a tool server that is up declares them (the handlers are always registered)."""
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        offers = self.offers
+        if offers is None:
+            return capabilities
+        update: dict[str, Any] = {}
+        if capabilities.completions is not None and not offers("completions"):
+            update["completions"] = None
+        resources = capabilities.resources
+        if resources is not None and resources.subscribe and not offers("subscribe"):
+            update["resources"] = resources.model_copy(update={"subscribe": False})
+        return capabilities.model_copy(update=update) if update else capabilities
 
     def create_initialization_options(
         self,
@@ -191,6 +222,8 @@ class AgentQueryTool:
         """``agent_query`` as a task (``serve_tasks`` sets it)."""
         self.queries = QueryCalls(service, run_result_to_mcp, streams)
         self.subscriptions = InMemorySubscriptionBus()
+        self.log_levels = LogLevels(service)
+        self.held = HeldCalls(service, self.log_levels)
         self._legacy_connections: dict[int, Any] = {}
         self._schema_warnings: set[tuple[str, str]] = set()
         self._exposed: dict[int, tuple[ToolSpec, types.Tool]] = {}
@@ -267,13 +300,30 @@ class AgentQueryTool:
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
             if spec is not None:
-                return await self._inner_call(spec, arguments, caller)
+                if params.request_state is not None:  # a 2026 client's answers to its server's questions
+                    return await self.held.retry(ctx, caller, params)
+                if may_be_asked(ctx):
+                    return await self.held.start(
+                        ctx, caller, partial(self._inner_result, spec, arguments, caller)
+                    )
+                return await self._inner_call(ctx, spec, arguments, caller)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
     async def _inner_call(
+        self, ctx: ServerRequestContext[Any], spec: ToolSpec, arguments: JSONObject, caller: Caller
+    ) -> types.CallToolResult:
+        """One exposed call: the server's parts and structuredContent, held to its outputSchema;
+        what the server sends during the call is relayed to this client (``relay.py``)."""
+        channel = RequestChannel(ctx, caller, self.log_levels)
+        try:
+            with relaying_to(channel):
+                return await self._inner_result(spec, arguments, caller)
+        finally:
+            channel.end()
+
+    async def _inner_result(
         self, spec: ToolSpec, arguments: JSONObject, caller: Caller
     ) -> types.CallToolResult:
-        """One exposed call: the server's parts and structuredContent, held to its outputSchema."""
         try:
             result = await self.service.call_tool(spec.name, arguments, caller)
         except Busy as exc:
@@ -310,6 +360,21 @@ class AgentQueryTool:
                 except Exception:
                     logger.debug("could not send tools/list_changed", exc_info=True)
         await self.subscriptions.publish(ToolsListChanged())
+
+
+def may_be_asked(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether an exposed call's server could ask this request's client something that only an
+    ``input_required`` round can carry (``held_calls.py``): a 2026-07-28 request (no back
+    channel) from a client that declared sampling, elicitation or roots."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    if (
+        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        or session.can_send_request
+        or capabilities is None
+    ):
+        return False  # a 2025 client without a back channel (stateless HTTP) knows no input_required
+    return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))
 
 
 def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
@@ -351,13 +416,25 @@ def create_mcp_server(
         get_tool_input_schema=tool.input_schema_of,
         on_list_tools=tool.list_tools,
         on_call_tool=tool.call_tool,
-        on_subscriptions_listen=ListenHandler(tool.subscriptions),
+        on_subscriptions_listen=(
+            catalog.listening(ListenHandler(tool.subscriptions))
+            if catalog
+            else ListenHandler(tool.subscriptions)
+        ),
         on_list_resources=catalog.list_resources if catalog else None,
         on_list_resource_templates=catalog.list_resource_templates if catalog else None,
         on_read_resource=catalog.read_resource if catalog else None,
         on_list_prompts=catalog.list_prompts if catalog else None,
         on_get_prompt=catalog.get_prompt if catalog else None,
+        on_completion=catalog.complete if catalog else None,
+        on_subscribe_resource=catalog.subscribe if catalog else None,
+        on_unsubscribe_resource=catalog.unsubscribe if catalog else None,
     )
+    server.offers = catalog.offers if catalog else None
+    if catalog is not None:
+        # registered by method: the constructor's on_set_logging_level warns that logging is
+        # deprecated in 2026-07-28, and the 2025 era's clients are the ones that set a level
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, tool.log_levels.set_level)
     continue_http_traces(server)
     serve_tasks(server, tool, ListenHandler(tool.subscriptions))
     return server, tool

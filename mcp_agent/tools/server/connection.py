@@ -14,7 +14,9 @@ serve regardless.
 ``ask()`` sends any other request (resources, prompts: see ``catalog.py``) through the live
 session, under a timeout, and turns every failure into an ``MCPError`` with a JSON-RPC code.
 The server's ``notifications/resources/list_changed`` and ``prompts/list_changed`` are passed
-to ``on_catalog_change``.
+to ``on_catalog_change``. What it sends back during an exposed call (progress, logs, its
+sampling, elicitation and roots requests) and its ``notifications/resources/updated`` go through
+its ``relay`` (``tools/relay.py``); ``set_log_level`` asks it for the clients' log level.
 
 ``call()`` never raises for anything the server does: a timeout (the server gets
 ``notifications/cancelled`` from the SDK and stays usable), a crash (in-flight calls fail at
@@ -50,6 +52,7 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...config import RemoteServerConfig, StdioServerConfig
 from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartError
@@ -57,6 +60,7 @@ from ...messages import JSONObject, ToolResult
 from ...telemetry.base import inject_trace_headers
 from ..cache import ToolCache
 from ..presentation import ServerTool
+from ..relay import ServerRelay, current_channel
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
@@ -75,6 +79,9 @@ from .session import (
 )
 
 logger = logging.getLogger(__name__)
+
+LOG_LEVEL_TIMEOUT_SECONDS = 5.0
+"""How long a server may take to answer ``logging/setLevel``."""
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -100,6 +107,7 @@ class ServerConnection:
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
+        relay: relays what the server sends during exposed calls (``tools/relay.py``).
     """
 
     def __init__(
@@ -114,6 +122,7 @@ class ServerConnection:
         cache: ToolCache | None = None,
         start: StartMode = "background",
         queue: StartQueue | None = None,
+        relay_calls: bool = False,
     ) -> None:
         self.name = name
         self.config = config
@@ -123,6 +132,8 @@ class ServerConnection:
         self.startup_ms: float | None = None
         self.restarts = 0
         self.capabilities: types.ServerCapabilities | None = None
+        self.relay = ServerRelay(name, asks=relay_calls)
+        self.log_level: types.LoggingLevel | None = None
         self.stopped = anyio.Event()
         self.running = False
         self._on_change = on_change
@@ -262,7 +273,7 @@ class ServerConnection:
 
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
-        attempt = Incarnation(self.name, self.config, self._records)
+        attempt = Incarnation(self.name, self.config, self._records, relay=self.relay)
         tg.start_soon(self._incarnation, attempt)
         await attempt.until_ready(slot)
         return attempt
@@ -298,6 +309,7 @@ class ServerConnection:
         self.tools = await self._lists.list_tools(live, self.capabilities)
         self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
         self._live = live
+        await self._apply_log_level(live)
         self._demand.touch()
         self._set("up")
         tasks.start_soon(self._lists.keep_tools, live, self.capabilities, tools_changed, self._tools_changed)
@@ -325,6 +337,29 @@ class ServerConnection:
         hub, and list again for the cache."""
         self._on_catalog_change(kind)
         self._lists.catalog_changed()
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Ask the server for logs from ``level`` up (``logging/setLevel``), now if it is up and
+        at each later start; a server that declared no ``logging`` is not asked."""
+        self.log_level = level
+        live = self._live
+        if live is not None and self.state == "up":
+            await self._apply_log_level(live)
+
+    async def _apply_log_level(self, live: LiveSession) -> None:
+        level = self.log_level
+        capabilities = self.capabilities
+        if level is None or capabilities is None or capabilities.logging is None:
+            return
+        if live.session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # 2026-07-28 has no logging/setLevel: the level goes per request
+        try:
+            with anyio.fail_after(LOG_LEVEL_TIMEOUT_SECONDS):
+                # by request: the SDK's set_logging_level warns of 2026-07-28's deprecation
+                request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
+                await live.session.send_request(request, types.EmptyResult)
+        except Exception as exc:  # a server that refuses it still serves its tools
+            logger.info("%s: logging/setLevel %s failed: %s", self.name, level, exc)
 
     # ------------------------------------------------------------ other requests
 
@@ -407,17 +442,21 @@ class ServerConnection:
             if live is None or live.ended.is_set() or self.state != "up":
                 text = self.unavailable(shown)
                 return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)
-            return await call_tool_on(
-                live,
-                server=self.name,
-                config=self.config,
-                mcp_name=mcp_name,
-                arguments=arguments,
-                shown=shown,
-                start=start,
-                timeout=timeout,
-                on_progress=on_progress,
-            )
+            channel = current_channel()  # the client of an exposed call (tools/relay.py)
+            if on_progress is None and channel is not None:
+                on_progress = channel.progress
+            with self.relay.calling(channel):
+                return await call_tool_on(
+                    live,
+                    server=self.name,
+                    config=self.config,
+                    mcp_name=mcp_name,
+                    arguments=arguments,
+                    shown=shown,
+                    start=start,
+                    timeout=timeout,
+                    on_progress=on_progress,
+                )
 
 
 # ------------------------------------------------------------------- one start
@@ -473,6 +512,7 @@ class Incarnation:
     started_at: float = field(default_factory=time.perf_counter)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     idle_stopped: bool = False
+    relay: ServerRelay | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -534,6 +574,7 @@ class Incarnation:
     ) -> None:
         repairer = ResponseRepairer(self.name)
         refresh_send, refresh_read = anyio.create_memory_object_stream[None](1)
+        relay = self.relay if self.relay is not None else ServerRelay(self.name)  # tools/relay.py
 
         async def on_message(message: Any) -> None:
             if isinstance(message, types.ToolListChangedNotification):
@@ -544,11 +585,10 @@ class Incarnation:
                 on_catalog_change("resources")
             elif isinstance(message, types.PromptListChangedNotification):
                 on_catalog_change("prompts")
+            elif isinstance(message, types.ResourceUpdatedNotification):
+                await relay.on_updated(str(message.params.uri))
             elif isinstance(message, Exception):
                 logger.warning("%s: transport error: %s", self.name, message)
-
-        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
-            logger.debug("%s log [%s]: %s", self.name, params.level, params.data)
 
         async with refresh_send, refresh_read, anyio.create_task_group() as tg:
             if self.child is not None:  # our stdio transport repairs as it reads: no extra hop
@@ -561,7 +601,14 @@ class Incarnation:
                 tg.start_soon(repairer.pump, read, repaired_send)
                 read, ended = repaired_read, repairer.ended
             async with ClientSession(
-                read, write, message_handler=on_message, logging_callback=on_log, client_info=CLIENT_INFO
+                read,
+                write,
+                message_handler=on_message,
+                logging_callback=relay.on_log,
+                sampling_callback=relay.on_sampling if relay.asks else None,
+                elicitation_callback=relay.on_elicitation if relay.asks else None,
+                list_roots_callback=relay.on_roots if relay.asks else None,
+                client_info=CLIENT_INFO,
             ) as session:
                 init = await session.initialize()
                 live = LiveSession(session, repairer, self.child, ended)

@@ -1,0 +1,187 @@
+"""What a tool server sends back during a call, relayed to the client whose call caused it.
+
+An exposed call (``gateway.exposeTools``) reaches its server through the loop's guards, which
+know nothing of MCP clients. So the gateway puts the downstream side of the call, a
+``CallerChannel``, in a context variable (``relaying_to``) around the call; the call's tasks
+inherit it, and ``ServerConnection.call`` registers it in its server's ``ServerRelay`` for as long
+as the call runs. A call the loop makes for ``agent_query`` carries no channel: nothing of it is
+relayed.
+
+- **Progress** has a token on the wire: the SDK hands each call's progress to that call's
+  callback, and the channel sends it to its client under the client's own token.
+- **Logs** (``notifications/message``) carry no request id on a 2025 server's wire, and the
+  session to a server is shared by every caller. A log is relayed only when it can be attributed
+  without leaking: to the calls in flight on that server when they all belong to ONE caller
+  (each of that caller's calls gets it once; the channel filters by the level its client set).
+  With calls of several callers in flight, or none, it goes to the gateway's own debug log only:
+  a caller never reads a log that may come from another caller's call, nor a log of a server it
+  has no call on.
+- **Requests** (``sampling/createMessage``, ``elicitation/create``, ``roots/list``) need one
+  answer, so they go to the caller only when exactly one call with a channel is in flight on
+  that server; otherwise the server gets an error that says why (never a hang). A client that did
+  not declare the capability gets the server the error ``-32021`` (missing required client
+  capability); the channel checks that.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp_types import INVALID_REQUEST
+
+logger = logging.getLogger(__name__)
+
+ServerAsk = types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest
+"""A request a server may send its client during a call."""
+ServerAnswer = (
+    types.CreateMessageResult
+    | types.CreateMessageResultWithTools
+    | types.ElicitResult
+    | types.ListRootsResult
+)
+
+
+class CallerChannel(Protocol):
+    """The downstream side of one relayed call: the client that made it.
+
+    ``caller`` names who made the call (calls of one caller may share a log); ``client`` names the
+    client connection (a log goes to each connection once). ``progress``, ``log`` and ``ask`` never
+    raise for what the client does: a failed send is dropped, a failed ask is an ``ErrorData``.
+    """
+
+    caller: str
+    client: object
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None: ...
+
+    async def ask(self, request: ServerAsk) -> ServerAnswer | types.ErrorData: ...
+
+
+_channel: ContextVar[CallerChannel | None] = ContextVar("mcp_agent_caller_channel", default=None)
+
+
+@contextmanager
+def relaying_to(channel: CallerChannel) -> Iterator[None]:
+    """Relay what the servers send during the calls made inside to ``channel``."""
+    token = _channel.set(channel)
+    try:
+        yield
+    finally:
+        _channel.reset(token)
+
+
+def current_channel() -> CallerChannel | None:
+    """The channel of the call being made, if it relays."""
+    return _channel.get()
+
+
+class ServerRelay:
+    """What one server sends back: the relayed calls in flight on it (``len``), the session
+    callbacks that reach them, and its ``notifications/resources/updated``.
+
+    One per ``ServerConnection``, shared by its incarnations; ``ClientSession`` gets ``on_log``,
+    and with ``asks`` ``on_sampling``, ``on_elicitation`` and ``on_roots``. ``updated`` (set by the hub) receives
+    ``(server, uri)`` of each resource update.
+    """
+
+    def __init__(self, server: str, *, asks: bool = False) -> None:
+        self.server = server
+        self.asks = asks
+        """Whether the server may ask (the gateway exposes the tools): only then does the session
+        declare sampling, elicitation and roots, so a server never asks what nobody could answer."""
+        self.updated: Callable[[str, str], Awaitable[None]] | None = None
+        self._calls: list[CallerChannel] = []
+
+    async def on_updated(self, uri: str) -> None:
+        if self.updated is not None:
+            await self.updated(self.server, uri)
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    @contextmanager
+    def calling(self, channel: CallerChannel | None) -> Iterator[None]:
+        """Count ``channel``'s call as in flight while inside (nothing when None)."""
+        if channel is None:
+            yield
+            return
+        self._calls.append(channel)
+        try:
+            yield
+        finally:
+            self._calls.remove(channel)
+
+    def log_readers(self) -> list[CallerChannel]:
+        """Who may read a log the server sends now: one channel per client connection, when every
+        call in flight is one caller's; else nobody."""
+        calls = list(self._calls)
+        if not calls or len({channel.caller for channel in calls}) != 1:
+            return []
+        readers: dict[int, CallerChannel] = {}
+        for channel in calls:
+            readers.setdefault(id(channel.client), channel)
+        return list(readers.values())
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        readers = self.log_readers()
+        if not readers:
+            logger.debug(
+                "%s log [%s] not relayed (%d calls in flight): %s",
+                self.server,
+                params.level,
+                len(self._calls),
+                params.data,
+            )
+            return
+        for channel in readers:
+            await channel.log(params)
+
+    async def _ask(self, request: ServerAsk) -> ServerAnswer | types.ErrorData:
+        calls = list(self._calls)
+        if len(calls) != 1:
+            why = (
+                "no call of a client that can answer is in flight"
+                if not calls
+                else f"{len(calls)} calls are in flight on this server and the request does not say which asked"
+            )
+            return types.ErrorData(
+                code=INVALID_REQUEST, message=f"the gateway cannot relay {request.method}: {why}"
+            )
+        return await calls[0].ask(request)
+
+    async def on_sampling(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        answer = await self._ask(types.CreateMessageRequest(params=params))
+        if isinstance(
+            answer, types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData
+        ):
+            return answer
+        return _wrong_answer(answer)
+
+    async def on_elicitation(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        answer = await self._ask(types.ElicitRequest(params=params))
+        if isinstance(answer, types.ElicitResult | types.ErrorData):
+            return answer
+        return _wrong_answer(answer)
+
+    async def on_roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
+        answer = await self._ask(types.ListRootsRequest())
+        if isinstance(answer, types.ListRootsResult | types.ErrorData):
+            return answer
+        return _wrong_answer(answer)
+
+
+def _wrong_answer(answer: object) -> types.ErrorData:
+    return types.ErrorData(
+        code=types.INTERNAL_ERROR, message=f"the client answered with {type(answer).__name__}"
+    )
