@@ -55,7 +55,7 @@ from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_
 from .query import QueryCalls, text_result
 from .relay import LogLevels, RequestChannel
 from .resumable import Streams
-from .tasks import Tasks
+from .tasks import ListenFn, Tasks
 
 logger = logging.getLogger(__name__)
 
@@ -408,6 +408,9 @@ def create_mcp_server(
         if service.gateway.expose_tools
         else None
     )  # with exposeTools only: the handlers are what makes the SDK declare the capabilities
+    listen: ListenFn = ListenHandler(tool.subscriptions)
+    if catalog is not None:
+        listen = catalog.listening(ListenHandler(tool.subscriptions))
     server = AgentMCPServer(
         "mcp-agent",
         version=__version__,
@@ -416,11 +419,7 @@ def create_mcp_server(
         get_tool_input_schema=tool.input_schema_of,
         on_list_tools=tool.list_tools,
         on_call_tool=tool.call_tool,
-        on_subscriptions_listen=(
-            catalog.listening(ListenHandler(tool.subscriptions))
-            if catalog
-            else ListenHandler(tool.subscriptions)
-        ),
+        on_subscriptions_listen=listen,
         on_list_resources=catalog.list_resources if catalog else None,
         on_list_resource_templates=catalog.list_resource_templates if catalog else None,
         on_read_resource=catalog.read_resource if catalog else None,
@@ -436,11 +435,11 @@ def create_mcp_server(
         # deprecated in 2026-07-28, and the 2025 era's clients are the ones that set a level
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, tool.log_levels.set_level)
     continue_http_traces(server)
-    serve_tasks(server, tool, ListenHandler(tool.subscriptions))
+    serve_tasks(server, tool, listen)
     return server, tool
 
 
-def serve_tasks(server: AgentMCPServer, tool: AgentQueryTool, listen: ListenHandler) -> None:
+def serve_tasks(server: AgentMCPServer, tool: AgentQueryTool, listen: ListenFn) -> None:
     """``agent_query`` as a task for clients that declare the Tasks extension (``tasks.py``): the
     extension declared in the capabilities, its methods, its ``tools/call`` interceptor and its
     ``subscriptions/listen`` (``listen`` serves the listens without ``taskIds``, as before)."""

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -54,7 +54,6 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.extension import Extension, MethodBinding
-from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import (
     SUBSCRIPTION_ID_META_KEY,
@@ -569,8 +568,15 @@ class Tasks(Extension):
 
         return unwatch
 
-    def listen_handler(self, inner: ListenHandler, bus: Any) -> TaskListen:
+    def listen_handler(self, inner: ListenFn, bus: Any) -> TaskListen:
         return TaskListen(self, inner, bus)
+
+
+ListenFn = Callable[
+    [ServerRequestContext[Any, Any], types.SubscriptionsListenRequestParams],
+    Awaitable[types.SubscriptionsListenResult],
+]
+"""A ``subscriptions/listen`` handler (the SDK's ``ListenHandler``, or one that wraps it)."""
 
 
 class TaskListen:
@@ -579,7 +585,7 @@ class TaskListen:
 
     MAX_BUFFERED = 1024
 
-    def __init__(self, tasks: Tasks, inner: ListenHandler, bus: Any) -> None:
+    def __init__(self, tasks: Tasks, inner: ListenFn, bus: Any) -> None:
         self.tasks = tasks
         self.inner = inner
         self.bus = bus
