@@ -44,12 +44,14 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.message import SessionMessage
-from mcp_types import INTERNAL_ERROR
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from ...config import RemoteServerConfig, StdioServerConfig
 from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartError
@@ -60,6 +62,7 @@ from ..presentation import ServerTool
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
+from .era import Handshake, handshake
 from .lists import CatalogKind, KnownLists
 from .session import (
     CLIENT_INFO,
@@ -100,6 +103,8 @@ class ServerConnection:
         startup_ms: how long its last successful start took (spawn to tools listed).
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
+        protocol_version: the protocol version it spoke at its last start, or as the tool cache
+            remembers it (None: not known; see ``era.py``).
     """
 
     def __init__(
@@ -136,6 +141,7 @@ class ServerConnection:
         self._queue = queue
         self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
         self._lists = KnownLists(name, config, cache)
+        self.protocol_version = self._lists.cached.protocol_version if self._lists.cached else None
         self._demand = Demand()
         self._changed = anyio.Event()
         if self._lists.cached is not None and self._start_mode != "wait":
@@ -256,13 +262,14 @@ class ServerConnection:
                     logger.error("tool server %s: gave up restarting: %s", self.name, reason)
                     return
                 self.restarts += 1
+                self.protocol_version = None  # a restart after a crash probes the era again
                 logger.warning("tool server %s; restarting in %g s", failure, restart_in)
                 self._set("restarting", reason)
                 await anyio.sleep(restart_in)
 
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
-        attempt = Incarnation(self.name, self.config, self._records)
+        attempt = Incarnation(self.name, self.config, self._records, known_version=self.protocol_version)
         tg.start_soon(self._incarnation, attempt)
         await attempt.until_ready(slot)
         return attempt
@@ -289,12 +296,13 @@ class ServerConnection:
         self,
         attempt: Incarnation,
         live: LiveSession,
-        init: types.InitializeResult,
+        init: Handshake,
         tasks: anyio.abc.TaskGroup,
         tools_changed: MemoryObjectReceiveStream[None],
     ) -> None:
         """The handshake is done: list the tools, then serve."""
         self.capabilities = init.capabilities
+        self.protocol_version = self._lists.protocol_version = init.protocol_version
         self.tools = await self._lists.list_tools(live, self.capabilities)
         self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
         self._live = live
@@ -433,15 +441,16 @@ Up = Callable[
     [
         "Incarnation",
         LiveSession,
-        types.InitializeResult,
+        Handshake,
         anyio.abc.TaskGroup,
         MemoryObjectReceiveStream[None],
     ],
     Awaitable[None],
 ]
-"""Called once the handshake is done: ``(incarnation, live, init, tasks, tools_changed)``; it
-lists the tools and may start tasks for the incarnation's life in ``tasks``; ``tools_changed``
-yields once for each ``notifications/tools/list_changed`` (coalesced)."""
+"""Called once the handshake is done: ``(incarnation, live, handshake, tasks, tools_changed)``;
+it lists the tools and may start tasks for the incarnation's life in ``tasks``; ``tools_changed``
+yields once for each ``notifications/tools/list_changed`` or, on 2026-07-28, each tools change
+its ``subscriptions/listen`` stream reports (coalesced)."""
 
 
 @dataclass
@@ -460,6 +469,7 @@ class Incarnation:
         started_at: ``time.perf_counter()`` at its start.
         scope: cancels it (and reaps its process).
         idle_stopped: stopped on purpose after ``idleSeconds`` without calls (a lazy server).
+        known_version: the protocol version the server spoke before (None: probe its era).
     """
 
     name: str
@@ -473,6 +483,7 @@ class Incarnation:
     started_at: float = field(default_factory=time.perf_counter)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     idle_stopped: bool = False
+    known_version: str | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -561,9 +572,16 @@ class Incarnation:
                 tg.start_soon(repairer.pump, read, repaired_send)
                 read, ended = repaired_read, repairer.ended
             async with ClientSession(
-                read, write, message_handler=on_message, logging_callback=on_log, client_info=CLIENT_INFO
+                read,
+                write,
+                message_handler=on_message,
+                logging_callback=on_log,
+                client_info=CLIENT_INFO,
+                log_level=upstream_log_level(),
             ) as session:
-                init = await session.initialize()
+                init = await self._handshake(session, repairer)
+                if init.modern:
+                    tg.start_soon(self._listen, session, init.capabilities, refresh_send, on_catalog_change)
                 live = LiveSession(session, repairer, self.child, ended)
                 await up(self, live, init, tg, refresh_read)
                 self.ready.set()
@@ -571,6 +589,85 @@ class Incarnation:
                 self.ended = await crash_error(self.name, self.child, None)
                 down(self)
             tg.cancel_scope.cancel()
+
+    async def _handshake(self, session: ClientSession, repairer: ResponseRepairer) -> Handshake:
+        """Settle the session's protocol era (``era.py``)."""
+        settled = await handshake(
+            session,
+            server=self.name,
+            protocol=self.config.protocol,
+            known=self.known_version,
+            probe_timeout=self.config.discover_timeout_seconds,
+        )
+        repairer.version = settled.protocol_version
+        logger.debug("%s: protocol %s (%s)", self.name, settled.protocol_version, settled.how)
+        return settled
+
+    async def _listen(
+        self,
+        session: ClientSession,
+        capabilities: types.ServerCapabilities,
+        tools_changed: MemoryObjectSendStream[None],
+        on_catalog_change: Callable[[CatalogKind], None],
+    ) -> None:
+        """On 2026-07-28 a server announces list changes only on a ``subscriptions/listen``
+        stream: hold one open for the lists it says change, feeding the same refresh as the
+        legacy notifications. A stream that drops is opened again (after 1, 2, 4... 30 s), and
+        the lists are refreshed then, since changes may have been missed meanwhile."""
+        tools = bool(capabilities.tools and capabilities.tools.list_changed)
+        prompts = bool(capabilities.prompts and capabilities.prompts.list_changed)
+        resources = bool(capabilities.resources and capabilities.resources.list_changed)
+        if not (tools or prompts or resources):
+            return
+
+        def refresh_tools() -> None:
+            with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                tools_changed.send_nowait(None)
+
+        lost = 0
+        while True:
+            try:
+                async with listen(
+                    session,
+                    tools_list_changed=tools,
+                    prompts_list_changed=prompts,
+                    resources_list_changed=resources,
+                ) as subscription:
+                    if lost:  # changes during the gap are unknown: refresh what is listened to
+                        if tools:
+                            refresh_tools()
+                        if resources:
+                            on_catalog_change("resources")
+                        if prompts:
+                            on_catalog_change("prompts")
+                    lost = 0
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            refresh_tools()
+                        elif isinstance(event, ResourcesListChanged):
+                            on_catalog_change("resources")
+                        elif isinstance(event, PromptsListChanged):
+                            on_catalog_change("prompts")
+                return  # the server closed the stream on purpose
+            except (SubscriptionLost, MCPError, TimeoutError) as exc:
+                if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+                    logger.info(
+                        "%s: subscriptions/listen refused: %s (list changes not followed)", self.name, exc
+                    )
+                    return
+                lost += 1
+                delay = min(30.0, 2.0 ** (lost - 1))
+                logger.info("%s: subscriptions/listen lost (%s); again in %g s", self.name, exc, delay)
+                await anyio.sleep(delay)
+            except ListenNotSupportedError:
+                return
+
+
+def upstream_log_level() -> types.LoggingLevel:
+    """The ``io.modelcontextprotocol/logLevel`` asked of 2026-07-28 servers (which send no log
+    otherwise): what this module's logger shows, ``debug`` or ``warning``. Handshake-era servers
+    send what they like, as before."""
+    return "debug" if logger.isEnabledFor(logging.DEBUG) else "warning"
 
 
 # ------------------------------------------------------------------- transports
