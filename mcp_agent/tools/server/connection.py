@@ -683,7 +683,8 @@ def upstream_log_level() -> types.LoggingLevel:
 # - Streamable HTTP: each SSE event is capped at ``maxMessageBytes`` (the SDK's
 #   ``max_sse_event_size``, 1 MiB by default); a bigger one fails only its call ("SSE stream
 #   failed: ... byte limit"), the connection stays up. A plain ``application/json`` response body
-#   (a server in ``json_response`` mode) is read whole by the SDK: **not capped**.
+#   (a server in ``json_response`` mode, and every 2026-07-28 server) is capped the same way by
+#   ``_cap_json_body``: reading past the limit fails its request, the connection stays up.
 # - SSE (the older transport): the SDK caps every event at 1 MiB whatever the config says, and a
 #   bigger one ends the connection (the server is then restarted like a crashed one).
 # - The SDK validates a remote message whole before our repair filter sees it (pydantic, about
@@ -712,6 +713,43 @@ def _traced_http_client(
         auth=auth,
         event_hooks={"request": [_trace_headers]},
     )
+
+
+class MessageTooLarge(httpx2.StreamError):
+    """A JSON response body past ``maxMessageBytes``. The SDK's JSON handler turns a stream error
+    into a JSON-RPC error answering the request (``PARSE_ERROR``); ``session.call_tool_on``
+    names the config key."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    """A response body that fails once more than ``limit`` bytes were read."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._limit:
+                raise MessageTooLarge(f"response body exceeded the {self._limit} byte limit.")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _cap_json_body(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A response hook: an ``application/json`` body is read at most ``limit`` bytes far (an
+    SSE stream is capped per event by the SDK, and may be long-lived)."""
+
+    async def cap(response: httpx2.Response) -> None:
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            stream = response.stream
+            if isinstance(stream, httpx2.AsyncByteStream):
+                response.stream = _CappedBody(stream, limit)
+
+    return cap
 
 
 class ReadStream(Protocol[T_co]):
@@ -771,12 +809,16 @@ async def open_server_transport(
             yield read, write
     else:
         timeout = httpx2.Timeout(30, read=300)
+        limit = config.max_message_bytes
         async with (
             httpx2.AsyncClient(
                 headers=dict(config.headers),
                 timeout=timeout,
                 follow_redirects=True,
-                event_hooks={"request": [_trace_headers]},
+                event_hooks={
+                    "request": [_trace_headers],
+                    "response": [_cap_json_body(limit)] if limit else [],
+                },
             ) as http,
             streamable_http_client(
                 config.url, http_client=http, max_sse_event_size=config.max_message_bytes or None

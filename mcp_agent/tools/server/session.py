@@ -26,7 +26,7 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TIMEOUT
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -166,9 +166,9 @@ async def call_tool_on(
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             return failed(f"tool {shown} timed out after {timeout:g} s")
-        if exc.code == CONNECTION_CLOSED and live.child is None and not live.ended.is_set():
-            # a remote server's response stream failed, not its connection (an SSE event over
-            # maxMessageBytes: "SSE stream failed: Server-sent event exceeded the N byte limit.")
+        if exc.code in (CONNECTION_CLOSED, PARSE_ERROR) and live.child is None and not live.ended.is_set():
+            # a remote server's response stream failed, not its connection (an SSE event or a
+            # JSON body over maxMessageBytes: "... exceeded the N byte limit.")
             hint = f" (mcpServers.{server}.maxMessageBytes)" if "byte limit" in exc.message else ""
             return failed(f"tool {shown} failed: server {server}: {exc.message}{hint}")
         if exc.code == CONNECTION_CLOSED:
