@@ -205,9 +205,11 @@ class AgentQueryTool:
                 annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
             )
         ]
-        if service.gateway.expose_tools:
+        if service.gateway.expose_tools:  # by name: the same list in the same order (prompt caches)
             tools.extend(
-                exposed_tool(spec, warned=self._schema_warnings) for spec in specs if spec.name != TOOL_NAME
+                exposed_tool(spec, warned=self._schema_warnings)
+                for spec in sorted(specs, key=lambda spec: spec.name)
+                if spec.name != TOOL_NAME
             )
         return tools
 
@@ -215,7 +217,10 @@ class AgentQueryTool:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
-        return types.ListToolsResult(tools=self.tool_list())
+        # Caching hints (2026-07-28): not cacheable (ttlMs 0), since the list changes whenever a
+        # tool server starts, fails or lists anew (clients are told by list_changed or listen),
+        # and private: each caller is its own auth context, and a private answer never crosses it.
+        return types.ListToolsResult(tools=self.tool_list(), ttl_ms=0, cache_scope="private")
 
     # ---------------------------------------------------------------- tools/call
 
