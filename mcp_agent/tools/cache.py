@@ -332,6 +332,7 @@ def cached_listing(
     not disabled has no usable cached list."""
     tools: list[ServerTool] = []
     disabled: set[str] = set()
+    versions: dict[str, str | None] = {}
     for name, config in servers.items():
         if config.disabled:
             disabled.add(name)
@@ -340,6 +341,7 @@ def cached_listing(
         if cached is None:
             return None
         tools += cached_tools(name, config, cached.tools)
+        versions[name] = cached.protocol_version
     specs, _, _ = exposed_specs(tools, servers)
     counts: dict[str, int] = {}
     for spec in specs:
@@ -348,7 +350,12 @@ def cached_listing(
         ServerStatus(name=name, status="disabled", lazy=config.lazy)
         if name in disabled
         else ServerStatus(
-            name=name, status="idle", tool_count=counts.get(name, 0), from_cache=True, lazy=config.lazy
+            name=name,
+            status="idle",
+            tool_count=counts.get(name, 0),
+            from_cache=True,
+            lazy=config.lazy,
+            protocol_version=versions.get(name),
         )
         for name, config in servers.items()
     ]

@@ -15,7 +15,6 @@ MCPServer's tools: ``echo``; ``grow`` (adds a tool named ``name`` and announces 
 eras); ``ask`` (answers ``input_required`` with one elicitation: for 2026-07-28 clients); ``wire`` (over HTTP: every POST's routing headers and ``_meta`` keys so far).
 """
 
-
 import contextlib
 import json
 import os

@@ -86,6 +86,14 @@ async def test_a_2026_server_over_stdio_is_spoken_to_in_2026() -> None:
         assert (result.text, result.is_error) == ("hi", False)
 
 
+async def test_a_2026_server_too_slow_for_the_probe_is_still_spoken_to_in_2026() -> None:
+    # the probe times out while the server starts; it answers it late and takes the era of the
+    # probe, so it refuses the initialize that followed (-32022): one more probe settles 2026
+    async with running(eras("modern", discover_timeout_seconds=0.001)) as connection:
+        assert (connection.state, connection.protocol_version) == ("up", MODERN), connection.error
+        assert (await connection.call("echo", {"text": "slow"})).text == "slow"
+
+
 async def test_a_server_that_rejects_discover_gets_initialize(tmp_path: Path) -> None:
     log = tmp_path / "methods"
     async with running(eras("reject", log)) as connection:
