@@ -213,7 +213,8 @@ async def test_a_legacy_connection_over_http_sends_no_2026_envelope(wire: Wire) 
         assert connection.protocol_version == LEGACY
         await connection.call("echo", {"text": "x"})
     call = next(post for post in wire.posts if post["method"] == "tools/call")
-    assert "mcp-method" not in call["headers"] and call["meta"] == []
+    assert "mcp-method" not in call["headers"]
+    assert not [key for key in call["meta"] if key.startswith("io.modelcontextprotocol/")]
 
 
 # ---------------------------------------------------------------------- config
@@ -230,3 +231,21 @@ def test_protocol_and_discover_timeout_are_read_and_checked() -> None:
         parse_config({"mcpServers": {"a": {"command": "x", "protocol": "2025-11-25"}}})
     with pytest.raises(ConfigError, match=r"mcpServers\.a\.discoverTimeoutSeconds"):
         parse_config({"mcpServers": {"a": {"command": "x", "discoverTimeoutSeconds": 0}}})
+
+
+async def test_a_listen_stream_that_ends_is_opened_again_and_the_tools_listed_anew(tmp_path: Path) -> None:
+    log = tmp_path / "methods"
+    config = StdioServerConfig(
+        command=sys.executable, args=[str(SERVERS / "modern_raw.py")], env={"ERA_LOG": str(log)}
+    )
+    async with running(config) as connection:
+        # listed although the server left out the ttlMs, cacheScope and resultType 2026 requires
+        assert (connection.protocol_version, names(connection)) == (MODERN, ["add", "drop"])
+        await until(lambda: "subscriptions/listen" in log.read_text().split())
+        await connection.call("add", {"name": "loud"})
+        await until(lambda: "loud" in names(connection))
+        await connection.call("add", {"name": "quiet", "quiet": True})  # announced to no one
+        assert "quiet" not in names(connection)
+        await connection.call("drop", {})  # the stream ends: listen again, and list again
+        await until(lambda: "quiet" in names(connection))
+        assert log.read_text().split().count("subscriptions/listen") == 2

@@ -44,14 +44,12 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp import ClientSession, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
 from mcp.shared.message import SessionMessage
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR
+from mcp_types import INTERNAL_ERROR
 
 from ...config import RemoteServerConfig, StdioServerConfig
 from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartError
@@ -62,7 +60,7 @@ from ..presentation import ServerTool
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
-from .era import Handshake, handshake
+from .era import Handshake, follow_list_changes, handshake, upstream_log_level
 from .lists import CatalogKind, KnownLists
 from .session import (
     CLIENT_INFO,
@@ -581,7 +579,19 @@ class Incarnation:
             ) as session:
                 init = await self._handshake(session, repairer)
                 if init.modern:
-                    tg.start_soon(self._listen, session, init.capabilities, refresh_send, on_catalog_change)
+
+                    def refresh_tools() -> None:
+                        with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                            refresh_send.send_nowait(None)
+
+                    tg.start_soon(
+                        follow_list_changes,
+                        session,
+                        init.capabilities,
+                        self.name,
+                        refresh_tools,
+                        on_catalog_change,
+                    )
                 live = LiveSession(session, repairer, self.child, ended)
                 await up(self, live, init, tg, refresh_read)
                 self.ready.set()
@@ -602,72 +612,6 @@ class Incarnation:
         repairer.version = settled.protocol_version
         logger.debug("%s: protocol %s (%s)", self.name, settled.protocol_version, settled.how)
         return settled
-
-    async def _listen(
-        self,
-        session: ClientSession,
-        capabilities: types.ServerCapabilities,
-        tools_changed: MemoryObjectSendStream[None],
-        on_catalog_change: Callable[[CatalogKind], None],
-    ) -> None:
-        """On 2026-07-28 a server announces list changes only on a ``subscriptions/listen``
-        stream: hold one open for the lists it says change, feeding the same refresh as the
-        legacy notifications. A stream that drops is opened again (after 1, 2, 4... 30 s), and
-        the lists are refreshed then, since changes may have been missed meanwhile."""
-        tools = bool(capabilities.tools and capabilities.tools.list_changed)
-        prompts = bool(capabilities.prompts and capabilities.prompts.list_changed)
-        resources = bool(capabilities.resources and capabilities.resources.list_changed)
-        if not (tools or prompts or resources):
-            return
-
-        def refresh_tools() -> None:
-            with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
-                tools_changed.send_nowait(None)
-
-        lost = 0
-        while True:
-            try:
-                async with listen(
-                    session,
-                    tools_list_changed=tools,
-                    prompts_list_changed=prompts,
-                    resources_list_changed=resources,
-                ) as subscription:
-                    if lost:  # changes during the gap are unknown: refresh what is listened to
-                        if tools:
-                            refresh_tools()
-                        if resources:
-                            on_catalog_change("resources")
-                        if prompts:
-                            on_catalog_change("prompts")
-                    lost = 0
-                    async for event in subscription:
-                        if isinstance(event, ToolsListChanged):
-                            refresh_tools()
-                        elif isinstance(event, ResourcesListChanged):
-                            on_catalog_change("resources")
-                        elif isinstance(event, PromptsListChanged):
-                            on_catalog_change("prompts")
-                return  # the server closed the stream on purpose
-            except (SubscriptionLost, MCPError, TimeoutError) as exc:
-                if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
-                    logger.info(
-                        "%s: subscriptions/listen refused: %s (list changes not followed)", self.name, exc
-                    )
-                    return
-                lost += 1
-                delay = min(30.0, 2.0 ** (lost - 1))
-                logger.info("%s: subscriptions/listen lost (%s); again in %g s", self.name, exc, delay)
-                await anyio.sleep(delay)
-            except ListenNotSupportedError:
-                return
-
-
-def upstream_log_level() -> types.LoggingLevel:
-    """The ``io.modelcontextprotocol/logLevel`` asked of 2026-07-28 servers (which send no log
-    otherwise): what this module's logger shows, ``debug`` or ``warning``. Handshake-era servers
-    send what they like, as before."""
-    return "debug" if logger.isEnabledFor(logging.DEBUG) else "warning"
 
 
 # ------------------------------------------------------------------- transports

@@ -21,22 +21,31 @@ Once a server's era is known (``known``: from its last start in this process, or
 cache, ``cache.py``), a handshake-era server is sent ``initialize`` at once, with no probe. A
 2026-07-28 server is still sent ``server/discover`` (its answer carries the capabilities), and
 still falls back if it no longer answers it. A restart after a crash forgets the era and probes.
+
+Once 2026-07-28 is settled, a server announces list changes only on a ``subscriptions/listen``
+stream (``follow_list_changes``), sends logs only when asked for a level (``upstream_log_level``),
+and can no longer send requests to the client (a call it needs input for answers
+``input_required``: ``session.call_tool_on``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ...exceptions import ToolServerStartError
+from .lists import CatalogKind
 
 logger = logging.getLogger(__name__)
 
@@ -183,3 +192,77 @@ async def handshake(
         return await _initialize(session, found)
     session.adopt(found)
     return _settled(session, "discover")
+
+
+MAX_LISTEN_DELAY = 30.0
+"""The longest wait before a ``subscriptions/listen`` stream that ended is opened again."""
+
+
+async def follow_list_changes(
+    session: ClientSession,
+    capabilities: types.ServerCapabilities,
+    server: str,
+    on_tools: Callable[[], None],
+    on_catalog: Callable[[CatalogKind], None],
+) -> None:
+    """Hold a ``subscriptions/listen`` stream open on a 2026-07-28 ``session`` for the lists the
+    server says change (its ``listChanged`` capabilities), and call ``on_tools`` or
+    ``on_catalog`` for each change it reports: the same refresh the handshake era's
+    ``list_changed`` notifications feed.
+
+    A stream that ends (the server closed it, or it dropped) is opened again after 1, 2, 4...
+    ``MAX_LISTEN_DELAY`` seconds, and every list it follows is refreshed then: changes may have
+    been missed meanwhile. A server that refuses ``subscriptions/listen`` is not asked again.
+    Runs until cancelled (the session's end).
+    """
+    tools = bool(capabilities.tools and capabilities.tools.list_changed)
+    prompts = bool(capabilities.prompts and capabilities.prompts.list_changed)
+    resources = bool(capabilities.resources and capabilities.resources.list_changed)
+    if not (tools or prompts or resources):
+        return
+    ended = 0
+    while True:
+        try:
+            async with listen(
+                session,
+                tools_list_changed=tools,
+                prompts_list_changed=prompts,
+                resources_list_changed=resources,
+            ) as subscription:
+                if ended:  # what changed while no stream was open is unknown: list it all again
+                    if tools:
+                        on_tools()
+                    if resources:
+                        on_catalog("resources")
+                    if prompts:
+                        on_catalog("prompts")
+                async for event in subscription:
+                    ended = 0
+                    if isinstance(event, ToolsListChanged):
+                        on_tools()
+                    elif isinstance(event, ResourcesListChanged):
+                        on_catalog("resources")
+                    elif isinstance(event, PromptsListChanged):
+                        on_catalog("prompts")
+            reason = "the server closed it"
+        except ListenNotSupportedError:
+            return
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                logger.info("%s: subscriptions/listen refused: %s (list changes not followed)", server, exc)
+                return
+            reason = str(exc)
+        except (SubscriptionLost, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+        ended += 1
+        delay = min(MAX_LISTEN_DELAY, 2.0 ** (ended - 1))
+        logger.info("%s: subscriptions/listen ended (%s); listening again in %g s", server, reason, delay)
+        await anyio.sleep(delay)
+
+
+def upstream_log_level() -> types.LoggingLevel:
+    """The ``io.modelcontextprotocol/logLevel`` asked of 2026-07-28 servers (which send no log
+    otherwise): what the connection's logger shows, ``debug`` or ``warning``. Handshake-era
+    servers send what they like, as before."""
+    shown = logging.getLogger(__name__.rpartition(".")[0] + ".connection")
+    return "debug" if shown.isEnabledFor(logging.DEBUG) else "warning"
