@@ -130,6 +130,7 @@ def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> N
             "tool_count": 2,
             "startup_ms": None,
             "from_cache": True,
+            "protocol_version": "2026-07-28",  # the era it spoke at its start, cached
         },
         {
             "name": "off",
@@ -138,6 +139,7 @@ def test_tools_on_a_warm_cache_loads_no_mcp_sdk_nor_the_hub(tmp_path: Path) -> N
             "tool_count": 0,
             "startup_ms": None,
             "from_cache": False,
+            "protocol_version": None,
         },
     ]
     assert not [name for name in loaded if name.split(".")[0] in ("mcp", "mcp_types")]

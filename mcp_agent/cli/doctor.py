@@ -185,8 +185,10 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
                 took = f" in {status.startup_ms:.0f} ms" if status.startup_ms is not None else ""
                 junk = f", {status.junk_lines} junk lines on stdout" if status.junk_lines else ""
                 cache = f" ({status.cache_note})" if status.cache_note else ""
+                era = f", protocol {status.protocol_version}" if status.protocol_version else ""
                 report.line(
-                    "ok", f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{junk}{cache}"
+                    "ok",
+                    f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{era}{junk}{cache}",
                 )
             elif status.status == "disabled":
                 report.line("ok", f"server {status.name}: disabled in config")

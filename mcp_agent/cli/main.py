@@ -282,6 +282,7 @@ def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) ->
                 "tool_count": status.tool_count,
                 "startup_ms": None if status.startup_ms is None else round(status.startup_ms, 1),
                 "from_cache": status.from_cache,
+                "protocol_version": status.protocol_version,
             }
             for status in statuses
         ],

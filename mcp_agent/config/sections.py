@@ -267,6 +267,15 @@ class _ServerBase(ConfigModel):
     start"); without a cached list it starts at once to learn it. Stopped after ``idleSeconds``."""
     idle_seconds: float = Field(default=600, ge=0)
     """A lazy server is stopped after this many seconds without calls (0 = never)."""
+    protocol: Literal["auto", "legacy", "2026-07-28"] = "auto"
+    """The protocol era spoken to the server: ``auto`` probes with ``server/discover`` and falls
+    back to ``initialize``; ``legacy`` always sends ``initialize``; ``2026-07-28`` only
+    ``server/discover`` (a server that does not answer it fails its start). See
+    ``tools/server/era.py``."""
+    discover_timeout_seconds: float = Field(default=2, gt=0)
+    """How long the ``auto`` probe waits for ``server/discover`` before falling back to
+    ``initialize`` (a server that ignores unknown requests costs this once; its era is then
+    cached)."""
 
 
 class StdioServerConfig(_ServerBase):

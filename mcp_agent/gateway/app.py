@@ -47,7 +47,13 @@ from .mcp.quiet_logs import LateErrorGuard
 from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .mcp.server import AgentMCPServer, create_mcp_server
 from .mcp.sessions import McpSessionLimits
-from .middleware import BodyLimitMiddleware, DrainMiddleware, SecretsMiddleware, UniqueRequestIds
+from .middleware import (
+    BodyLimitMiddleware,
+    DrainMiddleware,
+    EnvelopeHeaders,
+    SecretsMiddleware,
+    UniqueRequestIds,
+)
 from .rest import RestAPI, error_response
 from .security import CORSMiddleware, HostOriginMiddleware, host_rules
 from .service import AgentFactory, GatewayService, describe
@@ -187,7 +193,9 @@ class GatewayApp:
                 "/mcp",
                 limit_http(
                     LateErrorGuard(
-                        UniqueRequestIds(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager)))
+                        UniqueRequestIds(
+                            EnvelopeHeaders(WatchDisconnect(StreamableHTTPASGIApp(self.session_manager)))
+                        )
                     )
                 ),
                 methods=["GET", "POST", "DELETE"],

@@ -4,7 +4,7 @@
 first: ``DrainMiddleware`` (tracks requests, ends them at shutdown), ``SecretsMiddleware``
 (known secret values masked in every response), ``HostOriginMiddleware`` and ``CORSMiddleware``
 (``security.py``), ``CallerAuthMiddleware`` (``callers.py``), ``BodyLimitMiddleware`` (413),
-and in front of the Streamable HTTP app ``UniqueRequestIds``. Every refusal is the JSON error
+and in front of the Streamable HTTP app ``UniqueRequestIds`` and ``EnvelopeHeaders``. Every refusal is the JSON error
 ``{"error": {"message", "type"}}`` of ``send_error`` (REST answers with the same body).
 
 """
@@ -20,6 +20,9 @@ from typing import Any
 
 import anyio
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PROTOCOL_VERSION_HEADER, classify_inbound_request
+from mcp_types import HEADER_MISMATCH, PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -390,3 +393,66 @@ async def _refuse(send: Send, request_id: str) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+# The routing headers of a 2026-07-28 request (``mcp-2026-07-28.md`` B8): ``MCP-Protocol-Version``,
+# ``Mcp-Method`` and ``Mcp-Name`` must agree with the body, else ``-32020`` HeaderMismatch, HTTP 400.
+#
+# The SDK's server checks them (``mcp.shared.inbound.classify_inbound_request``) for every request
+# it routes to its 2026-07-28 path, but it routes by the ``MCP-Protocol-Version`` header alone: a
+# request whose envelope (``params._meta``) names 2026-07-28 while its header is missing or names
+# a handshake-era version goes to the handshake path, which answers "Missing session ID". This
+# gives such a request the SDK's own verdict instead: the header does not match the envelope.
+# Only session-less POSTs whose header does not already route them to the 2026 path are read.
+def envelope_header_mismatch(body: bytes, headers: Mapping[str, str]) -> dict[str, Any] | None:
+    """The JSON-RPC error answering a request whose envelope names a 2026-07-28-era version that
+    its routing headers (lower-case names) contradict; None for any other body (pure)."""
+    try:
+        message: Any = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str) or version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    verdict = classify_inbound_request(message, headers=headers)
+    if getattr(verdict, "code", None) != HEADER_MISMATCH:
+        return None
+    request_id = message.get("id")
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id if isinstance(request_id, str | int) else None,
+        "error": {"code": HEADER_MISMATCH, "message": getattr(verdict, "message", "header mismatch")},
+    }
+
+
+class EnvelopeHeaders:
+    """Answers ``-32020`` (HTTP 400) to a 2026-07-28 request whose headers route it to the
+    handshake-era path (see above)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        modern_route = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+        if modern_route or headers.get(MCP_SESSION_ID_HEADER) is not None:
+            await self.app(scope, receive, send)
+            return
+        body, replay = await _buffered(receive)
+        error = envelope_header_mismatch(body, {key.lower(): value for key, value in headers.items()})
+        if error is None:
+            await self.app(scope, replay, send)
+            return
+        payload = json.dumps(error).encode()
+        status = ERROR_CODE_HTTP_STATUS.get(HEADER_MISMATCH, 400)
+        raw = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": payload})

@@ -10,7 +10,8 @@ The same entry holds the server's resources, resource templates and prompts when
 them (listed after its start, see ``server/lists.py``), so the gateway can list those too while the
 server starts. Each is absent when it is not known: the server does not offer it, has not
 listed it yet, or has more than ``MAX_CACHED_ENTRIES`` of it (such a list is asked of the server
-once it is up, as without a cache).
+once it is up, as without a cache). It also holds the protocol version the server spoke (its
+era: a handshake-era server is not probed with ``server/discover`` at its next start).
 
 The key is a hash of everything that can change what the server lists: its command, args, cwd,
 env names and values, url, transport and headers, its ``allowTools``/``denyTools``, and what the
@@ -94,6 +95,9 @@ class CachedList:
         resources: its resources, or None when not known (see the module docstring).
         resource_templates: its resource templates, or None when not known.
         prompts: its prompts, or None when not known.
+        protocol_version: the protocol version it spoke when it listed them (its era, so that
+            the next start skips the probe of a handshake-era server: ``server/era.py``), or
+            None when not known.
     """
 
     tools: tuple[JSONObject, ...]
@@ -101,6 +105,7 @@ class CachedList:
     resources: tuple[JSONObject, ...] | None = None
     resource_templates: tuple[JSONObject, ...] | None = None
     prompts: tuple[JSONObject, ...] | None = None
+    protocol_version: str | None = None
 
 
 def _entries(data: dict[str, Any], wire: str, key: str) -> tuple[JSONObject, ...] | None:
@@ -258,12 +263,15 @@ class ToolCache:
             if not isinstance(capabilities, dict):
                 raise ValueError("'capabilities' is not an object")
             catalog = {field: _entries(data, wire, key) for field, wire, key in _CATALOG_FIELDS}
+            version = data.get("protocolVersion")
+            if version is not None and not isinstance(version, str):
+                raise ValueError("'protocolVersion' is not a string")
         except (ValueError, KeyError, TypeError) as exc:  # (a UnicodeDecodeError is a ValueError)
             logger.warning("tool cache: ignoring corrupt file %s: %s", path, exc)
             return None
         if data.get("key") != cache_key(config):
             return None  # the configuration (or the script) changed since
-        return CachedList(tuple(tools), capabilities, **catalog)
+        return CachedList(tuple(tools), capabilities, **catalog, protocol_version=version)
 
     def save(self, server: str, config: StdioServerConfig | RemoteServerConfig, listed: CachedList) -> bool:
         """Write the lists ``server`` just gave; returns whether they were written.
@@ -278,6 +286,8 @@ class ToolCache:
             "capabilities": listed.capabilities,
             "tools": list(listed.tools),
         }
+        if listed.protocol_version is not None:
+            data["protocolVersion"] = listed.protocol_version
         for field, wire, _ in _CATALOG_FIELDS:
             entries = getattr(listed, field)
             if entries is not None:
@@ -322,6 +332,7 @@ def cached_listing(
     not disabled has no usable cached list."""
     tools: list[ServerTool] = []
     disabled: set[str] = set()
+    versions: dict[str, str | None] = {}
     for name, config in servers.items():
         if config.disabled:
             disabled.add(name)
@@ -330,6 +341,7 @@ def cached_listing(
         if cached is None:
             return None
         tools += cached_tools(name, config, cached.tools)
+        versions[name] = cached.protocol_version
     specs, _, _ = exposed_specs(tools, servers)
     counts: dict[str, int] = {}
     for spec in specs:
@@ -338,7 +350,12 @@ def cached_listing(
         ServerStatus(name=name, status="disabled", lazy=config.lazy)
         if name in disabled
         else ServerStatus(
-            name=name, status="idle", tool_count=counts.get(name, 0), from_cache=True, lazy=config.lazy
+            name=name,
+            status="idle",
+            tool_count=counts.get(name, 0),
+            from_cache=True,
+            lazy=config.lazy,
+            protocol_version=versions.get(name),
         )
         for name, config in servers.items()
     ]

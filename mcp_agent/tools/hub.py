@@ -274,6 +274,7 @@ class ToolHub:
                 from_cache=c.lists.from_cache,
                 lazy=c.config.lazy,
                 cache_note=c.lists.cache_note,
+                protocol_version=c.protocol_version,
             )
             for c in self._connections.values()
         ]

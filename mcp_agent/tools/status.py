@@ -29,6 +29,8 @@ class ServerStatus:
         lazy: it starts on its first call and stops when idle (``lazy`` in agent.json).
         cache_note: how its cached list compared with the one it listed (None: no cache, or not
             listed yet).
+        protocol_version: the MCP protocol version it spoke at its last start, or as the tool
+            cache remembers it (None: not known).
     """
 
     name: str
@@ -42,6 +44,7 @@ class ServerStatus:
     from_cache: bool = False
     lazy: bool = False
     cache_note: str | None = None
+    protocol_version: str | None = None
 
     def to_dict(self) -> JSONObject:
         return {
@@ -53,4 +56,5 @@ class ServerStatus:
             "restarts": self.restarts,
             "junk_lines": self.junk_lines,
             "from_cache": self.from_cache,
+            "protocol_version": self.protocol_version,
         }

@@ -234,6 +234,7 @@ def test_tools_and_doctor_say_which_lists_came_from_the_cache(tmp_path, model):
     path = write_config(tmp_path, model)
     first = json.loads(run_cli("tools", "--json", "--config", str(path)).stdout)
     assert first["servers"][0]["from_cache"] is False and first["servers"][0]["status"] == "up"
+    assert first["servers"][0]["protocol_version"] == "2026-07-28"  # echo.py speaks both eras
     again = run_cli("tools", "--config", str(path))
     assert again.returncode == 0, again.stderr
     assert "echo: 2 tools from cache (not started" in again.stdout
@@ -243,6 +244,7 @@ def test_tools_and_doctor_say_which_lists_came_from_the_cache(tmp_path, model):
     model.handler = _models
     doctor = run_cli("doctor", "--config", str(path))
     assert "server echo (stdio): up" in doctor.stdout and "(the cached list was up to date)" in doctor.stdout
+    assert "2 tools, protocol 2026-07-28" in doctor.stdout
 
 
 def test_query_answers_on_stdout_with_progress_on_stderr(tmp_path, model):

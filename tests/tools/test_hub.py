@@ -365,6 +365,7 @@ async def test_servers_from_agent_config_and_the_tool_source_protocol(tmp_path: 
             "restarts",
             "junk_lines",
             "from_cache",
+            "protocol_version",
         }
 
 

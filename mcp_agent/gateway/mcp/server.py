@@ -248,8 +248,12 @@ class AgentQueryTool:
                 annotations=types.ToolAnnotations(read_only_hint=False, open_world_hint=True),
             )
         ]
-        if service.gateway.expose_tools:
-            tools.extend(self._exposed_tool(spec) for spec in specs if spec.name != TOOL_NAME)
+        if service.gateway.expose_tools:  # by name: the same list in the same order (prompt caches)
+            tools.extend(
+                self._exposed_tool(spec)
+                for spec in sorted(specs, key=lambda spec: spec.name)
+                if spec.name != TOOL_NAME
+            )
         return tools
 
     def _exposed_tool(self, spec: ToolSpec) -> types.Tool:
@@ -283,7 +287,10 @@ class AgentQueryTool:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
-        return types.ListToolsResult(tools=self.tool_list())
+        # Caching hints (2026-07-28): not cacheable (ttlMs 0), since the list changes whenever a
+        # tool server starts, fails or lists anew (clients are told by list_changed or listen),
+        # and private: each caller is its own auth context, and a private answer never crosses it.
+        return types.ListToolsResult(tools=self.tool_list(), ttl_ms=0, cache_scope="private")
 
     # ---------------------------------------------------------------- tools/call
 

@@ -64,6 +64,7 @@ from ..relay import ServerRelay, current_channel
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
+from .era import Handshake, follow_list_changes, handshake, upstream_log_level
 from .lists import CatalogKind, KnownLists
 from .session import (
     CLIENT_INFO,
@@ -108,6 +109,8 @@ class ServerConnection:
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
         relay: relays what the server sends during exposed calls (``tools/relay.py``).
+        protocol_version: the protocol version it spoke at its last start, or as the tool cache
+            remembers it (None: not known; see ``era.py``).
     """
 
     def __init__(
@@ -147,6 +150,7 @@ class ServerConnection:
         self._queue = queue
         self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
         self._lists = KnownLists(name, config, cache)
+        self.protocol_version = self._lists.cached.protocol_version if self._lists.cached else None
         self._demand = Demand()
         self._changed = anyio.Event()
         if self._lists.cached is not None and self._start_mode != "wait":
@@ -267,13 +271,16 @@ class ServerConnection:
                     logger.error("tool server %s: gave up restarting: %s", self.name, reason)
                     return
                 self.restarts += 1
+                self.protocol_version = None  # a restart after a crash probes the era again
                 logger.warning("tool server %s; restarting in %g s", failure, restart_in)
                 self._set("restarting", reason)
                 await anyio.sleep(restart_in)
 
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
-        attempt = Incarnation(self.name, self.config, self._records, relay=self.relay)
+        attempt = Incarnation(
+            self.name, self.config, self._records, relay=self.relay, known_version=self.protocol_version
+        )
         tg.start_soon(self._incarnation, attempt)
         await attempt.until_ready(slot)
         return attempt
@@ -300,12 +307,13 @@ class ServerConnection:
         self,
         attempt: Incarnation,
         live: LiveSession,
-        init: types.InitializeResult,
+        init: Handshake,
         tasks: anyio.abc.TaskGroup,
         tools_changed: MemoryObjectReceiveStream[None],
     ) -> None:
         """The handshake is done: list the tools, then serve."""
         self.capabilities = init.capabilities
+        self.protocol_version = self._lists.protocol_version = init.protocol_version
         self.tools = await self._lists.list_tools(live, self.capabilities)
         self.startup_ms = round((time.perf_counter() - attempt.started_at) * 1000, 1)
         self._live = live
@@ -472,15 +480,16 @@ Up = Callable[
     [
         "Incarnation",
         LiveSession,
-        types.InitializeResult,
+        Handshake,
         anyio.abc.TaskGroup,
         MemoryObjectReceiveStream[None],
     ],
     Awaitable[None],
 ]
-"""Called once the handshake is done: ``(incarnation, live, init, tasks, tools_changed)``; it
-lists the tools and may start tasks for the incarnation's life in ``tasks``; ``tools_changed``
-yields once for each ``notifications/tools/list_changed`` (coalesced)."""
+"""Called once the handshake is done: ``(incarnation, live, handshake, tasks, tools_changed)``;
+it lists the tools and may start tasks for the incarnation's life in ``tasks``; ``tools_changed``
+yields once for each ``notifications/tools/list_changed`` or, on 2026-07-28, each tools change
+its ``subscriptions/listen`` stream reports (coalesced)."""
 
 
 @dataclass
@@ -499,6 +508,7 @@ class Incarnation:
         started_at: ``time.perf_counter()`` at its start.
         scope: cancels it (and reaps its process).
         idle_stopped: stopped on purpose after ``idleSeconds`` without calls (a lazy server).
+        known_version: the protocol version the server spoke before (None: probe its era).
     """
 
     name: str
@@ -513,6 +523,7 @@ class Incarnation:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     idle_stopped: bool = False
     relay: ServerRelay | None = None
+    known_version: str | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -609,8 +620,23 @@ class Incarnation:
                 elicitation_callback=relay.on_elicitation if relay.asks else None,
                 list_roots_callback=relay.on_roots if relay.asks else None,
                 client_info=CLIENT_INFO,
+                log_level=upstream_log_level(),
             ) as session:
-                init = await session.initialize()
+                init = await self._handshake(session, repairer)
+                if init.modern:
+
+                    def refresh_tools() -> None:
+                        with suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                            refresh_send.send_nowait(None)
+
+                    tg.start_soon(
+                        follow_list_changes,
+                        session,
+                        init.capabilities,
+                        self.name,
+                        refresh_tools,
+                        on_catalog_change,
+                    )
                 live = LiveSession(session, repairer, self.child, ended)
                 await up(self, live, init, tg, refresh_read)
                 self.ready.set()
@@ -618,6 +644,19 @@ class Incarnation:
                 self.ended = await crash_error(self.name, self.child, None)
                 down(self)
             tg.cancel_scope.cancel()
+
+    async def _handshake(self, session: ClientSession, repairer: ResponseRepairer) -> Handshake:
+        """Settle the session's protocol era (``era.py``)."""
+        settled = await handshake(
+            session,
+            server=self.name,
+            protocol=self.config.protocol,
+            known=self.known_version,
+            probe_timeout=self.config.discover_timeout_seconds,
+        )
+        repairer.version = settled.protocol_version
+        logger.debug("%s: protocol %s (%s)", self.name, settled.protocol_version, settled.how)
+        return settled
 
 
 # ------------------------------------------------------------------- transports
@@ -633,7 +672,8 @@ class Incarnation:
 # - Streamable HTTP: each SSE event is capped at ``maxMessageBytes`` (the SDK's
 #   ``max_sse_event_size``, 1 MiB by default); a bigger one fails only its call ("SSE stream
 #   failed: ... byte limit"), the connection stays up. A plain ``application/json`` response body
-#   (a server in ``json_response`` mode) is read whole by the SDK: **not capped**.
+#   (a server in ``json_response`` mode, and every 2026-07-28 server) is capped the same way by
+#   ``_cap_json_body``: reading past the limit fails its request, the connection stays up.
 # - SSE (the older transport): the SDK caps every event at 1 MiB whatever the config says, and a
 #   bigger one ends the connection (the server is then restarted like a crashed one).
 # - The SDK validates a remote message whole before our repair filter sees it (pydantic, about
@@ -662,6 +702,43 @@ def _traced_http_client(
         auth=auth,
         event_hooks={"request": [_trace_headers]},
     )
+
+
+class MessageTooLarge(httpx2.StreamError):
+    """A JSON response body past ``maxMessageBytes``. The SDK's JSON handler turns a stream error
+    into a JSON-RPC error answering the request (``PARSE_ERROR``); ``session.call_tool_on``
+    names the config key."""
+
+
+class _CappedBody(httpx2.AsyncByteStream):
+    """A response body that fails once more than ``limit`` bytes were read."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int) -> None:
+        self._inner, self._limit = inner, limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = 0
+        async for chunk in self._inner:
+            read += len(chunk)
+            if read > self._limit:
+                raise MessageTooLarge(f"response body exceeded the {self._limit} byte limit.")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _cap_json_body(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A response hook: an ``application/json`` body is read at most ``limit`` bytes far (an
+    SSE stream is capped per event by the SDK, and may be long-lived)."""
+
+    async def cap(response: httpx2.Response) -> None:
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            stream = response.stream
+            if isinstance(stream, httpx2.AsyncByteStream):
+                response.stream = _CappedBody(stream, limit)
+
+    return cap
 
 
 class ReadStream(Protocol[T_co]):
@@ -721,12 +798,16 @@ async def open_server_transport(
             yield read, write
     else:
         timeout = httpx2.Timeout(30, read=300)
+        limit = config.max_message_bytes
         async with (
             httpx2.AsyncClient(
                 headers=dict(config.headers),
                 timeout=timeout,
                 follow_redirects=True,
-                event_hooks={"request": [_trace_headers]},
+                event_hooks={
+                    "request": [_trace_headers],
+                    "response": [_cap_json_body(limit)] if limit else [],
+                },
             ) as http,
             streamable_http_client(
                 config.url, http_client=http, max_sse_event_size=config.max_message_bytes or None

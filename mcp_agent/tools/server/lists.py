@@ -89,6 +89,8 @@ class KnownLists:
         self.glob_warnings: tuple[str, ...] = ()
         self._models: dict[CatalogPart, tuple[tuple[JSONObject, ...], list[Any]]] = {}
         self._relist: MemoryObjectSendStream[None] | None = None
+        self.protocol_version: str | None = None
+        """The protocol version of the server's current start, cached with its lists."""
 
     @property
     def caching(self) -> bool:
@@ -153,14 +155,16 @@ class KnownLists:
         self.from_cache = False
         if before is not None and tuple(raw) == before.tools:
             self.cache_note = "the cached list was up to date"
-            if capabilities == before.capabilities:
+            if capabilities == before.capabilities and self.protocol_version == before.protocol_version:
                 return
         elif self._cache is not None:
             self.cache_note = "the cached list was out of date: updated" if before else "list cached"
         if before is None:
-            self.cached = CachedList(tuple(raw), capabilities)
+            self.cached = CachedList(tuple(raw), capabilities, protocol_version=self.protocol_version)
         else:  # the catalog stays as known until the server lists it (list_catalog)
-            self.cached = dataclasses.replace(before, tools=tuple(raw), capabilities=capabilities)
+            self.cached = dataclasses.replace(
+                before, tools=tuple(raw), capabilities=capabilities, protocol_version=self.protocol_version
+            )
         if self._cache is not None and self._cache.save(self.name, self.config, self.cached):
             logger.debug("%s: cached its tool list (%d tools)", self.name, len(raw))
 

@@ -26,8 +26,9 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TIMEOUT
 from mcp_types import methods as _methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ...config import RemoteServerConfig, StdioServerConfig
@@ -156,14 +157,18 @@ async def call_tool_on(
     )
     try:
         result = await live.session.call_tool(
-            mcp_name, arguments, read_timeout_seconds=timeout or None, progress_callback=on_progress
+            mcp_name,
+            arguments,
+            read_timeout_seconds=timeout or None,
+            progress_callback=on_progress,
+            allow_input_required=True,
         )
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             return failed(f"tool {shown} timed out after {timeout:g} s")
-        if exc.code == CONNECTION_CLOSED and live.child is None and not live.ended.is_set():
-            # a remote server's response stream failed, not its connection (an SSE event over
-            # maxMessageBytes: "SSE stream failed: Server-sent event exceeded the N byte limit.")
+        if exc.code in (CONNECTION_CLOSED, PARSE_ERROR) and live.child is None and not live.ended.is_set():
+            # a remote server's response stream failed, not its connection (an SSE event or a
+            # JSON body over maxMessageBytes: "... exceeded the N byte limit.")
             hint = f" (mcpServers.{server}.maxMessageBytes)" if "byte limit" in exc.message else ""
             return failed(f"tool {shown} failed: server {server}: {exc.message}{hint}")
         if exc.code == CONNECTION_CLOSED:
@@ -176,7 +181,21 @@ async def call_tool_on(
     except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
         logger.warning("%s: call to %s failed: %r", server, mcp_name, exc)
         return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
+    if isinstance(result, types.InputRequiredResult):
+        return failed(input_required_text(shown, result))
     return call_result(result, start)
+
+
+def input_required_text(shown: str, result: types.InputRequiredResult) -> str:
+    """What the model reads when a 2026-07-28 server answers a call with ``input_required``:
+    the server asked for what only a person or the client could give (elicitation, sampling,
+    roots), and a tool the agent calls cannot ask for it."""
+    asked = sorted({request.method for request in (result.input_requests or {}).values()})
+    what = ", ".join(asked) or "input"
+    return (
+        f"tool {shown} needs {what} from the client, which a tool called by the agent cannot ask for; "
+        "the call did not complete"
+    )
 
 
 # ---------------------------------------------------------------- failures in words
@@ -320,6 +339,7 @@ def repair_tools_result(result: Mapping[str, Any], version: str = DEFAULT_VERSIO
     notes: list[str] = []
     kept: list[dict[str, Any]] = []
     raw: dict[str, dict[str, Any]] = {}
+    envelope = modern_defaults({k: v for k, v in result.items() if k != "tools"}, "tools/list", version)
     for index, tool in enumerate(tools):
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
             notes.append(f"tools[{index}]: dropped, not a tool with a name")
@@ -334,7 +354,7 @@ def repair_tools_result(result: Mapping[str, Any], version: str = DEFAULT_VERSIO
             fixed["inputSchema"] = dict(_EMPTY_OBJECT_SCHEMA)
             notes.append(f"{name}: inputSchema {_describe_schema(schema)} replaced for the SDK")
         try:
-            _surface_check("tools/list", version, {"tools": [fixed]})
+            _surface_check("tools/list", version, {**envelope, "tools": [fixed]})
             types.Tool.model_validate(fixed, by_name=False)
         except ValidationError as exc:
             notes.append(f"{name}: dropped, invalid tool ({describe_validation_error(exc)})")
@@ -376,6 +396,24 @@ def repair_call_result(result: Mapping[str, Any]) -> Repaired:
     return Repaired(fixed, (*notes, f"structuredContent of type {type(structured).__name__} moved to text"))
 
 
+_MODERN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "tools/list": {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"},
+    "tools/call": {"resultType": "complete"},
+}
+"""What a 2026-07-28 result lacking them is taken to say: a missing ``resultType`` is
+``complete`` (``mcp-2026-07-28.md`` B4), a missing ``ttlMs`` is 0 (B9), and a missing
+``cacheScope`` is the cautious ``private``."""
+
+
+def modern_defaults(result: dict[str, Any], kind: str, version: str) -> dict[str, Any]:
+    """``result`` with the fields 2026-07-28 requires and a sloppy server left out (pure; the
+    same object when it lacks none, or on an older version)."""
+    defaults = _MODERN_DEFAULTS.get(kind) if version in MODERN_PROTOCOL_VERSIONS else None
+    if not defaults or all(key in result for key in defaults):
+        return result
+    return {**defaults, **result}
+
+
 def _kind(result: Mapping[str, Any]) -> str | None:
     """Which request a result answers, judged by its shape."""
     if isinstance(result.get("protocolVersion"), str) and "capabilities" in result:
@@ -409,6 +447,8 @@ class ResponseRepairer:
         if kind == "initialize":
             self.version = result["protocolVersion"]
             return result
+        if kind in ("tools/list", "tools/call"):
+            result = modern_defaults(result, kind, self.version)
         if kind == "tools/list":
             repaired = repair_tools_result(result, self.version)
             self.raw_tools.update(repaired.raw_tools)
