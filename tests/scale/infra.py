@@ -62,12 +62,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = BOUND) -> None:
-    """Poll ``check`` until it is true; fail naming ``what`` after ``timeout`` (does not hang)."""
+def wait_for(check: Callable[[], bool], what: str | Callable[[], str], timeout: float = BOUND) -> None:
+    """Poll ``check`` until it is true; fail naming ``what`` after ``timeout`` (does not hang).
+
+    ``what`` may be a function, called only on failure: a process's log tail must be read then,
+    not when the wait begins (it is empty then).
+    """
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:g} s")
+            said = what() if callable(what) else what
+            raise AssertionError(f"{said}: not within {timeout:g} s")
         time.sleep(0.05)
 
 
@@ -143,7 +148,8 @@ class RedisServer:
             stderr=subprocess.DEVNULL,
         )
         wait_for(
-            self.answers, f"redis-server on port {self.port} (log: {_log_tail(self.folder / 'redis.log')})"
+            self.answers,
+            lambda: f"redis-server on port {self.port} (log: {_log_tail(self.folder / 'redis.log')})",
         )
         return self
 
@@ -213,7 +219,7 @@ class Replica:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
             )
-        wait_for(self.healthy, f"replica {self.name} on port {self.port}; its log:\n{self.tail()}")
+        wait_for(self.healthy, lambda: f"replica {self.name} on port {self.port}; its log:\n{self.tail()}")
         with contextlib.suppress(psutil.Error):
             self.children = psutil.Process(self.process.pid).children(recursive=True)
         return self
@@ -310,7 +316,11 @@ class HAProxy:
                 [self.binary, "-f", str(config), "-db"], stdin=subprocess.DEVNULL, stdout=log, stderr=log
             )
         wait_for(
-            self.all_up, f"haproxy on port {self.port} with every replica up; its log:\n{_log_tail(self.log)}"
+            self.all_up,
+            lambda: (
+                f"haproxy on port {self.port} with every replica up: {self._who_serves()}; "
+                f"its log:\n{_log_tail(self.log)}"
+            ),
         )
         return self
 
@@ -323,6 +333,12 @@ class HAProxy:
                 if response.status_code == 200:
                     names.add(response.headers.get("x-served-by", ""))
         return names
+
+    def _who_serves(self) -> str:
+        try:
+            return f"served by {sorted(self.served_by())} of {sorted(r.name for r in self.replicas)}"
+        except httpx.TransportError as exc:
+            return f"not answering ({exc!r})"
 
     def all_up(self) -> bool:
         if self.process is None or self.process.poll() is not None:
