@@ -116,18 +116,21 @@ async def through_rounds(
     ``ErrorData`` when the client could not answer, or after ``MAX_INPUT_ROUNDS`` rounds.
     """
     resume = channel.resume if channel is not None else None
-    for _ in range(MAX_INPUT_ROUNDS + 1):
+    answered = 0
+    while True:
         result = await send(resume)
         if not isinstance(result, types.InputRequiredResult) or channel is None:
             return result
+        if answered == MAX_INPUT_ROUNDS:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds",
+            )
         answer = await channel.input_required(result)
         if answer is None or isinstance(answer, types.ErrorData):
             return result if answer is None else answer
+        answered += 1
         resume = Resume(answer, result.request_state)
-    return types.ErrorData(
-        code=types.INTERNAL_ERROR,
-        message=f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds",
-    )
 
 
 _channel: ContextVar[CallerChannel | None] = ContextVar("mcp_agent_caller_channel", default=None)

@@ -44,6 +44,9 @@ logger = logging.getLogger(__name__)
 RETRY_WINDOW_SECONDS = 120.0
 """How long a 2026 client may take to come back with its answers before its call is cancelled."""
 HELD_MAX = 1024
+HELD_PREFIX = "mcp-agent.held."
+"""Begins the ``requestState`` of a held call: a state without it is a server's own (a 2026
+server's ``input_required`` relayed untouched), which goes back to that server."""
 
 Answer = types.CallToolResult | types.InputRequiredResult
 
@@ -178,7 +181,7 @@ class HeldCalls:
         of its server's own ``input_required`` round, for the server)."""
         if len(self._calls) >= HELD_MAX:
             return text_result(f"too many calls wait for their callers' answers ({HELD_MAX})", is_error=True)
-        held = HeldCall("call_" + secrets.token_urlsafe(24), caller)
+        held = HeldCall(HELD_PREFIX + secrets.token_urlsafe(24), caller)
         channel = RoundChannel(held, ctx, caller, self.levels, resume)
         held.channel = channel
         self._calls[held.token] = held
@@ -202,8 +205,8 @@ class HeldCalls:
         return await self._round(ctx, held)
 
     def holds(self, request_state: str | None) -> bool:
-        """Whether ``request_state`` names a call held here (else it is a server's own state)."""
-        return request_state is not None and request_state in self._calls
+        """Whether ``request_state`` is a held call's, held or expired (else a server's own)."""
+        return request_state is not None and request_state.startswith(HELD_PREFIX)
 
     async def retry(
         self, ctx: ServerRequestContext[Any], caller: Caller, params: types.CallToolRequestParams
