@@ -1,16 +1,18 @@
 """The conformance tier: the official MCP conformance suite against this project.
 
-    .venv/bin/python -m tests.conformance.run [--targets a,b,c,d] [--sets 2025-11-25,2026-07-28]
+    .venv/bin/python -m tests.conformance.run [--targets a,b,c,d,e,f] [--sets 2025-11-25,2026-07-28]
                                               [--no-client] [--keep DIR]
 
 The suite (``@modelcontextprotocol/conformance``, pinned in ``npm/package.json`` with the Node
 22 it needs from npm's ``node`` package; ``make test-conformance`` installs both) runs its
-server scenarios, each requirement set at its own wire, against four targets:
+server scenarios, each requirement set at its own wire, against six targets:
 
 - ``a``: the fixture ``tests/servers/conformance.py`` directly, over Streamable HTTP;
 - ``b``: ``mcp-agent serve`` with ``exposeTools`` and ``toolPrefix: ""`` in front of the fixture,
   the fixture an HTTP upstream;
 - ``c``: the same with the fixture a stdio upstream;
+- ``e`` and ``f``: ``b`` and ``c`` with the gateway speaking the handshake era to the fixture
+  (``protocol: legacy``); in ``b`` and ``c`` it speaks what the fixture does best, 2026-07-28;
 - ``d``: the gateway's own endpoint (``agent_query`` only), for the scenarios that apply to any
   server (``GENERIC``).
 
@@ -58,19 +60,21 @@ FIXTURE = ROOT / "tests" / "servers" / "conformance.py"
 EXPECTED = HERE / "expected-failures.json"
 GAPS = HERE / "gateway-gaps.json"
 SETS = ("2025-11-25", "2026-07-28")
-TARGETS = ("a", "b", "c", "d")
+TARGETS = ("a", "b", "c", "d", "e", "f")
 TARGET_NAMES = {
     "a": "fixture directly (HTTP)",
     "b": "gateway, exposeTools, HTTP upstream",
     "c": "gateway, exposeTools, stdio upstream",
     "d": "gateway's own agent_query endpoint",
+    "e": "gateway, exposeTools, HTTP upstream, legacy era",
+    "f": "gateway, exposeTools, stdio upstream, legacy era",
     "client": "gateway as the client (ToolHub)",
     "client-sdk": "SDK client directly (reference)",
     "client-through": "SDK client through the gateway",
 }
 CLIENT_LEGS = {"client": "hub", "client-sdk": "sdk", "client-through": "through"}
 # what a gap of a target is measured against: it must pass there
-DIRECT = {"b": "a", "c": "a", "client": "client-sdk", "client-through": "client-sdk"}
+DIRECT = {"b": "a", "c": "a", "e": "a", "f": "a", "client": "client-sdk", "client-through": "client-sdk"}
 # The server scenarios that ask nothing of a server's tools, resources or prompts: target d.
 GENERIC = {
     "2025-11-25": [
@@ -149,18 +153,20 @@ def target(name: str, folder: Path) -> Iterator[str]:
     if name == "a":
         with fixture_http(folder, FIXTURE) as url:
             yield url
-    elif name == "b":
+    elif name in ("b", "e"):  # e: the gateway speaks the handshake era to its upstream
+        era = {"protocol": "legacy"} if name == "e" else {}
         with (
             fixture_http(folder, FIXTURE) as upstream,
             gateway(
                 folder / "gateway",
-                {"fx": {"url": upstream.replace("localhost", "127.0.0.1"), "toolPrefix": ""}},
+                {"fx": {"url": upstream.replace("localhost", "127.0.0.1"), "toolPrefix": "", **era}},
                 expose=True,
             ) as url,
         ):
             yield url
-    elif name == "c":
-        stdio = {"fx": {"command": sys.executable, "args": [str(FIXTURE)], "toolPrefix": ""}}
+    elif name in ("c", "f"):
+        era = {"protocol": "legacy"} if name == "f" else {}
+        stdio = {"fx": {"command": sys.executable, "args": [str(FIXTURE)], "toolPrefix": "", **era}}
         with gateway(folder / "gateway", stdio, expose=True) as url:
             yield url
     elif name == "d":

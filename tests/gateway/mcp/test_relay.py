@@ -40,10 +40,15 @@ ALICE, BOB = "alice-" + "a" * 20, "bob-" + "b" * 20
 
 
 def relay_data(server: dict[str, Any] | None = None, **gateway: Any) -> dict[str, Any]:
+    """The gateway's config over the relay server, which speaks the handshake era here
+    (``protocol: legacy``): what these tests relay — a server's requests on its back channel,
+    ``logging/setLevel``, ``resources/subscribe`` — exists only in that era; a 2026-07-28 server
+    asks with ``input_required`` results instead."""
+    server = server or {"command": sys.executable, "args": [RELAY]}
     return {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
         "limits": {"toolTimeoutSeconds": 30},
-        "mcpServers": {"relay": server or {"command": sys.executable, "args": [RELAY]}},
+        "mcpServers": {"relay": {"protocol": "legacy", **server}},
         "gateway": {"description": "Relay.", "exposeTools": True, **gateway},
     }
 
