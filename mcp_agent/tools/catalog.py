@@ -62,6 +62,7 @@ from mcp import ClientSession, MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
 from .presentation import NamedTool, assign_names
+from .relay import Resume, current_channel, through_rounds
 from .server.connection import ServerConnection
 from .server.lists import CatalogKind
 
@@ -201,6 +202,35 @@ class Catalog:
         self, connection: ServerConnection, what: str, request: Callable[[ClientSession], Awaitable[P]]
     ) -> P:
         return await connection.ask(what, request, timeout=self._timeout(connection))
+
+    async def _interactive(
+        self,
+        connection: ServerConnection,
+        what: str,
+        request: Callable[[ClientSession, Resume | None], Awaitable[P | types.InputRequiredResult]],
+    ) -> P | types.InputRequiredResult:
+        """A request a 2026 server may answer with ``input_required``: its rounds go through the
+        current relay channel (``relay.through_rounds``: the client's own retry passed on, the
+        result handed to a 2026 client, a 2025 client asked); with no channel, an error."""
+        channel = current_channel()
+
+        async def send(resume: Resume | None) -> P | types.InputRequiredResult:
+            try:
+                return await self._ask(connection, what, lambda session: request(session, resume))
+            except MCPError as exc:
+                if channel is not None and resume is not None and resume is channel.resume:
+                    channel.refused(exc.error)  # the client's own requestState: its business
+                raise
+
+        result = await through_rounds(channel, send)
+        if isinstance(result, types.ErrorData):
+            raise MCPError(result.code, f"{what}: {result.message}", result.data)
+        if isinstance(result, types.InputRequiredResult) and channel is None:
+            asked = ", ".join(sorted({r.method for r in (result.input_requests or {}).values()})) or "input"
+            raise MCPError(
+                INTERNAL_ERROR, f"{what}: the server needs {asked} from a client, and no client can answer"
+            )
+        return result
 
     # ------------------------------------------------------------------ resources
 
@@ -384,8 +414,9 @@ class Catalog:
             _remember(self._templates, (name, template.uri_template), pattern)
         return patterns
 
-    async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        """Read ``uri`` from the server that owns it (see the module docstring).
+    async def read_resource(self, uri: str) -> types.ReadResourceResult | types.InputRequiredResult:
+        """Read ``uri`` from the server that owns it (see the module docstring); a 2026 server's
+        ``input_required`` goes through the relay channel of the read (``_interactive``).
 
         Raises:
             MCPError: the owner's error, or the first server's when no server could read it.
@@ -394,7 +425,7 @@ class Catalog:
         owner = await self._route(uri, what)
         servers = {c.name: c for c in self.servers("resources")}
         if owner in servers:
-            return await self._ask(servers[owner], what, lambda session: session.read_resource(uri))
+            return await self._interactive(servers[owner], what, functools.partial(_read, uri))
         if owner is not None:  # its server lists it no more: say why rather than "not found"
             raise _unavailable(what, self._connections[owner], "resources")
         first: MCPError | None = None
@@ -404,7 +435,7 @@ class Catalog:
             if connection.state == "up" and not connection.offers("resources"):
                 continue  # its known lists said it offers resources; the running server does not
             try:
-                result = await self._ask(connection, what, lambda session: session.read_resource(uri))
+                result = await self._interactive(connection, what, functools.partial(_read, uri))
             except MCPError as exc:
                 first = first or exc
                 continue
@@ -542,8 +573,9 @@ class Catalog:
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str] | None = None
-    ) -> types.GetPromptResult:
-        """Get the prompt the gateway lists as ``name`` from its server.
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """Get the prompt the gateway lists as ``name`` from its server (its ``input_required``
+        as a read's, ``_interactive``).
 
         A name routed by a server's known lists first has that server started and the prompts
         listed again: the get goes where the live lists route the name (see the module docstring).
@@ -576,7 +608,7 @@ class Catalog:
             raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}. Available prompts: {known}")
         mcp_name = route[1]
         args = dict(arguments) if arguments else None
-        return await self._ask(connection, what, lambda session: session.get_prompt(mcp_name, args))
+        return await self._interactive(connection, what, functools.partial(_get_prompt, mcp_name, args))
 
     # ------------------------------------------------------------------ completions and subscriptions
     #
@@ -698,3 +730,26 @@ class Catalog:
         await self._ask(
             connection, f"{method} {uri}", lambda session: session.send_request(request, types.EmptyResult)
         )
+
+
+async def _read(
+    uri: str, session: ClientSession, resume: Resume | None
+) -> types.ReadResourceResult | types.InputRequiredResult:
+    return await session.read_resource(
+        uri,
+        input_responses=resume.input_responses if resume is not None else None,
+        request_state=resume.request_state if resume is not None else None,
+        allow_input_required=True,
+    )
+
+
+async def _get_prompt(
+    name: str, arguments: dict[str, str] | None, session: ClientSession, resume: Resume | None
+) -> types.GetPromptResult | types.InputRequiredResult:
+    return await session.get_prompt(
+        name,
+        arguments,
+        input_responses=resume.input_responses if resume is not None else None,
+        request_state=resume.request_state if resume is not None else None,
+        allow_input_required=True,
+    )

@@ -21,6 +21,14 @@ relayed.
   that server; otherwise the server gets an error that says why (never a hang). A client that did
   not declare the capability gets the server the error ``-32021`` (missing required client
   capability); the channel checks that.
+- **``input_required``** (a 2026-07-28 server's answer instead of a result, with ``inputRequests``
+  and an opaque ``requestState``): the channel decides (``input_required``). A 2026 client gets
+  the result untouched and retries with its ``inputResponses`` and the ``requestState``, which the
+  channel carries back to the same server untouched (``resume``); a 2025 client with a back
+  channel is asked each request, and the call is retried with its answers, at most
+  ``MAX_INPUT_ROUNDS`` rounds. A call without a channel (the agent's own loop) gets an error result.
+- **Log level** (``log_level``): what a 2026 server is asked for in the request's ``_meta``
+  (``io.modelcontextprotocol/logLevel``): the level the call's client reads.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
 from mcp_types import INVALID_REQUEST
@@ -44,6 +53,16 @@ ServerAnswer = (
     | types.ElicitResult
     | types.ListRootsResult
 )
+MAX_INPUT_ROUNDS = 8
+"""The most ``input_required`` rounds the gateway answers for a 2025 client before the call fails."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A 2026 client's retry of an ``input_required`` round, passed to the server untouched."""
+
+    input_responses: types.InputResponses | None
+    request_state: str | None
 
 
 class CallerChannel(Protocol):
@@ -56,12 +75,62 @@ class CallerChannel(Protocol):
 
     caller: str
     client: object
+    resume: Resume | None
+    """The client's answers to the server's last ``input_required`` round (None: a first call)."""
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None: ...
 
     async def ask(self, request: ServerAsk) -> ServerAnswer | types.ErrorData: ...
+
+    def log_level(self) -> types.LoggingLevel | None:
+        """The level a 2026 server is asked to log at for this call (None: the session's)."""
+        ...
+
+    async def input_required(
+        self, result: types.InputRequiredResult
+    ) -> types.InputResponses | types.ErrorData | None:
+        """The answers to retry the call with (a client asked over its back channel), an error
+        the call fails with, or None: the channel hands ``result`` to its client."""
+        ...
+
+    def refused(self, error: types.ErrorData) -> None:
+        """The server answered the client's own retry (``resume``) with ``error`` (a tampered or
+        expired ``requestState``): the channel hands the error to its client as it is."""
+        ...
+
+
+R = TypeVar("R")
+
+
+async def through_rounds(
+    channel: CallerChannel | None,
+    send: Callable[[Resume | None], Awaitable[R | types.InputRequiredResult]],
+) -> R | types.InputRequiredResult | types.ErrorData:
+    """Send a request (``send``, with the round's answers) and answer its server's
+    ``input_required`` rounds through ``channel`` (see the module docstring).
+
+    Returns the server's last answer: its result; its ``InputRequiredResult`` when the channel
+    handed it to its client, or when there is no channel (the caller says what that means); an
+    ``ErrorData`` when the client could not answer, or after ``MAX_INPUT_ROUNDS`` rounds.
+    """
+    resume = channel.resume if channel is not None else None
+    answered = 0
+    while True:
+        result = await send(resume)
+        if not isinstance(result, types.InputRequiredResult) or channel is None:
+            return result
+        if answered == MAX_INPUT_ROUNDS:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR,
+                message=f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds",
+            )
+        answer = await channel.input_required(result)
+        if answer is None or isinstance(answer, types.ErrorData):
+            return result if answer is None else answer
+        answered += 1
+        resume = Resume(answer, result.request_state)
 
 
 _channel: ContextVar[CallerChannel | None] = ContextVar("mcp_agent_caller_channel", default=None)

@@ -45,11 +45,13 @@ from mcp.server.subscriptions import (
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...tools.catalog import Catalog
+from ...tools.relay import relaying_to
 from ...tools.server.connection import ServerConnection
 from .._internals import request_connection
 from ..admission import Busy
 from ..callers import Caller
 from ..service import GatewayService, NotReady
+from .relay import LogLevels, RequestChannel, resume_of
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +69,7 @@ class CatalogHandlers:
         remember: keeps a legacy client's connection, to notify it later.
         connections: the legacy connections to notify.
         bus: the 2026 clients' subscription bus.
+        levels: the 2025 clients' log levels; with them, a read's ``input_required`` is relayed.
     """
 
     def __init__(
@@ -77,12 +80,14 @@ class CatalogHandlers:
         remember: Callable[[ServerRequestContext[Any]], None],
         connections: Callable[[], Iterable[Any]],
         bus: SubscriptionBus,
+        levels: LogLevels | None = None,
     ) -> None:
         self.service = service
         self._caller_of = caller_of
         self._remember = remember
         self._connections = connections
         self._bus = bus
+        self._levels = levels
         self._subscribers: dict[str, dict[int, Any]] = {}  # URI → client connections
         self._subscribed: dict[str, ServerConnection] = {}  # URI → the server subscribed to
         self._hooked: set[int] = set()  # the hubs whose updates reach ``updated``
@@ -121,15 +126,37 @@ class CatalogHandlers:
 
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        return await self._in_slot(ctx, lambda catalog: catalog.read_resource(uri))
+        return await self._relayed(ctx, params, lambda catalog: catalog.read_resource(uri))
 
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         name, arguments = params.name, params.arguments
-        return await self._in_slot(ctx, lambda catalog: catalog.get_prompt(name, arguments))
+        return await self._relayed(ctx, params, lambda catalog: catalog.get_prompt(name, arguments))
+
+    async def _relayed(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.GetPromptRequestParams | types.ReadResourceRequestParams,
+        work: Callable[[Catalog], Awaitable[T]],
+    ) -> T:
+        """``work`` in a relay channel to this client (``relay.py``): a 2026 server's
+        ``input_required`` goes to a 2026 client untouched (``-32021`` when it lacks a capability
+        the requests need) and its retry back to the server; a 2025 client is asked."""
+        caller = self._caller_of(ctx)
+        if caller is None or self._levels is None:
+            return await self._in_slot(ctx, work)
+        channel = RequestChannel(ctx, caller, self._levels, resume_of(params))
+        try:
+            with relaying_to(channel):
+                result = await self._in_slot(ctx, work)
+        finally:
+            channel.end()
+        if isinstance(channel.kept, types.ErrorData):
+            raise MCPError(channel.kept.code, channel.kept.message, channel.kept.data)
+        return result
 
     async def _in_slot(self, ctx: ServerRequestContext[Any], work: Callable[[Catalog], Awaitable[T]]) -> T:
         self._remember(ctx)

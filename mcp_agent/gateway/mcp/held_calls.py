@@ -29,10 +29,11 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp_types import INTERNAL_ERROR
 
-from ...tools.relay import ServerAnswer, ServerAsk, relaying_to
+from ...tools.relay import Resume, ServerAnswer, ServerAsk, relaying_to
 from ..callers import Caller
 from ..service import GatewayService
 from .query import text_result
@@ -43,6 +44,9 @@ logger = logging.getLogger(__name__)
 RETRY_WINDOW_SECONDS = 120.0
 """How long a 2026 client may take to come back with its answers before its call is cancelled."""
 HELD_MAX = 1024
+HELD_PREFIX = "mcp-agent.held."
+"""Begins the ``requestState`` of a held call: a state without it is a server's own (a 2026
+server's ``input_required`` relayed untouched), which goes back to that server."""
 
 Answer = types.CallToolResult | types.InputRequiredResult
 
@@ -61,9 +65,14 @@ class RoundChannel(RequestChannel):
     the next round's answer instead of sent on a back channel."""
 
     def __init__(
-        self, held: HeldCall, ctx: ServerRequestContext[Any], caller: Caller, levels: LogLevels
+        self,
+        held: HeldCall,
+        ctx: ServerRequestContext[Any],
+        caller: Caller,
+        levels: LogLevels,
+        resume: Resume | None = None,
     ) -> None:
-        super().__init__(ctx, caller, levels)
+        super().__init__(ctx, caller, levels, resume)
         self.held = held
 
     async def ask(self, request: ServerAsk) -> ServerAnswer | types.ErrorData:
@@ -104,7 +113,9 @@ class HeldCall:
     asked: set[str] = field(default_factory=set)
     count: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
-    result: types.CallToolResult | None = None
+    result: Answer | None = None
+    error: MCPError | None = None
+    """What the call raised for the client (``-32021``: a capability the server needs is missing)."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     last_seen: float = field(default_factory=time.monotonic)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -162,13 +173,16 @@ class HeldCalls:
         self,
         ctx: ServerRequestContext[Any],
         caller: Caller,
-        call: Callable[[], Awaitable[types.CallToolResult]],
+        call: Callable[[], Awaitable[Answer]],
+        *,
+        resume: Resume | None = None,
     ) -> Answer:
-        """Start ``call`` detached, and answer its first round."""
+        """Start ``call`` detached, and answer its first round (``resume``: the client's retry
+        of its server's own ``input_required`` round, for the server)."""
         if len(self._calls) >= HELD_MAX:
             return text_result(f"too many calls wait for their callers' answers ({HELD_MAX})", is_error=True)
-        held = HeldCall("call_" + secrets.token_urlsafe(24), caller)
-        channel = RoundChannel(held, ctx, caller, self.levels)
+        held = HeldCall(HELD_PREFIX + secrets.token_urlsafe(24), caller)
+        channel = RoundChannel(held, ctx, caller, self.levels, resume)
         held.channel = channel
         self._calls[held.token] = held
 
@@ -176,6 +190,8 @@ class HeldCalls:
             try:
                 with held.scope, relaying_to(channel):
                     held.result = await call()
+            except MCPError as exc:  # for the client, as a JSON-RPC error
+                held.error = exc
             except Exception as exc:  # a programming error: the client is told, not left waiting
                 logger.error("held call failed: %r", exc)
                 held.result = text_result(f"the call failed: {type(exc).__name__}: {exc}", is_error=True)
@@ -187,6 +203,10 @@ class HeldCalls:
         self.service.spawn(run)
         self.service.spawn(lambda: self._watch(held))
         return await self._round(ctx, held)
+
+    def holds(self, request_state: str | None) -> bool:
+        """Whether ``request_state`` is a held call's, held or expired (else a server's own)."""
+        return request_state is not None and request_state.startswith(HELD_PREFIX)
 
     async def retry(
         self, ctx: ServerRequestContext[Any], caller: Caller, params: types.CallToolRequestParams
@@ -217,6 +237,8 @@ class HeldCalls:
                 if held.done.is_set():
                     self._calls.pop(held.token, None)
                     finished = True
+                    if held.error is not None:
+                        raise held.error
                     return held.result or text_result("the call was cancelled", is_error=True)
                 await changed.wait()
         finally:

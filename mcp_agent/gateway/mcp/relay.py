@@ -15,6 +15,13 @@ stream (``related_request_id``), in both eras:
   capability (else the server gets ``-32021``, missing required client capability) and has a
   back channel (a 2025-era session; a 2026-era request has none, and the server gets an error
   that says so). The request is withdrawn when the call ends first.
+- a 2026-07-28 server's ``input_required`` result (``input_required``): a 2026-era client gets it
+  untouched (``kept``; ``-32021`` instead when it did not declare a capability a request needs),
+  and its retry's ``inputResponses`` and ``requestState`` go back to the server untouched
+  (``resume``), and the server's error for them (a tampered ``requestState``) goes back as it is
+  (``refused``); a 2025-era client with a back channel is asked each request in turn, and the
+  answers go to the server's retry (``tools/relay.py`` bounds the rounds).
+- the log level a 2026 server is asked for per request (``log_level``): the one the client reads.
 
 ``LogLevels`` remembers the level each 2025-era client connection set, and asks the tool servers
 for the most verbose one any client wants (``ToolHub.set_log_level``).
@@ -34,7 +41,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ...tools.relay import ServerAnswer, ServerAsk
+from ...tools.relay import Resume, ServerAnswer, ServerAsk
 from .._internals import request_connection
 from ..callers import Caller
 from ..service import GatewayService
@@ -101,6 +108,16 @@ def required(capability: str) -> dict[str, Any]:
     return tree
 
 
+def resume_of(
+    params: types.CallToolRequestParams | types.GetPromptRequestParams | types.ReadResourceRequestParams,
+) -> Resume | None:
+    """A 2026 client's retry of its server's ``input_required`` round, for the server (None: a
+    first request)."""
+    if params.request_state is None and params.input_responses is None:
+        return None
+    return Resume(params.input_responses, params.request_state)
+
+
 def answer_type(request: ServerAsk) -> type[ServerAnswer]:
     if isinstance(request, types.CreateMessageRequest):
         if wants_sampling_tools(request.params.tools, request.params.tool_choice):
@@ -152,10 +169,19 @@ class RequestChannel:
     ``end()`` when the call is over: a question still open is withdrawn.
     """
 
-    def __init__(self, ctx: ServerRequestContext[Any], caller: Caller, levels: LogLevels) -> None:
+    def __init__(
+        self,
+        ctx: ServerRequestContext[Any],
+        caller: Caller,
+        levels: LogLevels,
+        resume: Resume | None = None,
+    ) -> None:
         self.ctx = ctx
         self.caller = caller.name
         self.client: object = request_connection(ctx)
+        self.resume = resume
+        self.kept: types.InputRequiredResult | types.ErrorData | None = None
+        """The server's ``input_required`` result for the client, or the error it gets instead."""
         self._levels = levels
         self._modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         self._ended = anyio.Event()
@@ -180,6 +206,29 @@ class RequestChannel:
             return self._levels.of(self.ctx)
         asked = (self.ctx.meta or {}).get(types.LOG_LEVEL_META_KEY)
         return asked if asked in LEVELS else "no logs"
+
+    def log_level(self) -> types.LoggingLevel | None:
+        threshold = self.threshold()
+        return next((level for level in LEVELS if level == threshold), None)
+
+    async def input_required(
+        self, result: types.InputRequiredResult
+    ) -> types.InputResponses | types.ErrorData | None:
+        requests = result.input_requests or {}
+        if self._modern:  # the client answers the round itself and retries
+            refused = next(filter(None, map(self.refusal, requests.values())), None)
+            self.kept = refused if refused is not None else result
+            return None
+        responses: types.InputResponses = {}
+        for key, request in requests.items():
+            answer = await self.ask(request)
+            if isinstance(answer, types.ErrorData):
+                return answer
+            responses[key] = answer
+        return responses
+
+    def refused(self, error: types.ErrorData) -> None:
+        self.kept = error
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         if not admits(params.level, self.threshold()):

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server import NotificationOptions, Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import compose_tool_call_handler
@@ -44,7 +45,7 @@ from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
 from ...telemetry.base import continued_from
-from ...tools.relay import relaying_to
+from ...tools.relay import Resume, current_channel, relaying_to
 from ...tools.status import ServerStatus
 from .._internals import request_connection
 from ..callers import LOCAL, Caller, caller_of
@@ -53,7 +54,7 @@ from .catalog import CatalogHandlers
 from .held_calls import HeldCalls
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
-from .relay import LogLevels, RequestChannel
+from .relay import LogLevels, RequestChannel, resume_of
 from .resumable import Streams
 from .tasks import ListenFn, Tasks
 
@@ -307,21 +308,27 @@ class AgentQueryTool:
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
             if spec is not None:
-                if params.request_state is not None:  # a 2026 client's answers to its server's questions
+                if self.held.holds(params.request_state):  # answers to what its server asked mid-call
                     return await self.held.retry(ctx, caller, params)
+                resume = resume_of(params)  # a retry of the server's own input_required round
                 if may_be_asked(ctx):
                     return await self.held.start(
-                        ctx, caller, partial(self._inner_result, spec, arguments, caller)
+                        ctx, caller, partial(self._inner_result, spec, arguments, caller), resume=resume
                     )
-                return await self._inner_call(ctx, spec, arguments, caller)
+                return await self._inner_call(ctx, spec, arguments, caller, resume)
         return text_result(f"Unknown tool: {params.name}", is_error=True)
 
     async def _inner_call(
-        self, ctx: ServerRequestContext[Any], spec: ToolSpec, arguments: JSONObject, caller: Caller
-    ) -> types.CallToolResult:
+        self,
+        ctx: ServerRequestContext[Any],
+        spec: ToolSpec,
+        arguments: JSONObject,
+        caller: Caller,
+        resume: Resume | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """One exposed call: the server's parts and structuredContent, held to its outputSchema;
         what the server sends during the call is relayed to this client (``relay.py``)."""
-        channel = RequestChannel(ctx, caller, self.log_levels)
+        channel = RequestChannel(ctx, caller, self.log_levels, resume)
         try:
             with relaying_to(channel):
                 return await self._inner_result(spec, arguments, caller)
@@ -330,13 +337,22 @@ class AgentQueryTool:
 
     async def _inner_result(
         self, spec: ToolSpec, arguments: JSONObject, caller: Caller
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The call made in the current relay channel; a 2026 server's ``input_required`` the
+        channel kept for its client is the answer (raises ``MCPError`` -32021 when the client did
+        not declare a capability the server's requests need)."""
         try:
             result = await self.service.call_tool(spec.name, arguments, caller)
         except Busy as exc:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
+        channel = current_channel()
+        kept = channel.kept if isinstance(channel, RequestChannel) else None
+        if isinstance(kept, types.ErrorData):
+            raise MCPError(kept.code, kept.message, kept.data)
+        if kept is not None:
+            return kept
         return tool_result_to_mcp(result, name=spec.name, output_schema=advertised_output_schema(spec))
 
     # ---------------------------------------------------------------- list_changed
@@ -411,6 +427,7 @@ def create_mcp_server(
             remember=tool._remember,
             connections=tool._legacy_connections.values,
             bus=tool.subscriptions,
+            levels=tool.log_levels,
         )
         if service.gateway.expose_tools
         else None

@@ -464,6 +464,7 @@ class ServerConnection:
                     start=start,
                     timeout=timeout,
                     on_progress=on_progress,
+                    channel=channel,
                 )
 
 

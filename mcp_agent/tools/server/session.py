@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -36,6 +36,7 @@ from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartErro
 from ...messages import JSONObject, ToolResult
 from ...telemetry.base import note_tool_transport
 from ..presentation import call_result
+from ..relay import CallerChannel, Resume, through_rounds
 from ..stdio.transport import StdioChild
 
 logger = logging.getLogger(__name__)
@@ -143,8 +144,17 @@ async def call_tool_on(
     start: float,
     timeout: float | None,
     on_progress: ProgressCallback | None,
+    channel: CallerChannel | None = None,
 ) -> ToolResult:
-    """Call ``mcp_name`` on the session; every failure comes back as an error result."""
+    """Call ``mcp_name`` on the session; every failure comes back as an error result.
+
+    A 2026-07-28 server's ``input_required`` goes to ``channel`` (the client of an exposed call,
+    ``tools/relay.py``): it keeps the result for its client (the call answers
+    ``INPUT_REQUIRED_RELAYED``), or answers the requests and the call is retried with the answers
+    (at most ``MAX_INPUT_ROUNDS`` rounds). Without a channel (the agent's own loop) it is an error.
+    The server's error for the client's own retry (a tampered ``requestState``) goes to the channel
+    too (``refused``), for the client to get as it is.
+    """
 
     def failed(text: str) -> ToolResult:
         return ToolResult(text, is_error=True, elapsed_ms=(time.perf_counter() - start) * 1000)
@@ -155,35 +165,64 @@ async def call_tool_on(
         url=remote.url if remote is not None else None,
         protocol_version=live.session.protocol_version,
     )
-    try:
-        result = await live.session.call_tool(
-            mcp_name,
-            arguments,
-            read_timeout_seconds=timeout or None,
-            progress_callback=on_progress,
-            allow_input_required=True,
-        )
-    except MCPError as exc:
-        if exc.code == REQUEST_TIMEOUT:
-            return failed(f"tool {shown} timed out after {timeout:g} s")
-        if exc.code in (CONNECTION_CLOSED, PARSE_ERROR) and live.child is None and not live.ended.is_set():
-            # a remote server's response stream failed, not its connection (an SSE event or a
-            # JSON body over maxMessageBytes: "... exceeded the N byte limit.")
-            hint = f" (mcpServers.{server}.maxMessageBytes)" if "byte limit" in exc.message else ""
-            return failed(f"tool {shown} failed: server {server}: {exc.message}{hint}")
-        if exc.code == CONNECTION_CLOSED:
-            crash = await crash_error(server, live.child, None)
-            return failed(f"tool {shown} failed: server {crash}")
-        return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
-    except ValidationError as exc:
-        problem = describe_validation_error(exc)
-        return failed(f"tool {shown} failed: the server returned an invalid result ({problem})")
-    except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
-        logger.warning("%s: call to %s failed: %r", server, mcp_name, exc)
-        return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
+    modern = live.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+    level = channel.log_level() if channel is not None and modern else None
+    meta = cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: level}) if level is not None else None
+
+    async def send(resume: Resume | None) -> types.CallToolResult | ToolResult | types.InputRequiredResult:
+        try:
+            return await live.session.call_tool(
+                mcp_name,
+                arguments,
+                read_timeout_seconds=timeout or None,
+                progress_callback=on_progress,
+                input_responses=resume.input_responses if resume is not None else None,
+                request_state=resume.request_state if resume is not None else None,
+                meta=meta,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                return failed(f"tool {shown} timed out after {timeout:g} s")
+            if (
+                exc.code in (CONNECTION_CLOSED, PARSE_ERROR)
+                and live.child is None
+                and not live.ended.is_set()
+            ):
+                # a remote server's response stream failed, not its connection (an SSE event or a
+                # JSON body over maxMessageBytes: "... exceeded the N byte limit.")
+                hint = f" (mcpServers.{server}.maxMessageBytes)" if "byte limit" in exc.message else ""
+                return failed(f"tool {shown} failed: server {server}: {exc.message}{hint}")
+            if exc.code == CONNECTION_CLOSED:
+                crash = await crash_error(server, live.child, None)
+                return failed(f"tool {shown} failed: server {crash}")
+            if channel is not None and resume is not None and resume is channel.resume:
+                channel.refused(exc.error)  # the client's own requestState: its business
+            return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
+        except ValidationError as exc:
+            problem = describe_validation_error(exc)
+            return failed(f"tool {shown} failed: the server returned an invalid result ({problem})")
+        except Exception as exc:  # RuntimeError from the SDK, transport errors of remote servers
+            logger.warning("%s: call to %s failed: %r", server, mcp_name, exc)
+            return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
+
+    result: types.CallToolResult | ToolResult | types.InputRequiredResult | types.ErrorData
+    result = await through_rounds(channel, send)
+    if isinstance(result, ToolResult):
+        return result
+    if isinstance(result, types.ErrorData):
+        return failed(f"tool {shown} failed: {result.message} (MCP error {result.code})")
     if isinstance(result, types.InputRequiredResult):
-        return failed(input_required_text(shown, result))
+        if channel is None:
+            return failed(input_required_text(shown, result))
+        return ToolResult(  # the channel handed it to its client, who retries
+            INPUT_REQUIRED_RELAYED.format(shown=shown), elapsed_ms=(time.perf_counter() - start) * 1000
+        )
     return call_result(result, start)
+
+
+INPUT_REQUIRED_RELAYED = "tool {shown} asked its client for input (input_required, relayed)"
+"""The text of a call whose ``input_required`` result a channel handed to its client."""
 
 
 def input_required_text(shown: str, result: types.InputRequiredResult) -> str:

@@ -434,7 +434,9 @@ async def test_a_2025_client_without_a_back_channel_gets_the_server_a_clear_erro
 
 async def test_a_retry_with_an_unknown_state_is_refused(gateway: Running) -> None:
     async with client(gateway, "auto", **ANSWERING) as connected:
-        result = await connected.call_tool("relay__sample", {}, request_state="call_nope", input_responses={})
+        result = await connected.call_tool(
+            "relay__sample", {}, request_state="mcp-agent.held.nope", input_responses={}
+        )
     assert result.is_error and "unknown or expired request_state" in text_of(result)
 
 
