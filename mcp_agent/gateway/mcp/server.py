@@ -316,7 +316,8 @@ class AgentQueryTool:
                         ctx, caller, partial(self._inner_result, spec, arguments, caller), resume=resume
                     )
                 return await self._inner_call(ctx, spec, arguments, caller, resume)
-        return text_result(f"Unknown tool: {params.name}", is_error=True)
+        # a protocol error, as the specification has it (-32602), not a result a model would read
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
 
     async def _inner_call(
         self,

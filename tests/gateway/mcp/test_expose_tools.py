@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import MCPError
 
 from ..conftest import Running, eventually, make_config, running_gateway
 from .test_server import connect
@@ -88,8 +89,9 @@ async def test_calls_wait_for_approval(exposed: Running, approved: bool) -> None
 
 async def test_unknown_inner_tool(exposed: Running) -> None:
     async with connect(exposed.url, "http", "modern") as client:
-        result = await client.call_tool("nope", {})
-    assert result.is_error and result.content[0].text == "Unknown tool: nope"
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("nope", {})
+    assert (raised.value.code, raised.value.message) == (-32602, "Unknown tool: nope")
 
 
 async def test_exposed_calls_take_query_slots() -> None:

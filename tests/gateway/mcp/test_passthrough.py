@@ -233,10 +233,11 @@ async def test_max_result_chars_cuts_text_parts_and_keeps_images(media_gateway: 
 async def test_guards_still_apply(media_gateway: Running) -> None:
     async with connect(media_gateway.url, "http", "modern") as client:
         invalid = await client.call_tool("media__long", {"size": "many"})
-        unknown = await client.call_tool("media__nope", {})
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("media__nope", {})
     assert invalid.is_error and [part.type for part in invalid.content] == ["text"]
     assert "size" in invalid.content[0].text
-    assert unknown.is_error and unknown.content[0].text == "Unknown tool: media__nope"
+    assert (unknown.value.code, unknown.value.message) == (-32602, "Unknown tool: media__nope")
 
 
 async def test_a_denied_call_sends_no_parts() -> None:

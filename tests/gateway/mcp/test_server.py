@@ -12,7 +12,7 @@ import httpx2
 import jsonschema
 import mcp_types as types
 import pytest
-from mcp import Client, ClientSession
+from mcp import Client, ClientSession, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from prometheus_client.parser import text_string_to_metric_families
@@ -196,9 +196,11 @@ async def capped() -> AsyncIterator[Running]:
 
 
 async def test_unknown_tool(gateway: Running) -> None:
+    """An unknown tool is a protocol error (-32602), as the specification's tools page has it."""
     async with connect(gateway.url, "http", "legacy") as client:
-        result = await client.call_tool("mem__echo", {"text": "x"})  # exposeTools is off
-    assert result.is_error and answer_of(result) == "Unknown tool: mem__echo"
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("mem__echo", {"text": "x"})  # exposeTools is off
+    assert (raised.value.code, raised.value.message) == (-32602, "Unknown tool: mem__echo")
 
 
 async def test_client_limits_only_tighten(gateway: Running) -> None:
