@@ -64,6 +64,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from .presentation import NamedTool, assign_names
 from .relay import Resume, current_channel, through_rounds
 from .server.connection import ServerConnection
+from .server.era import is_modern
 from .server.lists import CatalogKind
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ MAX_PAGES = 100
 """The most pages of one server a listing follows."""
 MAX_ROUTES = 10_000
 """The most URIs (and templates) remembered for routing reads; the oldest are forgotten first."""
+SUBSCRIBE_TIMEOUT = 10.0
+"""How long a subscribe to a 2026-07-28 server waits for its ``subscriptions/listen`` to carry the URI."""
 
 P = TypeVar("P")
 K = TypeVar("K")
@@ -720,8 +723,19 @@ class Catalog:
         return None
 
     async def subscribe(self, connection: ServerConnection, uri: str, *, on: bool = True) -> None:
-        """Send ``resources/subscribe`` (``on``) or ``resources/unsubscribe`` for ``uri``."""
+        """Send ``resources/subscribe`` (``on``) or ``resources/unsubscribe`` for ``uri``; to a
+        2026-07-28 server, which has neither, add ``uri`` to (or remove it from) the URIs its
+        ``subscriptions/listen`` stream carries (``era.follow_resource_updates``), and wait for
+        that stream's acknowledgment."""
         method = "resources/subscribe" if on else "resources/unsubscribe"
+        if is_modern(connection.protocol_version):
+            connection.watched.change(uri, on=on)
+            if on:
+                why = await connection.watched.until_honored(uri, SUBSCRIBE_TIMEOUT)
+                if why is not None:
+                    connection.watched.change(uri, on=False)
+                    raise MCPError(INTERNAL_ERROR, f"{method} {uri}: server {connection.name}: {why}")
+            return
         request: types.SubscribeRequest | types.UnsubscribeRequest = (
             types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
             if on

@@ -64,7 +64,14 @@ from ..relay import ServerRelay, current_channel
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
-from .era import Handshake, follow_list_changes, handshake, upstream_log_level
+from .era import (
+    Handshake,
+    Watched,
+    follow_list_changes,
+    follow_resource_updates,
+    handshake,
+    upstream_log_level,
+)
 from .lists import CatalogKind, KnownLists
 from .session import (
     CLIENT_INFO,
@@ -136,6 +143,7 @@ class ServerConnection:
         self.restarts = 0
         self.capabilities: types.ServerCapabilities | None = None
         self.relay = ServerRelay(name, asks=relay_calls)
+        self.watched = Watched()
         self.log_level: types.LoggingLevel | None = None
         self.stopped = anyio.Event()
         self.running = False
@@ -325,6 +333,11 @@ class ServerConnection:
             tasks.start_soon(self._lists.keep_catalog, live, self.capabilities, self._on_catalog_change)
         if self.config.lazy and self.config.idle_seconds:
             tasks.start_soon(self._stop_when_idle, attempt)
+        resources = init.capabilities.resources
+        if init.modern and resources is not None and resources.subscribe:  # the same URIs after a restart
+            tasks.start_soon(
+                follow_resource_updates, live.session, self.name, self.watched, self.relay.on_updated
+            )
 
     async def _stop_when_idle(self, attempt: Incarnation) -> None:
         """End this incarnation once no call has run for ``idleSeconds`` (a lazy server)."""

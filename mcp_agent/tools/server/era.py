@@ -23,7 +23,8 @@ cache, ``cache.py``), a handshake-era server is sent ``initialize`` at once, wit
 still falls back if it no longer answers it. A restart after a crash forgets the era and probes.
 
 Once 2026-07-28 is settled, a server announces list changes only on a ``subscriptions/listen``
-stream (``follow_list_changes``), sends logs only when asked for a level (``upstream_log_level``),
+stream (``follow_list_changes``), announces the updates of the resources subscribed to only on
+another one (``follow_resource_updates``: that era has no ``resources/subscribe``), sends logs only when asked for a level (``upstream_log_level``),
 and can no longer send requests to the client (a call it needs input for answers
 ``input_required``: ``session.call_tool_on``).
 """
@@ -31,7 +32,7 @@ and can no longer send requests to the client (a call it needs input for answers
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,7 +40,12 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, listen
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp_types import CONNECTION_CLOSED, UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -258,6 +264,116 @@ async def follow_list_changes(
         delay = min(MAX_LISTEN_DELAY, 2.0 ** (ended - 1))
         logger.info("%s: subscriptions/listen ended (%s); listening again in %g s", server, reason, delay)
         await anyio.sleep(delay)
+
+
+class Watched:
+    """The URIs subscribed to on one 2026-07-28 server, kept across its restarts, and what its
+    ``subscriptions/listen`` stream for them (``follow_resource_updates``) has made of them.
+
+    Attributes:
+        uris: the URIs subscribed to (through the gateway).
+        asked: the URIs the last stream was asked for (settled: acknowledged or refused).
+        honored: those of them its acknowledgment honored (none once it ended).
+        refused: why the server refused the last stream asked for (None: it did not).
+    """
+
+    def __init__(self) -> None:
+        self.uris: frozenset[str] = frozenset()
+        self.asked: frozenset[str] = frozenset()
+        self.honored: frozenset[str] = frozenset()
+        self.refused: str | None = None
+        self._changed = anyio.Event()  # ``uris`` changed
+        self._settled = anyio.Event()  # a stream was acknowledged, refused or ended
+
+    def change(self, uri: str, *, on: bool) -> None:
+        """Subscribe to ``uri`` (``on``) or no longer; the stream is re-opened with the new set."""
+        uris = self.uris | {uri} if on else self.uris - {uri}
+        if uris != self.uris:
+            self.uris, self.refused = uris, None
+            changed, self._changed = self._changed, anyio.Event()
+            changed.set()
+
+    def next_change(self) -> anyio.Event:
+        """The event set when ``uris`` next changes."""
+        return self._changed
+
+    def settle(self, asked: frozenset[str], honored: frozenset[str], refused: str | None = None) -> None:
+        """What became of the stream asked for ``asked``."""
+        self.asked, self.honored, self.refused = asked, honored, refused
+        settled, self._settled = self._settled, anyio.Event()
+        settled.set()
+
+    async def until_honored(self, uri: str, timeout: float) -> str | None:
+        """Wait (at most ``timeout`` seconds) until a stream carries ``uri``: None, or why not."""
+        with anyio.move_on_after(timeout):
+            while uri in self.uris and uri not in self.honored:
+                if self.refused is not None:
+                    return self.refused
+                if uri in self.asked:
+                    return "the server did not honor it in subscriptions/listen"
+                await self._settled.wait()
+            return None
+        return f"subscriptions/listen not acknowledged within {timeout:g} s"
+
+
+async def follow_resource_updates(
+    session: ClientSession,
+    server: str,
+    watched: Watched,
+    on_updated: Callable[[str], Awaitable[None]],
+) -> None:
+    """Hold one ``subscriptions/listen`` stream open on a 2026-07-28 ``session`` for all the URIs
+    in ``watched`` (none: no stream), and pass each ``resources/updated`` it carries to
+    ``on_updated(uri)``: the path the handshake era's notifications take.
+
+    One stream per server, not per URI: one request (and, over HTTP, one response stream) held
+    open however many URIs, re-opened with the new set when the set changes. A stream that ends is
+    opened again after 1, 2, 4... ``MAX_LISTEN_DELAY`` seconds (or at once when the set changes
+    meanwhile); a server that refuses it is asked again when the set changes. Runs until
+    cancelled (the session's end; the next session starts it again with the same ``watched``).
+    """
+    ended = 0
+    while True:
+        uris, changed = watched.uris, watched.next_change()
+        if not uris:
+            watched.settle(frozenset(), frozenset())
+            await changed.wait()
+            continue
+        reason = "the server closed it"
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_on, changed, tg.cancel_scope)
+                async with listen(session, resource_subscriptions=sorted(uris)) as subscription:
+                    watched.settle(uris, frozenset(subscription.honored.resource_subscriptions or ()))
+                    async for event in subscription:
+                        ended = 0
+                        if isinstance(event, ResourceUpdated):
+                            await on_updated(event.uri)
+                tg.cancel_scope.cancel()
+            if changed.is_set():
+                continue
+        except ListenNotSupportedError:
+            return
+        except MCPError as exc:
+            if exc.code != CONNECTION_CLOSED:
+                logger.info("%s: subscriptions/listen for %s refused: %s", server, sorted(uris), exc)
+                watched.settle(uris, frozenset(), f"subscriptions/listen refused: {exc.message}")
+                await changed.wait()
+                continue
+            reason = str(exc)
+        except (SubscriptionLost, TimeoutError) as exc:
+            reason = str(exc) or type(exc).__name__
+        watched.settle(frozenset(), frozenset())
+        ended += 1
+        delay = min(MAX_LISTEN_DELAY, 2.0 ** (ended - 1))
+        logger.info("%s: subscriptions/listen for resources ended (%s); again in %g s", server, reason, delay)
+        with anyio.move_on_after(delay):
+            await changed.wait()
+
+
+async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 def upstream_log_level() -> types.LoggingLevel:
