@@ -14,7 +14,10 @@ Tools:
   code and message of an error);
 - ``hold`` / ``release``: ``hold`` answers once ``release`` was called (two calls in flight);
 - ``crash``: exits at once (code 3);
-- ``touch`` ``{uri}``: sends ``notifications/resources/updated`` for ``uri`` when subscribed.
+- ``touch`` ``{uri}``: sends ``notifications/resources/updated`` for ``uri`` when subscribed:
+  with ``resources/subscribe`` (the handshake era) or on a ``subscriptions/listen`` stream that
+  names it (2026-07-28); "not subscribed: URI" otherwise;
+- ``listening``: the URIs of each open ``subscriptions/listen`` stream that names some, as JSON.
 
 Resources: ``relay://doc`` and the template ``relay://items/{id}``. Prompt ``greet``
 (argument ``name``). Completions: ``greet``'s ``name`` → names from ``NAMES`` that start with
@@ -23,6 +26,7 @@ the value; the template's ``id`` → "1", "2", "3".
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -31,13 +35,18 @@ import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.subscriptions import ResourceUpdated
 
 NAMES = ("alice", "alina", "bob")
 PLAIN = os.environ.get("RELAY_PLAIN") == "1"
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 state: dict[str, Any] = {"level": "none", "subscribed": set(), "released": anyio.Event()}
+bus = InMemorySubscriptionBus()
+handler = ListenHandler(bus)
+listening: dict[int, list[str]] = {}  # one entry per open subscriptions/listen stream
 
 
 def text(value: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -52,7 +61,18 @@ TOOLS = [
     ),
     *(
         types.Tool(name=name, description=f"The {name} tool.", input_schema=OBJECT)
-        for name in ("chatter", "level", "sample", "ask", "ask_url", "roots", "hold", "release", "crash")
+        for name in (
+            "chatter",
+            "level",
+            "sample",
+            "ask",
+            "ask_url",
+            "roots",
+            "hold",
+            "release",
+            "crash",
+            "listening",
+        )
     ),
     types.Tool(
         name="touch",
@@ -126,7 +146,12 @@ async def call_tool(
         if uri in state["subscribed"]:
             await ctx.session.send_resource_updated(uri)
             return text(f"touched {uri}")
+        if any(uri in uris for uris in listening.values()):
+            await bus.publish(ResourceUpdated(uri))
+            return text(f"touched {uri}")
         return text(f"not subscribed: {uri}")
+    if name == "listening":
+        return text(json.dumps([uris for uris in listening.values() if uris]))
     raise MCPError(types.INVALID_PARAMS, f"unknown tool {name}")
 
 
@@ -165,6 +190,17 @@ async def unsubscribe(
     return types.EmptyResult()
 
 
+async def listen(
+    ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+) -> types.SubscriptionsListenResult:
+    key = id(params)
+    listening[key] = sorted(params.notifications.resource_subscriptions or ())
+    try:
+        return await handler(ctx, params)
+    finally:
+        del listening[key]
+
+
 async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
     argument = types.PromptArgument(name="name", required=True)
     return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[argument])])
@@ -199,6 +235,7 @@ def build() -> Server[Any]:
             "on_completion": complete,
             "on_subscribe_resource": subscribe,
             "on_unsubscribe_resource": unsubscribe,
+            "on_subscriptions_listen": listen,
         }
     )
     return Server(

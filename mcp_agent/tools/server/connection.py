@@ -70,6 +70,7 @@ from .era import (
     follow_list_changes,
     follow_resource_updates,
     handshake,
+    is_modern,
     upstream_log_level,
 )
 from .lists import CatalogKind, KnownLists
@@ -611,7 +612,9 @@ class Incarnation:
             elif isinstance(message, types.PromptListChangedNotification):
                 on_catalog_change("prompts")
             elif isinstance(message, types.ResourceUpdatedNotification):
-                await relay.on_updated(str(message.params.uri))
+                # on 2026-07-28 it comes on a listen stream, which relays it (follow_resource_updates)
+                if not is_modern(repairer.version):
+                    await relay.on_updated(str(message.params.uri))
             elif isinstance(message, Exception):
                 logger.warning("%s: transport error: %s", self.name, message)
 

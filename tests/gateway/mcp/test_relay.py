@@ -526,6 +526,89 @@ async def test_resource_updates_reach_the_clients_that_subscribed(gateway: Runni
         )
 
 
+@pytest.fixture
+async def modern_gateway() -> AsyncIterator[Running]:
+    """The gateway over the relay server speaking 2026-07-28, which has no ``resources/subscribe``:
+    the gateway subscribes on a ``subscriptions/listen`` stream (``era.follow_resource_updates``)."""
+    server = {"command": sys.executable, "args": [RELAY], "protocol": "2026-07-28"}
+    async with running_gateway(parse_config(relay_data(server), environ={}), factory=open_agent) as running:
+        yield running
+
+
+async def listening(connected: Client) -> list[list[str]]:
+    """The URIs of each listen stream open on the relay server now."""
+    return json.loads(text_of(await connected.call_tool("relay__listening", {})))  # type: ignore[no-any-return]
+
+
+async def test_resource_updates_from_a_2026_server_reach_the_clients_that_subscribed(
+    modern_gateway: Running,
+) -> None:
+    await up(modern_gateway)
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async with (
+        client(modern_gateway, "legacy", message_handler=on_message) as subscriber,
+        client(modern_gateway, "legacy") as other,
+    ):
+        assert await listening(other) == []  # nothing subscribed: no stream
+        await subscriber.subscribe_resource("relay://doc")
+        await other.subscribe_resource("relay://doc")  # one stream upstream for both
+        assert await listening(other) == [["relay://doc"]]
+        assert text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"})) == "touched relay://doc"
+        await eventually(lambda: updates == ["relay://doc"])
+        await subscriber.subscribe_resource("relay://items/7")  # the stream is opened again with both
+        assert await listening(other) == [["relay://doc", "relay://items/7"]]
+        await other.unsubscribe_resource("relay://doc")  # the subscriber still is: still on the stream
+        assert text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"})) == "touched relay://doc"
+        await eventually(lambda: updates == ["relay://doc"] * 2)
+        await subscriber.unsubscribe_resource("relay://doc")  # the last one: off the stream
+
+        async def without_doc() -> bool:
+            return await listening(other) == [["relay://items/7"]]
+
+        await eventually(without_doc)
+        assert (
+            text_of(await other.call_tool("relay__touch", {"uri": "relay://doc"}))
+            == "not subscribed: relay://doc"
+        )
+        await subscriber.unsubscribe_resource("relay://items/7")
+
+        async def no_stream() -> bool:
+            return await listening(other) == []
+
+        await eventually(no_stream)
+
+
+async def test_a_restarted_2026_server_is_subscribed_again(modern_gateway: Running) -> None:
+    hub = modern_gateway.app.service.hub
+    assert hub is not None
+    await up(modern_gateway)
+    updates: list[str] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+
+    async with client(modern_gateway, "legacy", message_handler=on_message) as subscriber:
+        await subscriber.subscribe_resource("relay://doc")
+        restarts = hub.connection("relay").restarts  # type: ignore[union-attr]
+        await subscriber.call_tool("relay__crash", {})
+        await eventually(lambda: hub.connection("relay").restarts > restarts)  # type: ignore[union-attr]
+        await up(modern_gateway)
+
+        async def subscribed_again() -> bool:
+            return await listening(subscriber) == [["relay://doc"]]
+
+        await eventually(subscribed_again)
+        touched = await subscriber.call_tool("relay__touch", {"uri": "relay://doc"})
+        assert text_of(touched) == "touched relay://doc"
+        await eventually(lambda: updates == ["relay://doc"])
+
+
 async def test_a_client_that_leaves_ends_its_subscription(gateway: Running) -> None:
     await up(gateway)
     async with client(gateway, "legacy") as leaving:
