@@ -21,7 +21,8 @@ Tools:
 
 Resources: ``relay://doc`` and the template ``relay://items/{id}``. Prompt ``greet``
 (argument ``name``). Completions: ``greet``'s ``name`` → names from ``NAMES`` that start with
-the value; the template's ``id`` → "1", "2", "3".
+the value; the template's ``id`` → "1", "2", "3". ``$RELAY_DEAF=1``: a
+``subscriptions/listen`` that names resources is refused (-32602).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from mcp.shared.subscriptions import ResourceUpdated
 
 NAMES = ("alice", "alina", "bob")
 PLAIN = os.environ.get("RELAY_PLAIN") == "1"
+DEAF = os.environ.get("RELAY_DEAF") == "1"  # subscriptions/listen refuses resource subscriptions
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
 state: dict[str, Any] = {"level": "none", "subscribed": set(), "released": anyio.Event()}
@@ -193,6 +195,8 @@ async def unsubscribe(
 async def listen(
     ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
 ) -> types.SubscriptionsListenResult:
+    if DEAF and params.notifications.resource_subscriptions:
+        raise MCPError(types.INVALID_PARAMS, "no resource subscriptions here")
     key = id(params)
     listening[key] = sorted(params.notifications.resource_subscriptions or ())
     try:

@@ -341,15 +341,8 @@ async def follow_resource_updates(
             continue
         reason = "the server closed it"
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_cancel_on, changed, tg.cancel_scope)
-                async with listen(session, resource_subscriptions=sorted(uris)) as subscription:
-                    watched.settle(uris, frozenset(subscription.honored.resource_subscriptions or ()))
-                    async for event in subscription:
-                        ended = 0
-                        if isinstance(event, ResourceUpdated):
-                            await on_updated(event.uri)
-                tg.cancel_scope.cancel()
+            if await _listen_until_changed(session, uris, changed, watched, on_updated):
+                ended = 0
             if changed.is_set():
                 continue
         except ListenNotSupportedError:
@@ -369,6 +362,34 @@ async def follow_resource_updates(
         logger.info("%s: subscriptions/listen for resources ended (%s); again in %g s", server, reason, delay)
         with anyio.move_on_after(delay):
             await changed.wait()
+
+
+async def _listen_until_changed(
+    session: ClientSession,
+    uris: frozenset[str],
+    changed: anyio.Event,
+    watched: Watched,
+    on_updated: Callable[[str], Awaitable[None]],
+) -> bool:
+    """One stream for ``uris``, until it ends or ``changed`` is set; whether it carried an event.
+    Raises what ``listen`` raises (not wrapped in an exception group)."""
+    failed: BaseException | None = None
+    carried = False
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_cancel_on, changed, tg.cancel_scope)
+        try:
+            async with listen(session, resource_subscriptions=sorted(uris)) as subscription:
+                watched.settle(uris, frozenset(subscription.honored.resource_subscriptions or ()))
+                async for event in subscription:
+                    carried = True
+                    if isinstance(event, ResourceUpdated):
+                        await on_updated(event.uri)
+        except (ListenNotSupportedError, MCPError, SubscriptionLost, TimeoutError) as exc:
+            failed = exc
+        tg.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return carried
 
 
 async def _cancel_on(event: anyio.Event, scope: anyio.CancelScope) -> None:

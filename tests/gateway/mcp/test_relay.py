@@ -609,6 +609,22 @@ async def test_a_restarted_2026_server_is_subscribed_again(modern_gateway: Runni
         await eventually(lambda: updates == ["relay://doc"])
 
 
+async def test_a_2026_server_that_refuses_to_listen_fails_the_subscribe() -> None:
+    server = {
+        "command": sys.executable,
+        "args": [RELAY],
+        "protocol": "2026-07-28",
+        "env": {"RELAY_DEAF": "1"},
+    }
+    async with running_gateway(parse_config(relay_data(server), environ={}), factory=open_agent) as running:
+        await up(running)
+        async with client(running, "legacy") as connected:
+            with pytest.raises(MCPError) as subscribing:
+                await connected.subscribe_resource("relay://doc")
+    assert subscribing.value.code == types.INTERNAL_ERROR
+    assert "server relay: subscriptions/listen refused" in subscribing.value.message
+
+
 async def test_a_client_that_leaves_ends_its_subscription(gateway: Running) -> None:
     await up(gateway)
     async with client(gateway, "legacy") as leaving:
