@@ -21,8 +21,11 @@ URIs, prompts are named ``server__prompt``, resource lists are paged one server 
   client that listens for URIs (``subscriptions/listen``) subscribes the same way for as long as
   its stream is open (a URI no server offers is honoured and never fires, as the SDK does), and
   gets the updates on its stream. When the last subscriber unsubscribes or disconnects, the
-  server gets ``resources/unsubscribe``. The gateway declares ``resources.subscribe`` only while a
-  server that is up declares it.
+  server gets ``resources/unsubscribe``. A 2026-07-28 server has neither request: the URI joins
+  (or leaves) the one ``subscriptions/listen`` stream the gateway holds on it for its subscribed
+  URIs, re-opened with each new set and after a restart (``tools/server/era.py``), and its
+  updates take the same way to the clients. The gateway declares ``resources.subscribe`` only
+  while a server that is up declares it.
 """
 
 from __future__ import annotations
