@@ -71,6 +71,19 @@ def text_result(text: str, *, is_error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
 
+def parsed_query(
+    service: GatewayService, params: types.CallToolRequestParams
+) -> QueryInput | types.CallToolResult:
+    """The arguments of an ``agent_query`` call, or the error result that refuses them (counted)."""
+    try:
+        return parse_query_input(
+            dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars
+        )
+    except QueryInputError as exc:
+        service.metrics.reject("invalid")
+        return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+
+
 class QueryCalls:
     """``agent_query`` calls over one GatewayService (see the module docstring)."""
 
@@ -91,13 +104,9 @@ class QueryCalls:
         if params.request_state is not None:
             return await self._resume(ctx, params, caller)
         service = self.service
-        try:
-            request = parse_query_input(
-                dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars
-            )
-        except QueryInputError as exc:
-            service.metrics.reject("invalid")
-            return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+        request = parsed_query(service, params)
+        if isinstance(request, types.CallToolResult):
+            return request
         try:
             admission = await service.admit(caller, wait_ready=STARTUP_WAIT_SECONDS)
         except Busy as exc:

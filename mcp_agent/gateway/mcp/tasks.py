@@ -79,13 +79,11 @@ from ..service import (
     GatewayService,
     NotReady,
     QueryInput,
-    QueryInputError,
     UnknownSession,
     describe,
-    parse_query_input,
 )
 from .ask_caller import approval_sink, elicit_request, may_answer, resolve, wants_forms
-from .query import STARTUP_WAIT_SECONDS, text_result
+from .query import STARTUP_WAIT_SECONDS, parsed_query, text_result
 
 logger = logging.getLogger(__name__)
 
@@ -282,13 +280,9 @@ class Tasks(Extension):
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, caller: Caller
     ) -> HandlerResult:
         service = self.service
-        try:
-            request = parse_query_input(
-                dict(params.arguments or {}), max_query_chars=service.gateway.max_query_chars
-            )
-        except QueryInputError as exc:
-            service.metrics.reject("invalid")
-            return text_result(f"Invalid agent_query arguments: {exc}", is_error=True)
+        request = parsed_query(service, params)
+        if isinstance(request, types.CallToolResult):
+            return request
         now = time.time()
         state = service.state_store
         record = TaskRecord(
