@@ -33,7 +33,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
@@ -41,6 +40,7 @@ from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, ru
 from tests.fakes.openai_shapes import Call, completion
 from tests.fakes.server_shapes import llamacpp_routes
 from tests.gateway.conftest import eventually, free_port
+from tests.servers import over_http
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "servers"
@@ -106,27 +106,8 @@ def model(fake: dict[str, str]) -> Iterator[FakeModelServer]:
 @pytest.fixture
 def remote() -> Iterator[str]:
     """``tests/servers/header_echo.py`` over Streamable HTTP; its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(SERVERS / "header_echo.py"), "http", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(300):  # up to about 30 s
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert process.poll() is None, "header_echo.py exited"
-                anyio.run(anyio.sleep, 0.1)
-        else:
-            raise AssertionError("header_echo.py did not start listening")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with over_http("header_echo.py") as url:
+        yield url
 
 
 def _config(folder: Path, model: FakeModelServer, remote: str, port: int) -> Path:

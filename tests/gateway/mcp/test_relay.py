@@ -9,7 +9,6 @@ HTTP (both eras) and over the gateway's stdio (``mcp-agent serve --stdio``).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -17,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
@@ -26,8 +24,9 @@ from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
 from mcp_agent.gateway.mcp.relay import missing_capability, required
 from mcp_agent.tools.hub import open_tool_hub
+from tests.servers import over_http
 
-from ..conftest import Running, eventually, free_port, running_gateway
+from ..conftest import Running, eventually, running_gateway
 from .test_server import transport_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -60,27 +59,8 @@ def relay_config(server: dict[str, Any] | None = None) -> AgentConfig:
 @pytest.fixture
 def http_upstream() -> Iterator[str]:
     """``relay.py`` over Streamable HTTP in its own process; its URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, RELAY, "http", str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(300):  # up to about 30 s
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-                break
-            except httpx.HTTPError:
-                assert process.poll() is None, "relay.py exited"
-                anyio.run(anyio.sleep, 0.1)
-        else:
-            raise AssertionError("relay.py did not start listening")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with over_http("relay.py") as url:
+        yield url
 
 
 @pytest.fixture
