@@ -1,4 +1,4 @@
-"""Fixture MCP servers, each a real program; ``over_http`` runs one over Streamable HTTP."""
+"""Fixture MCP servers, each a real program; ``over_http`` runs one over Streamable HTTP (or SSE)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @contextmanager
-def over_http(script: str, *, env: dict[str, str] | None = None, timeout: float = 30) -> Iterator[str]:
-    """``tests/servers/<script> http PORT`` in its own process, while the block runs; its MCP URL.
+def over_http(
+    script: str, *, env: dict[str, str] | None = None, timeout: float = 30, transport: str = "http"
+) -> Iterator[str]:
+    """``tests/servers/<script> TRANSPORT PORT`` in its own process, while the block runs; its MCP
+    URL (``/mcp``, or ``/sse`` for ``transport="sse"``).
 
     Waits until the port answers (failing, not hanging, when the server exits or is not up within
     ``timeout``), and stops it on exit.
     """
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(HERE / script), "http", str(port)],
+        [sys.executable, str(HERE / script), transport, str(port)],
         cwd=HERE.parent.parent,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -41,7 +49,7 @@ def over_http(script: str, *, env: dict[str, str] | None = None, timeout: float 
                 if time.monotonic() > deadline:
                     raise AssertionError(f"{script} did not start listening") from None
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{'/sse' if transport == 'sse' else '/mcp'}"
     finally:
         process.terminate()
         process.wait(timeout=30)

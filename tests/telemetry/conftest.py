@@ -10,15 +10,15 @@ a process of their own (``setup_tracing``, the OTLP exporter) run subprocesses.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
+
+from tests.servers import over_http
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACED = ROOT / "tests" / "servers" / "traced.py"
@@ -113,55 +113,22 @@ def traceparent(trace_id: int, span_id: int) -> str:
     return f"00-{trace_id:032x}-{span_id:016x}-01"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
+@dataclass(frozen=True)
 class TracedServer:
     """``tests/servers/traced.py`` over HTTP or SSE in a subprocess of its own."""
 
-    def __init__(self, transport: str) -> None:
-        self.transport = transport
-        self.port = free_port()
-        path = "/sse" if transport == "sse" else "/mcp"
-        self.url = f"http://127.0.0.1:{self.port}{path}"
-        self.process = subprocess.Popen(
-            [sys.executable, str(TRACED), transport, str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=ROOT,
-        )
+    transport: str
+    url: str
 
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, "traced.py exited"
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise AssertionError("traced.py did not start listening")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+    @property
+    def port(self) -> int:
+        return int(urlsplit(self.url).port or 0)
 
 
 @pytest.fixture(params=["http", "sse"])
 def traced_server(request: pytest.FixtureRequest) -> Iterator[TracedServer]:
-    server = TracedServer(request.param)
-    try:
-        server.wait_ready()
-        yield server
-    finally:
-        server.stop()
+    with over_http("traced.py", transport=request.param) as url:
+        yield TracedServer(request.param, url)
 
 
 def seen_by(result_text: str) -> dict[str, Any]:

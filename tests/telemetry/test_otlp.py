@@ -26,8 +26,9 @@ import pytest
 
 from tests.fakes.model_server import FakeModelServer, Reply, running_model_server
 from tests.fakes.openai_shapes import Call, openai_stream
+from tests.servers import free_port
 
-from .conftest import ROOT, free_port, traceparent
+from .conftest import ROOT, traceparent
 
 pytest.importorskip(
     "opentelemetry.exporter.otlp.proto.http", reason="needs the otel extra (the OTLP/HTTP exporter)"
