@@ -41,13 +41,15 @@ def remembering(request: RecordedRequest) -> Reply:
     return Reply.json(completion(content="I heard: " + " | ".join(users)))
 
 
-def write_config(folder: Path, model_url: str) -> Path:
+def write_config(folder: Path, model_url: str, **more: Any) -> Path:
+    """The config of these tests (echo needs an approval), with ``more`` top-level keys."""
     path = folder / "agent.json"
     config: dict[str, Any] = {
         "llm": {"endpoint": model_url, "model": "m", "provider": "openai", "stream": False, "maxRetries": 0},
         "mcpServers": {"echo": {"command": sys.executable, "args": [str(ECHO)]}},
         "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
         "limits": {"timeoutSeconds": 600},
+        **more,
     }
     path.write_text(json.dumps(config))
     return path

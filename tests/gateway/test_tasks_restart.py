@@ -5,48 +5,25 @@ gracefully got the ``cancelled`` answer a plain call gets."""
 
 from __future__ import annotations
 
-import json
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.model_server import running_model_server
-
 from .conftest import eventually
 from .mcp.test_tasks import create, get, until
-from .test_restart import ECHO, gateway, remembering
+from .test_restart import gateway, model, write_config  # noqa: F401 (model: a fixture)
 
 pytestmark = pytest.mark.anyio
 
 
-def write_config(folder: Path, model_url: str) -> Path:
-    """``test_restart``'s config (echo needs an approval) with a short lease (2 s)."""
-    path = folder / "agent.json"
-    config: dict[str, Any] = {
-        "llm": {"endpoint": model_url, "model": "m", "provider": "openai", "stream": False, "maxRetries": 0},
-        "mcpServers": {"echo": {"command": sys.executable, "args": [str(ECHO)]}},
-        "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
-        "limits": {"timeoutSeconds": 600},
-        "state": {"leaseSeconds": 2},
-    }
-    path.write_text(json.dumps(config))
-    return path
-
-
-@pytest.fixture
-def model() -> Any:
-    with running_model_server() as server:
-        server.handler = remembering
-        yield server
-
-
 async def test_a_restart_answers_with_the_stored_result_and_a_killed_run_says_it_died(
-    tmp_path: Path, model: Any
+    tmp_path: Path,
+    model: Any,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    config, state, log = write_config(tmp_path, model.base_url), tmp_path / "state", tmp_path / "log.txt"
+    config = write_config(tmp_path, model.base_url, state={"leaseSeconds": 2})  # a short lease
+    state, log = tmp_path / "state", tmp_path / "log.txt"
     async with gateway(config, state, log) as first:
         done = await create(first.http, "hello")
         finished = await until(first.http, done["taskId"], "completed")
