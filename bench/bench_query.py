@@ -43,6 +43,8 @@ from tests.fakes.openai_shapes import Call, completion, openai_stream
 stream = sys.argv[2] == "stream"
 
 def reply(request):
+    if not request.path.endswith("/chat/completions"):  # a gateway asks for its models
+        return Reply.json({"object": "list", "data": [{"id": "m"}]})
     messages = request.json["messages"]
     if messages[-1]["role"] == "tool":
         kw = dict(content="The echo said: " + messages[-1]["content"], usage=(60, 8))
