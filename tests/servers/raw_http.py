@@ -2,8 +2,9 @@
 tests of the raw call path (``tools/server/raw_call.py``) against the SDK's.
 
 Run as ``raw_http.py http PORT`` (uvicorn on 127.0.0.1). It answers ``server/discover``
-(2026-07-28 only), ``tools/list`` and ``tools/call``, each as JSON, or as an SSE stream when the
-call's arguments say ``"sse": true``. Tools:
+(2026-07-28 only), ``initialize`` (2025-11-25, for a client that asks for the handshake era),
+``tools/list`` and ``tools/call``, each as JSON, or as an SSE stream when the call's arguments say
+``"sse": true``. Tools:
 
 - ``echo`` ``{text}``: the text; ``structured``: text and ``structuredContent``; ``fail``: an
   ``isError`` result; ``image``: a text and a PNG image;
@@ -33,6 +34,7 @@ from typing import Any
 import anyio
 
 VERSION = "2026-07-28"
+LEGACY = "2025-11-25"
 OBJECT = {"type": "object"}
 TOOLS: list[dict[str, Any]] = [
     {"name": name, "inputSchema": OBJECT}
@@ -191,7 +193,16 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     method, params, request_id = request.get("method"), request.get("params") or {}, request.get("id")
     answer = Answer()
     sse = False
-    if method == "server/discover":
+    if request_id is None:  # a notification (notifications/initialized of the handshake era)
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    if method == "initialize":
+        info = {"name": "raw_http", "version": "0.0.1"}
+        answer.final = {
+            "result": {"protocolVersion": LEGACY, "capabilities": {"tools": {}}, "serverInfo": info}
+        }
+    elif method == "server/discover":
         answer.final = {
             "result": {"supportedVersions": [VERSION], "capabilities": {"tools": {}, "logging": {}}}
         }

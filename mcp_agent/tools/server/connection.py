@@ -794,6 +794,50 @@ def _cap_json_body(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
     return cap
 
 
+DRAIN_SECONDS = 0.05
+"""How long the end of an SSE answer is waited for when it is closed (a server ends the stream
+right after the response): read to its end, the connection is kept; not, it is closed."""
+
+
+class _DrainedAnswer(httpx2.AsyncByteStream):
+    """An SSE answer to a POST that is read to its end before it is closed (for at most
+    ``DRAIN_SECONDS``).
+
+    The SDK's Streamable HTTP transport closes an SSE answer as soon as it carries the response,
+    before the stream's last bytes (the end of the chunked body) are read; httpcore keeps only a
+    connection whose response was read to its end, so every such answer cost a new TCP connection
+    (and a new connection on the server). The SDK has no option for it; this wrapper, put on by a
+    response hook (``_keep_sse_connections``), makes its close read the rest first.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                async for _ in self._inner:
+                    pass
+        except Exception as exc:  # the server went away meanwhile: only the connection is lost
+            logger.debug("an SSE answer ended badly while read to its end: %r", exc)
+        finally:
+            await self._inner.aclose()
+
+
+async def _keep_sse_connections(response: httpx2.Response) -> None:
+    """A response hook: an SSE answer to a POST is read to its end when closed (``_DrainedAnswer``)."""
+    if response.request.method == "POST" and response.headers.get("content-type", "").lower().startswith(
+        "text/event-stream"
+    ):
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _DrainedAnswer(stream)
+
+
 class ReadStream(Protocol[T_co]):
     """What a transport yields to read from: the SDK's own ``ReadStream`` protocol (private, in
     ``mcp.shared._stream_protocols``), restated. Our stdio child's memory-object streams and the
@@ -861,7 +905,7 @@ async def open_server_transport(
                 follow_redirects=True,
                 event_hooks={
                     "request": [_trace_headers],
-                    "response": [_cap_json_body(limit)] if limit else [],
+                    "response": [_keep_sse_connections, *([_cap_json_body(limit)] if limit else [])],
                 },
             ) as http,
             streamable_http_client(

@@ -7,9 +7,8 @@ it through its dispatcher (a pending table, a memory stream to the transport, on
 a pydantic parse of each message and a model dump back). ``RawCaller.call_tool`` sends the same
 request itself, on the connection's own ``httpx2`` client (the one the SDK's transport uses: the
 same options, the headers from config, the trace headers and the ``maxMessageBytes`` body cap of
-``connection.py``), and reads the answer itself. It reads an SSE answer to its end (for a short
-while after the response: ``DRAIN_SECONDS``), so the TCP connection goes back to the pool; the
-SDK closes it after each SSE answer, and every next call pays a new connection.
+``connection.py``, and its hook that reads an SSE answer to its end when it is closed, so that
+its TCP connection is kept), and reads the answer itself.
 
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
@@ -99,9 +98,6 @@ logger = logging.getLogger(__name__)
 
 RAW_CALLS_ENV = "MCP_AGENT_RAW_CALLS"
 """Set to ``0`` (or ``false``, ``no``, ``off``) to send every call through the SDK's session."""
-DRAIN_SECONDS = 0.05
-"""How long the end of an SSE answer is waited for after its response (a server ends the stream
-right after it): read to its end, the connection is kept; not, it is closed (as the SDK does)."""
 
 _RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
     types.CallToolResult | types.InputRequiredResult
@@ -412,24 +408,20 @@ class RawCaller:
         """Read an SSE answer: notifications as they come, then the response."""
         answer: dict[str, Any] | None = None
         try:
-            with anyio.CancelScope() as tail:
-                async for sse in httpx2.EventSource(response, max_event_size=self._max_event_size):
-                    if answer is not None or sse.event != "message" or not sse.data:
-                        continue  # the stream's end, a priming event, or an unknown event
-                    try:
-                        message = _parse(sse.data)
-                    except ValidationError as exc:
-                        raise MCPError(
-                            code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}"
-                        ) from None
-                    if "method" in message:
-                        await self._notified(request_id, message, on_progress)
-                        continue
-                    answer = message
-                    tail.deadline = anyio.current_time() + DRAIN_SECONDS
+            async for sse in httpx2.EventSource(response, max_event_size=self._max_event_size):
+                if sse.event != "message" or not sse.data:
+                    continue  # a priming event, or an unknown event
+                try:
+                    message = _parse(sse.data)
+                except ValidationError as exc:
+                    raise MCPError(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}") from None
+                if "method" in message:
+                    await self._notified(request_id, message, on_progress)
+                    continue
+                answer = message
+                break  # the stream's end is read when it is closed (connection._DrainedAnswer)
         except httpx2.SSEError as exc:
-            if answer is None:
-                raise MCPError(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}") from None
+            raise MCPError(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}") from None
         except MCPError:
             raise
         except Exception as exc:
