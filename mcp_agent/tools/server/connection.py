@@ -727,6 +727,8 @@ async def _end_when_broken(raw: RawCaller) -> None:
 #   failed: ... byte limit"), the connection stays up. A plain ``application/json`` response body
 #   (a server in ``json_response`` mode, and every 2026-07-28 server) is capped the same way by
 #   ``_cap_json_body``: reading past the limit fails its request, the connection stays up.
+# - An SSE answer to a POST is read to its end when it is closed (``_DrainedAnswer``): the SDK
+#   closes it as soon as it carries the response, which cost a TCP connection per call.
 # - SSE (the older transport): the SDK caps every event at 1 MiB whatever the config says, and a
 #   bigger one ends the connection (the server is then restarted like a crashed one).
 # - The SDK validates a remote message whole before our repair filter sees it (pydantic, about
