@@ -20,6 +20,11 @@ Run as ``raw_http.py http PORT`` (uvicorn on 127.0.0.1). It answers ``server/dis
 - ``ask``: ``input_required`` with one elicitation; the retry with the answer and the
   ``requestState`` gets "answered: <content>";
 - ``header_tool`` ``{region}``: ``x-mcp-header`` on ``region`` (a tool the raw path leaves to the SDK);
+- answers wrong at the HTTP level: ``accepted`` (202), ``status_error`` (400 with a JSON-RPC
+  error), ``status_404`` (404, text), ``status_500`` (500, JSON that is no JSON-RPC),
+  ``redirect`` (307 to ``/moved``, which answers "redirected"), ``plain_text`` (200,
+  ``text/plain``), ``garbage`` (JSON that does not parse), ``garbage_sse`` (an SSE event that
+  does not parse), ``cut_sse`` (an SSE stream that ends after a log, without a response);
 - ``wire``: every ``tools/call`` POST so far: its routing headers, ``_meta`` and ``params`` keys;
 - ``connections``: how many TCP connections the calls so far came on.
 """
@@ -167,6 +172,60 @@ async def call(params: dict[str, Any], answer: Answer, disconnected: anyio.Event
         answer.final = {"error": {"code": -32602, "message": f"Unknown tool: {name}"}}
 
 
+BROKEN = (
+    "accepted",
+    "status_error",
+    "status_404",
+    "status_500",
+    "redirect",
+    "plain_text",
+    "garbage",
+    "garbage_sse",
+    "cut_sse",
+)
+
+
+async def respond(
+    send: Any, status: int, content_type: str, body: bytes, *extra: tuple[bytes, bytes]
+) -> None:
+    headers = [(b"content-type", content_type.encode()), *extra] if content_type else list(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def broken(name: str, scope: dict[str, Any], send: Any, request_id: Any) -> None:
+    """The tools whose answer is wrong at the HTTP level (the transport's failure paths)."""
+    if name == "accepted":
+        await respond(send, 202, "", b"")
+    elif name == "status_error":
+        error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": "refused at 400"}}
+        await respond(send, 400, "application/json", json.dumps(error).encode())
+    elif name == "status_404":
+        await respond(send, 404, "text/plain", b"no such thing")
+    elif name == "status_500":
+        await respond(send, 500, "application/json", b'{"oops": true}')
+    elif name == "redirect" and scope["path"] != "/moved":
+        await respond(send, 307, "", b"", (b"location", b"/moved"))
+    elif name == "redirect":
+        final = {"jsonrpc": "2.0", "id": request_id, "result": text("redirected")}
+        await respond(send, 200, "application/json", json.dumps(final).encode())
+    elif name == "plain_text":
+        await respond(send, 200, "text/plain", b"hello")
+    elif name == "garbage":
+        await respond(send, 200, "application/json", b"this is no json")
+    elif name == "garbage_sse":
+        await respond(send, 200, "text/event-stream", b"event: message\ndata: this is no json\n\n")
+    elif name == "cut_sse":
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "error", "data": "x"},
+        }
+        await respond(
+            send, 200, "text/event-stream", f"event: message\ndata: {json.dumps(note)}\n\n".encode()
+        )
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         while True:
@@ -210,6 +269,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         answer.final = {
             "result": {"resultType": "complete", "tools": TOOLS, "ttlMs": 0, "cacheScope": "private"}
         }
+    elif method == "tools/call" and params.get("name") in BROKEN:
+        await broken(str(params["name"]), scope, send, request_id)
+        return
     elif method == "tools/call":
         client = scope.get("client")
         if client:

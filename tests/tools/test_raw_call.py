@@ -137,6 +137,45 @@ async def test_each_kind_of_answer_is_the_same_on_both_paths(
     assert results["raw"][6][0].startswith("tool bad_result failed: the server returned an invalid result (")
 
 
+BROKEN: list[tuple[str, str]] = [
+    ("accepted", "tool accepted failed: server answered a request with 202 Accepted (MCP error -32600)"),
+    ("status_error", "tool status_error failed: refused at 400 (MCP error -32602)"),
+    ("status_404", "tool status_404 failed: Not Found (MCP error -32601)"),
+    ("status_500", "tool status_500 failed: Server returned an error response (MCP error -32603)"),
+    ("plain_text", "tool plain_text failed: Unexpected content type: text/plain (MCP error -32600)"),
+    ("garbage", "tool garbage failed: server srv: Failed to parse JSON response: "),
+    ("garbage_sse", "tool garbage_sse failed: server srv: Failed to parse SSE message: "),
+    ("cut_sse", "tool cut_sse failed: server srv: SSE stream ended without a response"),
+]
+
+
+async def test_answers_wrong_at_the_http_level_fail_as_on_the_sdk_path(
+    server_url: str, raw_calls: RawCalls
+) -> None:
+    """202, error statuses with and without a JSON-RPC error, a wrong content type, bodies and
+    events that do not parse, a stream that ends without a response: the same error results."""
+    results: dict[str, list[tuple[Any, ...]]] = {}
+    for path in ("raw", "sdk"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(RAW_CALLS_ENV, "1" if path == "raw" else "0")
+            async with running(server_url) as connection:
+                results[path] = [seen(await connection.call(tool, {})) for tool, _ in BROKEN]
+                assert connection.state == "up"
+    assert raw_calls.count == len(BROKEN)
+    for (tool, text), raw, sdk in zip(BROKEN, results["raw"], results["sdk"], strict=True):
+        assert raw[1] and sdk[1], tool
+        assert raw[0].startswith(text), (tool, raw[0])
+        assert sdk[0].startswith(text), (tool, sdk[0])
+        assert raw == sdk  # the parser's words too: a message that does not parse is parsed the SDK's way
+
+
+async def test_a_redirect_goes_the_sdk_way(path: str, server_url: str, raw_calls: RawCalls) -> None:
+    async with running(server_url) as connection:
+        result = await connection.call("redirect", {})
+    assert (result.text, result.is_error) == ("redirected", False)
+    check_path(path, raw_calls, 1)  # tried raw, then sent again by the SDK, which follows it
+
+
 async def test_a_timeout_cancels_the_call_on_the_server_and_the_connection_stays_up(
     path: str, server_url: str, raw_calls: RawCalls
 ) -> None:

@@ -396,8 +396,9 @@ class RawCaller:
                 message = {}
             error = message.get("error")
             if isinstance(error, dict):
-                data = types.ErrorData.model_validate(error)
-                raise MCPError(code=data.code, message=data.message, data=data.data)
+                with suppress(ValidationError):  # no JSON-RPC error: the status speaks
+                    data = types.ErrorData.model_validate(error)
+                    raise MCPError(code=data.code, message=data.message, data=data.data)
         if response.status_code == 404:
             raise MCPError(code=METHOD_NOT_FOUND, message="Not Found")
         raise MCPError(code=INTERNAL_ERROR, message="Server returned an error response")
@@ -428,7 +429,7 @@ class RawCaller:
             logger.debug("%s: SSE stream ended: %r", self.server, exc)
         if answer is None:
             raise MCPError(code=CONNECTION_CLOSED, message="SSE stream ended without a response")
-        return _result_of(answer)
+        return _result_of(answer, "SSE message")
 
     async def _notified(
         self, request_id: int, message: dict[str, Any], on_progress: ProgressFn | None
@@ -474,13 +475,17 @@ class RawCaller:
             logger.exception("%s: notification callback for %r raised", self.server, method)
 
 
-def _result_of(message: dict[str, Any]) -> dict[str, Any]:
-    """The result of a JSON-RPC response; its error raised as ``MCPError``."""
+def _result_of(message: dict[str, Any], what: str = "JSON response") -> dict[str, Any]:
+    """The result of a JSON-RPC response; its error raised as ``MCPError`` (``PARSE_ERROR``
+    when it is neither, as the SDK's transport fails a message it cannot parse)."""
     error = message.get("error")
     if isinstance(error, dict):
-        data = types.ErrorData.model_validate(error)
+        try:
+            data = types.ErrorData.model_validate(error)
+        except ValidationError as exc:
+            raise MCPError(code=PARSE_ERROR, message=f"Failed to parse {what}: {exc}") from None
         raise MCPError(code=data.code, message=data.message, data=data.data)
     result = message.get("result")
     if not isinstance(result, dict):
-        raise MCPError(code=PARSE_ERROR, message="Failed to parse JSON response: no result")
+        raise MCPError(code=PARSE_ERROR, message=f"Failed to parse {what}: no result")
     return result
