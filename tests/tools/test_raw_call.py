@@ -27,6 +27,7 @@ from mcp_agent.tools.server.connection import ServerConnection
 from mcp_agent.tools.server.raw_call import RAW_CALLS_ENV, RawCaller
 from mcp_agent.tools.server.session import INPUT_REQUIRED_RELAYED
 from tests.servers import over_http
+from tests.telemetry.conftest import Spans, _installed_switch
 
 from .conftest import FAST_RESTARTS
 
@@ -399,3 +400,37 @@ async def test_sse_answers_keep_their_connection(path: str, protocol: str, raw_c
             connections = int((await connection.call("connections", {})).text)
     assert raw_calls.count == (11 if path == "raw" and protocol != "legacy" else 0)
     assert connections <= 3, connections
+
+
+@pytest.fixture
+def otel_spans() -> Iterator[Spans]:
+    """The spans of this test, as ``tests/telemetry``'s ``spans`` gives them (skips without the
+    OpenTelemetry SDK)."""
+    pytest.importorskip("opentelemetry.sdk.trace", reason="needs the OpenTelemetry SDK (the otel extra)")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    switch = _installed_switch()
+    exporter = InMemorySpanExporter()
+    switch.target = exporter
+    try:
+        yield Spans(exporter)
+    finally:
+        switch.target = None
+
+
+async def test_the_sdks_span_and_its_context_in_meta_on_both_paths(
+    otel_spans: Spans, server_url: str, raw_calls: RawCalls
+) -> None:
+    """With an OpenTelemetry SDK in the process, the SDK makes a client span per request and puts
+    its context in ``_meta``: the raw path makes the same span and sends the same context."""
+    for path in ("raw", "sdk"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(RAW_CALLS_ENV, "1" if path == "raw" else "0")
+            async with running(server_url) as connection:
+                await connection.call("echo", {"text": path})
+                wire = json.loads((await connection.call("wire", {})).text)
+        sent = otel_spans.named("MCP send tools/call echo")[-1]
+        assert sent.attributes["mcp.method.name"] == "tools/call"
+        assert wire[-2]["meta"]["traceparent"].split("-")[2] == f"{sent.context.span_id:016x}", path
+    assert raw_calls.count == 2
+    assert len(otel_spans.named("MCP send tools/call echo")) == 2

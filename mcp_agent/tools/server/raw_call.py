@@ -15,8 +15,9 @@ the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``request
 retry), the ``_meta`` envelope (protocol version, client info, client capabilities: restated by
 ``client_capabilities``, pinned by a test against the SDK's wire; the log level: the call's
 own, else the session's default), ``progressToken`` (the request id) when progress is wanted,
-the trace context in ``_meta`` when tracing is on; and the headers ``Accept``, ``Content-Type``,
-``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``.
+the trace context of the SDK's own client span ("MCP send tools/call NAME", made here as the
+SDK's dispatcher makes it, with its attributes and error status); and the headers ``Accept``,
+``Content-Type``, ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``.
 
 What it does with the answer is what the session does: each ``notifications/progress`` of the
 call to ``on_progress``; every other notification parsed at the negotiated version, a
@@ -44,8 +45,6 @@ Where it does not do the SDK's thing (each documented, none seen from a conformi
 - a request the server sends on the call's stream is dropped (2026-07-28 servers send none:
   they answer ``input_required``); a JSON body that is no response fails the call (the SDK would
   wait for the timeout);
-- the SDK's own OpenTelemetry span for the request ("MCP send tools/call") is not made; the
-  trace context in ``_meta`` is our call span's (``telemetry.inject_trace_headers``);
 - the SDK re-lists the tools when a tool it never listed answers (for output schema
   validation, which the repair filter disables anyway by removing ``outputSchema``): not here.
 
@@ -90,9 +89,9 @@ from mcp_types import (
     REQUEST_TIMEOUT,
 )
 from mcp_types import methods as _methods
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import TypeAdapter, ValidationError
-
-from ...telemetry.base import inject_trace_headers
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +102,10 @@ _RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAda
     types.CallToolResult | types.InputRequiredResult
 )
 """What ``ClientSession.call_tool`` parses a result with (no extension claims are registered)."""
+
+_SDK_TRACER = trace.get_tracer("mcp-python-sdk")
+"""The tracer of the SDK's own client spans (``mcp/shared/_otel.py``): a raw call makes the span
+the SDK's dispatcher makes for a request, and puts its context in ``_meta`` as it does."""
 
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 LogFn = Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
@@ -282,7 +285,7 @@ class RawCaller:
             envelope.setdefault(LOG_LEVEL_META_KEY, self._log_level)
         if progress:
             envelope["progressToken"] = request_id
-        inject_trace_headers(envelope)
+        propagate.inject(envelope)  # SEP-414, as the SDK's dispatcher does: the current span's context
         params["_meta"] = envelope
         return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
@@ -306,20 +309,31 @@ class RawCaller:
         """
         self._next_id += 1
         request_id = self._next_id
-        body = self._body(
-            request_id,
-            name,
-            arguments,
-            progress=on_progress is not None,
-            input_responses=input_responses,
-            request_state=request_state,
-            meta=meta,
-        )
-        headers = {**self._headers, MCP_NAME_HEADER: encode_header_value(name)}
-        with anyio.move_on_after(timeout) as clock:
-            raw = await self._post(request_id, body, headers, on_progress)
-        if clock.cancelled_caught:
-            raise MCPError(code=REQUEST_TIMEOUT, message="Request 'tools/call' timed out")
+        with _SDK_TRACER.start_as_current_span(
+            f"MCP send tools/call {name}",
+            kind=SpanKind.CLIENT,
+            attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": str(request_id)},
+        ) as span:
+            body = self._body(
+                request_id,
+                name,
+                arguments,
+                progress=on_progress is not None,
+                input_responses=input_responses,
+                request_state=request_state,
+                meta=meta,
+            )
+            headers = {**self._headers, MCP_NAME_HEADER: encode_header_value(name)}
+            with anyio.move_on_after(timeout) as clock:
+                try:
+                    raw = await self._post(request_id, body, headers, on_progress)
+                except MCPError as exc:
+                    code = str(exc.code)
+                    span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+                    span.set_status(StatusCode.ERROR, exc.message)
+                    raise
+            if clock.cancelled_caught:
+                raise MCPError(code=REQUEST_TIMEOUT, message="Request 'tools/call' timed out")
         result = self._repair(raw)
         ttl = result.get("ttlMs")
         if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
