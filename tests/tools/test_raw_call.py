@@ -356,6 +356,11 @@ async def test_the_raw_path_sends_what_the_sdk_sends(server_url: str, raw_calls:
         for post in (raw, sdk):
             token = post["meta"].pop("progressToken", None)
             assert token in (None, post["id"])
+        traced = [
+            {key: post["meta"].pop(key) for key in ("traceparent", "tracestate") if key in post["meta"]}
+            for post in (raw, sdk)
+        ]
+        assert traced[0].keys() == traced[1].keys()  # each its own span's (with an OpenTelemetry SDK)
         assert raw["meta"] == sdk["meta"]
     plain, _, retry = posts["raw"]
     assert plain["headers"] == {
