@@ -74,6 +74,7 @@ from .era import (
     upstream_log_level,
 )
 from .lists import CatalogKind, KnownLists
+from .raw_call import RawCaller, client_capabilities, raw_calls_enabled
 from .session import (
     CLIENT_INFO,
     STDERR_SHOWN,
@@ -524,6 +525,7 @@ class Incarnation:
         scope: cancels it (and reaps its process).
         idle_stopped: stopped on purpose after ``idleSeconds`` without calls (a lazy server).
         known_version: the protocol version the server spoke before (None: probe its era).
+        http: the HTTP client of a Streamable HTTP server, once connected.
     """
 
     name: str
@@ -539,6 +541,7 @@ class Incarnation:
     idle_stopped: bool = False
     relay: ServerRelay | None = None
     known_version: str | None = None
+    http: httpx2.AsyncClient | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -578,7 +581,11 @@ class Incarnation:
             with self.scope:
                 try:
                     async with open_server_transport(
-                        self.config, name=self.name, records=self.records, on_child=spawned
+                        self.config,
+                        name=self.name,
+                        records=self.records,
+                        on_child=spawned,
+                        on_http=lambda http: setattr(self, "http", http),
                     ) as (read, write):
                         await self._serve(read, write, on_catalog_change, up, down)
                 except Exception as exc:
@@ -628,6 +635,7 @@ class Incarnation:
                 )
                 tg.start_soon(repairer.pump, read, repaired_send)
                 read, ended = repaired_read, repairer.ended
+            log_level = upstream_log_level()
             async with ClientSession(
                 read,
                 write,
@@ -637,9 +645,28 @@ class Incarnation:
                 elicitation_callback=relay.on_elicitation if relay.asks else None,
                 list_roots_callback=relay.on_roots if relay.asks else None,
                 client_info=CLIENT_INFO,
-                log_level=upstream_log_level(),
+                log_level=log_level,
             ) as session:
                 init = await self._handshake(session, repairer)
+                raw: RawCaller | None = None
+                if init.modern and self.http is not None and raw_calls_enabled():
+                    assert isinstance(self.config, RemoteServerConfig)
+                    raw = RawCaller(
+                        server=self.name,
+                        url=self.config.url,
+                        http=self.http,
+                        version=init.protocol_version,
+                        client_info=CLIENT_INFO,
+                        capabilities=client_capabilities(relay.asks),
+                        log_level=log_level,
+                        max_event_size=self.config.max_message_bytes or None,
+                        known_tools=repairer.raw_tools,
+                        repair=repairer.repair,
+                        on_log=relay.on_log,
+                        on_message=on_message,
+                        ended=ended,
+                    )
+                    tg.start_soon(_end_when_broken, raw)
                 if init.modern:
 
                     def refresh_tools() -> None:
@@ -654,7 +681,7 @@ class Incarnation:
                         refresh_tools,
                         on_catalog_change,
                     )
-                live = LiveSession(session, repairer, self.child, ended)
+                live = LiveSession(session, repairer, self.child, ended, raw)
                 await up(self, live, init, tg, refresh_read)
                 self.ready.set()
                 await ended.wait()
@@ -676,6 +703,15 @@ class Incarnation:
         return settled
 
 
+async def _end_when_broken(raw: RawCaller) -> None:
+    """End the incarnation when a raw call's POST failed below HTTP, with that error: what the
+    SDK's transport does when one of its POSTs raises (``raw_call.py``)."""
+    await raw.broken.wait()
+    if raw.failure is not None:
+        raise raw.failure
+    raise ToolServerExited("connection closed", server=raw.server)
+
+
 # ------------------------------------------------------------------- transports
 #
 # The transport to one tool server: a stdio child (``stdio/transport.py``), or a remote server over
@@ -691,6 +727,8 @@ class Incarnation:
 #   failed: ... byte limit"), the connection stays up. A plain ``application/json`` response body
 #   (a server in ``json_response`` mode, and every 2026-07-28 server) is capped the same way by
 #   ``_cap_json_body``: reading past the limit fails its request, the connection stays up.
+# - An SSE answer to a POST is read to its end when it is closed (``_DrainedAnswer``): the SDK
+#   closes it as soon as it carries the response, which cost a TCP connection per call.
 # - SSE (the older transport): the SDK caps every event at 1 MiB whatever the config says, and a
 #   bigger one ends the connection (the server is then restarted like a crashed one).
 # - The SDK validates a remote message whole before our repair filter sees it (pydantic, about
@@ -758,6 +796,50 @@ def _cap_json_body(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
     return cap
 
 
+DRAIN_SECONDS = 0.05
+"""How long the end of an SSE answer is waited for when it is closed (a server ends the stream
+right after the response): read to its end, the connection is kept; not, it is closed."""
+
+
+class _DrainedAnswer(httpx2.AsyncByteStream):
+    """An SSE answer to a POST that is read to its end before it is closed (for at most
+    ``DRAIN_SECONDS``).
+
+    The SDK's Streamable HTTP transport closes an SSE answer as soon as it carries the response,
+    before the stream's last bytes (the end of the chunked body) are read; httpcore keeps only a
+    connection whose response was read to its end, so every such answer cost a new TCP connection
+    (and a new connection on the server). The SDK has no option for it; this wrapper, put on by a
+    response hook (``_keep_sse_connections``), makes its close read the rest first.
+    """
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                async for _ in self._inner:
+                    pass
+        except Exception as exc:  # the server went away meanwhile: only the connection is lost
+            logger.debug("an SSE answer ended badly while read to its end: %r", exc)
+        finally:
+            await self._inner.aclose()
+
+
+async def _keep_sse_connections(response: httpx2.Response) -> None:
+    """A response hook: an SSE answer to a POST is read to its end when closed (``_DrainedAnswer``)."""
+    if response.request.method == "POST" and response.headers.get("content-type", "").lower().startswith(
+        "text/event-stream"
+    ):
+        stream = response.stream
+        if isinstance(stream, httpx2.AsyncByteStream):
+            response.stream = _DrainedAnswer(stream)
+
+
 class ReadStream(Protocol[T_co]):
     """What a transport yields to read from: the SDK's own ``ReadStream`` protocol (private, in
     ``mcp.shared._stream_protocols``), restated. Our stdio child's memory-object streams and the
@@ -801,9 +883,11 @@ async def open_server_transport(
     name: str,
     records: ChildRecords | None,
     on_child: Callable[[StdioChild], None],
+    on_http: Callable[[httpx2.AsyncClient], None] = lambda http: None,
 ) -> AsyncIterator[TransportStreams]:
     """The read and write streams to the server ``name``; a stdio child is given to ``on_child``
-    as soon as it is spawned (its stderr and exit code explain a failed start)."""
+    as soon as it is spawned (its stderr and exit code explain a failed start), and the HTTP client
+    of a Streamable HTTP server to ``on_http`` (``raw_call.py`` sends tool calls on it)."""
     if isinstance(config, StdioServerConfig):
         async with open_stdio_transport(config, name=name, records=records) as child:
             on_child(child)
@@ -823,13 +907,14 @@ async def open_server_transport(
                 follow_redirects=True,
                 event_hooks={
                     "request": [_trace_headers],
-                    "response": [_cap_json_body(limit)] if limit else [],
+                    "response": [_keep_sse_connections, *([_cap_json_body(limit)] if limit else [])],
                 },
             ) as http,
             streamable_http_client(
                 config.url, http_client=http, max_sse_event_size=config.max_message_bytes or None
             ) as (read, write),
         ):
+            on_http(http)
             yield read, write
 
 

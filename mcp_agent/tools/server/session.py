@@ -1,6 +1,7 @@
 r"""Talking to one live session of a tool server: requests, answers and failures.
 
-A request goes over the session: its tool list (page by page), a tool call, and any other
+A request goes over the session: its tool list (page by page), a tool call (to a 2026-07-28
+Streamable HTTP server: as one POST of our own beside the session, ``raw_call.py``), and any other
 request (resources, prompts), each failure translated once, here, into words (a failed start or
 a crash, with the exit code and the tail of a stdio child's stderr, for the status, the log and
 failed calls). An answer comes back through the repair filter (``ResponseRepairer``, below),
@@ -18,6 +19,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -38,6 +40,7 @@ from ...telemetry.base import note_tool_transport
 from ..presentation import call_result
 from ..relay import CallerChannel, Resume, through_rounds
 from ..stdio.transport import StdioChild
+from .raw_call import RawCaller, UseSdk
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ class LiveSession:
     child: StdioChild | None
     ended: anyio.Event
     """Set when the transport's read side ended: the server exited or the connection dropped."""
+    raw: RawCaller | None = None
+    """Sends tool calls without the session (a 2026-07-28 HTTP server: ``raw_call.py``)."""
 
 
 async def list_pages(
@@ -171,6 +176,17 @@ async def call_tool_on(
 
     async def send(resume: Resume | None) -> types.CallToolResult | ToolResult | types.InputRequiredResult:
         try:
+            if live.raw is not None and live.raw.takes(mcp_name):
+                with suppress(UseSdk):
+                    return await live.raw.call_tool(
+                        mcp_name,
+                        arguments,
+                        timeout=timeout or None,
+                        on_progress=on_progress,
+                        input_responses=resume.input_responses if resume is not None else None,
+                        request_state=resume.request_state if resume is not None else None,
+                        meta=meta,
+                    )
             return await live.session.call_tool(
                 mcp_name,
                 arguments,
