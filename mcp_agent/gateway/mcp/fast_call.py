@@ -95,19 +95,25 @@ class Claim:
     route: InboundModernRoute
 
 
+def wire(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> dict[str, Any]:
+    """The message as the SDK's entry dumps it (pure). A response's ``result`` is the dict
+    ``serve_one`` returned, already in JSON form, which such a dump keeps as it is (``None``
+    values included): it is put in place without a second pass through pydantic."""
+    if isinstance(message, JSONRPCResponse):
+        return {"jsonrpc": message.jsonrpc, "id": message.id, "result": message.result}
+    return message.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def sse_event(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> bytes:
     """One SSE ``event: message`` frame, as the SDK's entry writes it (pure)."""
-    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return f"event: message\r\ndata: {json.dumps(body, separators=(',', ':'))}\r\n\r\n".encode()
+    return f"event: message\r\ndata: {json.dumps(wire(message), separators=(',', ':'))}\r\n\r\n".encode()
 
 
 def json_answer(message: JSONRPCResponse | JSONRPCError) -> Response:
     """The ``application/json`` answer with the status the SDK maps an error code to (pure)."""
     status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200) if isinstance(message, JSONRPCError) else 200
-    body = message.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return Response(
-        json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json"
-    )
+    body = json.dumps(wire(message), separators=(",", ":"))
+    return Response(body, status_code=status, media_type="application/json")
 
 
 class _Answer:

@@ -24,6 +24,9 @@ from mcp_types import (
     CLIENT_INFO_META_KEY,
     LOG_LEVEL_META_KEY,
     PROTOCOL_VERSION_META_KEY,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCResponse,
 )
 
 from mcp_agent.assembly import open_agent
@@ -350,3 +353,23 @@ async def test_a_2026_clients_calls_are_claimed_and_a_2025_clients_never(
     async with connect(on.url, "http", "legacy") as session:
         legacy = await session.call_tool("media__weather", {})
     assert legacy.structured_content == {"temp": 21.5} and fast.claimed == 2
+
+
+# ------------------------------------------------------------------------------ pure parts
+
+
+@pytest.mark.parametrize("request_id", [7, "a-7", 0])
+def test_a_response_is_written_as_the_sdks_dump_writes_it(request_id: Any) -> None:
+    """``wire`` skips pydantic's second pass over the result; the bytes stay the SDK's."""
+    result = {
+        "content": [{"type": "text", "text": 'héllo \u2028 "q"', "_meta": None}],
+        "structuredContent": {"n": 1.5, "none": None, "list": [None, {"x": None}]},
+        "isError": False,
+        "resultType": "complete",
+    }
+    message = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result)
+    sdk = json.dumps(message.model_dump(mode="json", by_alias=True, exclude_none=True), separators=(",", ":"))
+    assert json.dumps(fast_call.wire(message), separators=(",", ":")) == sdk
+    assert fast_call.sse_event(message) == f"event: message\r\ndata: {sdk}\r\n\r\n".encode()
+    error = JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=-32021, message="m", data=None))
+    assert fast_call.wire(error) == error.model_dump(mode="json", by_alias=True, exclude_none=True)
