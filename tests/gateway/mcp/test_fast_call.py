@@ -322,6 +322,19 @@ async def test_other_methods_and_odd_bodies_are_passed(gateways: tuple[Running, 
     assert listed[0] == 200
 
 
+async def test_mcp_param_headers_are_checked_as_the_sdk_checks_them(
+    gateways: tuple[Running, Running],
+) -> None:
+    """A call whose ``Mcp-Param-*`` headers match its arguments is claimed; one whose header is
+    missing or differs is passed, and gets the SDK's own refusal."""
+    message = call("fx__test_x_mcp_header", {"region": "eu"})
+    good, claimed = await both(gateways, message, **{"mcp-param-region": "eu"})
+    assert claimed == 1 and result_of(good)["content"][0]["text"] == "region=eu"
+    for headers in ({"mcp-param-region": "us"}, {}):
+        (status, _, body), claimed = await both(gateways, message, **headers)
+        assert claimed == 0 and status == 400 and json.loads(body)["error"]["code"] == -32020
+
+
 async def test_a_missing_token_is_still_401_and_an_oversized_body_413() -> None:
     async with pair(auth_token="s3cret", max_request_bytes=2000) as gateways:
         message = call("media__picture")
