@@ -20,8 +20,9 @@ p50 (issue 22's target: ≤ 1.5 for ``via_http``), and the gateway process's CPU
 (user + system, from ``/proc``): far less noisy than wall time on a shared machine, and the
 figure to compare between two versions of the gateway.
 
-Run: ``.venv/bin/python bench/bench_passthrough.py [--calls N]`` (N calls per path and era,
-default 300).
+Run: ``.venv/bin/python bench/bench_passthrough.py [--calls N] [--no-fast-calls]`` (N calls per
+path and era, default 300; ``--no-fast-calls`` turns ``gateway.fastCalls`` off, so every call
+takes the SDK's path: the same build with and without the lean path of ``fast_call.py``).
 """
 
 from __future__ import annotations
@@ -73,14 +74,14 @@ def start_echo(port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("bench_passthrough: the echo server did not start")
 
 
-def gateway_config(folder: Path, echo_port: int) -> Path:
+def gateway_config(folder: Path, echo_port: int, *, fast_calls: bool = True) -> Path:
     config = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "none"},
         "mcpServers": {
             "http": {"url": f"http://127.0.0.1:{echo_port}/mcp"},
             "pipe": {"command": sys.executable, "args": [str(ECHO)]},
         },
-        "gateway": {"exposeTools": True, "maxConcurrentQueries": 0},
+        "gateway": {"exposeTools": True, "maxConcurrentQueries": 0, "fastCalls": fast_calls},
         "state": {"url": f"sqlite:///{folder / 'state.db'}"},
     }
     path = folder / "agent.json"
@@ -180,12 +181,15 @@ async def measure(echo_url: str, gateway_url: str, gateway_pid: int, calls: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per path and era")
+    parser.add_argument(
+        "--no-fast-calls", action="store_true", help="gateway.fastCalls off: every call on the SDK's path"
+    )
     args = parser.parse_args()
     echo_port, gateway_port = free_port(), free_port()
     echo = start_echo(echo_port)
     try:
         with tempfile.TemporaryDirectory() as folder:
-            config = gateway_config(Path(folder), echo_port)
+            config = gateway_config(Path(folder), echo_port, fast_calls=not args.no_fast_calls)
             gateway = GatewayProcess(
                 ["-m", "mcp_agent", "serve", "--config", str(config), "--port", str(gateway_port)],
                 port=gateway_port,
@@ -211,6 +215,7 @@ def main() -> None:
             {
                 "benchmark": "passthrough",
                 "calls_per_path": args.calls,
+                "fast_calls": not args.no_fast_calls,
                 "tool": "echo (tests/servers/echo.py): direct over HTTP, and through mcp-agent serve "
                 "with exposeTools to the same server over HTTP and as a stdio child",
                 "cpu_count": os.cpu_count(),

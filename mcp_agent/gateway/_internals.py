@@ -29,6 +29,7 @@ __all__ = [
     "SessionStoreManager",
     "WriteStream",
     "http_sessions",
+    "modern_lifespan_state",
     "request_connection",
     "session_owner",
 ]
@@ -155,3 +156,9 @@ class GuardedH11Protocol(H11Protocol):
             )
             self.transport.write(_raw_response(408, "Request Timeout", message, "request_timeout"))
         self.transport.close()
+
+
+def modern_lifespan_state(manager: StreamableHTTPSessionManager) -> Any:
+    """The server lifespan's state the session manager entered at start-up: what its 2026-07-28
+    entry hands to ``serve_one`` (``fast_call.py`` hands the same). Private: ``_lifespan_state``."""
+    return manager._lifespan_state

@@ -9,7 +9,9 @@ Routes (DESIGN.md "HTTP routes"):
 
 Middleware, outermost first: drain (shutdown), secrets (the known secret values masked in every
 response), Host/Origin (421/403), CORS (allowed origins only), callers (401 without a known
-token, 403 without the route's scope), body cap (413).
+token, 403 without the route's scope), body cap (413); then, with ``exposeTools``, the lean path
+of a 2026-07-28 client's ``tools/call`` of an inner tool (``mcp/fast_call.py``), which passes
+every other request on to the routes.
 The Host/Origin rule is the one rule of every route: the SDK's own DNS-rebinding check is off
 (it would be a second, different rule). The SDK binds each MCP session to the caller that
 opened it. The lifespan owns the Agent (through the GatewayService) and the Streamable HTTP
@@ -43,6 +45,7 @@ from ..exceptions import StateError
 from ..state.base import State
 from .callers import CallerAuthMiddleware
 from .lifespan import open_service
+from .mcp.fast_call import FastCalls
 from .mcp.quiet_logs import LateErrorGuard
 from .mcp.resumable import RESUME_RETRY_MS, EventBudget, ResumableSessionManager, Streams, WatchDisconnect
 from .mcp.server import AgentMCPServer, create_mcp_server
@@ -211,7 +214,11 @@ class GatewayApp:
                 Exception: _server_error,
             },
         )
-        inner: Any = BodyLimitMiddleware(self.starlette, gateway.max_request_bytes)
+        inner: Any = self.starlette
+        self.fast_calls: FastCalls | None = None
+        if gateway.expose_tools and gateway.fast_calls:
+            self.fast_calls = inner = FastCalls(inner, self.mcp_server, self.session_manager)
+        inner = BodyLimitMiddleware(inner, gateway.max_request_bytes)
         inner = CallerAuthMiddleware(inner, self.service.callers)
         inner = CORSMiddleware(inner)
         inner = HostOriginMiddleware(inner, rules)

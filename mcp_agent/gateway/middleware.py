@@ -80,6 +80,8 @@ class _Request:
     complete: bool = False
     stream: bool = False
     """A GET answered with ``text/event-stream``: it only ends when the client or we end it."""
+    waiting: set[anyio.CancelScope] = field(default_factory=set)
+    """The scopes of the app's ``receive`` calls waiting now (``close_all`` cancels them)."""
 
 
 class DrainMiddleware:
@@ -118,7 +120,13 @@ class DrainMiddleware:
                 if message["type"] != "http.request" or not message.get("more_body", False):
                     request.body_done = True
                 return message
-            return await _race(receive, request.disconnect)
+            with anyio.CancelScope() as waiting:  # cancelled by ``close_all``: the client "went away"
+                request.waiting.add(waiting)
+                try:
+                    return await receive()
+                finally:
+                    request.waiting.discard(waiting)
+            return {"type": "http.disconnect"}
 
         self._open.add(request)
         try:
@@ -167,31 +175,14 @@ class DrainMiddleware:
         requests = list(self._open)
         for request in requests:
             request.disconnect.set()
+            for waiting in list(request.waiting):
+                waiting.cancel()
         with anyio.move_on_after(grace):
             while self._open:
                 await anyio.sleep(0.02)
         for request in list(self._open):
             request.scope.cancel()
         return len(requests)
-
-
-async def _race(receive: Receive, disconnect: anyio.Event) -> Message:
-    """The next message from ``receive``, or ``http.disconnect`` as soon as ``disconnect`` is set."""
-    result: Message = {"type": "http.disconnect"}
-    async with anyio.create_task_group() as tg:
-
-        async def real() -> None:
-            nonlocal result
-            result = await receive()
-            tg.cancel_scope.cancel()
-
-        async def stop() -> None:
-            await disconnect.wait()
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(real)
-        tg.start_soon(stop)
-    return result
 
 
 # Known secrets out of every HTTP response: REST answers, event streams, MCP messages, errors.

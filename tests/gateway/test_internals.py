@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -28,6 +30,7 @@ from mcp_agent.gateway._internals import (
     SessionStoreManager,
     WriteStream,
     http_sessions,
+    modern_lifespan_state,
     request_connection,
     session_owner,
 )
@@ -145,3 +148,19 @@ async def test_the_h11_protocol_has_the_hooks_and_state_the_guard_uses() -> None
     over = _Transport()
     second.connection_made(over)  # one more than max_connections: answered 503 and closed
     assert over.closed and over.written.startswith(b"HTTP/1.1 503 ")
+
+
+async def test_the_modern_lifespan_state_is_what_the_manager_entered_at_start() -> None:
+    """``_lifespan_state`` holds what the server's lifespan yielded while the manager runs (the
+    state its 2026-07-28 entry hands to ``serve_one``), and None before and after."""
+    state = {"entered": True}
+
+    @asynccontextmanager
+    async def lifespan(server: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        yield state
+
+    manager = StreamableHTTPSessionManager(app=Server("x", lifespan=lifespan))
+    assert modern_lifespan_state(manager) is None
+    async with manager.run():
+        assert modern_lifespan_state(manager) is state
+    assert modern_lifespan_state(manager) is None
