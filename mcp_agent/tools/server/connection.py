@@ -86,6 +86,8 @@ from .session import (
     error_text,
     start_error,
 )
+from .tasks import CLAIM as TASK_CLAIM
+from .tasks import EXTENSION as TASKS
 
 logger = logging.getLogger(__name__)
 
@@ -638,6 +640,8 @@ class Incarnation:
                 list_roots_callback=relay.on_roots if relay.asks else None,
                 client_info=CLIENT_INFO,
                 log_level=upstream_log_level(),
+                extensions={TASKS: {}},  # tasks a call's client asked for are relayed (tasks.py)
+                result_claims={TASKS: [TASK_CLAIM]},
             ) as session:
                 init = await self._handshake(session, repairer)
                 if init.modern:
