@@ -70,7 +70,11 @@ def text(value: str, *, is_error: bool = False) -> dict[str, Any]:
 def declared(ctx: ServerRequestContext[Any]) -> bool:
     capabilities = ctx.session.client_capabilities
     extensions = capabilities.extensions if capabilities is not None else None
-    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and bool(extensions) and EXTENSION in (extensions or {})
+    return (
+        ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        and bool(extensions)
+        and EXTENSION in (extensions or {})
+    )
 
 
 def wire(task: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +182,9 @@ async def update(ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[s
 async def cancel(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str, Any]:
     task = find(params.task_id)
     if task["status"] in ("completed", "failed", "cancelled"):
-        raise MCPError(types.INVALID_PARAMS, f"Cannot cancel task: already in terminal status {task['status']}")
+        raise MCPError(
+            types.INVALID_PARAMS, f"Cannot cancel task: already in terminal status {task['status']}"
+        )
     task["status"] = "cancelled"
     task["statusMessage"] = "cancelled by the client"
     cancelled.append(task["taskId"])

@@ -249,9 +249,13 @@ async def followed(
     except TimeoutError:
         return failed(f"tool {shown} timed out after {timeout:g} s")
     except MCPError as exc:
-        return failed(f"tool {shown} failed: its task could not be followed: {exc.message} (MCP error {exc.code})")
+        return failed(
+            f"tool {shown} failed: its task could not be followed: {exc.message} (MCP error {exc.code})"
+        )
     except ValidationError as exc:
-        return failed(f"tool {shown} failed: the server returned an invalid task ({describe_validation_error(exc)})")
+        return failed(
+            f"tool {shown} failed: the server returned an invalid task ({describe_validation_error(exc)})"
+        )
 
 
 TASK_RELAYED = "tool {shown} runs as a task of its server (relayed to the client)"

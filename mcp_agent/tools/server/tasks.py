@@ -20,6 +20,7 @@ The SDK has no Tasks code; this module speaks it through the SDK's public client
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import anyio
@@ -151,10 +152,8 @@ async def follow(session: ClientSession, created: CreatedTask) -> UpstreamTask:
 
 async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
     with anyio.CancelScope(shield=True), anyio.move_on_after(REQUEST_SECONDS):
-        try:
+        with suppress(MCPError, anyio.ClosedResourceError, RuntimeError):
             await cancel_task(session, task_id)
-        except (MCPError, anyio.ClosedResourceError, RuntimeError):
-            pass
 
 
 def outcome(task: UpstreamTask) -> types.CallToolResult:
