@@ -151,9 +151,12 @@ async def follow(session: ClientSession, created: CreatedTask) -> UpstreamTask:
 
 
 async def _cancel_quietly(session: ClientSession, task_id: str) -> None:
-    with anyio.CancelScope(shield=True), anyio.move_on_after(REQUEST_SECONDS):
-        with suppress(MCPError, anyio.ClosedResourceError, RuntimeError):
-            await cancel_task(session, task_id)
+    with (
+        anyio.CancelScope(shield=True),
+        anyio.move_on_after(REQUEST_SECONDS),
+        suppress(MCPError, anyio.ClosedResourceError, RuntimeError),
+    ):
+        await cancel_task(session, task_id)
 
 
 def outcome(task: UpstreamTask) -> types.CallToolResult:
