@@ -64,7 +64,7 @@ def now() -> str:
 
 
 def text(value: str, *, is_error: bool = False) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": value}], "isError": is_error}
+    return {"resultType": "complete", "content": [{"type": "text", "text": value}], "isError": is_error}
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
@@ -160,7 +160,7 @@ async def get(ctx: ServerRequestContext[Any], params: TaskIdParams) -> dict[str,
             task["polls"] -= 1
             if task["polls"] < 0:
                 task["status"] = "completed"
-                task["result"] = {"resultType": "complete", **text(f"slow: {task['text']}")}
+                task["result"] = {**text(f"slow: {task['text']}")}
         elif task["tool"] == "fails":
             task["status"] = "failed"
             task["statusMessage"] = "the fixture task broke"
@@ -175,7 +175,7 @@ async def update(ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[s
         content = answer.get("content") or {}
         task["status"] = "completed"
         task["inputRequests"] = None
-        task["result"] = {"resultType": "complete", **text(f"hello {content.get('name', '?')}")}
+        task["result"] = {**text(f"hello {content.get('name', '?')}")}
     return {}
 
 
