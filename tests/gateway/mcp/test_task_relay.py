@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -28,7 +29,7 @@ import pytest
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
 
-from ..conftest import Running, free_port, running_gateway
+from ..conftest import Running, eventually, free_port, running_gateway
 from .test_tasks import ALICE, BOB, get, listen_until_done, rpc, until
 
 pytestmark = pytest.mark.anyio
@@ -39,11 +40,15 @@ ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 
 
 def config(
-    servers: dict[str, Any] | None = None, *, state: str | None = None, callers: dict[str, Any] | None = None
+    servers: dict[str, Any] | None = None,
+    *,
+    state: str | None = None,
+    callers: dict[str, Any] | None = None,
+    tool_timeout: float = 30,
 ) -> AgentConfig:
     data: dict[str, Any] = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
-        "limits": {"toolTimeoutSeconds": 30},
+        "limits": {"toolTimeoutSeconds": tool_timeout},
         "mcpServers": servers or {"fx": {"command": sys.executable, "args": [FIXTURE]}},
         "gateway": {"description": "Relayed tasks.", "exposeTools": True},
     }
@@ -196,6 +201,51 @@ async def test_a_server_killed_mid_task_fails_the_task_clearly(gateway: Running)
     assert "server fx" in done["statusMessage"] and done["error"]["code"] == -32603
 
 
+async def test_a_remote_server_that_lost_the_task_fails_it_and_an_outage_does_not() -> None:
+    with http_fixture() as fixture:
+        async with (
+            running_gateway(config({"fx": {"url": fixture.url}}), factory=open_agent) as gateway,
+            gateway.client() as http,
+        ):
+            created = await create(http, "fx__hold", {})
+            task_id = created["taskId"]
+            fixture.stop()
+            away = await until(http, task_id, "failed", "completed", "cancelled", "working")
+            # a remote server that does not answer may come back: the task is not given up
+            assert away["status"] == "working"
+
+            async def unreachable() -> bool:
+                answer = (await get(http, task_id))["result"]
+                return "cannot be reached" in answer.get("statusMessage", "")
+
+            await eventually(unreachable, timeout=20)
+            fixture.start()  # a new process on the same port: it never heard of the task
+            done = await until(http, task_id, "failed", "completed", "cancelled")
+    assert done["status"] == "failed"
+    assert "no longer knows this task" in done["statusMessage"] and done["error"]["code"] == -32603
+
+
+async def test_a_task_the_server_makes_of_a_plain_call_is_cancelled_when_the_call_times_out() -> None:
+    async with (
+        running_gateway(config(tool_timeout=1), factory=open_agent) as gateway,
+        gateway.client() as http,
+    ):
+        answer = await call(http, "fx__hold", {}, capabilities={})
+        assert answer["result"]["isError"] is True and "timed out" in text_of(answer["result"])
+        fixture = await seen(http)
+    assert len(fixture["created"]) == 1 and fixture["cancelled"] == fixture["created"]
+
+
+async def test_a_task_the_server_makes_of_a_plain_call_that_needs_input_is_cancelled(
+    gateway: Running,
+) -> None:
+    async with gateway.client() as http:
+        answer = await call(http, "fx__asks", {}, capabilities={})
+        assert answer["result"]["isError"] is True and "needs input" in text_of(answer["result"])
+        fixture = await seen(http)
+    assert len(fixture["created"]) == 1 and fixture["cancelled"] == fixture["created"]
+
+
 async def test_a_server_without_the_extension_answers_the_call_itself() -> None:
     servers = {
         "fx": {"command": sys.executable, "args": [FIXTURE]},
@@ -215,21 +265,37 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-@contextmanager
-def http_fixture() -> Iterator[str]:
-    """The fixture over Streamable HTTP in its own process; its URL."""
-    port = free_port()
-    process = subprocess.Popen([sys.executable, FIXTURE, "http", str(port)])
-    try:
-        for _ in range(200):
-            if port_open(port) or process.poll() is not None:
+class HttpFixture:
+    """The fixture over Streamable HTTP in its own process, on one port (``restart`` keeps it)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        process = self.process = subprocess.Popen([sys.executable, FIXTURE, "http", str(self.port)])
+        for _ in range(400):  # bounded: about 20 s
+            if port_open(self.port) or process.poll() is not None:
                 break
-            subprocess.run([sys.executable, "-c", "import time; time.sleep(0.05)"], check=False)
-        assert process.poll() is None and port_open(port), "the HTTP fixture did not start"
-        yield f"http://127.0.0.1:{port}/mcp"
+            time.sleep(0.05)
+        assert process.poll() is None and port_open(self.port), "the HTTP fixture did not start"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@contextmanager
+def http_fixture() -> Iterator[HttpFixture]:
+    fixture = HttpFixture()
+    fixture.start()
+    try:
+        yield fixture
     finally:
-        process.kill()
-        process.wait()
+        fixture.stop()
 
 
 @asynccontextmanager
@@ -242,37 +308,43 @@ async def two_replicas(servers: dict[str, Any], state: str) -> AsyncIterator[tup
 
 
 async def test_another_replica_forwards_to_the_same_remote_server(tmp_path: Path) -> None:
-    with http_fixture() as url:
-        async with two_replicas({"fx": {"url": url}}, f"sqlite:///{tmp_path}/state.db") as (first, second):
-            async with first.client() as a, second.client() as b:
-                created = await create(a, "fx__asks", {})
-                task_id = created["taskId"]
-                waiting = await until(b, task_id, "input_required")
-                assert "name" in waiting["inputRequests"]
-                answer = {"action": "accept", "content": {"name": "bea"}}
-                update = {"taskId": task_id, "inputResponses": {"name": answer}}
-                assert "result" in await rpc(b, "tasks/update", update)
-                done = await until(b, task_id, "completed", "failed", "cancelled")
-                assert done["status"] == "completed" and text_of(done["result"]) == "hello bea"
-                held = await create(a, "fx__hold", {})
-                assert "result" in await rpc(b, "tasks/cancel", {"taskId": held["taskId"]})
-                assert (await until(a, held["taskId"], "cancelled", "failed"))["status"] == "cancelled"
+    with http_fixture() as fixture:
+        async with (
+            two_replicas({"fx": {"url": fixture.url}}, f"sqlite:///{tmp_path}/state.db") as (first, second),
+            first.client() as a,
+            second.client() as b,
+        ):
+            created = await create(a, "fx__asks", {})
+            task_id = created["taskId"]
+            waiting = await until(b, task_id, "input_required")
+            assert "name" in waiting["inputRequests"]
+            answer = {"action": "accept", "content": {"name": "bea"}}
+            update = {"taskId": task_id, "inputResponses": {"name": answer}}
+            assert "result" in await rpc(b, "tasks/update", update)
+            done = await until(b, task_id, "completed", "failed", "cancelled")
+            assert done["status"] == "completed" and text_of(done["result"]) == "hello bea"
+            held = await create(a, "fx__hold", {})
+            assert "result" in await rpc(b, "tasks/cancel", {"taskId": held["taskId"]})
+            assert (await until(a, held["taskId"], "cancelled", "failed"))["status"] == "cancelled"
 
 
 async def test_another_replica_of_a_stdio_server_answers_from_the_store(tmp_path: Path) -> None:
     servers = {"fx": {"command": sys.executable, "args": [FIXTURE]}}
-    async with two_replicas(servers, f"sqlite:///{tmp_path}/state.db") as (first, second):
-        async with first.client() as a, second.client() as b:
-            created = await create(a, "fx__slow", {"text": "kept", "polls": 3})
-            done = await until(b, created["taskId"], "completed", "failed", "cancelled")
-            assert done["status"] == "completed" and text_of(done["result"]) == "slow: kept"
-            held = await create(a, "fx__hold", {})
-            # the other replica's own child knows nothing of it: the cancel goes through the store
-            assert "result" in await rpc(b, "tasks/cancel", {"taskId": held["taskId"]})
-            assert (await until(b, held["taskId"], "cancelled", "failed"))["status"] == "cancelled"
-            assert (await seen(a))["cancelled"] == [(await seen(a))["created"][-1]]
-            asks = await create(a, "fx__asks", {})
-            await until(b, asks["taskId"], "input_required")
-            update = {"taskId": asks["taskId"], "inputResponses": {"name": {"action": "accept"}}}
-            refused = await rpc(b, "tasks/update", update)
-            assert refused["error"]["code"] == -32603 and "replica" in refused["error"]["message"]
+    async with (
+        two_replicas(servers, f"sqlite:///{tmp_path}/state.db") as (first, second),
+        first.client() as a,
+        second.client() as b,
+    ):
+        created = await create(a, "fx__slow", {"text": "kept", "polls": 3})
+        done = await until(b, created["taskId"], "completed", "failed", "cancelled")
+        assert done["status"] == "completed" and text_of(done["result"]) == "slow: kept"
+        held = await create(a, "fx__hold", {})
+        # the other replica's own child knows nothing of it: the cancel goes through the store
+        assert "result" in await rpc(b, "tasks/cancel", {"taskId": held["taskId"]})
+        assert (await until(b, held["taskId"], "cancelled", "failed"))["status"] == "cancelled"
+        assert (await seen(a))["cancelled"] == [(await seen(a))["created"][-1]]
+        asks = await create(a, "fx__asks", {})
+        await until(b, asks["taskId"], "input_required")
+        update = {"taskId": asks["taskId"], "inputResponses": {"name": {"action": "accept"}}}
+        refused = await rpc(b, "tasks/update", update)
+        assert refused["error"]["code"] == -32603 and "replica" in refused["error"]["message"]
