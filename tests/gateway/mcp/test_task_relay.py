@@ -3,7 +3,8 @@
 A real gateway (the real Agent and ToolHub) over the fixture ``tests/servers/tasks.py``, a real
 MCP server subprocess that runs its tools as tasks when a request declares the Tasks extension
 (stdio, and Streamable HTTP for the replicas). The client sends raw 2026-07-28 JSON-RPC over
-httpx (the SDK's client has no Tasks requests), as ``test_tasks.py`` does: create, ``tasks/get``
+httpx, as ``test_tasks.py`` does, and the SDK's ``Client`` with the gateway's own client side of
+the extension as a ``ClientExtension`` (``tools/server/tasks.py``): create, ``tasks/get``
 until the result, ``tasks/cancel`` reaching the server, a failed task, ``tasks/update``
 answering the server's ``inputRequests``, callers kept apart, a second replica on the same SQLite
 file, the server killed mid-task, a server without the extension, and the guards before the call.
@@ -25,11 +26,15 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.extension import ClientExtension, ResultClaim
 
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
+from mcp_agent.tools.server.tasks import CLAIM, EXTENSION, CreatedTask, cancel_task, get_task
 
 from ..conftest import Running, eventually, free_port, running_gateway
+from .test_server import transport_for
 from .test_tasks import ALICE, BOB, get, listen_until_done, rpc, until
 
 pytestmark = pytest.mark.anyio
@@ -108,6 +113,27 @@ async def test_a_task_is_created_polled_and_answers_the_servers_result(gateway: 
     assert done["status"] == "completed", done
     assert done["taskId"] == task_id
     assert text_of(done["result"]) == "slow: hi" and done["result"]["isError"] is False
+
+
+class TasksExtension(ClientExtension):
+    """The SDK client's side of the extension: the gateway's own claim (``tools/server/tasks.py``)."""
+
+    identifier = EXTENSION
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [CLAIM]
+
+
+async def test_the_sdk_client_gets_and_follows_a_relayed_task(gateway: Running) -> None:
+    async with Client(transport_for(gateway.url, "http"), extensions=[TasksExtension()]) as client:
+        # the SDK resolves the claimed task with the claim's resolver: tasks/get until it ends
+        followed = await client.call_tool("fx__slow", {"text": "sdk", "polls": 2})
+        assert not followed.is_error and followed.content[0].text == "slow: sdk"
+        created = await client.session.call_tool("fx__hold", {}, allow_claimed=True)
+        assert isinstance(created, CreatedTask) and created.task_id.startswith("task_")
+        assert (await get_task(client.session, created.task_id)).status == "working"
+        await cancel_task(client.session, created.task_id)
+        assert (await get_task(client.session, created.task_id)).status == "cancelled"
 
 
 async def test_clients_that_ask_no_task_see_no_change(gateway: Running) -> None:
