@@ -14,6 +14,8 @@ answers with a task, the client gets a task of the gateway's at once.
   ``tasks/get`` at the server's ``pollIntervalMs`` and stores each change (status, message,
   ``inputRequests``, the result or error) with its lease renewed; ``notifications/tasks`` on a
   ``subscriptions/listen`` come from those stored changes (``TaskListen``), on every replica.
+  The result is shaped as a plain exposed call's (``shaped``: cut to ``maxResultChars``, held to
+  the advertised ``outputSchema``).
 - **Requests.** ``tasks/get``, ``tasks/cancel`` and ``tasks/update`` are forwarded to the server
   by a replica that can reach the server's task: its owner, or any replica when the server is a
   remote one (every replica speaks to the same URL). Another replica of a stdio server (its own
@@ -42,6 +44,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import anyio
@@ -52,8 +55,10 @@ from mcp.shared.exceptions import MCPError
 
 from ...config import StdioServerConfig
 from ...exceptions import StateError
+from ...loop.guards import cut_parts
 from ...messages import JSONObject, ToolSpec
 from ...state.records import TaskRecord
+from ...tools.presentation import call_result
 from ...tools.relay import relaying_to
 from ...tools.server.connection import ServerConnection
 from ...tools.server.tasks import (
@@ -67,6 +72,7 @@ from ...tools.server.tasks import (
 )
 from ..callers import Caller
 from ..service import NotReady
+from .passthrough import advertised_output_schema, tool_result_to_mcp
 from .query import text_result
 from .relay import LogLevels, RequestChannel
 from .tasks import DEFAULT_TTL_MS, MAX_TTL_MS, MIN_TTL_MS, Tasks, create_result
@@ -101,13 +107,24 @@ class TaskChannel(RequestChannel):
         return True
 
 
-def upstream_fields(record: TaskRecord, task: UpstreamTask, *, now: float) -> TaskRecord:
-    """``record`` with the server's view of its task (pure)."""
+Shape = Callable[[types.CallToolResult], types.CallToolResult]
+"""What the gateway makes of a relayed task's result (``TaskRelay.shaped``)."""
+
+
+def upstream_fields(
+    record: TaskRecord, task: UpstreamTask, *, now: float, shape: Shape | None = None
+) -> TaskRecord:
+    """``record`` with the server's view of its task (pure; ``shape`` shapes a result).
+
+    Raises:
+        ValueError: a completed task's result is not a ``CallToolResult``.
+    """
     result: JSONObject | None = None
     if task.status == "completed" and task.result is not None:
-        result = types.CallToolResult.model_validate(task.result, by_name=False).model_dump(
-            by_alias=True, mode="json", exclude_none=True
-        )
+        parsed = types.CallToolResult.model_validate(task.result, by_name=False)
+        if shape is not None:
+            parsed = shape(parsed)
+        result = parsed.model_dump(by_alias=True, mode="json", exclude_none=True)
     error = task.error
     if task.status == "failed" and not error:
         error = {"code": INTERNAL_ERROR, "message": task.status_message or "the server's task failed"}
@@ -191,11 +208,11 @@ class TaskRelay:
             poll_ms=created.poll_interval_ms or 1000,
             replica=state.replica if state is not None else "",
             alive_until=now + self.tasks.lease(),
-            upstream={"server": server, "taskId": created.task_id},
+            upstream={"server": server, "taskId": created.task_id, "tool": spec.name},
         )
         try:
             await self.tasks.store.put(record)  # durable before the answer
-            self.service.spawn(lambda: self._follow(record.id))
+            self.service.spawn(lambda: self._follow(record.id, record.poll_ms))
         except (StateError, NotReady) as exc:
             if isinstance(exc, StateError):
                 self.service.store_failed(exc)
@@ -205,24 +222,22 @@ class TaskRelay:
 
     # ---------------------------------------------------------------- the owner follows
 
-    async def _follow(self, task_id: str) -> None:
+    async def _follow(self, task_id: str, poll_ms: int) -> None:
         """Poll the server's task and store its changes, until it ends or expires."""
         cancel_sent = False
         while True:
+            await anyio.sleep(max(poll_seconds(poll_ms), MIN_FOLLOW_SECONDS))
             try:
                 record = await self.tasks.store.get(task_id)
             except StateError as exc:
                 logger.warning("task %s: could not read its record: %s", task_id, exc)
-                record = None
-                await anyio.sleep(1.0)
                 continue
             if record is None or record.terminal:
                 return
-            await anyio.sleep(max(poll_seconds(record.poll_ms), MIN_FOLLOW_SECONDS))
             if record.cancel_requested and not cancel_sent:
                 cancel_sent = True
                 await self._cancel_upstream(record)
-            await self.refresh(record)
+            poll_ms = (await self.refresh(record)).poll_ms
 
     # ---------------------------------------------------------------- the server's view
 
@@ -264,16 +279,31 @@ class TaskRelay:
             message = UNREACHABLE.format(server=server, detail=exc.message)
             return record if record.status_message == message else replace(record, status_message=message)
         try:
-            return upstream_fields(record, task, now=now)
+            return upstream_fields(record, task, now=now, shape=partial(self.shaped, record))
         except ValueError as exc:  # a completed task whose result is no CallToolResult
             return failed(record, f"server {server} returned an invalid task result: {exc}", now=now)
 
+    def shaped(self, record: TaskRecord, result: types.CallToolResult) -> types.CallToolResult:
+        """A relayed task's result as a plain exposed call's: the text cut to ``maxResultChars``
+        and held to the tool's advertised ``outputSchema`` (``passthrough.py``)."""
+        name = str((record.upstream or {}).get("tool", ""))
+        spec = next((spec for spec in self.service.tool_specs() if spec.name == name), None)
+        raw = call_result(result, time.perf_counter())
+        content, _ = cut_parts(raw.content, self.service.config.limits.max_result_chars)
+        return tool_result_to_mcp(
+            replace(raw, content=content),
+            name=name,
+            output_schema=advertised_output_schema(spec) if spec is not None else None,
+        )
+
     async def refresh(self, record: TaskRecord) -> TaskRecord:
-        """Fetch the server's view and store it (the lease renewed when this replica owns it)."""
+        """Fetch the server's view and store it when it changed. The lease is renewed (after a
+        third of it) by the owner, and by any replica when every replica reaches the server."""
         fresh = await self.fetch(record)
-        state = self.service.state_store
-        if state is not None and record.replica == state.replica:
-            fresh = replace(fresh, alive_until=time.time() + self.tasks.lease())
+        lease = self.tasks.lease()
+        now = time.time()
+        if record.alive_until - now < lease * 2 / 3 and self.reachable_here(record):
+            fresh = replace(fresh, alive_until=now + lease)
         if fresh != record:
             try:
                 await self.tasks.store.put(fresh)

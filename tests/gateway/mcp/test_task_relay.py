@@ -50,10 +50,11 @@ def config(
     state: str | None = None,
     callers: dict[str, Any] | None = None,
     tool_timeout: float = 30,
+    max_result_chars: int = 16_000,
 ) -> AgentConfig:
     data: dict[str, Any] = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
-        "limits": {"toolTimeoutSeconds": tool_timeout},
+        "limits": {"toolTimeoutSeconds": tool_timeout, "maxResultChars": max_result_chars},
         "mcpServers": servers or {"fx": {"command": sys.executable, "args": [FIXTURE]}},
         "gateway": {"description": "Relayed tasks.", "exposeTools": True},
     }
@@ -145,6 +146,19 @@ async def test_clients_that_ask_no_task_see_no_change(gateway: Running) -> None:
         assert len((await seen(http))["created"]) == 1
         failing = await call(http, "fx__fails", {}, capabilities={})
         assert failing["result"]["isError"] is True and "fixture task broke" in text_of(failing["result"])
+
+
+async def test_a_relayed_result_is_cut_as_a_plain_calls_is() -> None:
+    async with (
+        running_gateway(config(max_result_chars=20), factory=open_agent) as gateway,
+        gateway.client() as http,
+    ):
+        created = await create(http, "fx__slow", {"text": "x" * 500, "polls": 1})
+        done = await until(http, created["taskId"], "completed", "failed", "cancelled")
+        plain = await call(http, "fx__slow", {"text": "x" * 500, "polls": 1}, capabilities={})
+    assert done["status"] == "completed"
+    assert done["result"]["content"] == plain["result"]["content"]
+    assert "x" * 10 in text_of(done["result"]) and "x" * 30 not in text_of(done["result"])
 
 
 async def test_a_cancel_reaches_the_servers_task(gateway: Running) -> None:
