@@ -423,7 +423,8 @@ class TaskRecord:
             ``input_required``.
         cancel_requested: a ``tasks/cancel`` came (from any replica); its owner acts on it.
         upstream: a task a tool server runs, relayed (``gateway/mcp/task_relay.py``):
-            ``{"server": name, "taskId": the server's id}``; None for the gateway's own.
+            ``{"server": name, "taskId": the server's id, "tool": the exposed name}``; None for
+            the gateway's own.
     """
 
     id: str

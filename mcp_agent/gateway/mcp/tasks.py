@@ -35,6 +35,10 @@ client's disconnect. Other clients see no change: the call answers as before.
   caller's tasks among them: the current state at once, then each change (of a task another
   replica runs: read from the shared store every ``POLL_INTERVAL_MS``, until it ends).
 
+A call of an exposed tool whose server declared the extension becomes that server's task,
+relayed (``task_relay.py``, the ``Relay`` here): its record carries ``upstream``, and
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` of it go to the relay.
+
 Requests about tasks from a client that did not declare the extension are refused with
 ``-32021``; ``tasks/result`` and ``tasks/list`` (removed by SEP-2663) stay unknown methods.
 """
