@@ -422,6 +422,9 @@ class TaskRecord:
         input_requests: the questions waiting for the caller (key -> request, wire form), while
             ``input_required``.
         cancel_requested: a ``tasks/cancel`` came (from any replica); its owner acts on it.
+        upstream: a task a tool server runs, relayed (``gateway/mcp/task_relay.py``):
+            ``{"server": name, "taskId": the server's id, "tool": the exposed name}``; None for
+            the gateway's own.
     """
 
     id: str
@@ -438,6 +441,7 @@ class TaskRecord:
     error: JSONObject | None = None
     input_requests: JSONObject | None = None
     cancel_requested: bool = False
+    upstream: JSONObject | None = None
 
     @property
     def expires(self) -> float:
@@ -463,6 +467,7 @@ class TaskRecord:
             "result": self.result,
             "error": self.error,
             "input_requests": self.input_requests,
+            "upstream": self.upstream,
         }
 
     @classmethod
@@ -482,6 +487,7 @@ class TaskRecord:
             error=data.get("error"),
             input_requests=data.get("input_requests"),
             cancel_requested=cancel_requested or bool(data.get("cancel_requested", False)),
+            upstream=data.get("upstream"),
         )
 
 

@@ -14,7 +14,8 @@ stdio) and both protocol eras; the SDK negotiates the version.
   its heartbeat, a gone client, approvals asked of the caller by elicitation in both eras).
 - A 2026 client that declares the Tasks extension gets ``agent_query`` as a task (``tasks.py``:
   ``tasks/get``, ``tasks/update``, ``tasks/cancel``, ``notifications/tasks``); ``serve_tasks``
-  registers it.
+  registers it. Its call of an exposed tool whose server declared the extension becomes the
+  server's task, relayed (``task_relay.py``).
 - Cancellation, as the SDK does it (mcp 2.3, verified by the tests): on a handshake-era
   connection ``notifications/cancelled`` cancels the handler's scope ("interrupt" mode) and no
   response is sent; on a 2026 Streamable HTTP request the client cancels by closing the response
@@ -56,6 +57,7 @@ from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_
 from .query import QueryCalls, text_result
 from .relay import LogLevels, RequestChannel, resume_of
 from .resumable import Streams
+from .task_relay import TaskRelay
 from .tasks import ListenFn, Tasks
 
 logger = logging.getLogger(__name__)
@@ -469,6 +471,7 @@ def serve_tasks(server: AgentMCPServer, tool: AgentQueryTool, listen: ListenFn) 
     extension declared in the capabilities, its methods, its ``tools/call`` interceptor and its
     ``subscriptions/listen`` (``listen`` serves the listens without ``taskIds``, as before)."""
     tasks = Tasks(tool.service, run_result_to_mcp, request_caller, tool_name=TOOL_NAME)
+    tasks.relay = TaskRelay(tasks, tool._inner_result, tool.log_levels)  # exposed tools' tasks
     tool.tasks = tasks
     server.extensions[tasks.identifier] = tasks.settings()
     for binding in tasks.methods():

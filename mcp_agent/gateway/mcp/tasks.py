@@ -35,6 +35,10 @@ client's disconnect. Other clients see no change: the call answers as before.
   caller's tasks among them: the current state at once, then each change (of a task another
   replica runs: read from the shared store every ``POLL_INTERVAL_MS``, until it ends).
 
+A call of an exposed tool whose server declared the extension becomes that server's task,
+relayed (``task_relay.py``, the ``Relay`` here): its record carries ``upstream``, and
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` of it go to the relay.
+
 Requests about tasks from a client that did not declare the extension are refused with
 ``-32021``; ``tasks/result`` and ``tasks/list`` (removed by SEP-2663) stay unknown methods.
 """
@@ -47,7 +51,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -69,7 +73,7 @@ from ...events import ApprovalRequested, ApprovalResolved
 from ...exceptions import StateError
 from ...loop.cancel import Cancel
 from ...loop.result import RunResult
-from ...messages import JSONObject
+from ...messages import JSONObject, ToolSpec
 from ...state.base import TaskStore
 from ...state.records import TERMINAL_TASK_STATUSES, TaskRecord
 from ..callers import Caller
@@ -218,6 +222,27 @@ class LocalTask:
 CallerOf = Callable[[ServerRequestContext[Any]], Caller | None]
 
 
+class Relay(Protocol):
+    """The relay of tool servers' tasks (``task_relay.TaskRelay``): a task with an ``upstream``
+    is the server's, and its requests go there."""
+
+    def relayable(self, name: str) -> ToolSpec | None: ...
+
+    async def start(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        spec: ToolSpec,
+        caller: Caller,
+    ) -> HandlerResult: ...
+
+    async def get(self, record: TaskRecord) -> TaskRecord: ...
+
+    async def cancel(self, record: TaskRecord) -> None: ...
+
+    async def update(self, record: TaskRecord, responses: dict[str, Any]) -> None: ...
+
+
 class Tasks(Extension):
     """The tasks extension of the gateway's MCP server (see the module docstring)."""
 
@@ -236,6 +261,8 @@ class Tasks(Extension):
         self.caller_of = caller_of
         self.tool_name = tool_name
         self.local: dict[str, LocalTask] = {}
+        self.relay: Relay | None = None
+        """Exposed tools' tasks, relayed to their servers (``serve_tasks`` sets it)."""
         self._watchers: dict[str, set[Callable[[JSONObject], None]]] = {}
 
     # ---------------------------------------------------------------- the SDK's extension seam
@@ -250,10 +277,12 @@ class Tasks(Extension):
     async def intercept_tool_call(
         self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """``agent_query`` from a 2026 client that declared the extension becomes a task."""
+        """``agent_query`` from a 2026 client that declared the extension becomes a task; an
+        exposed tool's call becomes its server's task, relayed, when the server makes one."""
+        if params.name != self.tool_name:
+            return await self._relayed_call(params, ctx, call_next)
         if (
-            params.name != self.tool_name
-            or params.request_state is not None
+            params.request_state is not None
             or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
             or not declared(ctx.session.client_capabilities)
         ):
@@ -263,6 +292,23 @@ class Tasks(Extension):
             return await call_next(ctx)  # the call refuses it as it always did
         return await self.start(ctx, params, caller)
 
+    async def _relayed_call(
+        self, params: types.CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        relay = self.relay
+        if (
+            relay is None
+            or params.request_state is not None
+            or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            or not declared(ctx.session.client_capabilities)
+        ):
+            return await call_next(ctx)
+        spec = relay.relayable(params.name)
+        caller = self.caller_of(ctx)
+        if spec is None or caller is None:
+            return await call_next(ctx)
+        return await relay.start(ctx, params, spec, caller)
+
     @property
     def store(self) -> TaskStore:
         state = self.service.state_store
@@ -270,7 +316,7 @@ class Tasks(Extension):
             raise NotReady(self.service.state, "the gateway has no state store yet")
         return state.tasks
 
-    def _lease(self) -> float:
+    def lease(self) -> float:
         state = self.service.state_store
         return state.limits.lease_seconds if state is not None else 30.0
 
@@ -294,7 +340,7 @@ class Tasks(Extension):
             ttl_ms=ttl_of(params),
             poll_ms=POLL_INTERVAL_MS,
             replica=state.replica if state is not None else "",
-            alive_until=now + self._lease(),
+            alive_until=now + self.lease(),
         )
         try:
             await self.store.put(record)  # durable before the answer: tasks/get finds it at once
@@ -393,7 +439,7 @@ class Tasks(Extension):
 
     async def _keep(self, task: LocalTask) -> None:
         """Renew the task's lease, act on a cancellation asked elsewhere, end it at its TTL."""
-        lease = self._lease()
+        lease = self.lease()
         renew_every = lease / 3
         renewed = time.monotonic()
         while not task.ended:
@@ -501,10 +547,15 @@ class Tasks(Extension):
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> HandlerResult:
         record, _ = await self._find(ctx, params.task_id)
+        if record.upstream is not None and self.relay is not None:
+            record = await self.relay.get(record)
         return task_fields(record, now=time.time())
 
     async def update(self, ctx: ServerRequestContext[Any], params: UpdateTaskParams) -> HandlerResult:
         record, caller = await self._find(ctx, params.task_id)
+        if record.upstream is not None and self.relay is not None:
+            await self.relay.update(record, params.input_responses)
+            return {}
         waiting = record.input_requests or {}
         agent = self.service.agent
         if agent is None:
@@ -528,6 +579,9 @@ class Tasks(Extension):
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskIdParams) -> HandlerResult:
         record, _ = await self._find(ctx, params.task_id)
         if record.terminal:
+            return {}
+        if record.upstream is not None and self.relay is not None:
+            await self.relay.cancel(record)
             return {}
         here = self.local.get(record.id)
         if here is not None:
@@ -687,4 +741,4 @@ class TaskListen:
                     del last[task_id]
 
 
-__all__ = ["EXTENSION", "TaskListen", "Tasks", "create_result", "declared", "task_fields", "ttl_of"]
+__all__ = ["EXTENSION", "Relay", "TaskListen", "Tasks", "create_result", "declared", "task_fields", "ttl_of"]

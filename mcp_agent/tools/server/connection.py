@@ -87,9 +87,14 @@ from .session import (
     error_text,
     start_error,
 )
+from .tasks import CLAIM as TASK_CLAIM
+from .tasks import EXTENSION as TASKS
 
 logger = logging.getLogger(__name__)
 
+EXTENSIONS: dict[str, Any] = {TASKS: {}}
+"""The extensions each session declares: Tasks, so that a task a call's client asked for is
+relayed (``tasks.py``); the raw path declares the same (``raw_call.client_capabilities``)."""
 LOG_LEVEL_TIMEOUT_SECONDS = 5.0
 """How long a server may take to answer ``logging/setLevel``."""
 
@@ -646,6 +651,8 @@ class Incarnation:
                 list_roots_callback=relay.on_roots if relay.asks else None,
                 client_info=CLIENT_INFO,
                 log_level=log_level,
+                extensions=EXTENSIONS,
+                result_claims={TASKS: [TASK_CLAIM]},
             ) as session:
                 init = await self._handshake(session, repairer)
                 raw: RawCaller | None = None
@@ -657,7 +664,7 @@ class Incarnation:
                         http=self.http,
                         version=init.protocol_version,
                         client_info=CLIENT_INFO,
-                        capabilities=client_capabilities(relay.asks),
+                        capabilities=client_capabilities(relay.asks, EXTENSIONS),
                         log_level=log_level,
                         max_event_size=self.config.max_message_bytes or None,
                         known_tools=repairer.raw_tools,

@@ -24,7 +24,8 @@ call to ``on_progress``; every other notification parsed at the negotiated versi
 ``notifications/message`` to ``on_log`` (the relay's log routing), and each one to
 ``on_message`` (the session's message handler); the response through ``repair`` (the
 ``ResponseRepairer``), then the SDK's own result validation (``mcp_types.methods``, and the
-``CallToolResult | InputRequiredResult`` model ``call_tool`` parses with).
+``CallToolResult | InputRequiredResult`` model ``call_tool`` parses with; a ``resultType: "task"``
+answer is a ``CreatedTask``, as the session's Tasks claim parses it, ``tasks.py``).
 
 Failures come out as the session's do, so ``session.call_tool_on`` words them once for both
 paths: ``MCPError`` with the server's error, ``REQUEST_TIMEOUT`` after ``timeout`` (the POST is
@@ -93,6 +94,8 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import TypeAdapter, ValidationError
 
+from .tasks import CreatedTask
+
 logger = logging.getLogger(__name__)
 
 RAW_CALLS_ENV = "MCP_AGENT_RAW_CALLS"
@@ -121,11 +124,13 @@ class UseSdk(Exception):
     """This call goes the SDK's way; nothing of it reached a tool of the server."""
 
 
-def client_capabilities(asks: bool) -> dict[str, Any]:
+def client_capabilities(asks: bool, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``clientCapabilities`` the session declares: sampling, elicitation (form and URL) and
-    roots when it has the callbacks for them (``ServerRelay.asks``), else none. Restates the
-    SDK's ``ClientSession._build_capabilities`` (private) for a session without extensions."""
+    roots when it has the callbacks for them (``ServerRelay.asks``), else none, and
+    ``extensions`` (the Tasks extension, whose result claim is active at every modern version).
+    Restates the SDK's ``ClientSession._build_capabilities`` (private)."""
     capabilities = types.ClientCapabilities(
+        extensions=dict(extensions) if extensions else None,
         sampling=types.SamplingCapability() if asks else None,
         elicitation=(
             types.ElicitationCapability(
@@ -299,7 +304,7 @@ class RawCaller:
         input_responses: types.InputResponses | None = None,
         request_state: str | None = None,
         meta: Mapping[str, Any] | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | CreatedTask:
         """Call ``name``: its result, or what the session would raise (module docstring).
 
         Raises:
@@ -338,6 +343,8 @@ class RawCaller:
         ttl = result.get("ttlMs")
         if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
             result["ttlMs"] = 0  # as the session floors it
+        if result.get("resultType") == "task":  # the Tasks extension's claim, as the session parses it
+            return CreatedTask.model_validate(result, by_name=False)
         with suppress(KeyError):  # a version the SDK's tables lack: only the model judges
             _methods.validate_server_result("tools/call", self.version, result)
         return _RESULT.validate_python(result, by_name=False)

@@ -41,6 +41,7 @@ from ..presentation import call_result
 from ..relay import CallerChannel, Resume, through_rounds
 from ..stdio.transport import StdioChild
 from .raw_call import RawCaller, UseSdk
+from .tasks import CreatedTask, TaskTaker, follow, outcome
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,9 @@ async def call_tool_on(
     level = channel.log_level() if channel is not None and modern else None
     meta = cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: level}) if level is not None else None
 
-    async def send(resume: Resume | None) -> types.CallToolResult | ToolResult | types.InputRequiredResult:
+    async def send(
+        resume: Resume | None,
+    ) -> types.CallToolResult | ToolResult | types.InputRequiredResult | CreatedTask:
         try:
             if live.raw is not None and live.raw.takes(mcp_name):
                 with suppress(UseSdk):
@@ -187,7 +190,7 @@ async def call_tool_on(
                         request_state=resume.request_state if resume is not None else None,
                         meta=meta,
                     )
-            return await live.session.call_tool(
+            answer = await live.session.call_tool(
                 mcp_name,
                 arguments,
                 read_timeout_seconds=timeout or None,
@@ -196,7 +199,11 @@ async def call_tool_on(
                 request_state=resume.request_state if resume is not None else None,
                 meta=meta,
                 allow_input_required=True,
+                allow_claimed=True,
             )
+            if isinstance(answer, types.CallToolResult | types.InputRequiredResult | CreatedTask):
+                return answer
+            return failed(f"tool {shown} failed: the server answered with a {type(answer).__name__}")
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
                 return failed(f"tool {shown} timed out after {timeout:g} s")
@@ -222,8 +229,14 @@ async def call_tool_on(
             logger.warning("%s: call to %s failed: %r", server, mcp_name, exc)
             return failed(f"tool {shown} failed: {type(exc).__name__}: {exc}")
 
-    result: types.CallToolResult | ToolResult | types.InputRequiredResult | types.ErrorData
+    result: types.CallToolResult | ToolResult | types.InputRequiredResult | CreatedTask | types.ErrorData
     result = await through_rounds(channel, send)
+    if isinstance(result, CreatedTask):  # a 2026 server runs the call as a task (tasks.py)
+        if isinstance(channel, TaskTaker) and channel.take_task(server, result):
+            return ToolResult(
+                TASK_RELAYED.format(shown=shown), elapsed_ms=(time.perf_counter() - start) * 1000
+            )
+        result = await followed(live, result, shown=shown, timeout=timeout, failed=failed)
     if isinstance(result, ToolResult):
         return result
     if isinstance(result, types.ErrorData):
@@ -237,6 +250,32 @@ async def call_tool_on(
     return call_result(result, start)
 
 
+async def followed(
+    live: LiveSession,
+    created: CreatedTask,
+    *,
+    shown: str,
+    timeout: float | None,
+    failed: Callable[[str], ToolResult],
+) -> types.CallToolResult | ToolResult:
+    """A task the server made of a call nobody asked a task of, followed to its end (``tasks.py``)."""
+    try:
+        with anyio.fail_after(timeout or None):
+            return outcome(await follow(live.session, created))
+    except TimeoutError:
+        return failed(f"tool {shown} timed out after {timeout:g} s")
+    except MCPError as exc:
+        return failed(
+            f"tool {shown} failed: its task could not be followed: {exc.message} (MCP error {exc.code})"
+        )
+    except ValidationError as exc:
+        return failed(
+            f"tool {shown} failed: the server returned an invalid task ({describe_validation_error(exc)})"
+        )
+
+
+TASK_RELAYED = "tool {shown} runs as a task of its server (relayed to the client)"
+"""The text of a call whose task a channel took for its client."""
 INPUT_REQUIRED_RELAYED = "tool {shown} asked its client for input (input_required, relayed)"
 """The text of a call whose ``input_required`` result a channel handed to its client."""
 
