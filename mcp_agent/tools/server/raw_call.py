@@ -65,7 +65,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import anyio
 import httpx2
@@ -92,7 +92,7 @@ from mcp_types import (
 from mcp_types import methods as _methods
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from .tasks import CreatedTask
 
@@ -101,10 +101,22 @@ logger = logging.getLogger(__name__)
 RAW_CALLS_ENV = "MCP_AGENT_RAW_CALLS"
 """Set to ``0`` (or ``false``, ``no``, ``off``) to send every call through the SDK's session."""
 
-_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
-    types.CallToolResult | types.InputRequiredResult
+
+def _route(value: Any) -> str:
+    tag = value.get("resultType") if isinstance(value, dict) else getattr(value, "result_type", None)
+    return "task" if tag == "task" else "core"
+
+
+_RESULT: TypeAdapter[types.CallToolResult | types.InputRequiredResult | CreatedTask] = TypeAdapter(
+    Annotated[
+        Annotated[types.CallToolResult | types.InputRequiredResult, Tag("core")]
+        | Annotated[CreatedTask, Tag("task")],
+        Discriminator(_route),
+    ]
 )
-"""What ``ClientSession.call_tool`` parses a result with (no extension claims are registered)."""
+"""What ``ClientSession.call_tool`` parses a result with once the Tasks claim is active (a core
+arm and a ``task`` arm routed by ``resultType``, as the SDK builds it), so that an invalid result
+is described in the same words."""
 
 _SDK_TRACER = trace.get_tracer("mcp-python-sdk")
 """The tracer of the SDK's own client spans (``mcp/shared/_otel.py``): a raw call makes the span
@@ -343,8 +355,6 @@ class RawCaller:
         ttl = result.get("ttlMs")
         if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
             result["ttlMs"] = 0  # as the session floors it
-        if result.get("resultType") == "task":  # the Tasks extension's claim, as the session parses it
-            return CreatedTask.model_validate(result, by_name=False)
         with suppress(KeyError):  # a version the SDK's tables lack: only the model judges
             _methods.validate_server_result("tools/call", self.version, result)
         return _RESULT.validate_python(result, by_name=False)
