@@ -451,6 +451,11 @@ class GatewayConfig(ConfigModel):
     progress_interval_seconds: float = Field(default=5, ge=0)
     """While a run waits (model, tool, approval), ``agent_query`` sends a progress notification at
     least this often, to callers that sent a progress token (0 = only one per step)."""
+    input_timeout_seconds: float = Field(default=300, ge=0)
+    """How long an exposed call waits for a 2025-era client to answer, over its back channel,
+    the questions of an upstream's ``input_required`` round (an elicitation a person fills in);
+    that time does not count against ``toolTimeoutSeconds`` (0 = as long as the client stays).
+    300 s is the read timeout many MCP clients give the call itself."""
     query_only_schema: bool = False
     """Publish ``agent_query`` with ``query`` as its only input (for clients that cannot send or
     omit optional members); conversations then cannot be continued over MCP."""

@@ -62,6 +62,7 @@ from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
 from ..telemetry.base import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
 from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
 from ..tools.presentation import content_images
+from ..tools.relay import call_deadline
 from ..tools.schema import checker_for, format_errors
 from .approvals import ApprovalQueue, ApprovalsFull, Decision, Gate, denied_text
 from .guards import (
@@ -475,7 +476,7 @@ class Dispatcher:
             return await self.pages.read(call.arguments)
         bound = safety_bound(timeout) if timeout else None
         try:
-            with anyio.move_on_after(bound):
+            with anyio.move_on_after(bound) as scope, call_deadline(scope):  # a person's answers do not count
                 return await self.tools.call_tool(call.name, call.arguments, timeout=timeout)
         except Exception as exc:  # the ToolSource contract says it never raises; defend anyway
             logger.exception("tool source raised for %s", call.name)

@@ -29,17 +29,24 @@ relayed.
   ``MAX_INPUT_ROUNDS`` rounds. A call without a channel (the agent's own loop) gets an error result.
 - **Log level** (``log_level``): what a 2026 server is asked for in the request's ``_meta``
   (``io.modelcontextprotocol/logLevel``): the level the call's client reads.
+- **Waiting for a person** (``call_deadline``, ``not_counted``): the time a channel takes to get
+  a round's answers from its client (a person filling an elicitation form) does not count against
+  the call's deadline (``toolTimeoutSeconds``): the loop registers the cancel scope that bounds
+  the call, and ``through_rounds`` moves its deadline on by the time the answers took. The
+  channel bounds that wait itself (the gateway's ``inputTimeoutSeconds``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp_types import INVALID_REQUEST
 
@@ -126,7 +133,8 @@ async def through_rounds(
                 code=types.INTERNAL_ERROR,
                 message=f"the server still asked for input after {MAX_INPUT_ROUNDS} rounds",
             )
-        answer = await channel.input_required(result)
+        with not_counted():  # the client's answers may be a person's: not the tool's time
+            answer = await channel.input_required(result)
         if answer is None or isinstance(answer, types.ErrorData):
             return result if answer is None else answer
         answered += 1
@@ -134,6 +142,33 @@ async def through_rounds(
 
 
 _channel: ContextVar[CallerChannel | None] = ContextVar("mcp_agent_caller_channel", default=None)
+_deadline: ContextVar[anyio.CancelScope | None] = ContextVar("mcp_agent_call_deadline", default=None)
+
+
+@contextmanager
+def call_deadline(scope: anyio.CancelScope) -> Iterator[None]:
+    """``scope`` bounds the tool call made inside: ``not_counted`` time moves its deadline on."""
+    token = _deadline.set(scope)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+@contextmanager
+def not_counted() -> Iterator[None]:
+    """The time spent inside does not count against the deadline of the call being made (none
+    while inside; after, what was left of it). Nothing without a ``call_deadline``."""
+    scope = _deadline.get()
+    if scope is None or math.isinf(scope.deadline) or scope.cancel_called:
+        yield
+        return
+    left = scope.deadline - anyio.current_time()
+    scope.deadline = math.inf
+    try:
+        yield
+    finally:
+        scope.deadline = anyio.current_time() + max(0.0, left)
 
 
 @contextmanager

@@ -17,7 +17,10 @@ probes ``server/discover`` for 2026-07-28) and, for some, what to call in
 - ``tools_call``: ``add_numbers`` with two numbers;
 - ``json-schema-2020-12-preservation``: ``json_schema_echo`` with the input schema the hub holds
   for ``json_schema_2020_12_tool`` (as its server sent it), so the scenario sees what was kept;
-- otherwise every listed tool, with no arguments.
+- otherwise every listed tool, with a value for each property its input schema requires (and
+  nothing else): a call a server that validates its arguments accepts, as the gateway does
+  (``http-invalid-tool-headers`` judges whether the call of its one valid tool, which requires
+  ``region``, reaches it).
 
 The SDK client answers sampling with a fixed text, elicitation by accepting the schema's
 defaults, and roots with one root. Logs go to stderr (the suite keeps them); the suite judges
@@ -58,7 +61,19 @@ def calls_for(
         focal = specs.get("json_schema_2020_12_tool")
         schema = getattr(focal, "input_schema", None) or {}
         return [("json_schema_echo", {"schema": schema})]
-    return [(name, {}) for name in specs]
+    return [(name, required_arguments(spec)) for name, spec in specs.items()]
+
+
+def required_arguments(spec: Any) -> dict[str, Any]:
+    """A value for each property the tool's input schema requires (a ``ToolSpec`` or an SDK
+    ``Tool``): its default, else a plain value of its type."""
+    schema = getattr(spec, "input_schema", None) or getattr(spec, "parameters", None) or {}
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    return {
+        str(key): default_of(properties.get(key) if isinstance(properties.get(key), dict) else {})
+        for key in required
+    }
 
 
 async def drive_hub(url: str, scenario: str, context: dict[str, Any], folder: Path) -> None:

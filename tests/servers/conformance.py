@@ -12,6 +12,11 @@ diagnostic tools of ``server-stateless``), the ``test://`` resources and templat
 ``test_*`` prompts, completions, ``logging/setLevel``, ``resources/subscribe`` and
 ``unsubscribe``, ``subscriptions/listen``, caching hints, and ``requestState`` sealed by the
 SDK's boundary (so a tampered state is refused with -32602).
+
+The sampling and elicitation tools ask as a server of the request's era does (``ask_caller``):
+over the back channel, mid-call, on a handshake-era request; with an ``input_required`` result
+on a 2026-07-28 one, which has no back channel (so a gateway speaking 2026-07-28 to this fixture
+for a 2025 client is judged on bridging the two).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQI
 AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 STATE_KEY = b"conformance-fixture-request-state-key-0123456789"
 MISSING_CAPABILITY = -32021
+MODERN = "2026-07-28"  # the first era without a back channel: its requests are asked with input_required
 
 Ctx = ServerRequestContext[Any, Any]
 Result = types.CallToolResult | types.InputRequiredResult
@@ -252,19 +258,53 @@ async def error_handling(ctx: Ctx, args: dict[str, Any], params: types.CallToolR
     {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
 )
 async def sampling(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
-    request = sample(str(args.get("prompt", "")), 100)
     try:
-        result = await ctx.session.create_message(
-            messages=request.params.messages, max_tokens=100, related_request_id=ctx.request_id
-        )
+        answer = await ask_caller(ctx, params, "sample", sample(str(args.get("prompt", "")), 100))
     except MCPError as error:
         return text(f"Sampling failed: {error}", is_error=True)
-    answer = result.content.text if isinstance(result.content, types.TextContent) else ""
-    return text(f"LLM response: {answer}")
+    if isinstance(answer, types.InputRequiredResult):
+        return answer
+    return text(f"LLM response: {sampled(answer)}")
 
 
-async def elicit(ctx: Ctx, message: str, schema: dict[str, Any]) -> types.ElicitResult:
-    return await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+async def ask_caller(
+    ctx: Ctx,
+    params: types.CallToolRequestParams,
+    key: str,
+    request: types.CreateMessageRequest | types.ElicitRequest,
+) -> dict[str, Any] | types.InputRequiredResult:
+    """The caller's answer to ``request`` as plain JSON, asked as a server of the request's era
+    asks: a handshake-era request over its back channel, mid-call; a 2026-07-28 request, which
+    has no back channel, with an ``input_required`` result whose retry carries the answer under
+    ``key`` (that result is returned, the tool's answer for now)."""
+    if ctx.protocol_version >= MODERN:
+        got = answers(params)
+        if key in got:
+            return dict(got[key]) if isinstance(got[key], dict) else {}
+        return types.InputRequiredResult(input_requests={key: request})
+    if isinstance(request, types.CreateMessageRequest):
+        result: types.CreateMessageResult | types.ElicitResult = await ctx.session.create_message(
+            messages=request.params.messages,
+            max_tokens=request.params.max_tokens,
+            related_request_id=ctx.request_id,
+        )
+    else:
+        assert isinstance(request.params, types.ElicitRequestFormParams)
+        result = await ctx.session.elicit_form(
+            request.params.message, request.params.requested_schema, related_request_id=ctx.request_id
+        )
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def elicit(
+    ctx: Ctx, params: types.CallToolRequestParams, message: str, schema: dict[str, Any]
+) -> dict[str, Any] | types.InputRequiredResult:
+    form = types.ElicitRequestFormParams(message=message, requested_schema=schema)
+    return await ask_caller(ctx, params, "elicit", types.ElicitRequest(params=form))
+
+
+def elicited_text(prefix: str, answer: dict[str, Any]) -> types.CallToolResult:
+    return text(f"{prefix}: action={answer.get('action')}, content={json.dumps(answer.get('content') or {})}")
 
 
 @tool(
@@ -282,28 +322,36 @@ async def elicitation(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequ
         "required": ["username", "email"],
     }
     try:
-        result = await elicit(ctx, str(args.get("message", "")), schema)
+        answer = await elicit(ctx, params, str(args.get("message", "")), schema)
     except MCPError as error:
         return text(f"Elicitation failed: {error}", is_error=True)
-    return text(f"User response: action={result.action}, content={json.dumps(result.content or {})}")
+    if isinstance(answer, types.InputRequiredResult):
+        return answer
+    return elicited_text("User response", answer)
 
 
 @tool("test_elicitation_sep1034_defaults", "Asks with defaults for every primitive type (SEP-1034).")
 async def sep1034(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
     try:
-        result = await elicit(ctx, "Please provide user information", SEP1034_SCHEMA)
+        answer = await elicit(ctx, params, "Please provide user information", SEP1034_SCHEMA)
     except MCPError as error:
         return text(f"Elicitation failed: {error}", is_error=True)
-    return text(f"Elicitation completed: action={result.action}, content={json.dumps(result.content or {})}")
+    if isinstance(answer, types.InputRequiredResult):
+        return answer
+    return elicited_text("Elicitation completed", answer)
 
 
 @tool("test_elicitation_sep1330_enums", "Asks with the five enum forms (SEP-1330).")
 async def sep1330(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
     try:
-        result = await elicit(ctx, "Please select values using different enum schema types", SEP1330_SCHEMA)
+        answer = await elicit(
+            ctx, params, "Please select values using different enum schema types", SEP1330_SCHEMA
+        )
     except MCPError as error:
         return text(f"Elicitation failed: {error}", is_error=True)
-    return text(f"Elicitation completed: action={result.action}, content={json.dumps(result.content or {})}")
+    if isinstance(answer, types.InputRequiredResult):
+        return answer
+    return elicited_text("Elicitation completed", answer)
 
 
 @tool(

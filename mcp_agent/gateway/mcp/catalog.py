@@ -151,7 +151,13 @@ class CatalogHandlers:
         caller = self._caller_of(ctx)
         if caller is None or self._levels is None:
             return await self._in_slot(ctx, work)
-        channel = RequestChannel(ctx, caller, self._levels, resume_of(params))
+        channel = RequestChannel(
+            ctx,
+            caller,
+            self._levels,
+            resume_of(params),
+            answer_seconds=self.service.gateway.input_timeout_seconds,
+        )
         try:
             with relaying_to(channel):
                 result = await self._in_slot(ctx, work)

@@ -20,7 +20,9 @@ stream (``related_request_id``), in both eras:
   and its retry's ``inputResponses`` and ``requestState`` go back to the server untouched
   (``resume``), and the server's error for them (a tampered ``requestState``) goes back as it is
   (``refused``); a 2025-era client with a back channel is asked each request in turn, and the
-  answers go to the server's retry (``tools/relay.py`` bounds the rounds).
+  answers go to the server's retry (``tools/relay.py`` bounds the rounds). Each round waits at
+  most ``answer_seconds`` (``gateway.inputTimeoutSeconds``) for the client's answers, time that
+  does not count against the tool's timeout (``tools/relay.py`` ``not_counted``).
 - the log level a 2026 server is asked for per request (``log_level``): the one the client reads.
 
 ``LogLevels`` remembers the level each 2025-era client connection set, and asks the tool servers
@@ -175,8 +177,12 @@ class RequestChannel:
         caller: Caller,
         levels: LogLevels,
         resume: Resume | None = None,
+        *,
+        answer_seconds: float = 0,
     ) -> None:
         self.ctx = ctx
+        self.answer_seconds = answer_seconds
+        """How long one ``input_required`` round waits for a 2025 client's answers (0: no limit)."""
         self.caller = caller.name
         self.client: object = request_connection(ctx)
         self.resume = resume
@@ -220,12 +226,18 @@ class RequestChannel:
             self.kept = refused if refused is not None else result
             return None
         responses: types.InputResponses = {}
-        for key, request in requests.items():
-            answer = await self.ask(request)
-            if isinstance(answer, types.ErrorData):
-                return answer
-            responses[key] = answer
-        return responses
+        with anyio.move_on_after(self.answer_seconds or None):
+            for key, request in requests.items():
+                answer = await self.ask(request)
+                if isinstance(answer, types.ErrorData):
+                    return answer
+                responses[key] = answer
+            return responses
+        return types.ErrorData(
+            code=INTERNAL_ERROR,
+            message=f"the client did not answer {request.method} within {self.answer_seconds:g} s "
+            "(gateway.inputTimeoutSeconds)",
+        )
 
     def refused(self, error: types.ErrorData) -> None:
         self.kept = error

@@ -331,7 +331,9 @@ class AgentQueryTool:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One exposed call: the server's parts and structuredContent, held to its outputSchema;
         what the server sends during the call is relayed to this client (``relay.py``)."""
-        channel = RequestChannel(ctx, caller, self.log_levels, resume)
+        channel = RequestChannel(
+            ctx, caller, self.log_levels, resume, answer_seconds=self.service.gateway.input_timeout_seconds
+        )
         try:
             with relaying_to(channel):
                 return await self._inner_result(spec, arguments, caller)

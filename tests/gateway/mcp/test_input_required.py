@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import MCPError
@@ -22,6 +23,7 @@ from mcp import MCPError
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import parse_config
 from mcp_agent.gateway.mcp.held_calls import HELD_PREFIX
+from mcp_agent.loop._dispatch import safety_bound
 from mcp_agent.tools.relay import MAX_INPUT_ROUNDS, Resume, through_rounds
 
 from ..conftest import Running, running_gateway
@@ -34,12 +36,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 PREFIX = "fx__"
 
 
-def fixture_config() -> Any:
+def fixture_config(tool_timeout: float = 30, **gateway: Any) -> Any:
     data = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "rule-model"},
-        "limits": {"toolTimeoutSeconds": 30},
+        "limits": {"toolTimeoutSeconds": tool_timeout},
         "mcpServers": {"fx": {"command": sys.executable, "args": [FIXTURE]}},
-        "gateway": {"description": "Input required.", "exposeTools": True},
+        "gateway": {"description": "Input required.", "exposeTools": True, **gateway},
     }
     return parse_config(data, environ={})
 
@@ -241,6 +243,62 @@ async def test_a_2025_client_without_a_back_channel_gets_an_error_result(statele
     async with client(stateless, "legacy", **Answers("Ada").callbacks()) as connected:
         result = await connected.call_tool(PREFIX + "test_input_required_result_elicitation", {})
     assert result.is_error and "MCP error" in text_of(result)
+
+
+# ------------------------------------------------------------------------------ a person's time
+
+
+class SlowAnswers(Answers):
+    """A person at a 2025 client: answers an elicitation after ``seconds``, or, with ``never``,
+    only once ``released`` (after the test has its result)."""
+
+    def __init__(self, *names: str, seconds: float = 0, never: bool = False) -> None:
+        super().__init__(*names)
+        self.seconds = seconds
+        self.never = never
+        self.released = anyio.Event()
+
+    async def elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        if self.never:
+            await self.released.wait()
+        await anyio.sleep(self.seconds)
+        return await super().elicit(context, params)
+
+
+TOOL_TIMEOUT = 1.0
+"""The tool timeout of the slow-answer test: the loop cuts a call off at ``safety_bound`` of it."""
+
+
+async def test_a_slow_answer_does_not_count_against_the_tools_timeout() -> None:
+    """The person takes longer than the call may run (the loop's bound on it, a tenth more than
+    ``toolTimeoutSeconds``, at least a second more); the call still completes with the answer."""
+    answers = SlowAnswers("Ada", seconds=safety_bound(TOOL_TIMEOUT) + 1.0)
+    config = fixture_config(TOOL_TIMEOUT, inputTimeoutSeconds=60)
+    async with (
+        running_gateway(config, factory=open_agent) as gateway,
+        client(gateway, "legacy", **answers.callbacks()) as connected,
+    ):
+        result = await connected.call_tool(PREFIX + "test_input_required_result_elicitation", {})
+    assert not result.is_error, text_of(result)
+    assert text_of(result) == "Hello, Ada!"
+    assert answers.asked == ["What is your name?"]
+
+
+async def test_an_answer_that_never_comes_ends_the_call_at_input_timeout_seconds() -> None:
+    answers = SlowAnswers("Ada", never=True)
+    config = fixture_config(30, inputTimeoutSeconds=0.5)
+    async with (
+        running_gateway(config, factory=open_agent) as gateway,
+        client(gateway, "legacy", **answers.callbacks()) as connected,
+    ):
+        try:
+            result = await connected.call_tool(PREFIX + "test_input_required_result_elicitation", {})
+        finally:
+            answers.released.set()
+    assert result.is_error
+    assert "did not answer elicitation/create within 0.5 s (gateway.inputTimeoutSeconds)" in text_of(result)
 
 
 # ------------------------------------------------------------------------------ the agent's own calls
