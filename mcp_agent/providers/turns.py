@@ -553,6 +553,8 @@ class UsageEstimator:
         ratio to its approximation is worked out only when an estimate needs it)."""
         self.tools_dropped: bool | None = None
         """Seen here: the server's prompts are as long as they would be without the tools."""
+        self._block: tuple[tuple[tuple[ToolSpec, ...], str], int] | None = None
+        """The latest tool set's block, in tokens (``_tools_block``)."""
 
     def _layout(self, info: ServerInfo) -> tuple[bool, str]:
         """(count the tools, the template) for ``info``'s server, with what was seen here."""
@@ -567,6 +569,19 @@ class UsageEstimator:
             self._check_tools(request, usage.prompt_tokens, info)
         self.reported[bool(request.tools)] = (request, usage.prompt_tokens)
 
+    def _tools_block(self, request: ModelRequest, template: str) -> int:
+        """``approx_tokens`` of the tools' block of ``request`` in ``template`` (``chatml``: the
+        block is a piece of its own, so ``offered`` is ``without`` plus it); kept for the latest
+        tool set, which every call of a run offers again, while the check cannot tell yet."""
+        tools = tuple(request.tools)
+        if self._block is not None and self._block[0] == (tools, template):
+            return self._block[1]
+        tokens = approx_prompt_tokens(ModelRequest((), tools), tools=True, template=template) - (
+            approx_prompt_tokens(ModelRequest(()), tools=False, template=template)
+        )
+        self._block = ((tools, template), tokens)
+        return tokens
+
     def ratio(self, request: ModelRequest, info: ServerInfo) -> float | None:
         """Reported / approximated prompt tokens of the latest reported call of ``request``'s class."""
         if (seen := self.reported.get(bool(request.tools))) is None:
@@ -579,7 +594,9 @@ class UsageEstimator:
         """Decide whether the server drops tools, when the tools are a large part of the prompt."""
         template = template_for(info)
         without = approx_prompt_tokens(request, tools=False, template=template)
-        offered = approx_prompt_tokens(request, tools=True, template=template)
+        offered = without + self._tools_block(request, template) if template == "chatml" else None
+        if offered is None:
+            offered = approx_prompt_tokens(request, tools=True, template=template)
         if offered < 1.5 * without or reported < 0.5 * without:
             return  # too close to tell, or a count below any prompt (a prompt cache's: Ollama's)
         self.tools_dropped = abs(reported - without) < abs(reported - offered)

@@ -189,3 +189,26 @@ async def test_reported_usage_is_left_as_it_is(model_server: FakeModelServer, tm
         turn = await provider.complete(ModelRequest((Message.user("hi"),)))
     assert turn.usage == Usage(230, 7, 237)
     assert not [p for p in model_server.probes if "tokenize" in p.path]
+
+
+async def test_the_tools_check_counts_a_tool_set_once_and_still_decides_later(
+    http_client: httpx.AsyncClient,
+) -> None:
+    """chatml: the tools' block is counted once per tool set (``offered`` = ``without`` plus it),
+    and a call the check cannot tell about does not stop a later, shorter one from deciding."""
+    info = ServerInfo(kind="unknown")
+    tools = tuple(
+        ToolSpec(f"tool_{i}", "Look something up in the catalog. " * 8, {"type": "object", "properties": {}})
+        for i in range(6)
+    )
+    estimator = UsageEstimator(http_client, LLMConfig(model="m"))
+    short = ModelRequest((Message.user("hi"),), tools)
+    assert approx_prompt_tokens(short, tools=False) + estimator._tools_block(short, "chatml") == (
+        approx_prompt_tokens(short, tools=True)
+    )
+    long = ModelRequest((Message.user("a long question about the catalog " * 400),), tools)
+    estimator.observe(long, Usage(approx_prompt_tokens(long, tools=False), 5, 0), info)
+    assert estimator.tools_dropped is None  # the tools are a small part of this prompt: cannot tell
+    without = approx_prompt_tokens(short, tools=False)
+    estimator.observe(short, Usage(without, 5, without + 5), info)
+    assert estimator.tools_dropped is True
