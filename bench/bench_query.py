@@ -91,21 +91,24 @@ async def ours(base_url: str, runs: int, stream: bool) -> list[float]:
     return samples
 
 
-async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "echo__echo",
-                "description": "Return the text unchanged.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"text": {"type": "string"}},
-                    "required": ["text"],
-                },
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "echo__echo",
+            "description": "Return the text unchanged.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
             },
-        }
-    ]
+        },
+    }
+]
+"""The echo tool as the gateway offers it to the model."""
+
+
+async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
     params = StdioServerParameters(command=sys.executable, args=[ECHO])
     samples = []
     with open(os.devnull, "w") as errlog:
@@ -118,7 +121,7 @@ async def floor(base_url: str, runs: int, stream: bool) -> list[float]:
             await session.list_tools()
 
             async def chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
-                body = {"model": "m", "messages": messages, "tools": tools, "stream": stream}
+                body = {"model": "m", "messages": messages, "tools": TOOLS, "stream": stream}
                 if not stream:
                     response = await http.post("/chat/completions", json=body)
                     return response.json()["choices"][0]["message"]  # type: ignore[no-any-return]

@@ -55,26 +55,12 @@ from bench.bench_passthrough import (  # noqa: E402
     start_echo,
     summary,
 )
-from bench.bench_query import SERVER  # noqa: E402
+from bench.bench_query import SERVER, TOOLS  # noqa: E402
 
 ECHO = str(ROOT / "tests" / "servers" / "echo.py")
 BLOCK = 10
 """Queries on one side before the other takes its turn."""
 ANSWER = "The echo said: hello"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "echo__echo",
-            "description": "Return the text unchanged.",
-            "parameters": {
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"],
-            },
-        },
-    }
-]
 
 Step = Callable[[], Awaitable[None]]
 

@@ -328,7 +328,7 @@ class UniqueRequestIds:
         if session is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body, replay = await _buffered(receive)
+        body, replay = await buffered_body(receive)
         request_id = request_id_of(body)
         if request_id is None:
             await self.app(scope, replay, send)
@@ -350,7 +350,7 @@ class UniqueRequestIds:
             self._in_flight.discard(key)
 
 
-async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+async def buffered_body(receive: Receive) -> tuple[bytes, Receive]:
     """The whole request body, and a ``receive`` that hands it to the app again."""
     body = bytearray()
     queue: list[Message] = []
@@ -437,7 +437,7 @@ class EnvelopeHeaders:
         if modern_route or headers.get(MCP_SESSION_ID_HEADER) is not None:
             await self.app(scope, receive, send)
             return
-        body, replay = await _buffered(receive)
+        body, replay = await buffered_body(receive)
         error = envelope_header_mismatch(body, {key.lower(): value for key, value in headers.items()})
         if error is None:
             await self.app(scope, replay, send)

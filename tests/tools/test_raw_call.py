@@ -27,7 +27,7 @@ from mcp_agent.tools.server.connection import ServerConnection
 from mcp_agent.tools.server.raw_call import RAW_CALLS_ENV, RawCaller
 from mcp_agent.tools.server.session import INPUT_REQUIRED_RELAYED
 from tests.servers import over_http
-from tests.telemetry.conftest import Spans, _installed_switch
+from tests.telemetry.conftest import Spans, spans  # noqa: F401 (spans: a fixture)
 
 from .conftest import FAST_RESTARTS
 
@@ -407,24 +407,10 @@ async def test_sse_answers_keep_their_connection(path: str, protocol: str, raw_c
     assert connections <= 3, connections
 
 
-@pytest.fixture
-def otel_spans() -> Iterator[Spans]:
-    """The spans of this test, as ``tests/telemetry``'s ``spans`` gives them (skips without the
-    OpenTelemetry SDK)."""
-    pytest.importorskip("opentelemetry.sdk.trace", reason="needs the OpenTelemetry SDK (the otel extra)")
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    switch = _installed_switch()
-    exporter = InMemorySpanExporter()
-    switch.target = exporter
-    try:
-        yield Spans(exporter)
-    finally:
-        switch.target = None
-
-
 async def test_the_sdks_span_and_its_context_in_meta_on_both_paths(
-    otel_spans: Spans, server_url: str, raw_calls: RawCalls
+    spans: Spans,  # noqa: F811 (the fixture imported above)
+    server_url: str,
+    raw_calls: RawCalls,
 ) -> None:
     """With an OpenTelemetry SDK in the process, the SDK makes a client span per request and puts
     its context in ``_meta``: the raw path makes the same span and sends the same context."""
@@ -434,8 +420,8 @@ async def test_the_sdks_span_and_its_context_in_meta_on_both_paths(
             async with running(server_url) as connection:
                 await connection.call("echo", {"text": path})
                 wire = json.loads((await connection.call("wire", {})).text)
-        sent = otel_spans.named("MCP send tools/call echo")[-1]
+        sent = spans.named("MCP send tools/call echo")[-1]
         assert sent.attributes["mcp.method.name"] == "tools/call"
         assert wire[-2]["meta"]["traceparent"].split("-")[2] == f"{sent.context.span_id:016x}", path
     assert raw_calls.count == 2
-    assert len(otel_spans.named("MCP send tools/call echo")) == 2
+    assert len(spans.named("MCP send tools/call echo")) == 2

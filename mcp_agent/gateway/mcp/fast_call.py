@@ -66,6 +66,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._internals import modern_lifespan_state
+from ..middleware import buffered_body
 from .server import TOOL_NAME, AgentMCPServer
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class FastCalls:
         if not _modern_post(scope):
             await self.app(scope, receive, send)
             return
-        body, replay = await _buffered(receive)
+        body, replay = await buffered_body(receive)
         request = Request(scope, replay)
         claim = await self.claim(request, body)
         if claim is None:
@@ -321,24 +322,3 @@ def _modern_post(scope: Scope) -> bool:
         if key == _VERSION_HEADER:
             version = value.decode("latin-1")
     return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-
-
-async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
-    """The whole request body, and a ``receive`` that hands it out again, then the real one."""
-    chunks: list[bytes] = []
-    queue: list[Message] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            queue.append(message)
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    queue.insert(0, {"type": "http.request", "body": body, "more_body": False})
-
-    async def replay() -> Message:
-        return queue.pop(0) if queue else await receive()
-
-    return body, replay
