@@ -594,8 +594,9 @@ class UsageEstimator:
         """Decide whether the server drops tools, when the tools are a large part of the prompt."""
         template = template_for(info)
         without = approx_prompt_tokens(request, tools=False, template=template)
-        offered = without + self._tools_block(request, template) if template == "chatml" else None
-        if offered is None:
+        if template == "chatml":
+            offered = without + self._tools_block(request, template)
+        else:
             offered = approx_prompt_tokens(request, tools=True, template=template)
         if offered < 1.5 * without or reported < 0.5 * without:
             return  # too close to tell, or a count below any prompt (a prompt cache's: Ollama's)
