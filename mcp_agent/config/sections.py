@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -409,6 +410,102 @@ class CallerConfig(ConfigModel):
     ``admin``: see and delete everything."""
 
 
+ASYMMETRIC_ALGORITHMS = (
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+)
+"""The JWT algorithms ``gateway.oauth.algorithms`` may name: signatures with a public key only."""
+
+
+def check_http_url(value: str, what: str) -> str:
+    """An absolute http(s) URL without a fragment; plain http only for a loopback host."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{what} {value!r} is not an http(s) URL (like https://id.example.com)")
+    if parts.fragment:
+        raise ValueError(f"{what} {value!r} has a fragment ('#...'); leave it out")
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise ValueError(f"{what} {value!r} uses plain http on a host other than this machine; use https")
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class OAuthResourceConfig(ConfigModel):
+    """``gateway.oauth``: the gateway as an OAuth protected resource (``mcp_agent/auth/resource.py``).
+
+    Callers present JWT access tokens from ``issuer``; each token names its caller (``callerClaim``)
+    and carries scopes (``scopesClaim``) that map to the caller scopes. Static tokens keep working.
+    """
+
+    issuer: str
+    """The authorization server whose tokens are accepted (its ``iss``)."""
+    resource: str | None = None
+    """The gateway's public URL of ``/mcp`` (RFC 9728's resource); default
+    ``http://<gateway.host>:<gateway.port>/mcp``, which needs a specific host."""
+    audience: str | None = None
+    """The ``aud`` a token must carry; default ``resource``."""
+    jwks_url: str | None = None
+    """Where the issuer's keys are; default the ``jwks_uri`` of its metadata (RFC 8414, OIDC)."""
+    required_scopes: list[str] = Field(default_factory=list)
+    """Token scopes every token must have (else 403 ``insufficient_scope``)."""
+    caller_claim: str = Field(default="sub", min_length=1)
+    """The claim that names the caller (the caller is ``oauth:<value>``)."""
+    scopes_claim: str = Field(default="scope", min_length=1)
+    """The claim with the token's scopes: a space-separated string or a list."""
+    scope_prefix: str = ""
+    """Token scope ``<prefix>query`` is caller scope ``query`` (same for approve, admin)."""
+    scope_map: dict[str, list[Scope]] | None = None
+    """Instead of same-named scopes: token scope -> the caller scopes it gives."""
+    algorithms: list[str] = Field(default_factory=lambda: list(ASYMMETRIC_ALGORITHMS), min_length=1)
+    """JWT algorithms accepted (signatures with a public key only; never ``none`` or ``HS*``)."""
+    clock_skew_seconds: float = Field(default=60, ge=0, le=300)
+    """Leeway for ``exp`` and ``nbf``."""
+    jwks_cache_seconds: float = Field(default=3600, gt=0)
+    """How long the issuer's keys are kept before they are fetched again."""
+    jwks_refetch_seconds: float = Field(default=30, ge=0)
+    """The least time between two fetches of the keys caused by unknown key ids."""
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_is_url(cls, value: str) -> str:
+        check_http_url(value, "gateway.oauth.issuer")
+        if "?" in value:
+            raise ValueError(f"gateway.oauth.issuer {value!r} has a query; an issuer has none")
+        return value
+
+    @field_validator("resource", "audience", "jwks_url")
+    @classmethod
+    def _urls(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value, "the URL")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric_only(cls, value: list[str]) -> list[str]:
+        wrong = [name for name in value if name not in ASYMMETRIC_ALGORITHMS]
+        if wrong:
+            raise ValueError(
+                f"gateway.oauth.algorithms: {', '.join(map(repr, wrong))} not allowed; "
+                f"use public-key algorithms only: {', '.join(ASYMMETRIC_ALGORITHMS)}"
+            )
+        return value
+
+
 class GatewayConfig(ConfigModel):
     host: BindHost = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
@@ -462,6 +559,8 @@ class GatewayConfig(ConfigModel):
     stateless: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=0)
     max_query_chars: int = Field(default=20_000, ge=0)
+    oauth: OAuthResourceConfig | None = None
+    """Accept OAuth access tokens (JWTs of ``oauth.issuer``) beside the static tokens."""
     record_dir: str | None = None
     """Record every run to ``<recordDir>/<run id>.jsonl`` (``mcp-agent replay``); relative to the
     config file's folder. None records nothing. The files are the user's alone (0600), and
@@ -490,12 +589,28 @@ class GatewayConfig(ConfigModel):
             raise ValueError("gateway.authToken is also a caller's token; each caller needs its own")
         if "owner" in self.callers and self.auth_token:
             raise ValueError("the caller name 'owner' stands for gateway.authToken; rename that caller")
+        unreachable = self.host in ("", "0.0.0.0", "::") or self.port == 0
+        if self.oauth is not None and self.oauth.resource is None and unreachable:
+            raise ValueError(
+                "gateway.oauth.resource: set it to the gateway's public URL of /mcp "
+                f"(gateway.host {self.host!r}, port {self.port} say nothing a client can reach)"
+            )
         return self
 
     @property
+    def oauth_resource(self) -> str | None:
+        """The gateway's resource URL for OAuth (``oauth.resource``, else from host and port)."""
+        if self.oauth is None:
+            return None
+        if self.oauth.resource:
+            return self.oauth.resource
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/mcp"
+
+    @property
     def has_tokens(self) -> bool:
-        """Whether any caller must present a token (``authToken`` or ``callers``)."""
-        return bool(self.auth_token or self.callers)
+        """Whether any caller must present a token (``authToken``, ``callers`` or ``oauth``)."""
+        return bool(self.auth_token or self.callers or self.oauth)
 
 
 # The ``sessions`` and ``state`` sections of agent.json: what is kept, where, and for how long.

@@ -5,7 +5,9 @@ Routes (DESIGN.md "HTTP routes"):
 - ``GET /sse`` + ``POST /messages/``: MCP over SSE (also ``GET /mcp/sse`` + ``POST /mcp/messages/``);
 - ``POST|GET|DELETE /mcp``: MCP over Streamable HTTP (stateful unless ``gateway.stateless``);
 - ``/api/v1/...`` and ``GET /metrics``: ``rest.py``;
-- ``GET /``: the dashboard (a static page; its API calls carry the token).
+- ``GET /``: the dashboard (a static page; its API calls carry the token);
+- ``GET /.well-known/oauth-protected-resource`` (and ``.../mcp``): with ``gateway.oauth``, the
+  gateway's protected resource metadata (RFC 9728, ``auth/resource.py``).
 
 Middleware, outermost first: drain (shutdown), secrets (the known secret values masked in every
 response), Host/Origin (421/403), CORS (allowed origins only), callers (401 without a known
@@ -36,7 +38,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
@@ -205,6 +207,16 @@ class GatewayApp:
             ),
             *rest.routes(),
         ]
+        resource = self.service.resource
+        if resource is not None:
+            document = resource.metadata()
+
+            async def resource_metadata(request: Request) -> Response:
+                return JSONResponse(document, headers={"Cache-Control": "max-age=3600"})
+
+            routes.extend(
+                Route(path, resource_metadata, methods=["GET"]) for path in sorted(resource.metadata_paths)
+            )
         self.starlette = Starlette(
             routes=routes,
             lifespan=self._lifespan,
@@ -219,7 +231,7 @@ class GatewayApp:
         if gateway.expose_tools and gateway.fast_calls:
             self.fast_calls = inner = FastCalls(inner, self.mcp_server, self.session_manager)
         inner = BodyLimitMiddleware(inner, gateway.max_request_bytes)
-        inner = CallerAuthMiddleware(inner, self.service.callers)
+        inner = CallerAuthMiddleware(inner, self.service.callers, resource=resource)
         inner = CORSMiddleware(inner)
         inner = HostOriginMiddleware(inner, rules)
         inner = SecretsMiddleware(inner)

@@ -16,10 +16,15 @@ another caller gets 404 for them, exactly as for ids that never existed.
 Without any token the gateway serves one anonymous local caller (``LOCAL``) with every scope:
 whoever can reach the loopback port is trusted with everything.
 
-**Shares.** When two or more callers are configured, no caller may hold more than
-``gateway.callerShare`` (default three quarters, rounded up) of any shared capacity: query slots,
-queue places, pending approvals, conversations and MCP sessions, so one caller's flood leaves
-room for the others. With one caller there is nobody to share with, and the whole is its own.
+**OAuth callers.** With ``gateway.oauth``, a JWT access token of its issuer names a caller too
+(``oauth:<sub>``, with the scopes its token scopes map to: ``mcp_agent/auth/resource.py``). Such
+callers are not in the book: they appear at run time, one per user of the issuer.
+
+**Shares.** When two or more callers are configured, or any number may appear (OAuth), no caller
+may hold more than ``gateway.callerShare`` (default three quarters, rounded up) of any shared
+capacity: query slots, queue places, pending approvals, conversations and MCP sessions, so one
+caller's flood leaves room for the others. With one caller there is nobody to share with, and
+the whole is its own.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..auth.resource import Grant, ProtectedResource, Refusal
 from .middleware import send_error
 
 ScopeName = Literal["query", "approve", "admin"]
@@ -73,7 +79,7 @@ class Caller:
         return self.can("approve") or self.sees(owner)
 
 
-LOCAL = Caller("local", ALL_SCOPES, authenticated=False)
+LOCAL = Caller(name="local", scopes=ALL_SCOPES, authenticated=False)
 """The caller of a gateway without tokens: whoever reaches its loopback port."""
 
 
@@ -84,28 +90,38 @@ class CallerBook:
         tokens: each caller's token, by caller; empty for a gateway without tokens.
         share: the largest fraction of a shared capacity one caller may hold when there are
             several callers (see ``share_of``).
+        open_ended: callers beside these appear at run time (OAuth users): the gateway is not
+            open without tokens, and the shares hold whatever the number of tokens.
     """
 
-    def __init__(self, tokens: Mapping[Caller, str] | None = None, *, share: float = 0.75) -> None:
+    def __init__(
+        self, tokens: Mapping[Caller, str] | None = None, *, share: float = 0.75, open_ended: bool = False
+    ) -> None:
         self._tokens = [(caller, token.encode("utf-8")) for caller, token in (tokens or {}).items()]
         self.share = share
+        self.open_ended = open_ended
 
     @classmethod
     def from_config(
-        cls, auth_token: str | None, callers: Mapping[str, tuple[str, Iterable[str]]], *, share: float = 0.75
+        cls,
+        auth_token: str | None,
+        callers: Mapping[str, tuple[str, Iterable[str]]],
+        *,
+        share: float = 0.75,
+        open_ended: bool = False,
     ) -> CallerBook:
         """From ``gateway.authToken`` and ``gateway.callers`` (name -> (token, scopes))."""
         tokens: dict[Caller, str] = {}
         if auth_token:
-            tokens[Caller(OWNER, ALL_SCOPES)] = auth_token
+            tokens[Caller(name=OWNER, scopes=ALL_SCOPES)] = auth_token
         for name, (token, scopes) in callers.items():
-            tokens[Caller(name, frozenset(scopes))] = token
-        return cls(tokens, share=share)
+            tokens[Caller(name=name, scopes=frozenset(scopes))] = token
+        return cls(tokens, share=share, open_ended=open_ended)
 
     @property
     def open(self) -> bool:
         """True when no token is configured: every request is the anonymous ``LOCAL`` caller."""
-        return not self._tokens
+        return not self._tokens and not self.open_ended
 
     @property
     def callers(self) -> list[Caller]:
@@ -129,9 +145,9 @@ class CallerBook:
     def share_of(self, limit: int) -> int:
         """How much of ``limit`` one caller may hold: all of it with one caller, else its share.
 
-        0 (no limit) stays 0.
+        0 (no limit) stays 0. Callers that appear at run time (``open_ended``) always share.
         """
-        if not limit or len(self._tokens) < 2:
+        if not limit or (len(self._tokens) < 2 and not self.open_ended):
             return limit
         return max(1, min(limit, math.ceil(limit * self.share)))
 
@@ -178,19 +194,27 @@ def caller_of(scope: Scope) -> Caller | None:
 
 
 class CallerAuthMiddleware:
-    """Identifies the caller by its bearer token and checks the route's scope (module docstring)."""
+    """Identifies the caller by its bearer token and checks the route's scope (module docstring).
 
-    def __init__(self, app: ASGIApp, book: CallerBook, exempt: Collection[str] = DEFAULT_EXEMPT) -> None:
+    With ``resource`` (``gateway.oauth``), a token that is no static caller's is checked as an
+    OAuth access token; the answers then follow RFC 6750 and RFC 9728: a 401 names the resource
+    metadata in ``WWW-Authenticate`` (with ``error="invalid_token"`` and the reason for a token
+    that failed), a missing scope is a 403 ``insufficient_scope``. The metadata paths are exempt.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        book: CallerBook,
+        exempt: Collection[str] = DEFAULT_EXEMPT,
+        *,
+        resource: ProtectedResource | None = None,
+    ) -> None:
         self.app = app
         self.book = book
-        self.exempt = frozenset(exempt)
-        self._users = {
-            caller: AuthenticatedUser(
-                AccessToken(token="-", client_id=caller.name, scopes=sorted(caller.scopes))
-            )
-            for caller in book.callers
-            if caller.authenticated
-        }
+        self.resource = resource
+        self.exempt = frozenset(exempt) | (resource.metadata_paths if resource is not None else frozenset())
+        self._users = {caller: _user(caller) for caller in book.callers if caller.authenticated}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -201,29 +225,58 @@ class CallerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
-        caller = self.book.identify(Headers(scope=scope).get("authorization"))
+        exempt = method in ("GET", "HEAD") and path in self.exempt
+        authorization = Headers(scope=scope).get("authorization")
+        caller = self.book.identify(authorization)
+        grant: Grant | Refusal | None = None
+        given = bearer_token(authorization)
+        if caller is None and self.resource is not None and given is not None:
+            grant = await self.resource.check(given.decode("latin-1"))
+            if isinstance(grant, Grant):
+                caller = Caller(name=grant.name, scopes=grant.scopes)
         if caller is None:
-            if method == "OPTIONS" or (method in ("GET", "HEAD") and path in self.exempt):
+            if method == "OPTIONS" or exempt:
                 await self.app(scope, receive, send)
+                return
+            if isinstance(grant, Refusal):
+                await self._refuse(send, grant)
                 return
             await send_error(
                 send,
                 401,
                 "missing or wrong bearer token (send Authorization: Bearer <your caller token>)",
                 "unauthorized",
-                {"WWW-Authenticate": 'Bearer realm="mcp_agent"'},
+                {"WWW-Authenticate": self._challenge()},
             )
             return
-        exempt = method in ("GET", "HEAD") and path in self.exempt
         needed = None if exempt else required_scope(method, path)
         if needed is not None and not caller.can(needed) and method != "OPTIONS":
-            await send_error(
-                send,
-                403,
-                f"caller {caller.name!r} lacks the {needed!r} scope for {method} {path}",
-                "forbidden",
-            )
+            message = f"caller {caller.name!r} lacks the {needed!r} scope for {method} {path}"
+            if isinstance(grant, Grant) and self.resource is not None:
+                await self._refuse(
+                    send, Refusal(403, "insufficient_scope", message, self.resource.token_scope_for(needed))
+                )
+                return
+            await send_error(send, 403, message, "forbidden")
             return
         scope[CALLER_KEY] = caller
-        scope["user"] = self._users[caller]
+        scope["user"] = self._users.get(caller) or _user(caller)
         await self.app(scope, receive, send)
+
+    def _challenge(self) -> str:
+        if self.resource is None:
+            return 'Bearer realm="mcp_agent"'
+        return self.resource.challenge()
+
+    async def _refuse(self, send: Send, refusal: Refusal) -> None:
+        """An OAuth refusal: its status, its error and reason in the body and the challenge."""
+        assert self.resource is not None
+        headers = {"WWW-Authenticate": self.resource.challenge(refusal)}
+        if refusal.status == 503:
+            headers = {"Retry-After": "5"}
+        await send_error(send, refusal.status, refusal.description, refusal.error, headers)
+
+
+def _user(caller: Caller) -> AuthenticatedUser:
+    """The SDK's user for ``caller``: it binds each MCP session to the caller that opened it."""
+    return AuthenticatedUser(AccessToken(token="-", client_id=caller.name, scopes=sorted(caller.scopes)))

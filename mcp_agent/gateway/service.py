@@ -36,6 +36,7 @@ import anyio
 import anyio.abc
 from pydantic import ValidationError
 
+from ..auth.resource import ProtectedResource
 from ..config import AgentConfig, Limits
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
@@ -147,7 +148,12 @@ class GatewayService:
             gateway.auth_token,
             {name: (caller.token, caller.scopes) for name, caller in gateway.callers.items()},
             share=gateway.caller_share,
+            open_ended=gateway.oauth is not None,
         )
+        self.resource: ProtectedResource | None = None
+        """The gateway as an OAuth protected resource (``gateway.oauth``), or None."""
+        if gateway.oauth is not None and gateway.oauth_resource is not None:
+            self.resource = ProtectedResource(gateway.oauth, gateway.oauth_resource)
         self.admissions = Admissions(
             max_running=gateway.max_concurrent_queries,
             max_queued=gateway.max_queued_queries,
