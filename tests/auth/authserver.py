@@ -3,7 +3,7 @@
 authlib ships server integrations for Flask and Django only; its core is framework-neutral, and
 this module is the small adapter (requests in, responses out) plus the storage it asks for:
 clients from dynamic registration (RFC 7591), authorization codes with their PKCE challenge
-(RFC 7636, required), and JWT access tokens (RFC 9068) signed with the issuer's key, for the
+(RFC 7636, required), scopes cut to what the user may have (``Issuer.scope``), and JWT access tokens (RFC 9068) signed with the issuer's key, for the
 issuer's audience. ``/authorize`` approves at once for ``Issuer.user``.
 """
 
@@ -58,6 +58,8 @@ class Client(ClientMixin):  # type: ignore[misc]
     client_id: str
     client_secret: str
     metadata: dict[str, Any]
+    allowed: str
+    """The scopes its user may have: a request for more gets only these."""
 
     def get_client_id(self) -> str:
         return self.client_id
@@ -66,7 +68,8 @@ class Client(ClientMixin):  # type: ignore[misc]
         return str(self.metadata["redirect_uris"][0])
 
     def get_allowed_scope(self, scope: str) -> str:
-        return scope
+        allowed = self.allowed.split()
+        return " ".join(name for name in (scope or self.allowed).split() if name in allowed)
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         return redirect_uri in self.metadata.get("redirect_uris", [])
@@ -189,7 +192,9 @@ def flow_routes(issuer: Issuer) -> list[Route]:
         def save_client(
             self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: Any
         ) -> Client:
-            client = Client(client_info["client_id"], client_info["client_secret"], client_metadata)
+            client = Client(
+                client_info["client_id"], client_info["client_secret"], client_metadata, issuer.scope
+            )
             store.clients[client.client_id] = client
             return client
 

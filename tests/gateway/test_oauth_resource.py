@@ -21,6 +21,7 @@ import httpx
 import pytest
 from joserfc.jwk import RSAKey
 
+from mcp_agent.auth.resource import Grant
 from mcp_agent.config import CallerConfig
 from mcp_agent.config.sections import OAuthResourceConfig
 from mcp_agent.gateway.app import create_app
@@ -334,3 +335,35 @@ async def test_the_keys_are_found_through_the_issuers_metadata_and_a_down_issuer
             assert "cannot fetch the signing keys" in answer.json()["error"]["message"]
         async with oauth_gateway(issuer) as gateway:  # no jwksUrl: RFC 8414 metadata names it
             assert (await post_mcp(gateway, issuer.mint())).status_code == 200
+
+
+# ------------------------------------------------------------------ a hosted-style client
+
+
+async def test_the_typescript_sdk_client_logs_in_and_calls_agent_query() -> None:
+    """The TypeScript SDK's own OAuth flow, end to end: 401 -> resource metadata -> the issuer's
+    metadata -> dynamic registration -> authorization with PKCE (approved without a person) ->
+    token (for the gateway as the RFC 8707 resource) -> ``agent_query`` as ``oauth:alice``."""
+    from .mcp.test_typescript_client import NPM, node
+
+    async with serving(Issuer(scope="query")) as issuer, oauth_gateway(issuer) as gateway:
+        with anyio.fail_after(60):
+            done = await anyio.run_process(
+                [node(), str(NPM / "ts_oauth_client.mjs"), gateway.url, "history"], check=False
+            )
+        assert done.returncode == 0, done.stderr.decode()
+        result = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        assert result["error"] is None, result["error"]
+        assert result["unauthorized"] and result["ok"], result
+        assert result["text"].startswith("seen: history")
+        # the SDK asked for a token for this gateway (RFC 8707), and the token names alice
+        assert set(issuer.resources_asked) == {f"{gateway.url}/mcp"}
+        resource = gateway.app.service.resource
+        assert resource is not None
+        grant = await resource.check(result["token"])
+        assert isinstance(grant, Grant) and grant.name == "oauth:alice" and grant.scopes == {"query"}
+        async with gateway.client() as http:
+            sessions = (await http.get("/api/v1/sessions", headers=bearer(result["token"]))).json()[
+                "sessions"
+            ]
+        assert len(sessions) == 1  # alice's conversation, seen with the SDK's token
