@@ -124,7 +124,7 @@ class ProtectedResource:
     def challenge(self, refusal: Refusal | None = None) -> str:
         """``WWW-Authenticate`` for a request without a token (None) or with a refused one."""
         parts = [f'resource_metadata="{self.metadata_url}"']
-        scope = refusal.scope if refusal is not None else " ".join(self.config.required_scopes)
+        scope = (refusal.scope if refusal is not None else None) or " ".join(self.config.required_scopes)
         if refusal is not None:
             parts[:0] = [f'error="{refusal.error}"', f'error_description="{_quoted(refusal.description)}"']
         if scope:

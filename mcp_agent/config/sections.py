@@ -425,15 +425,15 @@ ASYMMETRIC_ALGORITHMS = (
 """The JWT algorithms ``gateway.oauth.algorithms`` may name: signatures with a public key only."""
 
 
-def check_http_url(value: str, what: str) -> str:
+def check_http_url(value: str) -> str:
     """An absolute http(s) URL without a fragment; plain http only for a loopback host."""
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{what} {value!r} is not an http(s) URL (like https://id.example.com)")
+        raise ValueError(f"{value!r} is not an http(s) URL (like https://id.example.com)")
     if parts.fragment:
-        raise ValueError(f"{what} {value!r} has a fragment ('#...'); leave it out")
+        raise ValueError(f"{value!r} has a fragment ('#...'); leave it out")
     if parts.scheme == "http" and not _loopback(parts.hostname):
-        raise ValueError(f"{what} {value!r} uses plain http on a host other than this machine; use https")
+        raise ValueError(f"{value!r} uses plain http on a host other than this machine; use https")
     return value
 
 
@@ -484,15 +484,15 @@ class OAuthResourceConfig(ConfigModel):
     @field_validator("issuer")
     @classmethod
     def _issuer_is_url(cls, value: str) -> str:
-        check_http_url(value, "gateway.oauth.issuer")
+        check_http_url(value)
         if "?" in value:
-            raise ValueError(f"gateway.oauth.issuer {value!r} has a query; an issuer has none")
+            raise ValueError(f"{value!r} has a query; an issuer has none")
         return value
 
     @field_validator("resource", "audience", "jwks_url")
     @classmethod
     def _urls(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value, "the URL")
+        return None if value is None else check_http_url(value)
 
     @field_validator("algorithms")
     @classmethod
@@ -500,7 +500,7 @@ class OAuthResourceConfig(ConfigModel):
         wrong = [name for name in value if name not in ASYMMETRIC_ALGORITHMS]
         if wrong:
             raise ValueError(
-                f"gateway.oauth.algorithms: {', '.join(map(repr, wrong))} not allowed; "
+                f"{', '.join(map(repr, wrong))} not allowed; "
                 f"use public-key algorithms only: {', '.join(ASYMMETRIC_ALGORITHMS)}"
             )
         return value

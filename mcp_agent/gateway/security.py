@@ -89,7 +89,7 @@ def check_bind(host: str, has_token: bool, allowed_hosts: Sequence[str] = ()) ->
     """
     if has_token:
         return
-    fix = 'Set gateway.authToken (for example "authToken": "${MCP_AGENT_TOKEN}") or gateway.callers'
+    fix = 'Set gateway.authToken (for example "authToken": "${MCP_AGENT_TOKEN}"), gateway.callers or gateway.oauth'
     if not bind_is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host!r} without gateway.authToken: anyone who can reach it could "
@@ -237,7 +237,7 @@ class HostOriginMiddleware:
 # preflights and adds ``Access-Control-Allow-Origin: <that origin>`` to the response.
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version"
-EXPOSE_HEADERS = "Mcp-Session-Id, Mcp-Protocol-Version, Retry-After"
+EXPOSE_HEADERS = "Mcp-Session-Id, Mcp-Protocol-Version, Retry-After, WWW-Authenticate"
 
 
 class CORSMiddleware:

@@ -78,7 +78,9 @@ class Issuer:
             **claims,
         }
         head = {"alg": "RS256", "kid": key.kid, "typ": "at+jwt", **(header or {})}
-        return jwt.encode(head, {k: v for k, v in body.items() if v is not None}, key)
+        return jwt.encode(
+            head, {k: v for k, v in body.items() if v is not None}, key, algorithms=[head["alg"]]
+        )
 
     def metadata(self) -> dict[str, Any]:
         return {

@@ -452,3 +452,38 @@ def test_a_bad_state_section_names_the_key(state, words):
         parse_config({"state": state})
     for word in words:
         assert word in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("oauth", "fragment"),
+    [
+        ({}, "gateway.oauth.issuer: Field required"),
+        ({"issuer": "id.example.com"}, "is not an http(s) URL"),
+        ({"issuer": "http://id.example.com"}, "uses plain http on a host other than this machine"),
+        ({"issuer": "https://id.example.com?x=1"}, "has a query"),
+        ({"issuer": "https://id.example.com", "jwksUrl": "https://id.example.com/k#x"}, "has a fragment"),
+        ({"issuer": "https://id.example.com", "algorithms": ["RS256", "HS256"]}, "'HS256' not allowed"),
+        ({"issuer": "https://id.example.com", "algorithms": ["none"]}, "'none' not allowed"),
+        ({"issuer": "https://id.example.com", "scopeMap": {"x": ["root"]}}, "gateway.oauth.scopeMap.x"),
+        ({"issuer": "https://id.example.com", "clockSkewSeconds": 3600}, "gateway.oauth.clockSkewSeconds"),
+        ({"issuer": "https://id.example.com", "callerClaim": ""}, "gateway.oauth.callerClaim"),
+    ],
+)
+def test_gateway_oauth_is_checked_with_clear_errors(oauth, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_config({"gateway": {"oauth": oauth}})
+    assert fragment in str(info.value)
+
+
+def test_gateway_oauth_resource_defaults_to_the_bind_address_or_must_be_given():
+    config = parse_config({"gateway": {"port": 9000, "oauth": {"issuer": "http://127.0.0.1:8000"}}})
+    assert config.gateway.oauth_resource == "http://127.0.0.1:9000/mcp"
+    assert config.gateway.has_tokens  # OAuth callers need tokens: binding beyond loopback is allowed
+    with pytest.raises(ConfigError) as info:
+        parse_config({"gateway": {"host": "0.0.0.0", "oauth": {"issuer": "https://id.example.com"}}})
+    assert "gateway.oauth.resource: set it to the gateway's public URL of /mcp" in str(info.value)
+    given = {
+        "host": "0.0.0.0",
+        "oauth": {"issuer": "https://id.example.com", "resource": "https://a.example/mcp"},
+    }
+    assert parse_config({"gateway": given}).gateway.oauth_resource == "https://a.example/mcp"
