@@ -45,7 +45,7 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 @asynccontextmanager
-async def oauth_gateway(issuer: Issuer, **oauth: Any) -> AsyncIterator[Running]:
+async def oauth_gateway(issuer: Issuer, *, static: bool = True, **oauth: Any) -> AsyncIterator[Running]:
     """The gateway on a free port with ``gateway.oauth`` for ``issuer`` (and one static caller)."""
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
@@ -54,9 +54,8 @@ async def oauth_gateway(issuer: Issuer, **oauth: Any) -> AsyncIterator[Running]:
     settings = OAuthResourceConfig.model_validate(
         {"issuer": issuer.url, "resource": resource, **oauth}, by_alias=True, by_name=True
     )
-    config = make_config(
-        oauth=settings, callers={"ops": CallerConfig(token=STATIC, scopes=["query", "approve", "admin"])}
-    )
+    callers = {"ops": CallerConfig(token=STATIC, scopes=["query", "approve", "admin"])} if static else {}
+    config = make_config(oauth=settings, callers=callers)
     tools = Tools()
     hub = HubLike(tools.source)
     model = RuleModel()
@@ -300,6 +299,20 @@ async def test_oauth_callers_share_capacity_even_with_one_static_caller(gateway:
     book = gateway.app.service.callers
     assert book.share_of(100) == 75
     assert not book.open
+
+
+async def test_a_gateway_with_oauth_alone_is_not_open_to_anonymous_callers() -> None:
+    async with serving(Issuer()) as issuer, oauth_gateway(issuer, static=False) as gateway:
+        assert not gateway.app.service.callers.open
+        for path in ("/api/v1/sessions", "/metrics", "/api/v1/runs"):
+            async with gateway.client() as http:
+                answer = await http.get(path)
+            assert answer.status_code == 401 and "resource_metadata" in challenge(answer), path
+        assert (await post_mcp(gateway, None)).status_code == 401
+        assert (await post_mcp(gateway, issuer.mint())).status_code == 200
+        async with gateway.client() as http:  # health without a token says only status and version
+            health = (await http.get("/api/v1/health")).json()
+        assert set(health) <= {"status", "version"}
 
 
 # ------------------------------------------------------------------ the issuer's keys
