@@ -262,8 +262,11 @@ async def test_each_oauth_user_sees_only_its_own_conversations(gateway: Running,
         assert mine not in {s["id"] for s in (await listed(bob)).json()["sessions"]}
         # a static admin caller beside OAuth sees every conversation
         assert mine in {s["id"] for s in (await listed(STATIC)).json()["sessions"]}
-        # an OAuth user named like a static caller is still another caller
-        assert mine not in {s["id"] for s in (await listed(issuer.mint(sub="ops"))).json()["sessions"]}
+        # an OAuth user named like a static caller is another caller: it cannot reach ops's own
+        theirs = (await ask(http, STATIC, "history")).json()["session_id"]
+        impostor = issuer.mint(sub="ops")
+        assert theirs not in {s["id"] for s in (await listed(impostor)).json()["sessions"]}
+        assert (await ask(http, impostor, "history", theirs)).status_code == 404
 
 
 async def test_an_mcp_session_is_bound_to_the_oauth_user_that_opened_it(
