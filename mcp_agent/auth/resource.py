@@ -17,7 +17,9 @@ Failures are data: ``check`` answers a ``Grant`` or a ``Refusal`` (401 ``invalid
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -32,6 +34,8 @@ CALLER_PREFIX = "oauth:"
 MAX_TOKEN_CHARS = 16 * 1024
 MAX_NAME_CHARS = 256
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
+PASSED_KEPT = 1024
+PASSED_SECONDS = 300.0
 
 # which key types each algorithm family may use (a key of another type never verifies it)
 _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
@@ -77,9 +81,17 @@ class ProtectedResource:
         config: ``gateway.oauth``.
         resource: the gateway's resource URL (``GatewayConfig.oauth_resource``).
         keys: the issuer's keys (default: from ``config``).
+        clock: the time, in seconds since the epoch, for how long a token that passed is kept.
     """
 
-    def __init__(self, config: OAuthResourceConfig, resource: str, *, keys: IssuerKeys | None = None) -> None:
+    def __init__(
+        self,
+        config: OAuthResourceConfig,
+        resource: str,
+        *,
+        keys: IssuerKeys | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
         self.resource = resource
         self.audience = config.audience or resource
@@ -89,6 +101,8 @@ class ProtectedResource:
             max_age=config.jwks_cache_seconds,
             refetch_interval=config.jwks_refetch_seconds,
         )
+        self.clock = clock
+        self._passed: dict[bytes, tuple[Grant, float]] = {}
         self.metadata_url = metadata_url(resource)
         self.metadata_paths = frozenset({WELL_KNOWN, urlsplit(self.metadata_url).path})
 
@@ -134,9 +148,31 @@ class ProtectedResource:
     # ---------------------------------------------------------------- checking a token
 
     async def check(self, token: str) -> Grant | Refusal:
-        """Whether ``token`` (the bearer token, as sent) passes; see the module docstring."""
+        """Whether ``token`` (the bearer token, as sent) passes; see the module docstring.
+
+        A client sends the same token with each request: a token that passed is remembered (by
+        its SHA-256, at most ``PASSED_KEPT`` of them) until its ``exp`` and at most
+        ``PASSED_SECONDS``, which saves the signature check (about 70 µs of CPU) on the next.
+        """
         if len(token) > MAX_TOKEN_CHARS:
             return _invalid(f"the token is longer than {MAX_TOKEN_CHARS} characters")
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).digest()
+        now = self.clock()
+        kept = self._passed.get(digest)
+        if kept is not None and now < kept[1]:
+            return kept[0]
+        self._passed.pop(digest, None)
+        checked = await self._check(token)
+        if isinstance(checked, Grant):
+            until = now + PASSED_SECONDS
+            if checked.expires_at is not None:
+                until = min(until, checked.expires_at + self.config.clock_skew_seconds)
+            if len(self._passed) >= PASSED_KEPT:
+                self._passed.pop(next(iter(self._passed)))
+            self._passed[digest] = (checked, until)
+        return checked
+
+    async def _check(self, token: str) -> Grant | Refusal:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:

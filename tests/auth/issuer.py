@@ -44,6 +44,7 @@ class Issuer:
         self.scope = scope
         self.url = ""
         self.keys: list[RSAKey] = []
+        self.rotations = 0
         self.jwks_fetches = 0
         self.user = "alice"
         """Who the authorization endpoint logs in (nobody is asked)."""
@@ -57,7 +58,8 @@ class Issuer:
 
     def rotate(self) -> str:
         """A new signing key, published beside the old ones; its key id."""
-        kid = f"key-{len(self.keys) + 1}"
+        self.rotations += 1
+        kid = f"key-{self.rotations}"
         self.keys.insert(0, RSAKey.generate_key(2048, parameters={"kid": kid, "alg": "RS256", "use": "sig"}))
         return kid
 

@@ -106,3 +106,38 @@ def test_the_challenge_quotes_nothing_that_would_break_the_header() -> None:
     assert header.endswith(
         'resource_metadata="https://agent.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp"'
     )
+
+
+@pytest.mark.anyio
+async def test_a_token_that_passed_is_kept_only_until_it_expires() -> None:
+    """Kept: the next check needs no key (the key is gone); past ``exp`` it is checked again."""
+    import time
+
+    issuer = Issuer()
+    now = [time.time()]
+    resource = guard(issuer, clockSkewSeconds=0)
+    resource.clock = lambda: now[0]
+    resource.keys.refetch_interval = resource.keys.max_age = 0  # every check that looks fetches
+    token = issuer.mint(exp=int(now[0]) + 100)
+    assert isinstance(await resource.check(token), Grant)
+    issuer.keys = []  # the issuer drops every key: only a token kept can pass now
+    issuer.rotate()
+    assert isinstance(await resource.check(token), Grant)
+    now[0] += 101
+    refused = await resource.check(token)
+    assert isinstance(refused, Refusal) and "is not among the issuer's keys" in refused.description
+    # a refused token is never kept
+    bad = issuer.mint(aud="https://elsewhere.example/mcp")
+    assert isinstance(await resource.check(bad), Refusal)
+    assert isinstance(await resource.check(bad), Refusal)
+
+
+@pytest.mark.anyio
+async def test_the_tokens_kept_are_bounded() -> None:
+    from mcp_agent.auth import resource as module
+
+    issuer = Issuer()
+    resource = guard(issuer)
+    for n in range(module.PASSED_KEPT + 5):
+        assert isinstance(await resource.check(issuer.mint(jti=str(n))), Grant)
+    assert len(resource._passed) == module.PASSED_KEPT

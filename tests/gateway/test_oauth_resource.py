@@ -289,6 +289,24 @@ async def test_an_mcp_session_is_bound_to_the_oauth_user_that_opened_it(
         await http.delete("/mcp", headers={**bearer(alice), "mcp-session-id": session})
 
 
+async def test_an_sse_connection_is_bound_to_the_oauth_user_that_opened_it(
+    gateway: Running, issuer: Issuer
+) -> None:
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    alice, bob = issuer.mint(sub="alice"), issuer.mint(sub="bob")
+    async with gateway.client() as http, http.stream("GET", "/sse", headers=bearer(alice)) as stream:
+        assert stream.status_code == 200
+        endpoint = ""
+        async for line in stream.aiter_lines():
+            if line.startswith("data: "):
+                endpoint = line[6:]
+                break
+        as_bob = await http.post(endpoint, json=ping, headers=bearer(bob))
+        as_alice = await http.post(endpoint, json=ping, headers=bearer(issuer.mint(sub="alice")))
+    assert as_bob.status_code == 404
+    assert as_alice.status_code == 202
+
+
 async def test_static_tokens_keep_working_beside_oauth(gateway: Running) -> None:
     async with gateway.client() as http:
         assert (await ask(http, STATIC, "hello")).json()["answer"] == "answer: hello"
