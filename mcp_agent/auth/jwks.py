@@ -110,7 +110,7 @@ class IssuerKeys:
         self.clock = clock
         self.transport = transport
         self.fetches = 0
-        """How many times the JWKS was fetched (tests and health read it)."""
+        """How many times the JWKS was fetched (the tests read it)."""
         self._keys: list[JWK] | None = None
         self._fetched_at: float | None = None
         self._failure: KeysUnavailable | None = None
