@@ -16,7 +16,8 @@ see (optionally of one ``session_id``) through a bounded per-listener buffer.
 can be large); they survive restarts with a durable ``state.url``.
 
 Each caller sees only its own conversations, runs, events and pending approvals (``callers.py``):
-another's answer 404 as if they did not exist. ``GET /api/v1/health`` answers everyone with its
+another's answer 404 as if they did not exist. ``GET /api/v1/tools`` lists only the tools the
+caller may use (``gateway.callers.NAME.tools``), and its queries run only with those. ``GET /api/v1/health`` answers everyone with its
 status and version; its details (model, endpoint with credentials masked, servers and their
 errors, load) need a caller's token when the gateway has tokens.
 """

@@ -227,3 +227,76 @@ async def test_globs_that_match_no_tool_are_warned_at_start_up(caplog: pytest.Lo
         "gateway.callers.alice.tools.deny: 'wirte_*' matches no tool; nearest: write_file; "
         "the caller cannot use what it was meant for",
     ]
+
+
+async def test_a_task_of_a_tool_outside_the_callers_tools_is_never_made() -> None:
+    """A 2026 client that declares the Tasks extension: an exposed tool whose server makes tasks
+    (``tests/servers/tasks.py``, a real subprocess) is relayed as a task only for a caller that
+    may use it; for another, the call is an unknown tool and the server sees nothing."""
+    from mcp_agent.assembly import open_agent
+
+    from .mcp.test_task_relay import call, config, create, seen
+
+    callers = {
+        "alice": {"token": ALICE, "tools": {"deny": ["fx__slow"]}},
+        "bob": {"token": BOB},
+    }
+    async with (
+        running_gateway(config(callers=callers), factory=open_agent) as running,
+        running.client() as http,
+    ):
+        forbidden = await call(http, "fx__slow", {"text": "hi", "polls": 1}, token=ALICE)
+        unknown = await call(http, "fx__nope", {"text": "hi", "polls": 1}, token=ALICE)
+        assert forbidden["error"] == {**unknown["error"], "message": "Unknown tool: fx__slow"}
+        assert forbidden["error"]["code"] == -32602
+        assert (await seen(http, token=ALICE))["created"] == []
+        assert (await create(http, "fx__slow", {"text": "hi", "polls": 1}, token=BOB))["status"] == "working"
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        (
+            ["time__*"],
+            'gateway.callers.a.tools: expected an object such as {"allow": ["time__*"], "deny": '
+            "[\"*__write_*\"]} (globs over exposed names), got list ['time__*']",
+        ),
+        ("time__*", "gateway.callers.a.tools: expected an object such as"),
+        ({"allow": "time__*"}, "gateway.callers.a.tools.allow: Input should be a valid list"),
+        ({"deny": [3]}, "gateway.callers.a.tools.deny[0]: Input should be a valid string"),
+        ({"allow": [""]}, "gateway.callers.a.tools.allow[0]: String should have at least 1 character"),
+        ({"alow": ["x"]}, "gateway.callers.a.tools.alow: unknown key"),
+    ],
+)
+def test_a_bad_tools_filter_is_a_clear_config_error(tools: Any, message: str) -> None:
+    from mcp_agent.config import parse_config
+    from mcp_agent.exceptions import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        parse_config({"gateway": {"callers": {"a": {"token": "x", "tools": tools}}}}, environ={})
+    assert message in str(raised.value)
+
+
+def test_a_filter_from_config_reaches_the_caller() -> None:
+    from mcp_agent.config import parse_config
+    from mcp_agent.gateway.service import GatewayService
+    from mcp_agent.tools.allowed import EVERY_TOOL, ToolFilter
+
+    gateway = {
+        "authToken": "owner-token",
+        "callers": {
+            "a": {"token": "x", "tools": {"allow": ["time__*"], "deny": ["*__set_*"]}},
+            "b": {"token": "y", "tools": {"deny": ["web__*"]}},
+            "c": {"token": "z", "tools": None},
+        },
+    }
+    book = GatewayService(parse_config({"gateway": gateway}, environ={})).callers
+    found = {caller.name: caller.tools for caller in book.callers}
+    assert found == {
+        "owner": EVERY_TOOL,
+        "a": ToolFilter(("time__*",), ("*__set_*",)),
+        "b": ToolFilter(None, ("web__*",)),
+        "c": EVERY_TOOL,
+    }
+    a = next(caller for caller in book.callers if caller.name == "a")
+    assert a.may_use("time__now") and not a.may_use("time__set_zone") and not a.may_use("web__fetch")
