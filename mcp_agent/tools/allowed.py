@@ -13,7 +13,8 @@ that does not exist (the loop's own unknown-tool answer, which names only the pe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ..messages import JSONObject, ToolResult, ToolSpec
 from .base import LiveToolSource, ToolSource
@@ -22,11 +23,17 @@ from .presentation import tool_allowed
 __all__ = ["EVERY_TOOL", "AllowedTools", "ToolFilter"]
 
 _MAX_LISTED_NAMES = 50
+_MAX_MEMO = 4096
+"""Names whose verdict one filter remembers; past this many the memo starts over."""
 
 
 @dataclass(frozen=True)
 class ToolFilter:
     """Allow and deny globs over exposed names (module docstring). Hashable: a ``Caller`` holds one.
+
+    A filter remembers its verdict for each name it was asked about, and the last list it
+    narrowed (by identity: a hub hands out the same tuple until its tools change), so that a
+    caller's every request does not match every glob against every tool again.
 
     Attributes:
         allow: only tools matching one of these (None: every tool).
@@ -35,6 +42,8 @@ class ToolFilter:
 
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
+    _verdicts: dict[str, bool] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _narrowed: list[Any] = field(default_factory=lambda: [None, ()], init=False, compare=False, repr=False)
 
     @classmethod
     def of(cls, config: Mapping[str, Sequence[str] | None] | None) -> ToolFilter:
@@ -50,13 +59,24 @@ class ToolFilter:
         return self.allow is None and not self.deny
 
     def permits(self, name: str) -> bool:
-        return self.everything or tool_allowed(name, self.allow, self.deny)
+        if self.everything:
+            return True
+        verdict = self._verdicts.get(name)
+        if verdict is None:
+            if len(self._verdicts) >= _MAX_MEMO:
+                self._verdicts.clear()
+            verdict = self._verdicts[name] = tool_allowed(name, self.allow, self.deny)
+        return verdict
 
     def narrow(self, specs: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
         """The permitted ones of ``specs``, in their order (``specs`` itself when all pass)."""
         if self.everything:
             return specs
-        return tuple(spec for spec in specs if self.permits(spec.name))
+        last = self._narrowed
+        if last[0] is not specs:
+            last[:] = [specs, tuple(spec for spec in specs if self.permits(spec.name))]
+        narrowed: Sequence[ToolSpec] = last[1]
+        return narrowed
 
     @property
     def globs(self) -> dict[str, tuple[str, ...]]:
@@ -69,22 +89,15 @@ EVERY_TOOL = ToolFilter()
 
 
 class AllowedTools:
-    """``source`` narrowed to what ``only`` permits, for one run (module docstring).
-
-    The permitted list is made again only when the source's list changed (a hub hands out the
-    same tuple until its tools change), so its identity is stable between changes too.
-    """
+    """``source`` narrowed to what ``only`` permits, for one run (module docstring)."""
 
     def __init__(self, source: ToolSource, only: ToolFilter) -> None:
         self.source = source
         self.only = only
-        self._listed: tuple[Sequence[ToolSpec] | None, Sequence[ToolSpec]] = (None, ())
 
     def list_tools(self) -> Sequence[ToolSpec]:
-        specs = self.source.list_tools()
-        if self._listed[0] is not specs:
-            self._listed = (specs, self.only.narrow(specs))
-        return self._listed[1]
+        """The permitted tools: the same sequence until the source's list changes (``narrow``)."""
+        return self.only.narrow(self.source.list_tools())
 
     async def call_tool(
         self, name: str, arguments: JSONObject, *, timeout: float | None = None
