@@ -43,6 +43,7 @@ from mcp.server.auth.provider import AccessToken
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..config import CallerConfig
 from ..config.globs import unmatched_globs
 from ..messages import ToolSpec
 from ..tools.allowed import EVERY_TOOL, ToolFilter
@@ -163,14 +164,23 @@ class CallerBook:
         return max(1, min(limit, math.ceil(limit * self.share)))
 
 
-def tool_glob_warnings(callers: Iterable[Caller], names: Iterable[str]) -> list[str]:
-    """One line per ``gateway.callers.NAME.tools`` glob that matches none of ``names`` (the
-    tools offered now), with the nearest names, as for the other globs (``config/globs.py``)."""
+def tool_filters(callers: Mapping[str, CallerConfig]) -> dict[str, ToolFilter]:
+    """Each of ``gateway.callers``' tools (``tools/allowed.py``), by caller; every tool without."""
+    return {
+        name: ToolFilter.of(caller.tools.model_dump() if caller.tools is not None else None)
+        for name, caller in callers.items()
+    }
+
+
+def tool_glob_warnings(filters: Mapping[str, ToolFilter], names: Iterable[str]) -> list[str]:
+    """One line per ``gateway.callers.NAME.tools`` glob (``filters`` by caller) that matches
+    none of ``names`` (the tools offered now), with the nearest names, as for the other globs
+    (``config/globs.py``): a warning at start-up, a failure in ``doctor``."""
     known = list(names)
     return [
-        glob.describe(f"gateway.callers.{caller.name}.tools.{key}")
-        for caller in callers
-        for key, patterns in caller.tools.globs.items()
+        glob.describe(f"gateway.callers.{name}.tools.{key}")
+        for name, only in filters.items()
+        for key, patterns in only.globs.items()
         for glob in unmatched_globs(patterns, known)
     ]
 

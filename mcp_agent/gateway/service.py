@@ -46,12 +46,11 @@ from ..messages import JSONObject, ToolResult, ToolSpec
 from ..state.base import SharedEvents, State
 from ..state.records import valid_session_id
 from ..telemetry.logs import RunLogFields, log_fields
-from ..tools.allowed import ToolFilter
 from ..tools.catalog import Catalog
 from ..tools.hub import ToolHub
 from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
-from .callers import Caller, CallerBook, tool_glob_warnings
+from .callers import Caller, CallerBook, tool_filters, tool_glob_warnings
 from .eventbus import ChangeNotices, EventBus, FanOut
 from .metrics import Metrics
 from .store_health import StoreHealth, is_outage
@@ -148,10 +147,7 @@ class GatewayService:
             gateway.auth_token,
             {name: (caller.token, caller.scopes) for name, caller in gateway.callers.items()},
             share=gateway.caller_share,
-            tools={
-                name: ToolFilter.of(caller.tools.model_dump() if caller.tools else None)
-                for name, caller in gateway.callers.items()
-            },
+            tools=tool_filters(gateway.callers),
         )
         self.admissions = Admissions(
             max_running=gateway.max_concurrent_queries,
@@ -238,7 +234,8 @@ class GatewayService:
 
     def _warn_tool_globs(self) -> None:
         """Warn once for each caller's ``tools`` glob that matches none of the tools offered."""
-        warnings = tool_glob_warnings(self.callers.callers, [spec.name for spec in self.tool_specs()])
+        filters = tool_filters(self.gateway.callers)
+        warnings = tool_glob_warnings(filters, [spec.name for spec in self.tool_specs()])
         down = [status.name for status in self.server_status() if status.status not in ("up", "disabled")]
         note = f" (servers not up: {', '.join(down)})" if down else ""
         for warning in warnings:
