@@ -114,3 +114,32 @@ async def test_a_direct_call_outside_the_filter_is_an_unknown_tool() -> None:
     assert forbidden.is_error and forbidden.text == unknown.text.replace("web__nope", "web__fetch")
     assert tools.calls == []
     assert (await agent.call_tool("web__fetch", {})).text == "ran web__fetch"  # no filter: every tool
+
+
+async def test_routed_runs_find_only_the_permitted_tools() -> None:
+    """With the tool router on (``llm.toolBudget``), ``find_tools`` searches the caller's tools
+    only: a forbidden tool is never named, and calling it is still an unknown tool."""
+    from mcp_agent.config import parse_config
+
+    tools = source()
+    provider = ScriptedProvider(
+        [
+            tool_turn(ToolCall("c1", "find_tools", {"query": "write file"})),
+            tool_turn(ToolCall("c2", "files__write_file", {})),
+            text_turn("done"),
+        ]
+    )
+    agent = Agent(provider, tools, parse_config({"llm": {"toolBudget": 2}}, environ={}))
+    result = await agent.query("write a file", only=ToolFilter(None, ("*__write_*",)))
+    found, called = (m.content for m in result.transcript if m.role == "tool")
+    assert "files__read_file" in found and "write_file" not in found
+    assert called.startswith("error: unknown tool 'files__write_file'. Available tools: ")
+    assert "files__write_file" not in called.removeprefix("error: unknown tool 'files__write_file'")
+    assert {spec.name for request in provider.requests for spec in request.tools} <= {
+        "find_tools",
+        "time__now",
+        "time__zone",
+        "files__read_file",
+        "web__fetch",
+    }
+    assert tools.calls == []
