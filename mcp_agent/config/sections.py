@@ -401,6 +401,24 @@ def check_host(value: str) -> str:
 BindHost = Annotated[str, AfterValidator(check_host)]
 
 
+class CallerToolsConfig(ConfigModel):
+    """``gateway.callers.NAME.tools``: the tools a caller may use, as fnmatch globs over exposed
+    names (``time__*``, ``*__write_*``). ``deny`` wins over ``allow``; no ``allow`` = every tool."""
+
+    allow: list[Annotated[str, Field(min_length=1)]] | None = None
+    deny: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(
+                'expected an object such as {"allow": ["time__*"], "deny": ["*__write_*"]} '
+                f"(globs over exposed names), got {type(value).__name__} {value!r}"
+            )
+        return value
+
+
 class CallerConfig(ConfigModel):
     """One named caller of the gateway: its bearer token and what it may do."""
 
@@ -408,6 +426,8 @@ class CallerConfig(ConfigModel):
     scopes: list[Scope] = Field(default_factory=lambda: list[Scope](["query"]), min_length=1)
     """``query``: ask and see its own conversations; ``approve``: resolve any approval;
     ``admin``: see and delete everything."""
+    tools: CallerToolsConfig | None = None
+    """The tools this caller may use (its ``agent_query``, ``exposeTools`` and REST); None: all."""
 
 
 ASYMMETRIC_ALGORITHMS = (

@@ -10,6 +10,13 @@ is the one-caller shorthand (a caller named ``owner`` with every scope). Scopes:
 - ``admin``: see everything (every conversation, every run's events, metrics) and delete any
   conversation.
 
+**Tools.** ``gateway.callers.NAME.tools`` (``allow``/``deny`` globs over exposed names,
+``tools/allowed.py``) narrows what a caller meets: its ``agent_query`` offers and runs only those
+tools, its ``tools/list`` under ``exposeTools`` and ``GET /api/v1/tools`` show only those, and
+its call of any other answers exactly as a call of a tool that does not exist. A caller without
+``tools`` (and ``owner``, and ``local``) has every tool. ``tool_glob_warnings`` names the globs
+that match no tool (a warning at start-up).
+
 A conversation, a run's events and an approval belong to the caller whose query made them;
 another caller gets 404 for them, exactly as for ids that never existed.
 
@@ -31,7 +38,8 @@ from __future__ import annotations
 
 import hmac
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +49,10 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..auth.resource import Grant, ProtectedResource, Refusal
+from ..config import CallerConfig
+from ..config.globs import unmatched_globs
+from ..messages import ToolSpec
+from ..tools.allowed import EVERY_TOOL, ToolFilter
 from .middleware import send_error
 
 ScopeName = Literal["query", "approve", "admin"]
@@ -51,17 +63,27 @@ OWNER = "owner"
 
 @dataclass(frozen=True)
 class Caller:
-    """One caller: its name, its scopes, and whether a token identified it.
+    """One caller: its name, its scopes, whether a token identified it, and its tools.
 
     Attributes:
         name: the caller's name (``owner`` for ``authToken``, ``local`` without tokens).
         scopes: what it may do (``query``, ``approve``, ``admin``).
         authenticated: False for the anonymous local caller of a gateway without tokens.
+        tools: the tools it may use (``gateway.callers.NAME.tools``); every tool by default.
     """
 
     name: str
     scopes: frozenset[str]
     authenticated: bool = True
+    tools: ToolFilter = EVERY_TOOL
+
+    def may_use(self, tool: str) -> bool:
+        """Whether this caller may see and call the tool of exposed name ``tool``."""
+        return self.tools.permits(tool)
+
+    def tools_of(self, specs: Sequence[ToolSpec]) -> Sequence[ToolSpec]:
+        """The ones of ``specs`` this caller may see, in their order."""
+        return self.tools.narrow(specs)
 
     def can(self, scope: str) -> bool:
         return scope in self.scopes
@@ -109,13 +131,15 @@ class CallerBook:
         *,
         share: float = 0.75,
         open_ended: bool = False,
+        tools: Mapping[str, ToolFilter] | None = None,
     ) -> CallerBook:
-        """From ``gateway.authToken`` and ``gateway.callers`` (name -> (token, scopes))."""
+        """From ``gateway.authToken`` and ``gateway.callers`` (name -> (token, scopes)), with each
+        named caller's ``tools`` (by name; a caller not named has every tool)."""
         tokens: dict[Caller, str] = {}
         if auth_token:
             tokens[Caller(name=OWNER, scopes=ALL_SCOPES)] = auth_token
         for name, (token, scopes) in callers.items():
-            tokens[Caller(name=name, scopes=frozenset(scopes))] = token
+            tokens[Caller(name=name, scopes=frozenset(scopes), tools=(tools or {}).get(name, EVERY_TOOL))] = token
         return cls(tokens, share=share, open_ended=open_ended)
 
     @property
@@ -152,6 +176,27 @@ class CallerBook:
         return max(1, min(limit, math.ceil(limit * self.share)))
 
 
+def tool_filters(callers: Mapping[str, CallerConfig]) -> dict[str, ToolFilter]:
+    """Each of ``gateway.callers``' tools (``tools/allowed.py``), by caller; every tool without."""
+    return {
+        name: ToolFilter.of(caller.tools.model_dump() if caller.tools is not None else None)
+        for name, caller in callers.items()
+    }
+
+
+def tool_glob_warnings(filters: Mapping[str, ToolFilter], names: Iterable[str]) -> list[str]:
+    """One line per ``gateway.callers.NAME.tools`` glob (``filters`` by caller) that matches
+    none of ``names`` (the tools offered now), with the nearest names, as for the other globs
+    (``config/globs.py``): a warning at start-up, a failure in ``doctor``."""
+    known = list(names)
+    return [
+        glob.describe(f"gateway.callers.{name}.tools.{key}")
+        for name, only in filters.items()
+        for key, patterns in only.globs.items()
+        for glob in unmatched_globs(patterns, known)
+    ]
+
+
 def bearer_token(header: str | None) -> bytes | None:
     """The token of an ``Authorization: Bearer <token>`` header, or None."""
     if not header:
@@ -174,6 +219,7 @@ def bearer_token(header: str | None) -> bytes | None:
 # CORS preflights are never challenged.
 DEFAULT_EXEMPT = frozenset({"/api/v1/health", "/", "/index.html", "/favicon.ico"})
 CALLER_KEY = "mcp_agent.caller"
+_CALLER_NOW: ContextVar[Caller | None] = ContextVar("mcp_agent.caller_now", default=None)
 
 
 def required_scope(method: str, path: str) -> str | None:
@@ -191,6 +237,18 @@ def caller_of(scope: Scope) -> Caller | None:
     """The caller of this request: None when a gateway with tokens got none (exempt routes)."""
     caller = scope.get(CALLER_KEY)
     return caller if isinstance(caller, Caller) else None
+
+
+def caller_now() -> Caller | None:
+    """The caller of the HTTP request this code runs for, where no request is at hand: the MCP
+    SDK asks ``get_tool_input_schema(name)`` of a 2026-07-28 ``tools/call`` before dispatch, and
+    another caller's tool must have no schema there, as an unknown tool has none. None outside
+    a request (stdio) and for a request without a caller.
+
+    A context variable, set by ``CallerAuthMiddleware`` around the request's own handling: read
+    it only in code that runs inline in that request, never in a task a session keeps.
+    """
+    return _CALLER_NOW.get()
 
 
 class CallerAuthMiddleware:
@@ -222,7 +280,7 @@ class CallerAuthMiddleware:
             return
         if self.book.open:
             scope[CALLER_KEY] = LOCAL
-            await self.app(scope, receive, send)
+            await self._call(LOCAL, scope, receive, send)
             return
         method, path = scope["method"], scope["path"]
         exempt = method in ("GET", "HEAD") and path in self.exempt
@@ -261,7 +319,14 @@ class CallerAuthMiddleware:
             return
         scope[CALLER_KEY] = caller
         scope["user"] = self._users.get(caller) or _user(caller)
-        await self.app(scope, receive, send)
+        await self._call(caller, scope, receive, send)
+
+    async def _call(self, caller: Caller, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _CALLER_NOW.set(caller)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _CALLER_NOW.reset(token)
 
     def _challenge(self) -> str:
         if self.resource is None:

@@ -16,7 +16,8 @@ see (optionally of one ``session_id``) through a bounded per-listener buffer.
 can be large); they survive restarts with a durable ``state.url``.
 
 Each caller sees only its own conversations, runs, events and pending approvals (``callers.py``):
-another's answer 404 as if they did not exist. ``GET /api/v1/health`` answers everyone with its
+another's answer 404 as if they did not exist. ``GET /api/v1/tools`` lists only the tools the
+caller may use (``gateway.callers.NAME.tools``), and its queries run only with those. ``GET /api/v1/health`` answers everyone with its
 status and version; its details (model, endpoint with credentials masked, servers and their
 errors, load) need a caller's token when the gateway has tokens.
 """
@@ -131,13 +132,14 @@ class RestAPI:
         """``ok`` or ``degraded`` (serving: 200), ``starting``, ``stopping`` or ``failed`` (503)."""
         status, reasons = self.service.health()
         body: JSONObject = {"status": status, "version": __version__}
-        if caller_of(request.scope) is not None:  # a known caller (or a gateway without tokens)
+        caller = caller_of(request.scope)
+        if caller is not None:  # a known caller (or a gateway without tokens)
             body["reasons"] = [redact_text(reason) for reason in reasons]
-            body.update(self._health_details())
+            body.update(self._health_details(caller))
         return JSONResponse(body, status_code=200 if status in ("ok", "degraded") else 503)
 
-    def _health_details(self) -> JSONObject:
-        """What health tells a known caller; credentials are masked even then."""
+    def _health_details(self, caller: Caller) -> JSONObject:
+        """What health tells a known caller (its own tools counted); credentials are masked even then."""
         service = self.service
         servers = [status.to_dict() for status in service.server_status()]
         for server in servers:
@@ -150,7 +152,7 @@ class RestAPI:
             "model": service.config.llm.model,
             "endpoint": redact_url(service.config.llm.endpoint),
             "model_server": model_server,
-            "tool_count": len(service.tool_specs()),
+            "tool_count": len(service.tool_specs(caller)),
             "servers_up": sum(1 for server in servers if server.get("status") == "up"),
             "servers_down": sum(1 for server in servers if server.get("status") not in ("up", "disabled")),
             "servers": servers,
@@ -161,7 +163,9 @@ class RestAPI:
         }
 
     async def tools(self, request: Request) -> Response:
+        """The tools the caller may use (``gateway.callers.NAME.tools``), and the servers."""
         try:
+            caller = the_caller(request)
             self._agent()
         except ApiError as exc:
             return exc.response()
@@ -174,7 +178,7 @@ class RestAPI:
                 "parameters": spec.parameters,
                 "annotations": dict(spec.annotations),
             }
-            for spec in self.service.tool_specs()
+            for spec in self.service.tool_specs(caller)
         ]
         servers = [status.to_dict() for status in self.service.server_status()]
         return JSONResponse({"tools": tools, "count": len(tools), "servers": servers})

@@ -51,7 +51,7 @@ from ..tools.catalog import Catalog
 from ..tools.hub import ToolHub
 from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
-from .callers import Caller, CallerBook
+from .callers import Caller, CallerBook, tool_filters, tool_glob_warnings
 from .eventbus import ChangeNotices, EventBus, FanOut
 from .metrics import Metrics
 from .store_health import StoreHealth, is_outage
@@ -149,6 +149,7 @@ class GatewayService:
             {name: (caller.token, caller.scopes) for name, caller in gateway.callers.items()},
             share=gateway.caller_share,
             open_ended=gateway.oauth is not None,
+            tools=tool_filters(gateway.callers),
         )
         self.resource: ProtectedResource | None = None
         """The gateway as an OAuth protected resource (``gateway.oauth``), or None."""
@@ -207,6 +208,7 @@ class GatewayService:
         """Use ``agent`` from now on (it is started); listen to its tool changes."""
         self.agent = agent
         self._apply_shares(agent)
+        self._warn_tool_globs()
         if self.state != "stopping":  # a shutdown that began while starting stays a shutdown
             self.state = "ready"
         hub = self.hub
@@ -235,6 +237,15 @@ class GatewayService:
         hub = self.hub
         if self._serving and hub is not None:
             hub.release_starts()
+
+    def _warn_tool_globs(self) -> None:
+        """Warn once for each caller's ``tools`` glob that matches none of the tools offered."""
+        filters = tool_filters(self.gateway.callers)
+        warnings = tool_glob_warnings(filters, [spec.name for spec in self.tool_specs()])
+        down = [status.name for status in self.server_status() if status.status not in ("up", "disabled")]
+        note = f" (servers not up: {', '.join(down)})" if down else ""
+        for warning in warnings:
+            logger.warning("%s; the caller cannot use what it was meant for%s", warning, note)
 
     def _apply_shares(self, agent: Agent) -> None:
         """Bound each caller's conversations and pending approvals to its share."""
@@ -265,14 +276,16 @@ class GatewayService:
     def in_flight(self) -> int:
         return self.metrics.in_flight
 
-    def tool_specs(self) -> Sequence[ToolSpec]:
+    def tool_specs(self, caller: Caller | None = None) -> Sequence[ToolSpec]:
+        """The inner tools offered now: every one, or those ``caller`` may use."""
         if self.agent is None:
             return []
         try:
-            return list(self.agent.tools.list_tools())
+            specs = self.agent.tools.list_tools()
         except Exception:
             logger.exception("listing tools failed")
             return []
+        return list(specs if caller is None else caller.tools_of(specs))
 
     def server_status(self) -> list[ServerStatus]:
         hub = self.hub
@@ -446,6 +459,7 @@ class GatewayService:
                     ),
                     cancel=admission.cancel,
                     caller=admission.caller.name,
+                    only=admission.caller.tools,
                 )
         finally:
             admission.release()
@@ -463,7 +477,9 @@ class GatewayService:
         admission = await self.admit(caller)
         try:
             sink = FanOut([self.bus, self.shared_events, self.metrics, events])
-            return await admission.agent.call_tool(name, arguments, events=sink, caller=caller.name)
+            return await admission.agent.call_tool(
+                name, arguments, events=sink, caller=caller.name, only=caller.tools
+            )
         finally:
             admission.release()
 

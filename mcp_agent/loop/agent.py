@@ -37,6 +37,7 @@ from ..state.memory import MemoryPageStore
 from ..state.records import Session, valid_session_id
 from ..telemetry.base import TraceSettings
 from ..telemetry.setup import start_trace
+from ..tools.allowed import EVERY_TOOL, AllowedTools, ToolFilter
 from ..tools.base import ToolSource
 from ..tools.router import ToolRouter
 from ._dispatch import Dispatcher, Emitter
@@ -75,6 +76,7 @@ class Ask:
         sinks: every sink that gets the run's events (the agent's, the query's, its timeline).
         cancel: set it to end the run ``cancelled``.
         caller: who asks, carried in events and approvals.
+        only: the tools the run may offer and call (the caller's ``gateway.callers.NAME.tools``).
         session_id: the conversation the run continues; None for a run of its own.
         history: the session's transcript before the run.
         input_error: why the input is unusable; the run then ends at once as ``terminal_error``.
@@ -86,6 +88,7 @@ class Ask:
     sinks: tuple[EventSink, ...]
     cancel: CancelSwitch | None = None
     caller: str | None = None
+    only: ToolFilter = EVERY_TOOL
     session_id: str | None = None
     history: Sequence[Message] = ()
     input_error: str | None = None
@@ -188,6 +191,7 @@ class Agent:
         events: EventSink | None = None,
         cancel: CancelSwitch | None = None,
         caller: str | None = None,
+        only: ToolFilter = EVERY_TOOL,
     ) -> RunResult:
         """Answer ``text``; never raises for a run's outcome (read ``termination_reason``).
 
@@ -199,6 +203,8 @@ class Agent:
             events: a sink for this query's events, besides the agent's own.
             cancel: set it to end the run ``cancelled``.
             caller: who asks (the gateway's caller name), carried in events and approvals.
+            only: the tools this query may use (``tools/allowed.py``): the model is offered only
+                these, and a call of another is answered as a call of an unknown tool.
 
         Bad input (a query that is not text, invalid limits, a malformed session id) does not
         raise either: the run ends at once as ``terminal_error`` and ``detail`` says what was wrong.
@@ -209,7 +215,7 @@ class Agent:
         )
         timeline = TimelineSink(record.started)
         sinks = (*(sink for sink in (self._events, events) if sink is not None), timeline)
-        ask = Ask(text, run_id, self.config.limits, sinks, cancel=cancel, caller=caller)
+        ask = Ask(text, run_id, self.config.limits, sinks, cancel=cancel, caller=caller, only=only)
         await quietly(self._state.runs.begin, record)
         try:
             result = await self._query(ask, session_id, limits)
@@ -271,13 +277,15 @@ class Agent:
         session_id: str | None = None,
         events: EventSink | None = None,
         caller: str | None = None,
+        only: ToolFilter = EVERY_TOOL,
     ) -> ToolResult:
         """One tool call from outside the loop (the gateway's ``exposeTools``), with its guards.
 
-        The call goes through what a call the model makes goes through: the name resolved, the
-        arguments validated and coerced, the gate asked (``tainted``: the arguments come from
-        outside) and any approval awaited, ``toolTimeoutSeconds``, ``maxResultChars``, and the
-        ToolCallStarted/Ended (and approval) events. Never raises for what the tool does.
+        The call goes through what a call the model makes goes through: the name resolved (a
+        tool ``only`` does not permit is unknown), the arguments validated and coerced, the gate
+        asked (``tainted``: the arguments come from outside) and any approval awaited,
+        ``toolTimeoutSeconds``, ``maxResultChars``, and the ToolCallStarted/Ended (and approval)
+        events. Never raises for what the tool does.
 
         The result's ``text`` is what the model would read; when the tool ran, ``content`` holds
         the server's own parts with their text cut to ``maxResultChars`` (``cut_parts``) and
@@ -292,7 +300,7 @@ class Agent:
             run_id=run_id, session_id=session_id, caller=caller, settings=self._trace_settings, run_span=False
         )
         dispatcher = Dispatcher(
-            self._tools, limits, emit, gate=self._gate, approvals=self._approvals, trace=trace
+            self._allowed(only), limits, emit, gate=self._gate, approvals=self._approvals, trace=trace
         )
         call = ToolCall(f"direct_{run_id}", name, dict(arguments))
         plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
@@ -321,8 +329,9 @@ class Agent:
 
     async def _run(self, ask: Ask) -> RunResult:
         """The loop for ``ask``, recorded to ``record`` when set (a refused input is not recorded)."""
-        recorder = self._recorder(ask) if self.record is not None and ask.input_error is None else None
-        provider, tools, sinks = self.provider, self._tools, ask.sinks
+        tools = self._allowed(ask.only)
+        recorder = self._recorder(ask, tools) if self.record is not None and ask.input_error is None else None
+        provider, sinks = self.provider, ask.sinks
         if recorder is not None:
             provider, tools, sinks = recorder.provider(provider), recorder.tools(tools), (*sinks, recorder)
         try:
@@ -356,21 +365,26 @@ class Agent:
             logger.warning("recording to %s failed: %s", recorder.path, recorder.error)
         return result
 
-    def _recorder(self, ask: Ask) -> Recorder:
-        """A recorder for ``ask``'s run (``loop/recording.py``), its header written."""
+    def _recorder(self, ask: Ask, tools: ToolSource) -> Recorder:
+        """A recorder for ``ask``'s run over ``tools`` (``loop/recording.py``), its header written."""
         assert self.record is not None
         recorder = Recorder(record_path(self.record, ask.run_id))
         recorder.start(
             query=ask.text,
             run_id=ask.run_id,
             settings=settings_of(self.config, ask.limits),
-            tools=self._tools.list_tools(),
+            tools=tools.list_tools(),
             config=self.config,
             server=server_info_of(self.provider),
             history=ask.history,
             session_id=ask.session_id,
         )
         return recorder
+
+    def _allowed(self, only: ToolFilter) -> ToolSource:
+        """The agent's tools as ``only`` narrows them (``tools/allowed.py``); all of them, unwrapped,
+        when it permits everything."""
+        return self._tools if only.everything else AllowedTools(self._tools, only)
 
     def _pages_for(self, session_id: str | None) -> PageStore:
         """Where a run keeps its paged results: a session's in the state, beside the session (any

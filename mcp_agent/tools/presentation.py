@@ -63,7 +63,7 @@ class ServerTool:
     input_schema: JSONObject | None = None
 
 
-def tool_allowed(name: str, allow: list[str] | None, deny: list[str]) -> bool:
+def tool_allowed(name: str, allow: Sequence[str] | None, deny: Sequence[str]) -> bool:
     """Whether ``allowTools``/``denyTools`` (fnmatch globs on MCP names) let a tool through."""
     if allow is not None and not any(fnmatch.fnmatchcase(name, pattern) for pattern in allow):
         return False

@@ -420,6 +420,19 @@ def test_doctor_fails_on_globs_that_match_nothing(tmp_path, model):
     assert "[FAIL] approvals.require: 'echo__ehco' matches no tool; nearest: echo__echo" in done.stdout
 
 
+def test_doctor_fails_on_caller_tool_globs_that_match_nothing(tmp_path, model):
+    model.handler = _models
+    tools = {"allow": ["echo__*"], "deny": ["echo__ad", "echo__echo"]}
+    gateway = {"callers": {"alice": {"token": "t" * 20, "tools": tools}}}
+    done = run_cli("doctor", "--config", str(write_config(tmp_path, model, gateway=gateway)))
+    assert done.returncode == 1, done.stdout
+    assert (
+        "[FAIL] gateway.callers.alice.tools.deny: 'echo__ad' matches no tool; nearest: echo__add"
+        in done.stdout
+    )
+    assert "'echo__*'" not in done.stdout and "'echo__echo'" not in done.stdout  # these match
+
+
 # --------------------------------------------------------------------------------------------
 # approvals in query: asked on a terminal, denied at once without one, --approve
 

@@ -6,7 +6,9 @@ stdio) and both protocol eras; the SDK negotiates the version.
 - ``tools/list``: ``agent_query`` with its input schema (``maxLength`` from
   ``gateway.maxQueryChars``), its ``outputSchema`` (``RESULT_SCHEMA``) and a description made of
   ``gateway.description`` plus a generated summary of the tool servers and their tools. With
-  ``exposeTools`` every inner tool follows under its exposed name.
+  ``exposeTools`` every inner tool follows under its exposed name. A caller with
+  ``gateway.callers.NAME.tools`` sees only its tools, in the summary and in the list, and its
+  call of any other is answered as a call of an unknown tool (``callers.py``).
 - When the tools change, legacy clients get ``notifications/tools/list_changed`` on their
   connection (the init options advertise ``tools.listChanged``), 2026 clients on their
   ``subscriptions/listen`` stream.
@@ -49,7 +51,7 @@ from ...telemetry.base import continued_from
 from ...tools.relay import Resume, current_channel, relaying_to
 from ...tools.status import ServerStatus
 from .._internals import request_connection
-from ..callers import LOCAL, Caller, caller_of
+from ..callers import LOCAL, Caller, caller_now, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
 from .held_calls import HeldCalls
@@ -234,9 +236,10 @@ class AgentQueryTool:
 
     # ---------------------------------------------------------------- tools/list
 
-    def tool_list(self) -> list[types.Tool]:
+    def tool_list(self, caller: Caller = LOCAL) -> list[types.Tool]:
+        """``agent_query`` and, with ``exposeTools``, the inner tools: those ``caller`` may use."""
         service = self.service
-        specs = service.tool_specs()
+        specs = service.tool_specs(caller)
         tools = [
             types.Tool(
                 name=TOOL_NAME,
@@ -281,7 +284,8 @@ class AgentQueryTool:
         gateway = self.service.gateway
         if name == TOOL_NAME:
             return agent_query_input_schema(gateway.max_query_chars, query_only=gateway.query_only_schema)
-        if not gateway.expose_tools:
+        caller = caller_now()  # another caller's tool has no schema, as an unknown one (callers.py)
+        if not gateway.expose_tools or (caller is not None and not caller.may_use(name)):
             return None
         spec = next((spec for spec in self.service.tool_specs() if spec.name == name), None)
         return None if spec is None else self._exposed_tool(spec).input_schema
@@ -290,10 +294,13 @@ class AgentQueryTool:
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self._remember(ctx)
+        caller = request_caller(ctx)
+        if caller is None:
+            raise MCPError(types.INVALID_REQUEST, "Unauthorized: this connection has no caller")
         # Caching hints (2026-07-28): not cacheable (ttlMs 0), since the list changes whenever a
         # tool server starts, fails or lists anew (clients are told by list_changed or listen),
         # and private: each caller is its own auth context, and a private answer never crosses it.
-        return types.ListToolsResult(tools=self.tool_list(), ttl_ms=0, cache_scope="private")
+        return types.ListToolsResult(tools=self.tool_list(caller), ttl_ms=0, cache_scope="private")
 
     # ---------------------------------------------------------------- tools/call
 
@@ -309,7 +316,7 @@ class AgentQueryTool:
         arguments = dict(params.arguments or {})
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
-            if spec is not None:
+            if spec is not None and caller.may_use(spec.name):
                 if self.held.holds(params.request_state):  # answers to what its server asked mid-call
                     return await self.held.retry(ctx, caller, params)
                 resume = resume_of(params)  # a retry of the server's own input_required round

@@ -305,8 +305,8 @@ class Tasks(Extension):
             return await call_next(ctx)
         spec = relay.relayable(params.name)
         caller = self.caller_of(ctx)
-        if spec is None or caller is None:
-            return await call_next(ctx)
+        if spec is None or caller is None or not caller.may_use(spec.name):
+            return await call_next(ctx)  # the call answers it (an unknown tool, for another's)
         return await relay.start(ctx, params, spec, caller)
 
     @property

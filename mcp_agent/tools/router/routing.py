@@ -47,6 +47,9 @@ MIN_RANKED = 3
 """However small a share budget, a round offers at least this many ranked tools."""
 FOUND_LISTED = 6
 """How many tools one ``find_tools`` answer lists."""
+KEPT_INDEXES = 8
+"""Indexes one router keeps, one per tool list: callers with their own tools
+(``gateway.callers.NAME.tools``) each run over a list of their own."""
 
 
 @dataclass(frozen=True)
@@ -119,8 +122,8 @@ class ToolRouter:
     def __init__(self, budget: TokenBudget = "auto", pinned: Sequence[str] = ()) -> None:
         self.budget = budget
         self.pinned = tuple(pinned)
-        self._tools: tuple[ToolSpec, ...] | None = None
-        self._index: ToolIndex | None = None
+        self._indexes: list[tuple[tuple[ToolSpec, ...], ToolIndex]] = []
+        """The latest first."""
 
     def budget_for(self, *, kind: str = "unknown", context_window: int | None = None) -> Budget | None:
         """The budget for a model server of ``kind`` with ``context_window``; None: no routing."""
@@ -134,11 +137,17 @@ class ToolRouter:
         return Budget(count=AUTO_BUDGET)  # a share of an unknown window: the auto count meanwhile
 
     def index(self, tools: Sequence[ToolSpec]) -> ToolIndex:
-        """The index of ``tools``: built when the list changed, else the cached one."""
+        """The index of ``tools``: a cached one of the same list (one of the last
+        ``KEPT_INDEXES`` lists), else built."""
         key = tuple(tools)
-        if self._index is None or self._tools != key:  # the same objects compare by identity first
-            self._tools, self._index = key, ToolIndex.build(key)
-        return self._index
+        for n, (kept, index) in enumerate(self._indexes):
+            if kept == key:  # the same objects compare by identity first
+                if n:
+                    self._indexes.insert(0, self._indexes.pop(n))
+                return index
+        index = ToolIndex.build(key)
+        self._indexes = [(key, index), *self._indexes[: KEPT_INDEXES - 1]]
+        return index
 
     def is_pinned(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, glob) for glob in self.pinned)

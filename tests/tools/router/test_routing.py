@@ -196,6 +196,24 @@ def test_the_index_is_built_once_per_tool_list() -> None:
     assert second is not first and "s9__new_tool" in second.names
 
 
+def test_the_indexes_of_several_tool_lists_are_kept() -> None:
+    """Callers with tools of their own (``tools/allowed.py``) run over lists of their own: taking
+    turns, they do not rebuild each other's index; past ``KEPT_INDEXES`` lists the oldest goes."""
+    from mcp_agent.tools.allowed import AllowedTools, ToolFilter
+    from mcp_agent.tools.router.routing import KEPT_INDEXES
+
+    source = many_tools(20)
+    router = ToolRouter(5)
+    names = [spec.name for spec in source.list_tools()][: KEPT_INDEXES + 1]
+    lists = [AllowedTools(source, ToolFilter(("x", name))).list_tools() for name in names]
+    first = [router.index(tools) for tools in lists[:KEPT_INDEXES]]
+    again = [router.index(list(tools)) for tools in reversed(lists[:KEPT_INDEXES])]
+    assert all(a is b for a, b in zip(first, reversed(again), strict=True))  # none built again
+    router.index(lists[KEPT_INDEXES])  # one more list: the one used longest ago (the last) goes
+    assert router.index(lists[0]) is first[0] and router.index(lists[1]) is first[1]
+    assert router.index(lists[KEPT_INDEXES - 1]) is not first[KEPT_INDEXES - 1]
+
+
 def test_routed_tools_is_a_tool_source() -> None:
     from mcp_agent.tools.base import ToolSource
 
