@@ -139,7 +139,9 @@ class CallerBook:
         if auth_token:
             tokens[Caller(name=OWNER, scopes=ALL_SCOPES)] = auth_token
         for name, (token, scopes) in callers.items():
-            tokens[Caller(name=name, scopes=frozenset(scopes), tools=(tools or {}).get(name, EVERY_TOOL))] = token
+            tokens[Caller(name=name, scopes=frozenset(scopes), tools=(tools or {}).get(name, EVERY_TOOL))] = (
+                token
+            )
         return cls(tokens, share=share, open_ended=open_ended)
 
     @property
