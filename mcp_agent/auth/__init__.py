@@ -1,0 +1,8 @@
+"""OAuth: the gateway logging in to remote MCP servers, and checking the tokens of its callers.
+
+Logging in to remote servers (the gateway as an OAuth client, with the MCP SDK's
+``mcp.client.auth``): ``token_store.py`` (the private token file of each server),
+``upstream.py`` (the OAuth client on a server's HTTP connection while the gateway serves: stored
+tokens, refresh, client credentials, "needs login"), ``login.py`` (``mcp-agent login`` and
+``logout``: the browser, the loopback redirect receiver).
+"""
