@@ -211,7 +211,7 @@ async def log_in(
     port = registered_port(store)
     failure: LoginFailed | None = None
     status = 0
-    async with anyio.create_task_group() as tg, open_receiver(port) as receiver:
+    async with open_receiver(port) as receiver, anyio.create_task_group() as tg:
         if port and not receiver.redirect_uri.endswith(f":{port}{CALLBACK_PATH}"):
             store.forget()  # the registered port is taken: register again with this one
 

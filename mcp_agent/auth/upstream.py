@@ -213,7 +213,7 @@ class UpstreamAuth(httpx2.Auth):
         """Make the provider refresh ``token`` on its next request (unless it was replaced)."""
         context = self.provider.context
         if context.current_tokens is not None and context.current_tokens.access_token == token:
-            context.token_expiry_time = 0.0
+            context.token_expiry_time = 1.0  # in the past (0 would mean "never expires" to the SDK)
 
     async def async_auth_flow(
         self, request: httpx2.Request

@@ -74,10 +74,14 @@ class AutoApprove:
         )
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, code: str
+    ) -> AuthorizationCode | None:
         return self.codes.get(code)
 
-    def issue(self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool = True) -> OAuthToken:
+    def issue(
+        self, client_id: str, scopes: list[str], resource: str | None, *, refresh: bool = True
+    ) -> OAuthToken:
         token = "at-" + secrets.token_urlsafe(24)
         self.access[token] = AccessToken(
             token=token,
@@ -109,7 +113,9 @@ class AutoApprove:
         assert client.client_id is not None
         return self.issue(client.client_id, authorization_code.scopes, authorization_code.resource)
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         return self.refresh.get(refresh_token)
 
     async def exchange_refresh_token(
@@ -177,7 +183,9 @@ class ClientCredentials:
             await _json(send, 401, {"error": "invalid_client"})
             return
         self.provider.counts["client_credentials"] += 1
-        token = self.provider.issue(CC_CLIENT[0], (form.get("scope") or "").split(), form.get("resource"), refresh=False)
+        token = self.provider.issue(
+            CC_CLIENT[0], (form.get("scope") or "").split(), form.get("resource"), refresh=False
+        )
         await _json(send, 200, token.model_dump(exclude_none=True))
 
 
