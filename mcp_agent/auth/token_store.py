@@ -18,17 +18,23 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
-
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from typing import TYPE_CHECKING, Any
 
 from .._redact import remember_secrets
 from ..state.folder import state_dir, write_private
+
+if TYPE_CHECKING:  # the SDK's models are loaded when a token is read: `tools` on a warm cache loads no SDK
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 logger = logging.getLogger(__name__)
 
 FOLDER = "oauth"
 """The token folder inside the state folder."""
+
+
+def login_hint(name: str) -> str:
+    """What a server that needs a login says, in its status and in its tools' answers."""
+    return f"needs login: `mcp-agent login {name}`"
 
 
 def store_path(folder: Path, server: str) -> Path:
@@ -79,6 +85,10 @@ class TokenStore:
             return {}
         return data
 
+    def has_tokens(self) -> bool:
+        """Whether tokens are stored (without loading the SDK)."""
+        return isinstance(self._read().get("tokens"), dict)
+
     def _write(self, data: dict[str, Any]) -> None:
         data["url"] = self.url
         write_private(self.path, json.dumps(data, indent=1, sort_keys=True))
@@ -96,6 +106,8 @@ class TokenStore:
         raw = data.get("tokens")
         if not isinstance(raw, dict):
             return None, None
+        from mcp.shared.auth import OAuthToken
+
         try:
             tokens = OAuthToken.model_validate(raw)
         except ValueError:
@@ -111,6 +123,8 @@ class TokenStore:
         raw = self._read().get("client")
         if not isinstance(raw, dict):
             return None
+        from mcp.shared.auth import OAuthClientInformationFull
+
         try:
             client = OAuthClientInformationFull.model_validate(raw)
         except ValueError:

@@ -45,7 +45,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from ..config import OAuthConfig, RemoteServerConfig
 from ..exceptions import ConfigError
-from .token_store import TokenStore, tokens_folder
+from .token_store import TokenStore, login_hint, tokens_folder
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +54,6 @@ REFRESH_MARGIN = 30.0
 CLIENT_NAME = "mcp-agent"
 PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
 """The redirect URI of a provider that never sends a person to log in (while serving)."""
-
-
-def login_hint(name: str) -> str:
-    """What a server that needs a login says, in its status and in its tools' answers."""
-    return f"needs login: `mcp-agent login {name}`"
 
 
 def configured_client(oauth: OAuthConfig) -> OAuthClientInformationFull | None:

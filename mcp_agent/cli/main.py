@@ -320,7 +320,10 @@ async def _cached_listing(config: AgentConfig) -> Any:
     from ..tools.stdio.processes import reap_what_killed_gateways_left
 
     await reap_what_killed_gateways_left(private_state_dir())
-    return cached_listing(config.servers(), ToolCache.of_state_dir(private_state_dir()))
+    from ..auth.token_store import tokens_folder
+
+    folder = private_state_dir()
+    return cached_listing(config.servers(), ToolCache.of_state_dir(folder), tokens_folder(folder))
 
 
 def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) -> dict[str, Any]:

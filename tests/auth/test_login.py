@@ -139,15 +139,21 @@ async def test_a_token_refused_mid_run_is_refreshed_once_and_the_call_goes_throu
 
 
 async def test_logout_forgets_the_tokens_and_the_server_needs_a_login_again(protected: Protected, tmp_path):
-    config = write_config(tmp_path, protected.url)
+    config = write_config(tmp_path, protected.url, oauth={})
     assert cli("login", "p", "--config", str(config)).returncode == 0
+    assert cli("tools", "--config", str(config)).returncode == 0  # its tool list is cached now
     path = store_file()
     done = cli("logout", "p", "--config", str(config))
     assert done.returncode == 0 and "logged out of p" in done.stdout
     assert not path.exists()
     assert "no login was stored" in cli("logout", "p", "--config", str(config)).stdout
-    async with open_tool_hub({"p": RemoteServerConfig(url=protected.url)}, state_dir=state_dir()) as hub:
+    async with open_tool_hub(
+        {"p": RemoteServerConfig(url=protected.url)}, state_dir=state_dir(), start="wait"
+    ) as hub:
         assert hub.status()[0].error == HINT
+    listed = cli("tools", "--json", "--config", str(config))  # from the cache, starting nothing
+    [server] = json.loads(listed.stdout)["servers"]
+    assert (server["status"], server["error"], server["from_cache"]) == ("failed", HINT, True)
 
 
 async def test_login_reuses_the_registration_and_its_redirect_port(protected: Protected, browser):
