@@ -34,6 +34,7 @@ import httpx2
 from mcp.client.auth import OAuthFlowError
 from mcp.shared.auth import AuthorizationCodeResult
 from mcp_types import LATEST_PROTOCOL_VERSION
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._redact import redact_url
 from ..config import OAuthConfig, RemoteServerConfig
@@ -46,6 +47,8 @@ logger = logging.getLogger(__name__)
 CALLBACK_PATH = "/callback"
 MAX_REQUEST_BYTES = 16 * 1024
 """The most of the browser's request the receiver reads."""
+MODERN = max(MODERN_PROTOCOL_VERSIONS)
+"""The protocol version of the ``server/discover`` probe."""
 DEFAULT_TIMEOUT = 300.0
 """Seconds ``mcp-agent login`` waits for the person to finish in the browser."""
 PAGE = (
@@ -177,16 +180,23 @@ async def open_browser(url: str, tg: anyio.abc.TaskGroup, say: Callable[[str], N
         await anyio.to_thread.run_sync(webbrowser.open, url)
 
 
-def _probe(config: RemoteServerConfig) -> tuple[str, dict[str, str], bytes | None]:
-    """The request that makes the server ask for a login: ``initialize`` (an SSE server: its GET)."""
+Probe = tuple[str, dict[str, str], bytes | None]
+
+
+def _probes(config: RemoteServerConfig) -> list[Probe]:
+    """The requests that make the server ask for a login, tried in turn until one does: an SSE
+    server's GET; else ``initialize`` (a server may let it through unauthenticated), then
+    ``server/discover`` (the 2026-07-28 era's first request)."""
     if config.transport == "sse":
-        return "GET", {"Accept": "text/event-stream"}, None
-    body = (
+        return [("GET", {"Accept": "text/event-stream"}, None)]
+    json_headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    initialize = (
         b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"%s",'
         b'"capabilities":{},"clientInfo":{"name":"mcp-agent","version":"login"}}}'
     ) % LATEST_PROTOCOL_VERSION.encode()
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    return "POST", headers, body
+    discover = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'
+    modern = {**json_headers, "MCP-Protocol-Version": MODERN, "Mcp-Method": "server/discover"}
+    return [("POST", json_headers, initialize), ("POST", modern, discover)]
 
 
 async def log_in(
@@ -206,8 +216,7 @@ async def log_in(
     oauth = config.oauth or OAuthConfig()
     store = open_store(name, config, folder)
     store.forget_tokens()
-    method, headers, body = _probe(config)
-    headers = {**config.headers, **headers}
+    scopes = [*(oauth.scopes or []), *store.wanted_scopes()]  # and what a step-up asked for
     port = registered_port(store)
     failure: LoginFailed | None = None
     status = 0
@@ -216,7 +225,7 @@ async def log_in(
             store.forget()  # the registered port is taken: register again with this one
 
         async def redirect(url: str) -> None:
-            await open_browser(with_scopes(url, oauth.scopes), tg, say)
+            await open_browser(with_scopes(url, scopes), tg, say)
 
         provider = build_provider(
             config,
@@ -228,11 +237,14 @@ async def log_in(
         tg.start_soon(receiver.serve)
         try:
             with anyio.fail_after(timeout):
-                async with (
-                    httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30.0)) as http,
-                    http.stream(method, config.url, headers=headers, content=body) as response,
-                ):
-                    status = response.status_code
+                async with httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30.0)) as http:
+                    for method, headers, body in _probes(config):
+                        async with http.stream(
+                            method, config.url, headers={**config.headers, **headers}, content=body
+                        ) as response:
+                            status = response.status_code
+                        if store.has_tokens():
+                            break
         except TimeoutError:
             failure = LoginFailed(
                 f"no login within {timeout:g} s: open the URL above in a browser and finish there, "
@@ -250,8 +262,9 @@ async def log_in(
         if status < 400:
             raise LoginFailed(f"{name} ({redact_url(config.url)}) answered without asking for a login")
         raise LoginFailed(f"{name} answered {status} and no login took place")
-    if status >= 400:
+    if status in (401, 403):
         raise LoginFailed(f"{name} still answers {status} with the new token")
+    store.forget_wanted_scopes()
     return store
 
 

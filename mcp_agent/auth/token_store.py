@@ -155,6 +155,20 @@ class TokenStore:
         data["client"] = client_info.model_dump(mode="json", exclude_none=True)
         self._write(data)
 
+    # ---------------------------------------------------------------- step-up
+
+    def want_scopes(self, scope: str) -> None:
+        """Remember the scopes a server asked for (``insufficient_scope``) for the next login."""
+        data = self._read()
+        wanted = [*data.get("wanted_scopes", []), *scope.split()]
+        data["wanted_scopes"] = list(dict.fromkeys(wanted))
+        self._write(data)
+
+    def wanted_scopes(self) -> list[str]:
+        """The scopes servers asked for since the last login."""
+        wanted = self._read().get("wanted_scopes")
+        return [str(item) for item in wanted] if isinstance(wanted, list) else []
+
     # ------------------------------------------------------------------ logout
 
     def forget_tokens(self) -> None:
@@ -162,6 +176,11 @@ class TokenStore:
         data = self._read()
         if data.pop("tokens", None) is not None:
             data.pop("expires_at", None)
+            self._write(data)
+
+    def forget_wanted_scopes(self) -> None:
+        data = self._read()
+        if data.pop("wanted_scopes", None) is not None:
             self._write(data)
 
     def forget(self) -> bool:

@@ -15,8 +15,8 @@ the raw call path shares that client). It keeps the provider's flow for what nee
 - a token about to expire (``REFRESH_MARGIN``) is refreshed first, and a 401 is answered by one
   refresh and one retry;
 - ``grant: client_credentials`` logs in by itself whenever the server asks;
-- anything that needs a person (no tokens, a refresh that failed, a scope step-up) is not
-  attempted: the server's own 401 goes back to the transport and ``needs_login`` says
+- anything that needs a person (no tokens, a refresh that failed, a scope step-up: its scopes
+  are kept for the next login) is not attempted: the server's own 401 goes back to the transport and ``needs_login`` says
   "needs login: `mcp-agent login NAME`", which the connection shows as the server's state and
   as the answer of its tools. A later ``mcp-agent login`` (another process) is picked up from
   the token store on the next request.
@@ -41,6 +41,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
+from mcp.client.auth.utils import extract_scope_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 
 from ..config import OAuthConfig, RemoteServerConfig
@@ -145,6 +146,15 @@ def _challenged(response: httpx2.Response) -> bool:
     return response.status_code == 403 and "insufficient_scope" in challenge
 
 
+def _step_up(response: httpx2.Response) -> str | None:
+    """The scopes a 403 ``insufficient_scope`` asks for ("" when it names none), else None."""
+    if response.status_code != 403 or "insufficient_scope" not in response.headers.get(
+        "www-authenticate", ""
+    ):
+        return None
+    return extract_scope_from_www_auth(response) or ""
+
+
 def _bearer_challenge(response: httpx2.Response) -> bool:
     """An OAuth challenge (RFC 6750 ``Bearer``), which a server without ``oauth`` may send."""
     return response.headers.get("www-authenticate", "").lstrip().lower().startswith("bearer")
@@ -220,6 +230,12 @@ class UpstreamAuth(httpx2.Auth):
             request.headers["Authorization"] = f"Bearer {token}"
             response = yield request
             if not _challenged(response):
+                return
+            wanted = _step_up(response)
+            if wanted is not None and not self.headless:  # more scopes: a person must consent
+                if wanted:
+                    self.store.want_scopes(wanted)  # the next `mcp-agent login` asks for them too
+                self.needs_login = login_hint(self.name)
                 return
             self._expire(token)  # one refresh, then one retry, below
         elif self.provider.context.current_tokens is not None:
