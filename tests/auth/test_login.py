@@ -138,6 +138,24 @@ async def test_a_token_refused_mid_run_is_refreshed_once_and_the_call_goes_throu
     assert protected.provider.counts["authorize"] == 1  # the gateway never started a login itself
 
 
+async def test_a_scope_step_up_waits_for_a_login_that_asks_for_the_new_scope(protected: Protected, browser):
+    config = RemoteServerConfig(url=protected.url, oauth={})
+    folder = tokens_folder(state_dir())
+    store = await log_in("p", config, folder=folder, say=lambda text: None)
+    async with open_tool_hub({"p": config}, state_dir=state_dir()) as hub:
+        assert (await hub.call_tool("p__hello", {})).is_error is False
+        protected.provider.step_up = "files:write"  # the server now wants more
+        result = await hub.call_tool("p__hello", {})
+        assert result.is_error and HINT in result.text, result.text
+    assert store.wanted_scopes() == ["files:write"]
+    assert protected.provider.counts["authorize"] == 1  # the gateway asked no person by itself
+    await log_in("p", config, folder=folder, say=lambda text: None)
+    assert "files:write" in protected.provider.asked_scopes
+    assert store.wanted_scopes() == []
+    async with open_tool_hub({"p": config}, state_dir=state_dir(), start="wait") as hub:
+        assert (await hub.call_tool("p__hello", {})).text == "hello from the protected server"
+
+
 async def test_logout_forgets_the_tokens_and_the_server_needs_a_login_again(protected: Protected, tmp_path):
     config = write_config(tmp_path, protected.url, oauth={})
     assert cli("login", "p", "--config", str(config)).returncode == 0

@@ -1,7 +1,7 @@
 """The conformance tier: the official MCP conformance suite against this project.
 
     .venv/bin/python -m tests.conformance.run [--targets a,b,c,d,e,f] [--sets 2025-11-25,2026-07-28]
-                                              [--no-client] [--keep DIR]
+                                              [--no-client] [--legs client,...,client-auth] [--keep DIR]
 
 The suite (``@modelcontextprotocol/conformance``, pinned in ``npm/package.json`` with the Node
 22 it needs from npm's ``node`` package; ``make test-conformance`` installs both) runs its
@@ -412,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--no-client", action="store_true", help="skip the client scenarios")
+    parser.add_argument("--legs", default=",".join(CLIENT_LEGS), help="which client legs run")
     parser.add_argument("--keep", type=Path, help="keep the suite's results and the logs in this folder")
     options = parser.parse_args(argv)
     if not NODE.exists() or not SUITE.exists():
@@ -436,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"conformance: {target_name} {requirement_set}: {sum(v.passed for v in found.values())}"
                         f"/{len(found)} scenarios pass ({time.monotonic() - began:.1f} s)"
                     )
-        for leg in [] if options.no_client else list(CLIENT_LEGS):
+        for leg in [] if options.no_client else [name for name in options.legs.split(",") if name]:
             for requirement_set in sets:
                 began = time.monotonic()
                 found = run_client_set(requirement_set, leg, work / leg / requirement_set)

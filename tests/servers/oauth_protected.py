@@ -7,7 +7,8 @@ dynamic registration, ``/authorize`` with PKCE, ``/token``, bearer checks with
 once (no person: ``/authorize`` redirects straight back with a code), keeps everything in memory,
 counts what it does, and can expire or revoke the tokens it issued. ``/token`` also takes the
 ``client_credentials`` grant (``client_secret_basic``) for the client ``CC_CLIENT``, which the
-SDK's token handler does not: ``ClientCredentials`` answers it in front of the app.
+SDK's token handler does not: ``ClientCredentials`` answers it in front of the app, and there
+``/mcp`` answers 403 ``insufficient_scope`` to a token without the scope ``step_up`` names.
 
 Run as ``oauth_protected.py PORT [TOKEN_SECONDS]`` (Streamable HTTP at ``/mcp``), or build it
 in a test with ``build(port)``. Tools: ``add`` (two numbers) and ``hello``.
@@ -34,6 +35,8 @@ from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+SCOPES = ("files:read", "files:write")
+"""The scopes every registered client may ask for (none is required until ``step_up``)."""
 CC_CLIENT = ("cc-client", "cc-secret-0123456789")
 """The client id and secret the client-credentials grant accepts."""
 
@@ -49,17 +52,21 @@ class AutoApprove:
         self.refresh: dict[str, RefreshToken] = {}
         self.issued: list[str] = []  # every access and refresh token, for the secret scan
         self.counts = {"authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0, "register": 0}
+        self.asked_scopes: list[str] = []  # the scopes of the last authorization request
+        self.step_up: str | None = None  # a scope /mcp now requires (403 insufficient_scope without it)
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         self.counts["register"] += 1
+        client_info.scope = " ".join(SCOPES)  # RFC 7591 §3.2.1: the server decides what a client may ask for
         assert client_info.client_id is not None
         self.clients[client_info.client_id] = client_info
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         self.counts["authorize"] += 1
+        self.asked_scopes = list(params.scopes or [])
         code = secrets.token_urlsafe(24)
         assert client.client_id is not None
         self.codes[code] = AuthorizationCode(
@@ -154,6 +161,15 @@ class ClientCredentials:
         self.provider = provider
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/mcp" and self.provider.step_up:
+            bearer = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Bearer ")
+            token = self.provider.access.get(bearer)
+            if token is not None and self.provider.step_up not in token.scopes:
+                challenge = f'Bearer error="insufficient_scope", scope="{self.provider.step_up}"'
+                await _json(
+                    send, 403, {"error": "insufficient_scope"}, [(b"www-authenticate", challenge.encode())]
+                )
+                return
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/token":
             await self.app(scope, receive, send)
             return
@@ -189,10 +205,16 @@ class ClientCredentials:
         await _json(send, 200, token.model_dump(exclude_none=True))
 
 
-async def _json(send: Any, status: int, data: dict[str, Any]) -> None:
+async def _json(
+    send: Any, status: int, data: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()
+) -> None:  # type: ignore[assignment]
     body = json.dumps(data).encode()
     await send(
-        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]}
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
     )
     await send({"type": "http.response.body", "body": body})
 
