@@ -110,10 +110,18 @@ class LoopbackReceiver:
         await _reply(stream, b"200 OK", b"Logged in.")
         return Outcome(code=query["code"], state=query.get("state"), iss=query.get("iss"))
 
-    async def result(self) -> AuthorizationCodeResult:
-        """The code (the SDK's ``callback_handler``); raises ``LoginFailed`` on the server's error."""
+    async def result(self, timeout: float, name: str) -> AuthorizationCodeResult:
+        """The code (the SDK's ``callback_handler``, within ``timeout`` seconds); raises
+        ``LoginFailed`` on the server's error or when the time is up."""
+        outcome: Outcome | None = None
         async with self._receive:
-            outcome = await self._receive.receive()
+            with anyio.move_on_after(timeout):
+                outcome = await self._receive.receive()
+        if outcome is None:
+            raise LoginFailed(
+                f"no login within {timeout:g} s: open the URL above in a browser and finish there, "
+                f"or run `mcp-agent login {name}` again"
+            )
         if outcome.error is not None or outcome.code is None:
             raise LoginFailed(f"the authorization server refused the login: {outcome.error}")
         return AuthorizationCodeResult(code=outcome.code, state=outcome.state, iss=outcome.iss)
@@ -232,24 +240,18 @@ async def log_in(
             store,
             redirect_uri=receiver.redirect_uri,
             redirect_handler=redirect,
-            callback_handler=receiver.result,
+            callback_handler=lambda: receiver.result(timeout, name),
         )
         tg.start_soon(receiver.serve)
         try:
-            with anyio.fail_after(timeout):
-                async with httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30.0)) as http:
-                    for method, headers, body in _probes(config):
-                        async with http.stream(
-                            method, config.url, headers={**config.headers, **headers}, content=body
-                        ) as response:
-                            status = response.status_code
-                        if store.has_tokens():
-                            break
-        except TimeoutError:
-            failure = LoginFailed(
-                f"no login within {timeout:g} s: open the URL above in a browser and finish there, "
-                f"or run `mcp-agent login {name}` again"
-            )
+            async with httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30.0)) as http:
+                for method, headers, body in _probes(config):
+                    async with http.stream(
+                        method, config.url, headers={**config.headers, **headers}, content=body
+                    ) as response:
+                        status = response.status_code
+                    if store.has_tokens():
+                        break
         except LoginFailed as exc:
             failure = exc
         except (OAuthFlowError, httpx2.HTTPError, ValueError) as exc:
