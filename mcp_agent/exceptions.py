@@ -13,6 +13,7 @@ The hierarchy::
     │   ├── ToolServerStartError      it could not be started (.exit_code, .stderr_tail)
     │   └── ToolServerExited          it exited while in use (.exit_code, .stderr_tail)
     ├── ToolCallError                 a tool call could not be made (unknown tool, server down)
+    ├── LoginFailed                   ``mcp-agent login`` could not log in to a remote server
     ├── ArgumentValidationError       a tool call's arguments do not match its schema (.errors)
     ├── ApprovalsFull                 too many approvals wait, in all or a caller's (.waiting, .limit, .caller)
     ├── StateError                    the state store (``state.url``) failed: disk, database, network
@@ -252,6 +253,10 @@ class SessionTooLarge(StateError):
         self.session_id = session_id
         self.size = size
         self.limit = limit
+
+
+class LoginFailed(MCPAgentError):
+    """``mcp-agent login`` could not log in to a remote server (the message says why and what to do)."""
 
 
 class GatewayFailed(MCPAgentError):

@@ -27,6 +27,7 @@ from tests.conformance.run import (
     TARGETS,
     Listed,
     Verdict,
+    auth_scenarios,
     judge,
     load_listed,
     required_scenarios,
@@ -51,7 +52,9 @@ def test_every_verdict_entry_names_a_set_a_target_a_reason_and_a_scenario_that_t
             assert SCENARIO_NAME.match(scenario), entry
             for target in entry["targets"]:  # type: ignore[attr-defined]
                 assert target in (*TARGETS, *CLIENT_LEGS), entry
-                if target in CLIENT_LEGS:
+                if target == "client-auth" and REQUIREMENTS.exists():
+                    assert scenario in auth_scenarios(str(entry["set"])), entry
+                elif target in CLIENT_LEGS and target != "client-auth":
                     assert scenario in CLIENT[str(entry["set"])], entry
                 if target == "d":
                     assert scenario in GENERIC[str(entry["set"])], entry

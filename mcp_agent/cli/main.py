@@ -1,4 +1,4 @@
-"""The command line: ``mcp-agent serve | query | tools | doctor | replay``.
+"""The command line: ``mcp-agent serve | query | tools | doctor | login | logout | replay``.
 
 Thin on purpose: parse the arguments, load the config, call into the library, print. Logs and
 progress go to stderr; stdout carries only the command's output (and, for ``serve --stdio``,
@@ -108,6 +108,18 @@ def _parser() -> argparse.ArgumentParser:
 
     add("doctor", "check the config, the model server and every tool server")
 
+    login = add("login", "log in to a remote tool server that needs an OAuth login (opens a browser)")
+    login.add_argument("server", help="the server's name in mcpServers")
+    login.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="how long to wait for the login in the browser (default: 300)",
+    )
+    logout = add("logout", "forget the tokens (and the client registration) of a remote tool server")
+    logout.add_argument("server", help="the server's name in mcpServers")
+
     replay_help = "re-run a recorded run with no servers and report the first divergence"
     replay = commands.add_parser("replay", help=replay_help, description=replay_help)
     replay.add_argument("file", help="the recording (mcp-agent query --record, gateway.recordDir)")
@@ -197,7 +209,7 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
     import anyio
 
     from ..config import load_config
-    from ..exceptions import ConfigError, GatewayFailed
+    from ..exceptions import ConfigError, GatewayFailed, LoginFailed
 
     path, origin = config_path(args.config)
     try:
@@ -207,16 +219,67 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
     except ConfigError as exc:
         named = f" (named by ${CONFIG_VARIABLE})" if origin == CONFIG_VARIABLE else ""
         return fail(f"{exc}{named}")
-    command = {"serve": _serve, "query": _query, "tools": _tools, "doctor": _doctor}[args.command]
+    command = {
+        "serve": _serve,
+        "query": _query,
+        "tools": _tools,
+        "doctor": _doctor,
+        "login": _login,
+        "logout": _logout,
+    }[args.command]
     try:
         return int(anyio.run(command, config, args))
     except ConfigError as exc:
         return fail(str(exc))
+    except LoginFailed as exc:
+        return fail(str(exc), EXIT_FAILED)
     except GatewayFailed as exc:  # exit 1: a supervisor restarts it
         return fail(f"{exc}; exiting 1, for a supervisor to restart it", EXIT_FAILED)
     except KeyboardInterrupt:
         print("mcp-agent: interrupted", file=sys.stderr)
         return 130
+
+
+# --------------------------------------------------------------------------------------------
+# login, logout
+
+
+def _remote_server(config: AgentConfig, name: str) -> Any:
+    from ..config import RemoteServerConfig
+    from ..exceptions import ConfigError
+
+    servers = config.servers()
+    server = servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(servers)) or "none"
+        raise ConfigError(f"no server {name!r} in mcpServers (servers: {known})")
+    if not isinstance(server, RemoteServerConfig):
+        raise ConfigError(f"server {name!r} is not a remote server (url): it needs no login")
+    return server
+
+
+async def _login(config: AgentConfig, args: argparse.Namespace) -> int:
+    from ..auth.login import log_in
+    from ..auth.token_store import tokens_folder
+    from ..state.folder import private_state_dir
+
+    server = _remote_server(config, args.server)
+    store = await log_in(args.server, server, folder=tokens_folder(private_state_dir()), timeout=args.timeout)
+    print(f"logged in to {args.server}; its tokens are in {store.path}")
+    return EXIT_OK
+
+
+async def _logout(config: AgentConfig, args: argparse.Namespace) -> int:
+    from ..auth.login import log_out
+    from ..auth.token_store import tokens_folder
+    from ..state.folder import private_state_dir
+
+    server = _remote_server(config, args.server)
+    if log_out(args.server, server, folder=tokens_folder(private_state_dir())):
+        print(f"logged out of {args.server}: its tokens and client registration are forgotten")
+    else:
+        print(f"{args.server}: no login was stored")
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,7 +320,10 @@ async def _cached_listing(config: AgentConfig) -> Any:
     from ..tools.stdio.processes import reap_what_killed_gateways_left
 
     await reap_what_killed_gateways_left(private_state_dir())
-    return cached_listing(config.servers(), ToolCache.of_state_dir(private_state_dir()))
+    from ..auth.token_store import tokens_folder
+
+    folder = private_state_dir()
+    return cached_listing(config.servers(), ToolCache.of_state_dir(folder), tokens_folder(folder))
 
 
 def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) -> dict[str, Any]:

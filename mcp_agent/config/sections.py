@@ -293,6 +293,66 @@ class StdioServerConfig(_ServerBase):
     cwd: str | None = None
 
 
+class OAuthConfig(ConfigModel):
+    """How the gateway logs in to a remote server as an OAuth client (``mcpServers.NAME.oauth``).
+
+    Everything is optional: ``{}`` discovers the authorization server from the server's 401 and
+    registers itself (a Client ID Metadata Document when ``clientMetadataUrl`` is set and the
+    server supports it, else dynamic registration). See ``auth/upstream.py``.
+    """
+
+    client_id: str | None = None
+    """A client registered beforehand with the authorization server (no registration then)."""
+    client_secret: str | None = None
+    """The secret of ``clientId`` (sent as ``client_secret_basic``)."""
+    scopes: list[str] | None = None
+    """Scopes asked for beside those the server names in its challenge or metadata."""
+    client_metadata_url: str | None = None
+    """An HTTPS URL (with a path) of this client's Client ID Metadata Document, used as its
+    ``client_id`` where the authorization server supports it."""
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    """``authorization_code``: a person logs in once with ``mcp-agent login NAME``;
+    ``client_credentials``: the gateway logs in by itself at start-up (needs ``clientId`` and
+    ``clientSecret`` or ``privateKeyFile``)."""
+    private_key_file: str | None = None
+    """For ``client_credentials``: a PEM private key; the gateway signs a ``private_key_jwt``
+    assertion with it instead of sending ``clientSecret``."""
+    private_key_algorithm: str = "RS256"
+    """The JWS algorithm of the ``private_key_jwt`` assertion (``RS256``, ``ES256``...)."""
+    issuer: str | None = None
+    """For ``client_credentials``: the issuer of the authorization server the client belongs
+    to; its credentials are then sent to no other."""
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _cimd_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not re.match(r"^https://[^/]+/.+", value):
+            raise ValueError("must be an https:// URL with a path (the Client ID Metadata Document)")
+        return value
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://", value):
+            raise ValueError("must be the authorization server's http(s):// issuer URL")
+        return value
+
+    @model_validator(mode="after")
+    def _grant_needs(self) -> OAuthConfig:
+        if self.grant == "client_credentials":
+            if not self.client_id:
+                raise ValueError("grant client_credentials needs clientId")
+            if not self.client_secret and not self.private_key_file:
+                raise ValueError("grant client_credentials needs clientSecret or privateKeyFile")
+        elif self.private_key_file:
+            raise ValueError("privateKeyFile is only for grant client_credentials")
+        if self.client_secret and not self.client_id:
+            raise ValueError("clientSecret needs clientId")
+        return self
+
+
 class RemoteServerConfig(_ServerBase):
     """A server reached over HTTP: Streamable HTTP (``http``) or the older SSE transport."""
 
@@ -301,11 +361,16 @@ class RemoteServerConfig(_ServerBase):
     type: Literal["http", "sse", "streamable-http", "streamableHttp", "streamable_http"] | None = None
     """Accepted for Cursor/VS Code files; ``sse`` selects SSE, the rest Streamable HTTP."""
     headers: dict[str, str] = Field(default_factory=dict)
+    oauth: OAuthConfig | None = None
+    """Log in to the server as an OAuth client (``mcp-agent login NAME``). Without it, a server
+    that answers 401 with an OAuth challenge is treated as ``"oauth": {}``."""
 
     @model_validator(mode="after")
     def _type_sets_transport(self) -> RemoteServerConfig:
         if self.type is not None and "transport" not in self.model_fields_set:
             object.__setattr__(self, "transport", "sse" if self.type == "sse" else "http")
+        if self.oauth is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise ValueError("set either oauth or an Authorization header, not both")
         return self
 
     @field_validator("url")

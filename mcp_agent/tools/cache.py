@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ..auth.token_store import TokenStore, login_hint
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import JSONObject, ToolSpec
 from ..state.folder import private_dirs
@@ -326,10 +327,13 @@ class ToolCache:
 # tools (``presentation.py``). When a server has no cached list for its
 # configuration it returns None, and the caller opens the hub, which starts that server.
 def cached_listing(
-    servers: Mapping[str, StdioServerConfig | RemoteServerConfig], cache: ToolCache
+    servers: Mapping[str, StdioServerConfig | RemoteServerConfig],
+    cache: ToolCache,
+    tokens: Path | None = None,
 ) -> tuple[tuple[ToolSpec, ...], list[ServerStatus]] | None:
     """``(tools, statuses)`` from the cache, in configuration order; None when a server that is
-    not disabled has no usable cached list."""
+    not disabled has no usable cached list. With the token folder ``tokens``, a server with an
+    ``oauth`` login to be done by a person and no stored tokens is shown as needing a login."""
     tools: list[ServerTool] = []
     disabled: set[str] = set()
     versions: dict[str, str | None] = {}
@@ -351,7 +355,8 @@ def cached_listing(
         if name in disabled
         else ServerStatus(
             name=name,
-            status="idle",
+            status="failed" if needs_login(name, config, tokens) else "idle",
+            error=login_hint(name) if needs_login(name, config, tokens) else None,
             tool_count=counts.get(name, 0),
             from_cache=True,
             lazy=config.lazy,
@@ -360,6 +365,16 @@ def cached_listing(
         for name, config in servers.items()
     ]
     return specs, statuses
+
+
+def needs_login(name: str, config: StdioServerConfig | RemoteServerConfig, tokens: Path | None) -> bool:
+    """Whether a person must log the server in first: it has ``oauth`` (not client credentials)
+    and no tokens are stored for it in ``tokens`` (None: not known)."""
+    if tokens is None or not isinstance(config, RemoteServerConfig) or config.oauth is None:
+        return False
+    return (
+        config.oauth.grant == "authorization_code" and not TokenStore(name, config.url, tokens).has_tokens()
+    )
 
 
 # ------------------------------------------------------ what a command resolves to

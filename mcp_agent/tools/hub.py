@@ -50,6 +50,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from ..auth.token_store import tokens_folder
 from ..config import RemoteServerConfig, StdioServerConfig
 from ..messages import JSONObject, ToolResult, ToolSpec
 from .base import redefinition
@@ -86,6 +87,7 @@ class ToolHub:
         hold_starts: bool = False,
         start_limit: int | None = None,
         relay_calls: bool = False,
+        tokens: Path | None = None,
     ) -> None:
         self._default_timeout = default_timeout
         self._queue = StartQueue(held=hold_starts, limit=start_limit)
@@ -101,6 +103,7 @@ class ToolHub:
                 start=start,
                 relay_calls=relay_calls,
                 queue=self._queue,
+                tokens=tokens,
             )
             for name, config in servers.items()
         }
@@ -408,7 +411,9 @@ async def open_tool_hub(
         state_dir: the state folder (``mcp_agent.state.folder.private_state_dir()`` for the CLI and the
             gateway): first reap what killed gateways left, then record every stdio server's
             process group in its ``children/`` while it runs. None (the default for library
-            use): neither (Linux only either way).
+            use): neither (Linux only either way). The tokens of remote servers that need an
+            OAuth login are in its ``oauth/`` (``auth/token_store.py``; without a ``state_dir``:
+            the configured state folder's).
         cache: with a ``state_dir``, keep each server's tool list in its ``tool-cache/``
             (``cache.py``) and offer a cached list at once on the next start.
         start: what a server with a cached list does: ``background`` (the default: the hub
@@ -441,6 +446,7 @@ async def open_tool_hub(
         hold_starts=hold_starts,
         start_limit=start_limit,
         relay_calls=relay_calls,
+        tokens=tokens_folder(state_dir) if state_dir is not None else None,
     )
     async with anyio.create_task_group() as tg:
         try:

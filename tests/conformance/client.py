@@ -5,7 +5,12 @@
   ToolHub over it exactly as the gateway does (``open_tool_hub`` from the loaded config);
 - ``sdk``: the MCP SDK's ``Client`` straight to the scenario server, the reference;
 - ``through``: the same SDK ``Client`` talking to ``mcp-agent serve`` (``exposeTools``, bare
-  names) that has the scenario server as its upstream: what a client sees through the gateway.
+  names) that has the scenario server as its upstream: what a client sees through the gateway;
+- ``login``: the authorization scenarios, the gateway as the OAuth client: ``mcp-agent login``
+  (a real process, ``$MCP_AGENT_BROWSER`` set to ``tests/auth/browser.py``, which follows the
+  authorization redirect without a person; skipped for ``grant: client_credentials``, which
+  logs in by itself), then the ToolHub lists and calls the server's tools with the stored
+  tokens. ``oauth`` comes from the scenario's context (``oauth_for``).
 
 The suite starts a scenario's server and runs ``python -m tests.conformance.client --as X <server URL>`` with the
 scenario's name in ``$MCP_CONFORMANCE_SCENARIO``, its wire version in
@@ -76,19 +81,36 @@ def required_arguments(spec: Any) -> dict[str, Any]:
     }
 
 
-async def drive_hub(url: str, scenario: str, context: dict[str, Any], folder: Path) -> None:
+async def drive_hub(
+    url: str,
+    scenario: str,
+    context: dict[str, Any],
+    folder: Path,
+    *,
+    oauth: dict[str, Any] | None = None,
+    state: Path | None = None,
+) -> bool:
+    """List and call the tools; whether the server said it needs a login (again)."""
+    server: dict[str, Any] = {"url": url, "toolPrefix": "", "startupTimeoutSeconds": 20}
+    if oauth is not None:
+        server["oauth"] = oauth
     data = {
         "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "conformance"},
-        "mcpServers": {"scenario": {"url": url, "toolPrefix": "", "startupTimeoutSeconds": 20}},
+        "mcpServers": {"scenario": server},
     }
     (folder / "agent.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
     config = parse_config(data, environ={})
-    async with open_tool_hub(config.servers(), start="wait", default_timeout=CALL_SECONDS) as hub:
+    async with open_tool_hub(
+        config.servers(), start="wait", default_timeout=CALL_SECONDS, state_dir=state, cache=False
+    ) as hub:
         specs = {spec.name: spec for spec in hub.list_tools()}
         print(f"client: {scenario}: tools {list(specs)}; status {hub.status()}", file=sys.stderr)
+        again = any(status.error == NEEDS_LOGIN for status in hub.status())
         for name, arguments in calls_for(scenario, context, specs):
             result = await hub.call_tool(name, arguments, timeout=CALL_SECONDS)
             print(f"client: {name} -> {result}", file=sys.stderr)
+            again = again or NEEDS_LOGIN in result.text
+    return again
 
 
 def default_of(schema: dict[str, Any]) -> Any:
@@ -159,9 +181,74 @@ def through_gateway(url: str, scenario: str, context: dict[str, Any], folder: Pa
             sys.stderr.write(log.read_text(errors="replace")[-3000:])
 
 
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+"""The Client ID Metadata Document the suite's ``auth/basic-cimd`` expects as the client id."""
+BROWSER = Path(__file__).resolve().parents[1] / "auth" / "browser.py"
+
+
+def oauth_for(scenario: str, context: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The server's ``oauth`` key for an authorization scenario, from its context."""
+    if scenario.startswith("auth/client-credentials"):
+        oauth: dict[str, Any] = {"grant": "client_credentials", "clientId": context["client_id"]}
+        if "private_key_pem" in context:
+            key = folder / "client-key.pem"
+            key.write_text(context["private_key_pem"], encoding="utf-8")
+            oauth |= {
+                "privateKeyFile": str(key),
+                "privateKeyAlgorithm": context.get("signing_algorithm", "RS256"),
+            }
+        else:
+            oauth["clientSecret"] = context["client_secret"]
+        return oauth
+    if "client_id" in context:  # a client registered beforehand (auth/pre-registration)
+        return {"clientId": context["client_id"], "clientSecret": context["client_secret"]}
+    return {"clientMetadataUrl": CIMD_URL}
+
+
+LOGINS = 3
+"""The most times the driver logs in for one scenario: what a person does when the gateway says
+"needs login" again (the server changed its authorization server, or asks for more scopes); the
+suite's ``auth/scope-retry-limit`` allows three authorization requests."""
+
+
+async def drive_login(url: str, scenario: str, context: dict[str, Any], folder: Path) -> None:
+    oauth = oauth_for(scenario, context, folder)
+    data = {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "conformance"},
+        "mcpServers": {
+            "scenario": {"url": url, "toolPrefix": "", "startupTimeoutSeconds": 20, "oauth": oauth}
+        },
+    }
+    (folder / "agent.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.environ["MCP_AGENT_STATE_DIR"] = str(folder / "state")
+    for _ in range(LOGINS if oauth.get("grant") != "client_credentials" else 1):
+        if oauth.get("grant") != "client_credentials":
+            done = await anyio.run_process(
+                [
+                    sys.executable,
+                    "-m",
+                    "mcp_agent",
+                    "login",
+                    "scenario",
+                    "--config",
+                    str(folder / "agent.json"),
+                ],
+                env={**os.environ, "MCP_AGENT_BROWSER": f"{sys.executable} {BROWSER}"},
+                check=False,
+            )
+            print(
+                f"client: login -> {done.returncode}\n{done.stderr.decode(errors='replace')}", file=sys.stderr
+            )
+        if not await drive_hub(url, scenario, context, folder, oauth=oauth, state=folder / "state"):
+            return
+
+
+NEEDS_LOGIN = "needs login: `mcp-agent login scenario`"
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="run by the conformance suite's client mode")
-    parser.add_argument("--as", dest="mode", choices=("hub", "sdk", "through"), default="hub")
+    parser.add_argument("--as", dest="mode", choices=("hub", "sdk", "through", "login"), default="hub")
     parser.add_argument("url")
     options = parser.parse_args(argv)
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
@@ -171,6 +258,8 @@ def main(argv: list[str]) -> int:
             anyio.run(drive_hub, options.url, scenario, context, Path(folder))
         elif options.mode == "sdk":
             anyio.run(drive_sdk, options.url, scenario, context)
+        elif options.mode == "login":
+            anyio.run(drive_login, options.url, scenario, context, Path(folder))
         else:
             through_gateway(options.url, scenario, context, Path(folder))
     return 0

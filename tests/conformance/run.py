@@ -1,7 +1,7 @@
 """The conformance tier: the official MCP conformance suite against this project.
 
     .venv/bin/python -m tests.conformance.run [--targets a,b,c,d,e,f] [--sets 2025-11-25,2026-07-28]
-                                              [--no-client] [--keep DIR]
+                                              [--no-client] [--legs client,...,client-auth] [--keep DIR]
 
 The suite (``@modelcontextprotocol/conformance``, pinned in ``npm/package.json`` with the Node
 22 it needs from npm's ``node`` package; ``make test-conformance`` installs both) runs its
@@ -19,6 +19,8 @@ server scenarios, each requirement set at its own wire, against six targets:
 Then its client scenarios (not the auth ones), three ways: ``client``, the gateway (its ToolHub)
 as the client; ``client-sdk``, the MCP SDK's ``Client`` directly, the reference; and
 ``client-through``, that SDK client talking through ``mcp-agent serve`` to the scenario's server.
+And its authorization scenarios (``auth/*``, with the client-credentials extension's two) as
+``client-auth``: the gateway as the OAuth client (``mcp-agent login``, then the ToolHub).
 ``client.py`` is the command the suite runs with the scenario server's URL.
 
 Each process gets a free 127.0.0.1 port, is waited for, and is stopped by its pid. The suite
@@ -71,8 +73,9 @@ TARGET_NAMES = {
     "client": "gateway as the client (ToolHub)",
     "client-sdk": "SDK client directly (reference)",
     "client-through": "SDK client through the gateway",
+    "client-auth": "gateway as the OAuth client (login, ToolHub)",
 }
-CLIENT_LEGS = {"client": "hub", "client-sdk": "sdk", "client-through": "through"}
+CLIENT_LEGS = {"client": "hub", "client-sdk": "sdk", "client-through": "through", "client-auth": "login"}
 # what a gap of a target is measured against: it must pass there
 DIRECT = {"b": "a", "c": "a", "e": "a", "f": "a", "client": "client-sdk", "client-through": "client-sdk"}
 # The server scenarios that ask nothing of a server's tools, resources or prompts: target d.
@@ -112,6 +115,16 @@ CLIENT = {
         "json-schema-2020-12-preservation",
     ],
 }
+# The authorization scenarios, with the gateway as the OAuth client (``client-auth``): every one a
+# set's ``client`` leg lists, and the client-credentials extension's two (not scored).
+EXTENSION_AUTH = ["auth/client-credentials-basic", "auth/client-credentials-jwt"]
+
+
+def auth_scenarios(requirement_set: str) -> list[str]:
+    listed = required_scenarios(requirement_set, "client", scored_only=True)
+    return [name for name in listed if name.startswith("auth/")] + EXTENSION_AUTH
+
+
 PARALLEL = 3  # client scenarios run at once
 SCENARIO_DIR = re.compile(r"^(?P<name>.+)-\d{4}-\d\d-\d\dT[\d-]+Z$")
 
@@ -197,7 +210,9 @@ def read_results(out: Path, requirement_set: str, target_name: str) -> dict[str,
     for a server scenario, ``<scenario>-<time>`` for a client one)."""
     verdicts: dict[str, Verdict] = {}
     prefix = "" if target_name.startswith("client") else "server-"
-    for folder in sorted(out.iterdir()):
+    # an ``auth/...`` scenario's folder is ``auth/<name>-<time>``
+    folders = [*out.iterdir(), *(out / "auth").glob("*")] if (out / "auth").is_dir() else list(out.iterdir())
+    for folder in sorted(folders):
         match = SCENARIO_DIR.match(folder.name.removeprefix(prefix))
         checks_file = folder / "checks.json"
         if not folder.name.startswith(prefix) or not match or not checks_file.exists():
@@ -209,7 +224,7 @@ def read_results(out: Path, requirement_set: str, target_name: str) -> dict[str,
             for check in checks
             if check.get("status") == "FAILURE"
         ]
-        name = match["name"]
+        name = ("auth/" if folder.parent.name == "auth" else "") + match["name"]
         verdicts[name] = Verdict(
             name,
             requirement_set,
@@ -270,6 +285,7 @@ def run_client_set(requirement_set: str, target_name: str, out: Path) -> dict[st
     most of their time is spent waiting)."""
     out.mkdir(parents=True, exist_ok=True)
     command = f"{sys.executable} -m tests.conformance.client --as {CLIENT_LEGS[target_name]}"
+    wanted = auth_scenarios(requirement_set) if target_name == "client-auth" else CLIENT[requirement_set]
 
     def one(scenario: str) -> None:
         suite(
@@ -285,14 +301,15 @@ def run_client_set(requirement_set: str, target_name: str, out: Path) -> dict[st
                 "90000",
                 "-o",
                 str(out),
+                *(["--force"] if scenario in EXTENSION_AUTH else []),  # an extension: on no spec timeline
             ],
             timeout=240,
         )
 
     with ThreadPoolExecutor(PARALLEL) as pool:
-        list(pool.map(one, CLIENT[requirement_set]))
+        list(pool.map(one, wanted))
     verdicts = read_results(out, requirement_set, target_name)
-    for scenario in CLIENT[requirement_set]:
+    for scenario in wanted:
         if scenario not in verdicts:
             verdicts[scenario] = Verdict(
                 scenario, requirement_set, target_name, False, 0, 0, ["the suite wrote no result"]
@@ -395,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--no-client", action="store_true", help="skip the client scenarios")
+    parser.add_argument("--legs", default=",".join(CLIENT_LEGS), help="which client legs run")
     parser.add_argument("--keep", type=Path, help="keep the suite's results and the logs in this folder")
     options = parser.parse_args(argv)
     if not NODE.exists() or not SUITE.exists():
@@ -419,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"conformance: {target_name} {requirement_set}: {sum(v.passed for v in found.values())}"
                         f"/{len(found)} scenarios pass ({time.monotonic() - began:.1f} s)"
                     )
-        for leg in [] if options.no_client else list(CLIENT_LEGS):
+        for leg in [] if options.no_client else [name for name in options.legs.split(",") if name]:
             for requirement_set in sets:
                 began = time.monotonic()
                 found = run_client_set(requirement_set, leg, work / leg / requirement_set)

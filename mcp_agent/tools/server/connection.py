@@ -39,6 +39,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar
 
@@ -54,6 +55,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types import INTERNAL_ERROR
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ...auth.upstream import UpstreamAuth
 from ...config import RemoteServerConfig, StdioServerConfig
 from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ...messages import JSONObject, ToolResult
@@ -123,6 +125,8 @@ class ServerConnection:
         restarts: how many times it was restarted.
         capabilities: what the server declared at its last start (None before the first).
         relay: relays what the server sends during exposed calls (``tools/relay.py``).
+        login: the OAuth client of a remote server (``auth/upstream.py``; None: stdio, or a
+            static ``Authorization`` header); its ``needs_login`` is shown as the server's error.
         protocol_version: the protocol version it spoke at its last start, or as the tool cache
             remembers it (None: not known; see ``era.py``).
     """
@@ -140,9 +144,13 @@ class ServerConnection:
         start: StartMode = "background",
         queue: StartQueue | None = None,
         relay_calls: bool = False,
+        tokens: Path | None = None,
     ) -> None:
         self.name = name
         self.config = config
+        self.login = (
+            UpstreamAuth.for_server(name, config, tokens) if isinstance(config, RemoteServerConfig) else None
+        )
         self.state: ServerState = "disabled" if config.disabled else "starting"
         self.error: str | None = None
         self.tools: tuple[ServerTool, ...] = ()
@@ -294,7 +302,12 @@ class ServerConnection:
     async def _start_once(self, tg: anyio.abc.TaskGroup, slot: Slot) -> Incarnation:
         """Start one incarnation and wait until it serves, fails, or runs out of time."""
         attempt = Incarnation(
-            self.name, self.config, self._records, relay=self.relay, known_version=self.protocol_version
+            self.name,
+            self.config,
+            self._records,
+            relay=self.relay,
+            known_version=self.protocol_version,
+            auth=self.login,
         )
         tg.start_soon(self._incarnation, attempt)
         await attempt.until_ready(slot)
@@ -474,7 +487,7 @@ class ServerConnection:
             if on_progress is None and channel is not None:
                 on_progress = channel.progress
             with self.relay.calling(channel):
-                return await call_tool_on(
+                result = await call_tool_on(
                     live,
                     server=self.name,
                     config=self.config,
@@ -486,6 +499,11 @@ class ServerConnection:
                     on_progress=on_progress,
                     channel=channel,
                 )
+            if result.is_error and self.login is not None and self.login.needs_login:
+                # the token was refused mid-run and no refresh helped: say what to do
+                text = f"tool {shown} is unavailable: server {self.name} {self.login.needs_login}"
+                return ToolResult(text, is_error=True, elapsed_ms=result.elapsed_ms)
+            return result
 
 
 # ------------------------------------------------------------------- one start
@@ -531,6 +549,7 @@ class Incarnation:
         idle_stopped: stopped on purpose after ``idleSeconds`` without calls (a lazy server).
         known_version: the protocol version the server spoke before (None: probe its era).
         http: the HTTP client of a Streamable HTTP server, once connected.
+        auth: the OAuth client on a remote server's HTTP client (``auth/upstream.py``).
     """
 
     name: str
@@ -547,6 +566,7 @@ class Incarnation:
     relay: ServerRelay | None = None
     known_version: str | None = None
     http: httpx2.AsyncClient | None = None
+    auth: UpstreamAuth | None = None
 
     async def until_ready(self, slot: Slot) -> None:
         """Wait until it serves or has failed, or for its ``startupTimeoutSeconds`` (then it is
@@ -591,10 +611,13 @@ class Incarnation:
                         records=self.records,
                         on_child=spawned,
                         on_http=lambda http: setattr(self, "http", http),
+                        auth=self.auth,
                     ) as (read, write):
                         await self._serve(read, write, on_catalog_change, up, down)
                 except Exception as exc:
-                    if not self.ready.is_set():
+                    if not self.ready.is_set() and self.auth is not None and self.auth.needs_login:
+                        self.error = ToolServerStartError(self.auth.needs_login, server=self.name)
+                    elif not self.ready.is_set():
                         self.error = await start_error(self.name, exc, self.child)
                     else:
                         self.ended = await crash_error(self.name, self.child, exc)
@@ -891,17 +914,22 @@ async def open_server_transport(
     records: ChildRecords | None,
     on_child: Callable[[StdioChild], None],
     on_http: Callable[[httpx2.AsyncClient], None] = lambda http: None,
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """The read and write streams to the server ``name``; a stdio child is given to ``on_child``
     as soon as it is spawned (its stderr and exit code explain a failed start), and the HTTP client
-    of a Streamable HTTP server to ``on_http`` (``raw_call.py`` sends tool calls on it)."""
+    of a Streamable HTTP server to ``on_http`` (``raw_call.py`` sends tool calls on it). ``auth``
+    (a remote server's OAuth client, ``auth/upstream.py``) goes on that client."""
     if isinstance(config, StdioServerConfig):
         async with open_stdio_transport(config, name=name, records=records) as child:
             on_child(child)
             yield child.read_stream, child.write_stream
     elif config.transport == "sse":
         async with sse_client(
-            config.url, headers=dict(config.headers) or None, httpx_client_factory=_traced_http_client
+            config.url,
+            headers=dict(config.headers) or None,
+            httpx_client_factory=_traced_http_client,
+            auth=auth,
         ) as (read, write):
             yield read, write
     else:
@@ -911,6 +939,7 @@ async def open_server_transport(
             httpx2.AsyncClient(
                 headers=dict(config.headers),
                 timeout=timeout,
+                auth=auth,
                 follow_redirects=True,
                 event_hooks={
                     "request": [_trace_headers],
