@@ -168,7 +168,8 @@ async def call_tool_on(
     The server's error for the client's own retry (a tampered ``requestState``) goes to the channel
     too (``refused``), for the client to get as it is. A 2026 server is told the capabilities
     of the channel's client, not the gateway's (``caller_capabilities.py``), so its ``-32021``
-    (a capability the client did not declare) goes to the channel as well.
+    (a capability the client did not declare) goes to the channel as well; so does a
+    handshake-era server's, which is the channel's own refusal of its request, passed on.
     """
 
     def failed(text: str) -> ToolResult:
@@ -233,7 +234,7 @@ async def call_tool_on(
                 return failed(f"tool {shown} failed: server {crash}")
             if channel is not None and (
                 (resume is not None and resume is channel.resume)  # the client's own requestState
-                or (exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY and capabilities is not None)
+                or exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY  # what the client did not declare
             ):  # the client's business: it gets the server's error as it is
                 channel.refused(exc.error)
             return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
