@@ -29,6 +29,10 @@ relayed.
   ``MAX_INPUT_ROUNDS`` rounds. A call without a channel (the agent's own loop) gets an error result.
 - **Log level** (``log_level``): what a 2026 server is asked for in the request's ``_meta``
   (``io.modelcontextprotocol/logLevel``): the level the call's client reads.
+- **Client capabilities** (``capabilities``): what a 2026 server is told the client can answer
+  (sampling, elicitation, roots) in the request's ``_meta``: what the call's client declared and
+  its channel can carry, so that the server asks only what its client can answer
+  (``server/caller_capabilities.py``).
 - **Waiting for a person** (``call_deadline``, ``not_counted``): the time a channel takes to get
   a round's answers from its client (a person filling an elicitation form) does not count against
   the call's deadline (``toolTimeoutSeconds``): the loop registers the cancel scope that bounds
@@ -95,6 +99,12 @@ class CallerChannel(Protocol):
         """The level a 2026 server is asked to log at for this call (None: the session's)."""
         ...
 
+    def capabilities(self) -> types.ClientCapabilities | None:
+        """What the client declared that the gateway can carry back to it: the capabilities a
+        2026 server is told for this call (``server/caller_capabilities.py``; None: the
+        gateway's own)."""
+        ...
+
     async def input_required(
         self, result: types.InputRequiredResult
     ) -> types.InputResponses | types.ErrorData | None:
@@ -104,7 +114,8 @@ class CallerChannel(Protocol):
 
     def refused(self, error: types.ErrorData) -> None:
         """The server answered the client's own retry (``resume``) with ``error`` (a tampered or
-        expired ``requestState``): the channel hands the error to its client as it is."""
+        expired ``requestState``), or refused the capabilities the client declared (``-32021``):
+        the channel hands the error to its client as it is."""
         ...
 
 

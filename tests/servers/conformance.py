@@ -16,11 +16,17 @@ SDK's boundary (so a tampered state is refused with -32602).
 The sampling and elicitation tools ask as a server of the request's era does (``ask_caller``):
 over the back channel, mid-call, on a handshake-era request; with an ``input_required`` result
 on a 2026-07-28 one, which has no back channel (so a gateway speaking 2026-07-28 to this fixture
-for a 2025 client is judged on bridging the two).
+for a 2025 client is judged on bridging the two). So do the input-required tools and prompt, and
+``test_missing_capability``: an ``input_required`` result does not exist in the handshake era
+(the SDK refuses a handler's, -32603), so there they ask the same questions over the back
+channel, one at a time (``asked``), as a server of that era would; a gateway speaking the
+handshake era to this fixture for a 2026 client is judged on bridging those requests into
+``input_required`` rounds (``gateway/mcp/held_calls.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import warnings
@@ -39,6 +45,7 @@ from mcp.server.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)  # logging, sampling: on purpose
 
@@ -153,6 +160,30 @@ def answers(params: types.InputResponseRequestParams) -> dict[str, Any]:
     for key, value in (params.input_responses or {}).items():
         found[key] = value.model_dump(by_alias=True, mode="json") if hasattr(value, "model_dump") else value
     return found
+
+
+def handshake_era(ctx: Ctx) -> bool:
+    """Whether the request is of the handshake era: it has a back channel, and no input_required."""
+    return ctx.protocol_version < MODERN
+
+
+ANSWER_TYPES: dict[type[Any], type[Any]] = {
+    types.ElicitRequest: types.ElicitResult,
+    types.CreateMessageRequest: types.CreateMessageResult,
+    types.ListRootsRequest: types.ListRootsResult,
+}
+
+
+async def asked(ctx: Ctx, request: types.InputRequest) -> dict[str, Any]:
+    """The caller's answer to ``request`` over the back channel, mid-call (handshake era), as
+    plain JSON (the ``answers`` of a 2026-07-28 retry look the same)."""
+    result = await ctx.session.send_request(
+        request,  # type: ignore[arg-type]
+        ANSWER_TYPES[type(request)],
+        metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+    )
+    dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return dumped
 
 
 def elicited(answer: Any, field: str) -> Any:
@@ -379,6 +410,8 @@ async def missing_capability(ctx: Ctx, args: dict[str, Any], params: types.CallT
             "This tool needs the client's sampling capability",
             {"requiredCapabilities": {"sampling": {}}},
         )
+    if handshake_era(ctx):
+        return text(f"Model said: {sampled(await asked(ctx, sample('Say hello', 20)))}")
     return types.InputRequiredResult(input_requests={"model": sample("Say hello", 20)})
 
 
@@ -412,6 +445,9 @@ async def trigger_prompt_change(
 
 @tool("test_input_required_result_elicitation", "Asks the user's name, then greets.")
 async def ir_elicitation(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+    if handshake_era(ctx):
+        answer = await asked(ctx, ask("What is your name?", {"name": {"type": "string"}}))
+        return text(f"Hello, {elicited(answer, 'name')}!")
     got = answers(params)
     if "user_name" in got and isinstance(elicited(got["user_name"], "name"), str):
         return text(f"Hello, {elicited(got['user_name'], 'name')}!")
@@ -426,6 +462,8 @@ async def ir_elicitation(ctx: Ctx, args: dict[str, Any], params: types.CallToolR
 
 @tool("test_input_required_result_sampling", "Asks the client's model, then answers with its text.")
 async def ir_sampling(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+    if handshake_era(ctx):
+        return text(f"Model said: {sampled(await asked(ctx, sample('What is the capital of France?', 100)))}")
     got = answers(params)
     if "capital_question" in got:
         return text(f"Model said: {sampled(got['capital_question'])}")
@@ -437,6 +475,8 @@ async def ir_sampling(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequ
 @tool("test_input_required_result_list_roots", "Asks the client's roots, then counts them.")
 async def ir_roots(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
     got = answers(params)
+    if handshake_era(ctx):
+        got = {"client_roots": await asked(ctx, types.ListRootsRequest())}
     if "client_roots" in got:
         roots = got["client_roots"].get("roots", []) if isinstance(got["client_roots"], dict) else []
         uris = ", ".join(str(root.get("uri")) for root in roots if isinstance(root, dict))
@@ -446,6 +486,9 @@ async def ir_roots(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequest
 
 @tool("test_input_required_result_request_state", "Round-trips requestState.")
 async def ir_request_state(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+    if handshake_era(ctx):  # no requestState in this era: the call itself holds its state
+        await asked(ctx, ask("Please confirm", {"ok": {"type": "boolean"}}))
+        return text("state-ok: confirmation received")
     if "confirm" in answers(params) and params.request_state == "confirm-round":
         return text("state-ok: confirmation received")
     return types.InputRequiredResult(
@@ -458,20 +501,28 @@ async def ir_request_state(ctx: Ctx, args: dict[str, Any], params: types.CallToo
     "test_input_required_result_multiple_inputs", "Asks for an elicitation, a sampling and the roots at once."
 )
 async def ir_multiple(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
-    if {"user_name", "greeting", "client_roots"} <= answers(params).keys():
+    requests: dict[str, types.InputRequest] = {
+        "user_name": ask("What is your name?", {"name": {"type": "string"}}),
+        "greeting": sample("Generate a greeting", 50),
+        "client_roots": types.ListRootsRequest(),
+    }
+    if handshake_era(ctx):
+        for request in requests.values():
+            await asked(ctx, request)
         return text("All inputs received.")
-    return types.InputRequiredResult(
-        input_requests={
-            "user_name": ask("What is your name?", {"name": {"type": "string"}}),
-            "greeting": sample("Generate a greeting", 50),
-            "client_roots": types.ListRootsRequest(),
-        },
-        request_state="multiple-inputs",
-    )
+    if requests.keys() <= answers(params).keys():
+        return text("All inputs received.")
+    return types.InputRequiredResult(input_requests=requests, request_state="multiple-inputs")
 
 
 @tool("test_input_required_result_multi_round", "Asks twice, the state growing each round.")
 async def ir_multi_round(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+    if handshake_era(ctx):
+        name = elicited(
+            await asked(ctx, ask("Step 1: What is your name?", {"name": {"type": "string"}})), "name"
+        )
+        step2 = ask("Step 2: What is your favorite color?", {"color": {"type": "string"}})
+        return text(f"{name} likes {elicited(await asked(ctx, step2), 'color')}.")
     state = json.loads(params.request_state) if params.request_state else {"round": 0}
     got = answers(params)
     if state.get("round") == 1 and "step1" in got:
@@ -491,6 +542,9 @@ async def ir_multi_round(ctx: Ctx, args: dict[str, Any], params: types.CallToolR
 
 @tool("test_input_required_result_tampered_state", "Seals its requestState; a tampered one is refused.")
 async def ir_tampered(ctx: Ctx, args: dict[str, Any], params: types.CallToolRequestParams) -> Result:
+    if handshake_era(ctx):  # no requestState to tamper with: the call itself holds its state
+        await asked(ctx, ask("Please confirm", {"ok": {"type": "boolean"}}))
+        return text("state-ok: confirmed")
     if params.request_state is not None:
         return text(f"state-ok: {params.request_state}")
     return types.InputRequiredResult(
@@ -509,6 +563,11 @@ async def ir_capabilities(ctx: Ctx, args: dict[str, Any], params: types.CallTool
         requests["ask"] = ask("What is your name?", {"name": {"type": "string"}})
     if capabilities is not None and capabilities.roots is not None:
         requests["roots"] = types.ListRootsRequest()
+    if handshake_era(ctx):  # declared at initialize: asked in turn, a refused one left out
+        for request in requests.values():
+            with contextlib.suppress(MCPError):
+                await asked(ctx, request)
+        return text("capabilities checked")
     if not requests or answers(params):
         return text("capabilities checked")
     return types.InputRequiredResult(input_requests=requests, request_state="capability-gated")
@@ -663,6 +722,9 @@ async def get_prompt(
         ]
     elif params.name == "test_input_required_result_prompt":
         got = answers(params)
+        if handshake_era(ctx):
+            question = ask("What context should the prompt use?", {"context": {"type": "string"}})
+            got = {"user_context": await asked(ctx, question)}
         if "user_context" not in got:
             question = ask("What context should the prompt use?", {"context": {"type": "string"}})
             return types.InputRequiredResult(input_requests={"user_context": question})

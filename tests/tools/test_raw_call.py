@@ -271,6 +271,9 @@ class Channel:
     def log_level(self) -> types.LoggingLevel | None:
         return self.level
 
+    def capabilities(self) -> None:
+        return None
+
     async def input_required(self, result: types.InputRequiredResult) -> types.InputResponses | None:
         self.asked.append(result)
         return self.answers

@@ -8,10 +8,16 @@ run:
 
 1. the call starts; its round answers with the call's result when it ends first, or with an
    ``InputRequiredResult`` carrying the server's question(s) as they were asked (``inputRequests``
-   keyed ``q1``, ``q2``…) and an unguessable ``requestState`` bound to the caller;
+   keyed ``q1``, ``q2``…) and an unguessable ``requestState`` bound to the caller, new each round;
 2. the client retries ``tools/call`` with its ``inputResponses`` and the ``requestState``; each
    answer goes to the server's held request (an answer of the wrong kind is an error to the
-   server), and the new round waits again for the result or the next question.
+   server), and the new round waits again for the result or the next question. A
+   ``requestState`` of no held call (expired, of another caller, an earlier round's, or altered)
+   is refused with the JSON-RPC error ``-32602``, as a server refuses a tampered one.
+
+A round carries the questions held when it answers: a server that asks over its back channel
+asks one request at a time as far as the gateway can tell, so questions asked one after another
+come in rounds of their own (the keys are the gateway's: the server gave none).
 
 The server's progress and logs go to the round open at the time (none between rounds). A client
 that closes a round's response, or does not come back within ``RETRY_WINDOW_SECONDS``, is gone:
@@ -213,10 +219,11 @@ class HeldCalls:
     ) -> Answer:
         """A client's retry with its answers: they go to the server, and the next round is answered."""
         held = self._calls.get(params.request_state or "")
-        if held is None or held.caller.name != caller.name:
-            return text_result(
-                "unknown or expired request_state: the call it belonged to has ended; call the tool again",
-                is_error=True,
+        if held is None or held.caller.name != caller.name:  # a protocol error, as a server's own
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "unknown or expired request_state: the call it belonged to has ended, or the state "
+                "is not one this gateway gave; call the tool again",
             )
         held.answer(params.input_responses)
         return await self._round(ctx, held)
@@ -233,7 +240,7 @@ class HeldCalls:
                 if fresh:
                     held.asked.update(fresh)
                     finished = True
-                    return types.InputRequiredResult(input_requests=fresh, request_state=held.token)
+                    return types.InputRequiredResult(input_requests=fresh, request_state=self._rekeyed(held))
                 if held.done.is_set():
                     self._calls.pop(held.token, None)
                     finished = True
@@ -246,6 +253,14 @@ class HeldCalls:
             if not finished:  # the client closed the round's response: it is gone
                 held.scope.cancel()
                 self._calls.pop(held.token, None)
+
+    def _rekeyed(self, held: HeldCall) -> str:
+        """A new token for ``held``'s next round (each round's ``requestState`` is its own, and
+        good for one retry), in place of the last."""
+        self._calls.pop(held.token, None)
+        held.token = HELD_PREFIX + secrets.token_urlsafe(24)
+        self._calls[held.token] = held
+        return held.token
 
     async def _watch(self, held: HeldCall) -> None:
         """Cancel the call of a client that does not come back within ``retry_window``."""

@@ -23,7 +23,9 @@ stream (``related_request_id``), in both eras:
   answers go to the server's retry (``tools/relay.py`` bounds the rounds). Each round waits at
   most ``answer_seconds`` (``gateway.inputTimeoutSeconds``) for the client's answers, time that
   does not count against the tool's timeout (``tools/relay.py`` ``not_counted``).
-- the log level a 2026 server is asked for per request (``log_level``): the one the client reads.
+- the log level a 2026 server is asked for per request (``log_level``): the one the client reads;
+- the client capabilities a 2026 server is told per request (``capabilities``): the client's
+  sampling, elicitation and roots, when the gateway can carry those questions to it.
 
 ``LogLevels`` remembers the level each 2025-era client connection set, and asks the tool servers
 for the most verbose one any client wants (``ToolHub.set_log_level``).
@@ -62,6 +64,7 @@ LEVELS: tuple[types.LoggingLevel, ...] = (
     "alert",
     "emergency",
 )
+NONE_DECLARED = types.ClientCapabilities()
 
 
 # ------------------------------------------------------------------------------------------ pure
@@ -216,6 +219,16 @@ class RequestChannel:
     def log_level(self) -> types.LoggingLevel | None:
         threshold = self.threshold()
         return next((level for level in LEVELS if level == threshold), None)
+
+    def capabilities(self) -> types.ClientCapabilities:
+        """What the client declared that the gateway can carry back to it: a 2026-era client's
+        (a server's questions reach it as ``input_required`` rounds), a 2025-era client's with a
+        back channel; nothing for a 2025-era request without one (stateless HTTP)."""
+        session = self.ctx.session
+        declared = session.client_capabilities
+        if declared is None or not (self._modern or session.can_send_request):
+            return NONE_DECLARED
+        return declared
 
     async def input_required(
         self, result: types.InputRequiredResult

@@ -66,6 +66,7 @@ from ..relay import ServerRelay, current_channel
 from ..status import ServerState
 from ..stdio.processes import ChildRecords
 from ..stdio.transport import StdioChild, open_stdio_transport
+from .caller_capabilities import CallerDispatcher
 from .era import (
     Handshake,
     Watched,
@@ -665,8 +666,6 @@ class Incarnation:
                 read, ended = repaired_read, repairer.ended
             log_level = upstream_log_level()
             async with ClientSession(
-                read,
-                write,
                 message_handler=on_message,
                 logging_callback=relay.on_log,
                 sampling_callback=relay.on_sampling if relay.asks else None,
@@ -676,6 +675,7 @@ class Incarnation:
                 log_level=log_level,
                 extensions=EXTENSIONS,
                 result_claims={TASKS: [TASK_CLAIM]},
+                dispatcher=CallerDispatcher(read, write),  # the caller's capabilities per call
             ) as session:
                 init = await self._handshake(session, repairer)
                 raw: RawCaller | None = None

@@ -13,7 +13,8 @@ its TCP connection is kept), and reads the answer itself.
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
 retry), the ``_meta`` envelope (protocol version, client info, client capabilities: restated by
-``client_capabilities``, pinned by a test against the SDK's wire; the log level: the call's
+``client_capabilities``, pinned by a test against the SDK's wire, or those of an exposed call's
+client, ``caller_capabilities.py``, as the SDK's path sends them too; the log level: the call's
 own, else the session's default), ``progressToken`` (the request id) when progress is wanted,
 the trace context of the SDK's own client span ("MCP send tools/call NAME", made here as the
 SDK's dispatcher makes it, with its attributes and error status); and the headers ``Accept``,
@@ -94,6 +95,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
+from .caller_capabilities import forwarded
 from .tasks import CreatedTask
 
 logger = logging.getLogger(__name__)
@@ -282,8 +284,10 @@ class RawCaller:
         input_responses: types.InputResponses | None,
         request_state: str | None,
         meta: Mapping[str, Any] | None,
+        client_capabilities: types.ClientCapabilities | None = None,
     ) -> dict[str, Any]:
-        """The JSON-RPC request ``ClientSession.call_tool`` writes (see the module docstring)."""
+        """The JSON-RPC request ``ClientSession.call_tool`` writes (see the module docstring),
+        with the calling client's capabilities when given (``caller_capabilities.py``)."""
         if input_responses is None and request_state is None:
             params: dict[str, Any] = {"name": name, "arguments": arguments}
             if meta:
@@ -298,6 +302,10 @@ class RawCaller:
             ).model_dump(by_alias=True, mode="json", exclude_none=True)
         envelope = dict(params.get("_meta") or {})
         envelope.update(self._envelope)
+        if client_capabilities is not None:
+            envelope[CLIENT_CAPABILITIES_META_KEY] = forwarded(
+                self._envelope[CLIENT_CAPABILITIES_META_KEY], client_capabilities
+            )
         if self._log_level is not None:
             envelope.setdefault(LOG_LEVEL_META_KEY, self._log_level)
         if progress:
@@ -316,8 +324,11 @@ class RawCaller:
         input_responses: types.InputResponses | None = None,
         request_state: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        client_capabilities: types.ClientCapabilities | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult | CreatedTask:
         """Call ``name``: its result, or what the session would raise (module docstring).
+        ``client_capabilities``: the calling client's, declared in place of ours where we relay
+        its questions (``caller_capabilities.forwarded``; None: ours).
 
         Raises:
             MCPError: the server's error, or one made as the SDK makes it.
@@ -339,6 +350,7 @@ class RawCaller:
                 input_responses=input_responses,
                 request_state=request_state,
                 meta=meta,
+                client_capabilities=client_capabilities,
             )
             headers = {**self._headers, MCP_NAME_HEADER: encode_header_value(name)}
             with anyio.move_on_after(timeout) as clock:

@@ -28,7 +28,13 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import ClientSession, MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, PARSE_ERROR, REQUEST_TIMEOUT
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+)
 from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -40,6 +46,7 @@ from ...telemetry.base import note_tool_transport
 from ..presentation import call_result
 from ..relay import CallerChannel, Resume, through_rounds
 from ..stdio.transport import StdioChild
+from .caller_capabilities import speaking_for
 from .raw_call import RawCaller, UseSdk
 from .tasks import CreatedTask, TaskTaker, follow, outcome
 
@@ -159,7 +166,10 @@ async def call_tool_on(
     ``INPUT_REQUIRED_RELAYED``), or answers the requests and the call is retried with the answers
     (at most ``MAX_INPUT_ROUNDS`` rounds). Without a channel (the agent's own loop) it is an error.
     The server's error for the client's own retry (a tampered ``requestState``) goes to the channel
-    too (``refused``), for the client to get as it is.
+    too (``refused``), for the client to get as it is. A 2026 server is told the capabilities
+    of the channel's client, not the gateway's (``caller_capabilities.py``), so its ``-32021``
+    (a capability the client did not declare) goes to the channel as well; so does a
+    handshake-era server's, which is the channel's own refusal of its request, passed on.
     """
 
     def failed(text: str) -> ToolResult:
@@ -173,6 +183,7 @@ async def call_tool_on(
     )
     modern = live.session.protocol_version in MODERN_PROTOCOL_VERSIONS
     level = channel.log_level() if channel is not None and modern else None
+    capabilities = channel.capabilities() if channel is not None and modern else None
     meta = cast(types.RequestParamsMeta, {types.LOG_LEVEL_META_KEY: level}) if level is not None else None
 
     async def send(
@@ -189,18 +200,20 @@ async def call_tool_on(
                         input_responses=resume.input_responses if resume is not None else None,
                         request_state=resume.request_state if resume is not None else None,
                         meta=meta,
+                        client_capabilities=capabilities,
                     )
-            answer = await live.session.call_tool(
-                mcp_name,
-                arguments,
-                read_timeout_seconds=timeout or None,
-                progress_callback=on_progress,
-                input_responses=resume.input_responses if resume is not None else None,
-                request_state=resume.request_state if resume is not None else None,
-                meta=meta,
-                allow_input_required=True,
-                allow_claimed=True,
-            )
+            with speaking_for(capabilities):  # the SDK's session: caller_capabilities.py
+                answer = await live.session.call_tool(
+                    mcp_name,
+                    arguments,
+                    read_timeout_seconds=timeout or None,
+                    progress_callback=on_progress,
+                    input_responses=resume.input_responses if resume is not None else None,
+                    request_state=resume.request_state if resume is not None else None,
+                    meta=meta,
+                    allow_input_required=True,
+                    allow_claimed=True,
+                )
             if isinstance(answer, types.CallToolResult | types.InputRequiredResult | CreatedTask):
                 return answer
             return failed(f"tool {shown} failed: the server answered with a {type(answer).__name__}")
@@ -219,8 +232,11 @@ async def call_tool_on(
             if exc.code == CONNECTION_CLOSED:
                 crash = await crash_error(server, live.child, None)
                 return failed(f"tool {shown} failed: server {crash}")
-            if channel is not None and resume is not None and resume is channel.resume:
-                channel.refused(exc.error)  # the client's own requestState: its business
+            if channel is not None and (
+                (resume is not None and resume is channel.resume)  # the client's own requestState
+                or exc.code == MISSING_REQUIRED_CLIENT_CAPABILITY  # what the client did not declare
+            ):  # the client's business: it gets the server's error as it is
+                channel.refused(exc.error)
             return failed(f"tool {shown} failed: {exc.message} (MCP error {exc.code})")
         except ValidationError as exc:
             problem = describe_validation_error(exc)

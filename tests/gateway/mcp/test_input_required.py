@@ -173,8 +173,8 @@ async def test_a_tampered_state_is_the_servers_error_for_the_client(gateway: Run
 async def test_a_2026_client_without_the_capability_the_server_asks_for_gets_minus_32021(
     gateway: Running, declares: dict[str, Any]
 ) -> None:
-    """The server sees the gateway's capabilities, not the client's (the SDK stamps them per
-    session): the gateway answers for it when the round asks what the client cannot answer."""
+    """The server is told the client's capabilities (``caller_capabilities.py``) and refuses
+    it: the client gets the server's error as it is."""
     async with client(gateway, "auto", **declares) as connected:
         with pytest.raises(MCPError) as raised:
             await connected.session.call_tool(

@@ -395,10 +395,17 @@ async def test_a_client_that_does_not_come_back_has_its_call_cancelled(gateway: 
         await eventually(
             lambda: len(gateway.app.tool.held) == 0 and len(relay) == 0
         )  # cancelled on the server
-        late = await connected.session.call_tool(
-            "relay__ask", {}, input_responses={}, request_state=first.request_state, allow_input_required=True
-        )
-    assert isinstance(late, types.CallToolResult) and "unknown or expired request_state" in text_of(late)
+        with pytest.raises(MCPError) as late:
+            await connected.session.call_tool(
+                "relay__ask",
+                {},
+                input_responses={},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+    assert (
+        late.value.code == types.INVALID_PARAMS and "unknown or expired request_state" in late.value.message
+    )
 
 
 async def test_a_2025_client_without_a_back_channel_gets_the_server_a_clear_error() -> None:
@@ -413,11 +420,14 @@ async def test_a_2025_client_without_a_back_channel_gets_the_server_a_clear_erro
 
 
 async def test_a_retry_with_an_unknown_state_is_refused(gateway: Running) -> None:
+    """A protocol error (-32602), as a server refuses a tampered ``requestState``."""
     async with client(gateway, "auto", **ANSWERING) as connected:
-        result = await connected.call_tool(
-            "relay__sample", {}, request_state="mcp-agent.held.nope", input_responses={}
-        )
-    assert result.is_error and "unknown or expired request_state" in text_of(result)
+        with pytest.raises(MCPError) as refused:
+            await connected.call_tool(
+                "relay__sample", {}, request_state="mcp-agent.held.nope", input_responses={}
+            )
+    assert refused.value.code == types.INVALID_PARAMS
+    assert "unknown or expired request_state" in refused.value.message
 
 
 async def test_a_2026_client_without_the_capability_gets_the_server_the_error(gateway: Running) -> None:
