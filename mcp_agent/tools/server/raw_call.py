@@ -94,6 +94,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
+from .lean_http import LeanTransport, usable
 from .tasks import CreatedTask
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,8 @@ class RawCaller:
         on_log: where a ``notifications/message`` goes (the relay).
         on_message: where every notification goes (the session's message handler).
         ended: set when the incarnation has ended.
+        lean: send the POSTs through a ``LeanTransport`` where it is ``usable`` (``lean_http.py``);
+            False: always through ``http``.
 
     Attributes:
         broken: set when a POST failed below HTTP; ``failure`` says how.
@@ -229,6 +232,7 @@ class RawCaller:
         on_log: LogFn,
         on_message: MessageFn,
         ended: anyio.Event,
+        lean: bool = True,
     ) -> None:
         self.server = server
         self.url = url
@@ -256,6 +260,7 @@ class RawCaller:
         self._on_message = on_message
         self._ended = ended
         self._next_id = 0
+        self._lean = LeanTransport(http.timeout) if lean and usable(http, url) else None
 
     def takes(self, name: str) -> bool:
         """Whether a call of ``name`` can go this way (its schema mirrors no argument into a
@@ -369,13 +374,42 @@ class RawCaller:
         """POST the request; the response's result (or raise as ``call_tool`` says)."""
         request = self._http.build_request("POST", self.url, json=body, headers=headers)
         try:
-            response = await self._http.send(request, stream=True, follow_redirects=False)
+            if self._lean is not None and usable(self._http, self.url):
+                response = await self._send_lean(self._lean, request)
+            else:
+                response = await self._http.send(request, stream=True, follow_redirects=False)
         except Exception as exc:
             await self._break(exc)
         try:
             return await self._answer(request_id, response, on_progress)
         finally:
             await response.aclose()
+
+    async def _send_lean(self, lean: LeanTransport, request: httpx2.Request) -> httpx2.Response:
+        """``send`` through the lean transport: the client's request hooks, the POST, its response
+        hooks, as ``httpx2.AsyncClient.send`` runs them (``lean_http.py``)."""
+        hooks = self._http.event_hooks
+        for hook in hooks["request"]:
+            await hook(request)
+        response = await lean.handle_async_request(request)
+        try:
+            for hook in hooks["response"]:
+                await hook(response)
+        except BaseException:
+            await response.aclose()
+            raise
+        if response.is_redirect:  # as the client marks one it does not follow
+            response.next_request = self._http.build_request(
+                request.method, request.url.join(response.headers["location"])
+            )
+        if "set-cookie" in response.headers:
+            self._http.cookies.extract_cookies(response)  # kept: later calls go through the client
+        return response
+
+    async def aclose(self) -> None:
+        """Close the lean transport's connections (the incarnation has ended)."""
+        if self._lean is not None:
+            await self._lean.aclose()
 
     async def _break(self, exc: Exception) -> NoReturn:
         """A POST failed below HTTP: end the incarnation, as the SDK's transport does."""
