@@ -43,18 +43,22 @@ MAX_HEAD_BYTES = 256 * 1024
 """The largest response head h11 accepts (its own default is 16 KiB)."""
 
 
-def usable(http: httpx2.AsyncClient, url: str) -> bool:
+def usable(http: httpx2.AsyncClient, url: str, *, proxied: bool | None = None) -> bool:
     """Whether a POST to ``url`` on ``http`` can go through a ``LeanTransport`` unchanged: a plain
     ``http://`` URL, and nothing for the client's auth, proxy or cookie layers to do (pure but
-    for the environment's proxy variables)."""
-    target = httpx2.URL(url)
-    if target.scheme != "http" or http.auth is not None or len(http.cookies):
+    for the environment's proxy variables; ``proxied``: what ``env_proxy`` said, read once)."""
+    if http.auth is not None or len(http.cookies) or not url.startswith("http://"):
         return False
-    if http.trust_env:  # a proxy from the environment, even one NO_PROXY bypasses: the client's way
-        proxies = urllib.request.getproxies_environment()
-        if "http" in proxies or "all" in proxies:
-            return False
+    if http.trust_env:
+        return not (env_proxy() if proxied is None else proxied)
     return True
+
+
+def env_proxy() -> bool:
+    """Whether the environment names an HTTP proxy (even one ``NO_PROXY`` bypasses: such a request
+    goes the client's way)."""
+    proxies = urllib.request.getproxies_environment()
+    return "http" in proxies or "all" in proxies
 
 
 class _Connection:
@@ -62,15 +66,15 @@ class _Connection:
 
     def __init__(self, stream: anyio.abc.SocketStream) -> None:
         self.stream = stream
+        self.socket: socket.socket = stream.extra(anyio.abc.SocketAttribute.raw_socket)
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
 
     def reusable(self) -> bool:
         """Whether the idle connection may take a request: the server has not closed it (nothing,
         not even an end of stream, is waiting to be read)."""
-        sock: socket.socket = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        if sock.fileno() < 0:
+        if self.socket.fileno() < 0:
             return False
-        readable, _, _ = select.select([sock], [], [], 0)
+        readable, _, _ = select.select([self.socket], [], [], 0)
         return not readable
 
     async def next_event(self, timeout: float | None) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:

@@ -261,6 +261,8 @@ class RawCaller:
         self._ended = ended
         self._next_id = 0
         self._lean = LeanTransport(http.timeout) if lean and usable(http, url) else None
+        """None: every POST through ``http``. Set: the environment named no proxy at the start;
+        each call still checks the client's auth and cookies (``lean_http.usable``)."""
 
     def takes(self, name: str) -> bool:
         """Whether a call of ``name`` can go this way (its schema mirrors no argument into a
@@ -374,7 +376,7 @@ class RawCaller:
         """POST the request; the response's result (or raise as ``call_tool`` says)."""
         request = self._http.build_request("POST", self.url, json=body, headers=headers)
         try:
-            if self._lean is not None and usable(self._http, self.url):
+            if self._lean is not None and usable(self._http, self.url, proxied=False):
                 response = await self._send_lean(self._lean, request)
             else:
                 response = await self._http.send(request, stream=True, follow_redirects=False)
