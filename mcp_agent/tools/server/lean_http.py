@@ -125,10 +125,13 @@ class LeanTransport(httpx2.AsyncBaseTransport):
             raise httpx2.ConnectError("the transport is closed")
         body = request.content  # a request built with json= or content= is already whole
         try:
-            with anyio.fail_after(self.timeout.pool):
-                await self._slots.acquire()
-        except TimeoutError as exc:
-            raise httpx2.PoolTimeout("timed out waiting for a connection") from exc
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            try:
+                with anyio.fail_after(self.timeout.pool):
+                    await self._slots.acquire()
+            except TimeoutError as exc:
+                raise httpx2.PoolTimeout("timed out waiting for a connection") from exc
         connection: _Connection | None = None
         try:
             connection = await self._connection(request.url)
