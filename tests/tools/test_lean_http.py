@@ -8,15 +8,19 @@ served by a scripted HTTP/1.1 server in this process (``Scripted``): one behavio
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
 import httpx2
+import mcp_types as types
 import pytest
 
 from mcp_agent.tools.server.lean_http import LeanTransport, usable
+from mcp_agent.tools.server.raw_call import RawCaller
 
 Behaviour = Callable[[anyio.abc.SocketStream], Awaitable[bool]]
 """Answers one request on the stream; True: keep the connection for the next request."""
@@ -229,3 +233,59 @@ async def test_a_closed_transport_refuses() -> None:
     await transport.aclose()
     with pytest.raises(httpx2.ConnectError):
         await body_of(transport, "http://127.0.0.1:1/mcp")
+
+
+def rpc_answer(*, cookie: bool) -> Behaviour:
+    """A JSON-RPC ``tools/call`` result (id 1, then 2, ...), with a ``Set-Cookie`` when asked."""
+    count = [0]
+
+    async def behave(stream: anyio.abc.SocketStream) -> bool:
+        count[0] += 1
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": count[0],
+                "result": {"content": [{"type": "text", "text": "ok"}], "resultType": "complete"},
+            }
+        ).encode()
+        await stream.send(_answer(body, extra=b"set-cookie: session=s1; Path=/\r\n" if cookie else b""))
+        return True
+
+    return behave
+
+
+def raw_caller(http: httpx2.AsyncClient, url: str) -> RawCaller:
+    async def ignore(_: Any) -> None:
+        return None
+
+    return RawCaller(
+        server="srv",
+        url=url,
+        http=http,
+        version="2026-07-28",
+        client_info=types.Implementation(name="test", version="0"),
+        capabilities={},
+        log_level=None,
+        max_event_size=None,
+        known_tools={},
+        repair=lambda result: result,
+        on_log=ignore,
+        on_message=ignore,
+        ended=anyio.Event(),
+    )
+
+
+async def test_a_cookie_the_server_sets_is_kept_and_later_calls_carry_it() -> None:
+    """A lean answer's ``Set-Cookie`` goes into the client's jar; the next call goes the client's
+    way, which sends it (the lean transport keeps no cookies)."""
+    second = rpc_answer(cookie=False)
+    async with serving([rpc_answer(cookie=True), second]) as (server, url):
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            caller = raw_caller(http, url)
+            for _ in range(2):
+                result = await caller.call_tool("echo", {})
+                assert isinstance(result, types.CallToolResult)
+            await caller.aclose()
+        assert http.cookies.get("session") == "s1"
+    assert b"cookie: session=s1" not in server.heads[0].lower()
+    assert b"cookie: session=s1" in server.heads[1].lower()
