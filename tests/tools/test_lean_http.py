@@ -228,6 +228,20 @@ async def test_requests_past_max_connections_wait_for_a_slot() -> None:
     assert server.connections == 1
 
 
+async def test_a_cancelled_request_gives_its_slot_back() -> None:
+    async with serving([silent(), answer(b"2")]) as (server, url):
+        transport = LeanTransport(httpx2.Timeout(10.0, pool=5.0), max_connections=1)
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(body_of, transport, url)
+                while not server.heads:  # the request arrived: it waits for its answer now
+                    await anyio.sleep(0.01)
+                scope.cancel()
+        assert await body_of(transport, url) == b"2"
+        await transport.aclose()
+    assert server.connections == 2
+
+
 async def test_a_closed_transport_refuses() -> None:
     transport = LeanTransport(TIMEOUT)
     await transport.aclose()

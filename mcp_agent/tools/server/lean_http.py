@@ -157,10 +157,11 @@ class LeanTransport(httpx2.AsyncBaseTransport):
                 event = await connection.next_event(self.timeout.read)
             if not isinstance(event, h11.Response):
                 raise httpx2.RemoteProtocolError(f"expected a response, got {event!r}")
-        except BaseException:
-            if connection is not None:
-                await connection.aclose()
+        except BaseException:  # cancelled too: the slot is given back, the connection closed
             self._slots.release()
+            if connection is not None:
+                with anyio.CancelScope(shield=True):
+                    await connection.aclose()
             raise
         return httpx2.Response(
             event.status_code,
