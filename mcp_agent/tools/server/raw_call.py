@@ -8,7 +8,9 @@ a pydantic parse of each message and a model dump back). ``RawCaller.call_tool``
 request itself, on the connection's own ``httpx2`` client (the one the SDK's transport uses: the
 same options, the headers from config, the trace headers and the ``maxMessageBytes`` body cap of
 ``connection.py``, and its hook that reads an SSE answer to its end when it is closed, so that
-its TCP connection is kept), and reads the answer itself.
+its TCP connection is kept), and reads the answer itself. To a plain ``http://`` server the POST
+skips the client's own layers and goes on kept connections of ``lean_http.LeanTransport``, with
+the client's hooks run around it (``_send_lean``; ``lean_http.usable`` says when).
 
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
@@ -209,8 +211,6 @@ class RawCaller:
         on_log: where a ``notifications/message`` goes (the relay).
         on_message: where every notification goes (the session's message handler).
         ended: set when the incarnation has ended.
-        lean: send the POSTs through a ``LeanTransport`` where it is ``usable`` (``lean_http.py``);
-            False: always through ``http``.
 
     Attributes:
         broken: set when a POST failed below HTTP; ``failure`` says how.
@@ -232,7 +232,6 @@ class RawCaller:
         on_log: LogFn,
         on_message: MessageFn,
         ended: anyio.Event,
-        lean: bool = True,
     ) -> None:
         self.server = server
         self.url = url
@@ -260,7 +259,7 @@ class RawCaller:
         self._on_message = on_message
         self._ended = ended
         self._next_id = 0
-        self._lean = LeanTransport(http.timeout) if lean and usable(http, url) else None
+        self._lean = LeanTransport(http.timeout) if usable(http, url) else None
         """None: every POST through ``http``. Set: the environment named no proxy at the start;
         each call still checks the client's auth and cookies (``lean_http.usable``)."""
 
