@@ -10,15 +10,19 @@ same moments of a noisy machine:
 
 - ``direct``: client → echo server (HTTP);
 - ``via_http``: client → gateway → echo server (HTTP upstream);
-- ``via_stdio``: client → gateway → echo child (stdio upstream).
+- ``via_stdio``: client → gateway → echo child (stdio upstream);
+- ``floor_httpx`` and ``floor_h11`` (the 2026-07-28 era only): client → a bare relay → echo server
+  (``bench/_relay.py``: uvicorn and a kept-alive client, ``httpx2`` or one h11 connection, and no
+  gateway logic at all): what any Python hop costs here, measured in the same run, so that the
+  gateway's ratio can be read against the least a relay can do.
 
 Eras: ``legacy`` is ``ClientSession`` with the 2025-11-25 handshake; ``modern`` is ``mcp.Client``
 in its default ``auto`` mode (2026-07-28 against both the echo server and the gateway).
 
-Reported per era: p50 and p90 in ms of each path, ``ratio`` = through the gateway / direct at
-p50 (issue 22's target: ≤ 1.5 for ``via_http``), and the gateway process's CPU time per call
-(user + system, from ``/proc``): far less noisy than wall time on a shared machine, and the
-figure to compare between two versions of the gateway.
+Reported per era: p50 and p90 in ms of each path, ``ratio`` = through the gateway (or the
+relay) / direct at p50 (issue 22's target: ≤ 1.5 for ``via_http``), and the gateway's (or the
+relay's) process CPU time per call (user + system, from ``/proc``): far less noisy than wall time
+on a shared machine, and the figure to compare between two versions of the gateway.
 
 Run: ``.venv/bin/python bench/bench_passthrough.py [--calls N] [--no-fast-calls]`` (N calls per
 path and era, default 300; ``--no-fast-calls`` turns ``gateway.fastCalls`` off, so every call
@@ -51,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 from bench._gateway import GatewayProcess, free_port  # noqa: E402
 
 ECHO = ROOT / "tests" / "servers" / "echo.py"
+RELAY = ROOT / "bench" / "_relay.py"
 BLOCK = 20
 """Calls per path before the next path takes its turn."""
 
@@ -72,6 +77,26 @@ def start_echo(port: int) -> subprocess.Popen[bytes]:
             time.sleep(0.05)
     process.kill()
     raise SystemExit("bench_passthrough: the echo server did not start")
+
+
+def start_relay(mode: str, port: int, upstream: str) -> subprocess.Popen[bytes]:
+    """The bare relay of ``bench/_relay.py`` on ``port``, once it answers."""
+    process = subprocess.Popen(
+        [sys.executable, str(RELAY), mode, str(port), upstream],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            return process
+        except httpx.TransportError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit("bench_passthrough: the relay did not start")
 
 
 def gateway_config(folder: Path, echo_port: int, *, fast_calls: bool = True) -> Path:
@@ -141,14 +166,21 @@ def summary(samples: list[float]) -> dict[str, float]:
     }
 
 
-async def measure(echo_url: str, gateway_url: str, gateway_pid: int, calls: int) -> dict[str, Any]:
-    paths = {
-        "direct": (echo_url, "echo"),
-        "via_http": (gateway_url, "http__echo"),
-        "via_stdio": (gateway_url, "pipe__echo"),
-    }
+async def measure(
+    echo_url: str, gateway_url: str, gateway_pid: int, calls: int, floors: dict[str, tuple[str, int]]
+) -> dict[str, Any]:
+    """``floors``: the bare relays by path name, as (URL, pid): measured in the modern era."""
     results: dict[str, Any] = {}
     for era, caller in (("legacy", legacy_caller), ("modern", modern_caller)):
+        paths = {
+            "direct": (echo_url, "echo"),
+            "via_http": (gateway_url, "http__echo"),
+            "via_stdio": (gateway_url, "pipe__echo"),
+        }
+        pids = dict.fromkeys(paths, gateway_pid)
+        if era == "modern":
+            for name, (url, pid) in floors.items():
+                paths[name], pids[name] = (url, "echo"), pid
         async with AsyncExitStack() as stack:
             callers = {name: await stack.enter_async_context(caller(*where)) for name, where in paths.items()}
             samples: dict[str, list[float]] = {name: [] for name in paths}
@@ -159,19 +191,21 @@ async def measure(echo_url: str, gateway_url: str, gateway_pid: int, calls: int)
                     await call(f"warm{warm}")
             for block in range(max(1, calls // BLOCK)):
                 for name, call in callers.items():
-                    cpu_before = cpu_seconds(gateway_pid)
+                    cpu_before = cpu_seconds(pids[name])
                     for n in range(BLOCK):
                         text = f"{name}-{block}-{n}"
                         start = time.perf_counter()
                         answer = await call(text)
                         samples[name].append(time.perf_counter() - start)
                         failures += answer != text
-                    cpu[name] += cpu_seconds(gateway_pid) - cpu_before
+                    cpu[name] += cpu_seconds(pids[name]) - cpu_before
         row = {name: summary(values) for name, values in samples.items()}
-        for name in ("via_http", "via_stdio"):
-            row[name]["gateway_cpu_ms_per_call"] = round(cpu[name] * 1000 / len(samples[name]), 2)
         direct = row["direct"]["p50_ms"]
-        for name in ("via_http", "via_stdio"):
+        for name in paths:
+            if name == "direct":
+                continue
+            what = "gateway" if name.startswith("via_") else "relay"
+            row[name][f"{what}_cpu_ms_per_call"] = round(cpu[name] * 1000 / len(samples[name]), 2)
             row[name]["ratio"] = round(row[name]["p50_ms"] / direct, 2)
         row["failures"] = failures
         results[era] = row
@@ -187,7 +221,12 @@ def main() -> None:
     args = parser.parse_args()
     echo_port, gateway_port = free_port(), free_port()
     echo = start_echo(echo_port)
+    echo_url = f"http://127.0.0.1:{echo_port}/mcp"
+    relays: dict[str, tuple[int, subprocess.Popen[bytes]]] = {}
     try:
+        for mode in ("httpx", "h11"):
+            port = free_port()
+            relays[f"floor_{mode}"] = (port, start_relay(mode, port, echo_url))
         with tempfile.TemporaryDirectory() as folder:
             config = gateway_config(Path(folder), echo_port, fast_calls=not args.no_fast_calls)
             gateway = GatewayProcess(
@@ -198,18 +237,19 @@ def main() -> None:
             try:
                 gateway.wait_ready()
                 wait_servers_up(gateway.url)
+                floors = {
+                    name: (f"http://127.0.0.1:{port}/mcp", process.pid)
+                    for name, (port, process) in relays.items()
+                }
                 results = anyio.run(
-                    measure,
-                    f"http://127.0.0.1:{echo_port}/mcp",
-                    f"{gateway.url}/mcp",
-                    gateway.process.pid,
-                    args.calls,
+                    measure, echo_url, f"{gateway.url}/mcp", gateway.process.pid, args.calls, floors
                 )
             finally:
                 gateway.stop()
     finally:
-        echo.terminate()
-        echo.wait(timeout=10)
+        for process in [*(process for _, process in relays.values()), echo]:
+            process.terminate()
+            process.wait(timeout=10)
     print(
         json.dumps(
             {

@@ -106,8 +106,9 @@ class DrainMiddleware:
         async def tracking_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 request.started = True
-                content_type = Headers(raw=message.get("headers", [])).get("content-type", "")
-                request.stream = request.method == "GET" and content_type.startswith("text/event-stream")
+                if request.method == "GET":
+                    content_type = Headers(raw=message.get("headers", [])).get("content-type", "")
+                    request.stream = content_type.startswith("text/event-stream")
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 request.complete = True
             await send(message)

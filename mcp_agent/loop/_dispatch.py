@@ -316,9 +316,12 @@ class Dispatcher:
     async def execute(self, plan: Plan) -> None:
         """Run every pending call of ``plan``: approvals first, then bounded in parallel."""
         limiter = anyio.CapacityLimiter(self.limits.max_parallel_tools or math.inf)
-        async with anyio.create_task_group() as tg:
-            for slot in plan.slots:
-                if slot.pending:
+        pending = [slot for slot in plan.slots if slot.pending]
+        if len(pending) == 1:  # one call (an exposed tool's, most often): no task of its own
+            await self._run_one(plan.round, pending[0], limiter, plan.tainted)
+        elif pending:
+            async with anyio.create_task_group() as tg:
+                for slot in pending:
                     tg.start_soon(self._run_one, plan.round, slot, limiter, plan.tainted)
         for slot in plan.slots:  # in call order: the ledger, then the shared copies
             if slot.result is not None:

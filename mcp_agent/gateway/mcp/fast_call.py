@@ -62,7 +62,6 @@ from mcp_types import LOG_LEVEL_META_KEY, JSONRPCError, JSONRPCNotification, JSO
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._internals import modern_lifespan_state
@@ -110,11 +109,16 @@ def sse_event(message: JSONRPCResponse | JSONRPCError | JSONRPCNotification) -> 
     return f"event: message\r\ndata: {json.dumps(wire(message), separators=(',', ':'))}\r\n\r\n".encode()
 
 
-def json_answer(message: JSONRPCResponse | JSONRPCError) -> Response:
-    """The ``application/json`` answer with the status the SDK maps an error code to (pure)."""
+def json_answer(message: JSONRPCResponse | JSONRPCError) -> tuple[Message, Message]:
+    """The ``application/json`` answer, as its two ASGI messages, with the status the SDK maps an
+    error code to (pure): the head Starlette's ``Response`` writes, without building one."""
     status = ERROR_CODE_HTTP_STATUS.get(message.error.code, 200) if isinstance(message, JSONRPCError) else 200
-    body = json.dumps(wire(message), separators=(",", ":"))
-    return Response(body, status_code=status, media_type="application/json")
+    body = json.dumps(wire(message), separators=(",", ":")).encode()
+    headers = [(b"content-length", str(len(body)).encode()), (b"content-type", b"application/json")]
+    return (
+        {"type": "http.response.start", "status": status, "headers": headers},
+        {"type": "http.response.body", "body": body},
+    )
 
 
 class _Answer:
@@ -147,7 +151,9 @@ class _Answer:
                     {"type": "http.response.body", "body": sse_event(message), "more_body": False}
                 )
             else:
-                await json_answer(message)(self.scope, self.receive, self.send)
+                start, body = json_answer(message)
+                await self.send(start)
+                await self.send(body)
 
 
 @dataclass

@@ -735,8 +735,13 @@ class Incarnation:
 
 async def _end_when_broken(raw: RawCaller) -> None:
     """End the incarnation when a raw call's POST failed below HTTP, with that error: what the
-    SDK's transport does when one of its POSTs raises (``raw_call.py``)."""
-    await raw.broken.wait()
+    SDK's transport does when one of its POSTs raises (``raw_call.py``); and close its lean
+    transport's connections when the incarnation ends, whichever way."""
+    try:
+        await raw.broken.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await raw.aclose()
     if raw.failure is not None:
         raise raw.failure
     raise ToolServerExited("connection closed", server=raw.server)

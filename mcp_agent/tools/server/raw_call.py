@@ -8,7 +8,9 @@ a pydantic parse of each message and a model dump back). ``RawCaller.call_tool``
 request itself, on the connection's own ``httpx2`` client (the one the SDK's transport uses: the
 same options, the headers from config, the trace headers and the ``maxMessageBytes`` body cap of
 ``connection.py``, and its hook that reads an SSE answer to its end when it is closed, so that
-its TCP connection is kept), and reads the answer itself.
+its TCP connection is kept), and reads the answer itself. To a plain ``http://`` server the POST
+skips the client's own layers and goes on kept connections of ``lean_http.LeanTransport``, with
+the client's hooks run around it (``_send_lean``; ``lean_http.usable`` says when).
 
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
@@ -96,6 +98,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 
 from .caller_capabilities import forwarded
+from .lean_http import LeanTransport, usable
 from .tasks import CreatedTask
 
 logger = logging.getLogger(__name__)
@@ -258,6 +261,9 @@ class RawCaller:
         self._on_message = on_message
         self._ended = ended
         self._next_id = 0
+        self._lean = LeanTransport(http.timeout) if usable(http, url) else None
+        """None: every POST through ``http``. Set: the environment named no proxy at the start;
+        each call still checks the client's auth and cookies (``lean_http.usable``)."""
 
     def takes(self, name: str) -> bool:
         """Whether a call of ``name`` can go this way (its schema mirrors no argument into a
@@ -381,13 +387,42 @@ class RawCaller:
         """POST the request; the response's result (or raise as ``call_tool`` says)."""
         request = self._http.build_request("POST", self.url, json=body, headers=headers)
         try:
-            response = await self._http.send(request, stream=True, follow_redirects=False)
+            if self._lean is not None and usable(self._http, self.url, proxied=False):
+                response = await self._send_lean(self._lean, request)
+            else:
+                response = await self._http.send(request, stream=True, follow_redirects=False)
         except Exception as exc:
             await self._break(exc)
         try:
             return await self._answer(request_id, response, on_progress)
         finally:
             await response.aclose()
+
+    async def _send_lean(self, lean: LeanTransport, request: httpx2.Request) -> httpx2.Response:
+        """``send`` through the lean transport: the client's request hooks, the POST, its response
+        hooks, as ``httpx2.AsyncClient.send`` runs them (``lean_http.py``)."""
+        hooks = self._http.event_hooks
+        for hook in hooks["request"]:
+            await hook(request)
+        response = await lean.handle_async_request(request)
+        try:
+            for hook in hooks["response"]:
+                await hook(response)
+        except BaseException:
+            await response.aclose()
+            raise
+        if response.is_redirect:  # as the client marks one it does not follow
+            response.next_request = self._http.build_request(
+                request.method, request.url.join(response.headers["location"])
+            )
+        if "set-cookie" in response.headers:
+            self._http.cookies.extract_cookies(response)  # kept: later calls go through the client
+        return response
+
+    async def aclose(self) -> None:
+        """Close the lean transport's connections (the incarnation has ended)."""
+        if self._lean is not None:
+            await self._lean.aclose()
 
     async def _break(self, exc: Exception) -> NoReturn:
         """A POST failed below HTTP: end the incarnation, as the SDK's transport does."""
