@@ -35,7 +35,6 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import NoReturn
 
 import anyio
@@ -61,15 +60,40 @@ GRACEFUL_SECONDS = 5
 """uvicorn's own deadline for open connections after our drain (a backstop; drain ends them)."""
 QUERY_CANCEL_SECONDS = 4.0
 """How long running queries get to end as ``cancelled`` and send their result."""
+DRAIN_SECONDS = 30.0
+"""The most uvicorn waits for our drain before its own backstop starts (see ``_Server``)."""
 _OTHER_RECORD_DIR = "set gateway.recordDir to a folder of your own"
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: ``serve`` handles signals (and exits 0)."""
+    """uvicorn without its own signal handlers (``serve`` handles signals and exits 0), whose
+    backstop waits for the app's drain.
+
+    uvicorn's ``timeout_graceful_shutdown`` starts counting when it stops accepting connections.
+    Our drain (``GatewayApp.shutdown``) runs from the same moment and may rightly take longer
+    (running queries get ``QUERY_CANCEL_SECONDS`` to send their results), and on a busy machine
+    ending thousands of streams takes a while. So this server stops listening at once, waits for
+    the drain to be done (``drained``; at most ``DRAIN_SECONDS``, not at all after a forced stop),
+    and only then gives what is still open uvicorn's ``GRACEFUL_SECONDS``.
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.draining = False
+        self.drained = anyio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()  # stop listening now; uvicorn's own shutdown closes them again, harmlessly
+        if self.draining:
+            with anyio.move_on_after(DRAIN_SECONDS):
+                while not self.drained.is_set() and not self.force_exit:
+                    await anyio.sleep(0.05)
+        await super().shutdown(sockets)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -210,8 +234,15 @@ async def serve_app(
             server.should_exit = True
             return
         draining.append(True)
+        server.draining = True
         server.should_exit = True
-        tg.start_soon(partial(app.shutdown, query_timeout=QUERY_CANCEL_SECONDS))
+        tg.start_soon(drain)
+
+    async def drain() -> None:
+        try:
+            await app.shutdown(query_timeout=QUERY_CANCEL_SECONDS)
+        finally:
+            server.drained.set()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(_signals_or, stop, handle_signals, on_stop)

@@ -5,6 +5,7 @@ printed (``-s``), not asserted: on a loaded machine it is the machine's time, no
 from __future__ import annotations
 
 import json
+import logging
 import resource
 import signal
 import sys
@@ -150,3 +151,40 @@ async def test_sigterm_with_thousands_of_sessions_and_streams(tmp_path: Path, ma
     assert "Traceback" not in logged
     # the drain ended every stream itself: uvicorn's backstop (GRACEFUL_SECONDS) cancelled nothing
     assert "graceful shutdown exceeded" not in logged, logged[-2000:]
+
+
+async def test_uvicorns_backstop_waits_for_the_drain(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A drain that takes longer than uvicorn's backstop (running queries get
+    ``QUERY_CANCEL_SECONDS``; a busy machine is slow) still ends every stream itself: the
+    backstop starts counting only after the drain."""
+    from mcp_agent.gateway import serve as serve_module
+    from mcp_agent.gateway.app import GatewayApp
+
+    from .conftest import running_gateway
+
+    caplog.set_level(logging.INFO)
+    monkeypatch.setattr(serve_module, "GRACEFUL_SECONDS", 0.05)
+    original = GatewayApp.shutdown
+
+    async def slow_shutdown(self: GatewayApp, **kwargs: float) -> None:
+        await anyio.sleep(1.0)  # longer than the backstop above
+        await original(self, **kwargs)
+
+    monkeypatch.setattr(GatewayApp, "shutdown", slow_shutdown)
+    async with running_gateway() as running:
+        stream = await anyio.connect_tcp("127.0.0.1", running.port)
+        await stream.send(_request(running.port, "GET /sse HTTP/1.1\r\nAccept: text/event-stream"))
+        await _until(stream, b"session_id=")
+    # running_gateway returned: the server stopped; the stream was ended by the drain
+    with anyio.fail_after(10):
+        rest = b""
+        try:
+            while True:
+                rest += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            pass
+    await stream.aclose()
+    assert "graceful shutdown exceeded" not in caplog.text
+    assert "closed 1 open streams" in caplog.text
