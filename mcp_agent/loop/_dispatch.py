@@ -60,7 +60,7 @@ from ..events import (
 from ..exceptions import StateError
 from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
 from ..telemetry.base import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
-from ..tools.base import LiveToolSource, ToolSource, redefinition, same_owner
+from ..tools.base import ToolSource, as_live, redefinition, same_owner
 from ..tools.presentation import content_images
 from ..tools.relay import call_deadline
 from ..tools.schema import checker_for, format_errors
@@ -197,7 +197,7 @@ class Dispatcher:
         trace: RunTrace = NO_TRACE,
     ) -> None:
         self.tools = tools
-        self._live = tools if isinstance(tools, LiveToolSource) else None  # once: a Protocol check is slow
+        self._live = as_live(tools)
         self.pages = pages
         self.trace = trace
         self.limits = limits

@@ -18,6 +18,7 @@ counts it did not report, estimated as closely as that server allows (``UsageEst
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -375,8 +376,24 @@ TOKENIZE_SECONDS = 2.0
 _CACHED_PIECES = 512
 
 
+_CACHED_TEXT_CHARS = 65_536
+"""Texts up to this long have their count kept (``approx_tokens``); longer ones are counted anew."""
+
+
 def approx_tokens(text: str) -> int:
-    """About how many tokens ``text`` is, without a tokenizer (see the module docstring)."""
+    """About how many tokens ``text`` is, without a tokenizer (see the module docstring).
+
+    The count of a text of at most ``_CACHED_TEXT_CHARS`` is kept (the latest ``_CACHED_PIECES``):
+    a run counts its system prompt, its question and every earlier message again on each call."""
+    return _kept_count(text) if len(text) <= _CACHED_TEXT_CHARS else _count(text)
+
+
+@functools.lru_cache(maxsize=_CACHED_PIECES)
+def _kept_count(text: str) -> int:
+    return _count(text)
+
+
+def _count(text: str) -> int:
     total = 0
     for piece in _PIECE.findall(text):
         body = piece.strip()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from ..messages import JSONObject, ToolResult, ToolSpec
 
@@ -50,6 +50,13 @@ class LiveToolSource(ToolSource, Protocol):
     """
 
     async def live_spec(self, name: str) -> ToolSpec | ToolResult: ...
+
+
+def as_live(tools: ToolSource) -> LiveToolSource | None:
+    """``tools`` as a ``LiveToolSource`` when it is one, else None: the same answer as
+    ``isinstance(tools, LiveToolSource)`` for a ToolSource, without walking the Protocol's
+    members at each check (tens of µs, once per run)."""
+    return cast(LiveToolSource, tools) if hasattr(tools, "live_spec") else None
 
 
 def _canonical(value: object) -> str:

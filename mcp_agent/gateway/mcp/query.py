@@ -113,8 +113,9 @@ class QueryCalls:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-        try:
-            request = await service.conversation(admission, request)
+        parked = self._asks(ctx, caller) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        try:  # run here, a new conversation is stored by the run's hold (its id is in the answer only)
+            request = await service.conversation(admission, request, held_at_once=not parked)
         except UnknownSession as exc:
             admission.release()
             service.metrics.reject("invalid")
@@ -122,7 +123,7 @@ class QueryCalls:
         except StateError as exc:
             admission.release()
             return text_result(f"Agent unavailable: the conversation store failed: {exc}", is_error=True)
-        if self._asks(ctx, caller) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if parked:
             return await self._start_parked(ctx, request, admission, caller)
         return await self._run_here(ctx, request, admission, caller)
 

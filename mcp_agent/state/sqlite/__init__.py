@@ -221,8 +221,11 @@ class SqliteRunStore:
         row = _run_row(record)
         await self._db.run(
             lambda db: db.execute(
-                "INSERT OR REPLACE INTO runs (id, started, ended, caller, reason, replica, query, answer, record) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (id, started, ended, caller, reason, replica, query, answer, record) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET started = excluded.started, "
+                "ended = excluded.ended, caller = excluded.caller, reason = excluded.reason, "
+                "replica = excluded.replica, query = excluded.query, answer = excluded.answer, "
+                "record = excluded.record",
                 row,
             ),
             write=True,
