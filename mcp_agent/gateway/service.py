@@ -45,7 +45,7 @@ from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..messages import JSONObject, ToolResult, ToolSpec
 from ..state.base import SharedEvents, State
-from ..state.records import new_session_id, valid_session_id
+from ..state.records import valid_session_id
 from ..telemetry.logs import RunLogFields, log_fields
 from ..tools.catalog import Catalog
 from ..tools.hub import ToolHub
@@ -401,9 +401,7 @@ class GatewayService:
 
     # ---------------------------------------------------------------- queries
 
-    async def conversation(
-        self, admission: Admission, request: QueryInput, *, held_at_once: bool = False
-    ) -> QueryInput:
+    async def conversation(self, admission: Admission, request: QueryInput) -> QueryInput:
         """The request bound to a conversation of the caller's.
 
         Without ``session_id`` a new conversation is opened for the caller under an unguessable id
@@ -411,20 +409,12 @@ class GatewayService:
         gateway issued to this caller (an admin may continue anyone's), so a caller can neither
         guess, collide with, nor read another's conversation.
 
-        ``held_at_once``: the run starts now, and its id reaches nobody before the run holds
-        the conversation (an MCP call answered in its own request). The new conversation is then
-        stored by the run's hold (``SessionStore.hold`` stores an unknown id's session, owned by
-        the caller, in the lock's own write): one write transaction fewer per query. A store
-        failing there ends the run ``terminal_error`` saying so (health learns it at the next beat).
-
         Raises:
             UnknownSession: the id is not a live conversation of this caller's.
             StateError: the state store failed.
         """
         sessions, caller = admission.agent.sessions, admission.caller
         try:
-            if request.session_id is None and held_at_once:
-                return dataclasses.replace(request, session_id=new_session_id())
             if request.session_id is None:
                 return dataclasses.replace(request, session_id=(await sessions.create(owner=caller.name)).id)
             session = await sessions.get(request.session_id)

@@ -194,15 +194,13 @@ async def running_gateway(
     model: RuleModel | None = None,
     factory: AgentFactory | None = None,
     stateless: bool | None = None,
-    state: State | None = None,
 ) -> AsyncIterator[Running]:
-    """The real app under uvicorn on a free port; stopped (gracefully) on exit (``state``: the
-    gateway's store, instead of the one its config names)."""
+    """The real app under uvicorn on a free port; stopped (gracefully) on exit."""
     config = config or make_config()
     tools = Tools()
     hub = HubLike(tools.source)
     model = model or RuleModel()
-    app = create_app(config, factory=factory or agent_factory(model, hub), stateless=stateless, state=state)
+    app = create_app(config, factory=factory or agent_factory(model, hub), stateless=stateless)
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     stop = anyio.Event()

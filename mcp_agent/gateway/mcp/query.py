@@ -113,9 +113,8 @@ class QueryCalls:
             return text_result(str(exc), is_error=True)
         except NotReady as exc:
             return text_result(f"Agent unavailable ({exc.state}): {exc.message}", is_error=True)
-        parked = self._asks(ctx, caller) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        try:  # run here, a new conversation is stored by the run's hold (its id is in the answer only)
-            request = await service.conversation(admission, request, held_at_once=not parked)
+        try:
+            request = await service.conversation(admission, request)
         except UnknownSession as exc:
             admission.release()
             service.metrics.reject("invalid")
@@ -123,7 +122,7 @@ class QueryCalls:
         except StateError as exc:
             admission.release()
             return text_result(f"Agent unavailable: the conversation store failed: {exc}", is_error=True)
-        if parked:
+        if self._asks(ctx, caller) and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return await self._start_parked(ctx, request, admission, caller)
         return await self._run_here(ctx, request, admission, caller)
 
