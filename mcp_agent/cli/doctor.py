@@ -162,7 +162,7 @@ async def _check_server(
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
-    from ..gateway.callers import tool_filters, tool_glob_warnings
+    from ..gateway.callers import gateway_tool_glob_warnings
     from ..loop.approvals import require_warnings
     from ..providers.servers.endpoints import resolve_endpoint
     from ..state.folder import private_state_dir
@@ -204,9 +204,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             )
         for warning in require_warnings(config.approvals.require, hub, down=down):
             report.line("FAIL", warning)
-        for warning in tool_glob_warnings(
-            tool_filters(config.gateway.callers), [spec.name for spec in tools]
-        ):
+        for warning in gateway_tool_glob_warnings(config.gateway, [spec.name for spec in tools]):
             report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider
         changed = [spec for spec in tools if spec.changes_for(dialect)]
