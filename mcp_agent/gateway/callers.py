@@ -428,9 +428,9 @@ class CallerAuthMiddleware:
             # The issuer's keys could not be had: nothing is known against the token. RFC 6750 §3
             # defines challenges for 400/401/403 only, the MCP spec's authorization error table
             # has only those, and RFC 9110 §11.6.1 leaves a challenge on other statuses to "MAY"
-            # for when other credentials would change the answer. A challenge here would tell a
-            # client (the TypeScript SDK reads any) its good token failed and send its user to
-            # log in again for nothing: a 503 with Retry-After, and no challenge.
+            # for when other credentials would change the answer. A challenge here could tell a
+            # client its good token failed and send its user to log in again for nothing: a 503
+            # with Retry-After, and no challenge.
             headers = {"Retry-After": "5"}
         await send_error(send, refusal.status, refusal.description, refusal.error, headers)
 
