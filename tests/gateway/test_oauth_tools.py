@@ -82,17 +82,19 @@ async def gateway(issuer: Issuer) -> AsyncIterator[Running]:
         yield running
 
 
-def tokens(issuer: Issuer) -> dict[str, str]:
+def tokens(issuer: Issuer, gateway: Running) -> dict[str, str]:
     """alice has agent:web; bob only agent:query; carol is in the ops group (a list claim); dave's
     group is another (a string claim): he matches only the rule for everyone, as bob does."""
+    aud = f"{gateway.url}/mcp"  # other tests' gateways move the issuer's default audience
     return {
-        "alice": issuer.mint(sub="alice", scope="agent:query agent:web"),
-        "bob": issuer.mint(sub="bob", scope="agent:query"),
-        "carol": issuer.mint(sub="carol", scope="agent:query", groups=["ops", "dev"]),
-        "dave": issuer.mint(sub="dave", scope="agent:query", groups="dev"),
+        "alice": issuer.mint(aud=aud, sub="alice", scope="agent:query agent:web"),
+        "bob": issuer.mint(aud=aud, sub="bob", scope="agent:query"),
+        "carol": issuer.mint(aud=aud, sub="carol", scope="agent:query", groups=["ops", "dev"]),
+        "dave": issuer.mint(aud=aud, sub="dave", scope="agent:query", groups="dev"),
     }
 
 
+ALL = ["agent_query", "echo", "sleep", "write_file"]
 SEES = {
     "alice": ["agent_query", "echo", "sleep"],
     "bob": ["agent_query", "sleep"],
@@ -109,12 +111,12 @@ def auth(token: str) -> dict[str, str]:
 async def test_oauth_users_list_the_tools_their_scopes_and_claims_give(
     gateway: Running, issuer: Issuer, era: str
 ) -> None:
-    for user, token in tokens(issuer).items():
+    for user, token in tokens(issuer, gateway).items():
         async with connect(gateway.url, "http", era, headers=auth(token)) as client:
             listed = [tool.name for tool in (await client.list_tools()).tools]
         assert listed == SEES[user], user
     async with gateway.client() as http:  # REST too
-        for user, token in tokens(issuer).items():
+        for user, token in tokens(issuer, gateway).items():
             rest = (await http.get("/api/v1/tools", headers=auth(token))).json()
             assert sorted(tool["name"] for tool in rest["tools"]) == SEES[user][1:], user
 
@@ -123,7 +125,7 @@ async def test_oauth_users_list_the_tools_their_scopes_and_claims_give(
 async def test_an_oauth_users_call_of_another_tool_is_an_unknown_tool(
     gateway: Running, issuer: Issuer, era: str
 ) -> None:
-    users = tokens(issuer)
+    users = tokens(issuer, gateway)
     calls = len(gateway.tools.source.calls)
     async with connect(gateway.url, "http", era, headers=auth(users["bob"])) as bob:
         errors = []
@@ -146,7 +148,7 @@ async def test_an_oauth_users_agent_query_offers_and_runs_only_its_tools(
 ) -> None:
     model = gateway.model
     assert isinstance(model, CallingModel)
-    users = tokens(issuer)
+    users = tokens(issuer, gateway)
     calls = len(gateway.tools.source.calls)
     async with connect(gateway.url, "http", "modern", headers=auth(users["alice"])) as alice:
         result = await alice.call_tool("agent_query", {"query": "call echo"})
@@ -173,16 +175,10 @@ async def test_a_token_that_matches_no_rule_has_no_tool_and_no_rules_means_every
         web = issuer.mint(sub="eve", scope="agent:query agent:web")
         async with connect(only_web.url, "http", "modern", headers=auth(web)) as eve:  # {}: every tool
             assert len((await eve.list_tools()).tools) == 4
-    async with oauth_tools_gateway(issuer) as open_gateway:
-        async with connect(
-            open_gateway.url, "http", "modern", headers=auth(issuer.mint(sub="eve", scope="agent:query"))
-        ) as eve:
-            assert [tool.name for tool in (await eve.list_tools()).tools] == [
-                "agent_query",
-                "echo",
-                "sleep",
-                "write_file",
-            ]
+    async with oauth_tools_gateway(issuer) as open_gateway:  # mint for this gateway (its audience)
+        everyone = auth(issuer.mint(sub="eve", scope="agent:query"))
+        async with connect(open_gateway.url, "http", "modern", headers=everyone) as eve:
+            assert [tool.name for tool in (await eve.list_tools()).tools] == ALL
 
 
 def grant(scopes: str = "", **claims: Any) -> Grant:
