@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import socket
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcp_agent.cli.doctor import run_doctor
@@ -82,3 +84,28 @@ async def test_no_oauth_no_line() -> None:
     out = io.StringIO()
     await run_doctor(parse_config({"llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"}}), out)
     assert "gateway.oauth" not in out.getvalue()
+
+
+async def test_doctor_passes_with_the_issuers_keys_and_fails_on_a_rule_glob_that_matches_nothing(
+    tmp_path: Path,
+) -> None:
+    """The real CLI, with the echo server (tools ``echo__echo``, ``echo__add``, ...)."""
+    from tests.cli.test_main import _models, run_cli, write_config
+    from tests.fakes.model_server import running_model_server
+
+    async with serving(Issuer()) as issuer:
+        with running_model_server() as model:
+            model.handler = _models  # type: ignore[assignment]
+            for rules, passes in (
+                ([{"scope": "agent:web", "tools": {"allow": ["echo__*"]}}], True),
+                ([{"claim": "g", "value": "ops", "tools": {"deny": ["echo__ad"]}}], False),
+            ):
+                oauth = {"issuer": issuer.url, "resource": "http://127.0.0.1:8765/mcp", "tools": rules}
+                path = write_config(tmp_path, model, gateway={"oauth": oauth})
+                done = await anyio.to_thread.run_sync(run_cli, "doctor", "--config", str(path))
+                assert (done.returncode == 0) is passes, done.stdout + done.stderr
+                assert f"[  ok] gateway.oauth: 1 signing keys of {issuer.url}" in done.stdout
+                typo = (
+                    "[FAIL] gateway.oauth.tools[0].tools.deny: 'echo__ad' matches no tool; nearest: echo__add"
+                )
+                assert (typo in done.stdout) is not passes, done.stdout
