@@ -142,6 +142,13 @@ class IssuerKeys:
         found = _pick(self._keys or [], kid)
         return found if found is not None else KeyMissing(kid)
 
+    async def fetch_now(self) -> list[JWK] | KeysUnavailable:
+        """Fetch the issuer's keys now, whatever the cache holds (``doctor``): the signing keys,
+        or why they cannot be had (the URL asked and the reason)."""
+        async with self._lock:
+            failure = await self._fetch()
+        return failure if failure is not None else list(self._keys or [])
+
     async def _fetch(self) -> KeysUnavailable | None:
         """Fetch the JWKS (after finding its URL); keeps the old keys when this fails."""
         self._fetched_at = self.clock()
@@ -153,7 +160,7 @@ class IssuerKeys:
                 url = self.jwks_url or await self._discover(client)
                 document = await _get_json(client, url)
         except (httpx.HTTPError, ValueError) as exc:
-            reason = f"cannot fetch the signing keys of {self.issuer}: {exc}"
+            reason = f"cannot fetch the signing keys of {self.issuer}: {exc}{_asked(exc)}"
             logger.warning("%s", reason)
             self._failure = KeysUnavailable(reason)
             return self._failure
@@ -192,6 +199,16 @@ class IssuerKeys:
             self.jwks_url = jwks_uri
             return jwks_uri
         raise ValueError("no metadata with a jwks_uri: " + "; ".join(tried))
+
+
+def _asked(exc: Exception) -> str:
+    """`` (GET <url>)`` for a failed request of httpx (whose message does not name the URL)."""
+    if isinstance(exc, httpx.RequestError):
+        try:
+            return f" (GET {exc.request.url})"
+        except RuntimeError:  # no request attached
+            return ""
+    return ""
 
 
 def _pick(keys: list[JWK], kid: str | None) -> JWK | None:

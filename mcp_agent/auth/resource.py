@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -43,13 +43,15 @@ _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 
 @dataclass(frozen=True)
 class Grant:
-    """A token that passed: its caller's name and caller scopes, and what it said."""
+    """A token that passed: its caller's name and caller scopes, and what it said (``claims``:
+    every claim, which ``gateway.oauth.tools`` rules may read)."""
 
     name: str
     scopes: frozenset[str]
     token_scopes: frozenset[str]
     subject: str
     expires_at: int | None
+    claims: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ class ProtectedResource:
             token_scopes=token_scopes,
             subject=subject,
             expires_at=int(expires) if isinstance(expires, int | float) else None,
+            claims=claims,
         )
 
     def caller_scopes(self, token_scopes: Iterable[str]) -> frozenset[str]:

@@ -2,8 +2,9 @@
 
 Each check prints one line with a mark (``ok``, ``warn``, ``FAIL``) and, on failure, what to do.
 The run fails (exit 1) when the model server is unreachable, the model is missing, a tool
-server does not start, or a glob in ``approvals.require``, ``allowTools`` or ``denyTools``
-matches no tool; schema changes and config warnings are only reported.
+server does not start, a glob in ``approvals.require``, ``allowTools``, ``denyTools`` or a
+caller's ``tools`` (``gateway.callers``, ``gateway.oauth.tools``) matches no tool, or the keys
+of ``gateway.oauth``'s issuer cannot be fetched; schema changes and config warnings are only reported.
 
 The model server is identified afresh (``servers/identify.py``; the result refreshes the cache that
 ``query`` and ``serve`` read): its kind, version, context window and where each was read. A
@@ -46,6 +47,7 @@ async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float =
     report = _Report(out)
     _check_config(config, report)
     await _check_model(config, report, model_timeout)
+    await _check_oauth(config, report)
     await _check_servers(config, report)
     if report.degraded:
         report.line("FAIL", f"serve would report health degraded: {'; '.join(report.degraded)}")
@@ -71,6 +73,24 @@ def _check_config(config: AgentConfig, report: _Report) -> None:
         check_bind(gateway.host, gateway.has_tokens, gateway.allowed_hosts)
     except ConfigError as exc:
         report.line("FAIL", f"serve would refuse to start: {exc}")
+
+
+async def _check_oauth(config: AgentConfig, report: _Report) -> None:
+    """With ``gateway.oauth``: the issuer's keys can be fetched (through its metadata unless
+    ``jwksUrl`` is set), else no OAuth caller could be let in."""
+    oauth = config.gateway.oauth
+    if oauth is None:
+        return
+    from ..auth.jwks import IssuerKeys, KeysUnavailable
+
+    keys = IssuerKeys(oauth.issuer, oauth.jwks_url)
+    found = await keys.fetch_now()
+    if isinstance(found, KeysUnavailable):
+        report.line("FAIL", f"gateway.oauth: {found.reason}")
+        report.detail("OAuth callers would be answered 503 until the issuer's keys can be fetched")
+        return
+    where = keys.jwks_url if oauth.jwks_url else f"{keys.jwks_url}, named by the issuer's metadata"
+    report.line("ok", f"gateway.oauth: {len(found)} signing keys of {oauth.issuer} ({where})")
 
 
 async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> None:
@@ -162,7 +182,7 @@ async def _check_server(
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
-    from ..gateway.callers import tool_filters, tool_glob_warnings
+    from ..gateway.callers import gateway_tool_glob_warnings
     from ..loop.approvals import require_warnings
     from ..providers.servers.endpoints import resolve_endpoint
     from ..state.folder import private_state_dir
@@ -204,9 +224,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             )
         for warning in require_warnings(config.approvals.require, hub, down=down):
             report.line("FAIL", warning)
-        for warning in tool_glob_warnings(
-            tool_filters(config.gateway.callers), [spec.name for spec in tools]
-        ):
+        for warning in gateway_tool_glob_warnings(config.gateway, [spec.name for spec in tools]):
             report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider
         changed = [spec for spec in tools if spec.changes_for(dialect)]

@@ -495,6 +495,45 @@ class CallerConfig(ConfigModel):
     """The tools this caller may use (its ``agent_query``, ``exposeTools`` and REST); None: all."""
 
 
+class OAuthToolRule(ConfigModel):
+    """One rule of ``gateway.oauth.tools``: the tools an OAuth caller gets when its token matches.
+
+    A rule matches a token that has the token scope ``scope``, or whose claim ``claim`` is
+    ``value`` (or, a list, holds it), or every token (neither ``scope`` nor ``claim``). The
+    caller gets the union of what its matching rules allow; the ``deny`` of any of them wins.
+    """
+
+    scope: str | None = Field(default=None, min_length=1)
+    """A token scope (as the token says it, prefix and all) that makes the rule match."""
+    claim: str | None = Field(default=None, min_length=1)
+    """A claim of the token (top level) that makes the rule match when it is ``value``."""
+    value: str | None = None
+    """The value ``claim`` must have (a string claim) or hold (a list claim)."""
+    tools: CallerToolsConfig
+    """The tools the rule gives: ``{"allow": [...], "deny": [...]}`` globs over exposed names."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ValueError(
+                'expected an object such as {"scope": "agent:web", "tools": {"allow": ["web__*"]}} '
+                f"got {type(value).__name__} {value!r}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> OAuthToolRule:
+        if self.scope is not None and self.claim is not None:
+            raise ValueError(
+                "give either scope or claim (with value), not both; "
+                "two rules with the same tools say 'either'"
+            )
+        if (self.claim is None) != (self.value is None):
+            raise ValueError('claim and value go together, as in {"claim": "groups", "value": "ops"}')
+        return self
+
+
 ASYMMETRIC_ALGORITHMS = (
     "RS256",
     "RS384",
@@ -565,6 +604,9 @@ class OAuthResourceConfig(ConfigModel):
     """How long the issuer's keys are kept before they are fetched again."""
     jwks_refetch_seconds: float = Field(default=30, ge=0)
     """The least time between two fetches of the keys caused by unknown key ids."""
+    tools: list[OAuthToolRule] | None = Field(default=None, min_length=1)
+    """The tools of OAuth callers, by their token's scopes or a claim (``OAuthToolRule``); a
+    token that matches no rule gets no tool. None: every OAuth caller has every tool."""
 
     @field_validator("issuer")
     @classmethod

@@ -25,7 +25,9 @@ whoever can reach the loopback port is trusted with everything.
 
 **OAuth callers.** With ``gateway.oauth``, a JWT access token of its issuer names a caller too
 (``oauth:<sub>``, with the scopes its token scopes map to: ``mcp_agent/auth/resource.py``). Such
-callers are not in the book: they appear at run time, one per user of the issuer.
+callers are not in the book: they appear at run time, one per user of the issuer. Their tools
+come from ``gateway.oauth.tools`` (``OAuthTools``, below): rules that match a token scope or a
+claim; a token gets the union of what its matching rules allow, and the deny of any of them wins.
 
 **Shares.** When two or more callers are configured, or any number may appear (OAuth), no caller
 may hold more than ``gateway.callerShare`` (default three quarters, rounded up) of any shared
@@ -49,8 +51,9 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..auth.resource import Grant, ProtectedResource, Refusal
-from ..config import CallerConfig
+from ..config import CallerConfig, GatewayConfig
 from ..config.globs import unmatched_globs
+from ..config.sections import OAuthToolRule
 from ..messages import ToolSpec
 from ..tools.allowed import EVERY_TOOL, ToolFilter
 from .middleware import send_error
@@ -199,6 +202,85 @@ def tool_glob_warnings(filters: Mapping[str, ToolFilter], names: Iterable[str]) 
     ]
 
 
+class OAuthTools:
+    """The tools of each OAuth caller, from ``gateway.oauth.tools`` (``rules``; None: every tool).
+
+    A rule matches a grant whose token scopes hold its ``scope``, or whose claim ``claim`` is its
+    ``value`` (a string claim) or holds it (a list claim), or every grant (neither). The grant's
+    filter allows what any matching rule allows and denies what any of them denies; a grant that
+    matches no rule has no tool. The filter of each set of matching rules is made once, so its
+    verdicts are remembered across requests (``ToolFilter``).
+    """
+
+    _MAX_KEPT = 256
+
+    def __init__(self, rules: Sequence[OAuthToolRule] | None) -> None:
+        self.rules = None if rules is None else list(rules)
+        self._filters = [ToolFilter.of(rule.tools.model_dump()) for rule in self.rules or ()]
+        self._kept: dict[tuple[int, ...], ToolFilter] = {}
+
+    def filter_for(self, grant: Grant) -> ToolFilter:
+        """The tools of the caller ``grant`` names."""
+        if self.rules is None:
+            return EVERY_TOOL
+        matched = tuple(n for n, rule in enumerate(self.rules) if _rule_matches(rule, grant))
+        kept = self._kept.get(matched)
+        if kept is None:
+            if len(self._kept) >= self._MAX_KEPT:
+                self._kept.clear()
+            kept = self._kept[matched] = _union([self._filters[n] for n in matched])
+        return kept
+
+    def filters(self) -> dict[str, ToolFilter]:
+        """Each rule's filter, by its place in the config (``gateway.oauth.tools[N]``)."""
+        return {f"gateway.oauth.tools[{n}]": only for n, only in enumerate(self._filters)}
+
+
+def _rule_matches(rule: OAuthToolRule, grant: Grant) -> bool:
+    if rule.scope is not None:
+        return rule.scope in grant.token_scopes
+    if rule.claim is not None:
+        value = grant.claims.get(rule.claim)
+        if isinstance(value, list):
+            return rule.value in value
+        return isinstance(value, str) and value == rule.value
+    return True
+
+
+def _union(filters: Sequence[ToolFilter]) -> ToolFilter:
+    """What any of ``filters`` allows, less what any of them denies (none: no tool at all)."""
+    if not filters:
+        return ToolFilter(allow=())
+    allows = [only.allow for only in filters]
+    allow = (
+        None
+        if any(globs is None for globs in allows)
+        else _unique(g for globs in allows for g in globs or ())
+    )
+    deny = _unique(glob for only in filters for glob in only.deny)
+    if allow is None and not deny:
+        return EVERY_TOOL
+    return ToolFilter(allow=allow, deny=deny)
+
+
+def _unique(globs: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(globs))
+
+
+def gateway_tool_glob_warnings(gateway: GatewayConfig, names: Iterable[str]) -> list[str]:
+    """``tool_glob_warnings`` for ``gateway.callers`` and for the rules of ``gateway.oauth.tools``."""
+    known = list(names)
+    warnings = tool_glob_warnings(tool_filters(gateway.callers), known)
+    rules = OAuthTools(gateway.oauth.tools if gateway.oauth is not None else None)
+    warnings += [
+        glob.describe(f"{place}.tools.{key}")
+        for place, only in rules.filters().items()
+        for key, patterns in only.globs.items()
+        for glob in unmatched_globs(patterns, known)
+    ]
+    return warnings
+
+
 def bearer_token(header: str | None) -> bytes | None:
     """The token of an ``Authorization: Bearer <token>`` header, or None."""
     if not header:
@@ -274,6 +356,7 @@ class CallerAuthMiddleware:
         self.book = book
         self.resource = resource
         self.exempt = frozenset(exempt) | (resource.metadata_paths if resource is not None else frozenset())
+        self.oauth_tools = OAuthTools(resource.config.tools if resource is not None else None)
         self._users = {caller: _user(caller) for caller in book.callers if caller.authenticated}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -293,7 +376,9 @@ class CallerAuthMiddleware:
         if caller is None and self.resource is not None and given is not None:
             grant = await self.resource.check(given.decode("latin-1"))
             if isinstance(grant, Grant):
-                caller = Caller(name=grant.name, scopes=grant.scopes)
+                caller = Caller(
+                    name=grant.name, scopes=grant.scopes, tools=self.oauth_tools.filter_for(grant)
+                )
         if caller is None:
             if method == "OPTIONS" or exempt:
                 await self.app(scope, receive, send)
@@ -340,6 +425,12 @@ class CallerAuthMiddleware:
         assert self.resource is not None
         headers = {"WWW-Authenticate": self.resource.challenge(refusal)}
         if refusal.status == 503:
+            # The issuer's keys could not be had: nothing is known against the token. RFC 6750 §3
+            # defines challenges for 400/401/403 only, the MCP spec's authorization error table
+            # has only those, and RFC 9110 §11.6.1 leaves a challenge on other statuses to "MAY"
+            # for when other credentials would change the answer. A challenge here could tell a
+            # client its good token failed and send its user to log in again for nothing: a 503
+            # with Retry-After, and no challenge.
             headers = {"Retry-After": "5"}
         await send_error(send, refusal.status, refusal.description, refusal.error, headers)
 

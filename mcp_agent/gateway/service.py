@@ -51,7 +51,7 @@ from ..tools.catalog import Catalog
 from ..tools.hub import ToolHub
 from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
-from .callers import Caller, CallerBook, tool_filters, tool_glob_warnings
+from .callers import Caller, CallerBook, gateway_tool_glob_warnings, tool_filters
 from .eventbus import ChangeNotices, EventBus, FanOut
 from .metrics import Metrics
 from .store_health import StoreHealth, is_outage
@@ -239,9 +239,9 @@ class GatewayService:
             hub.release_starts()
 
     def _warn_tool_globs(self) -> None:
-        """Warn once for each caller's ``tools`` glob that matches none of the tools offered."""
-        filters = tool_filters(self.gateway.callers)
-        warnings = tool_glob_warnings(filters, [spec.name for spec in self.tool_specs()])
+        """Warn once for each caller's ``tools`` glob (and ``gateway.oauth.tools`` rule's) that
+        matches none of the tools offered."""
+        warnings = gateway_tool_glob_warnings(self.gateway, [spec.name for spec in self.tool_specs()])
         down = [status.name for status in self.server_status() if status.status not in ("up", "disabled")]
         note = f" (servers not up: {', '.join(down)})" if down else ""
         for warning in warnings:

@@ -367,6 +367,11 @@ async def test_the_keys_are_found_through_the_issuers_metadata_and_a_down_issuer
             answer = await post_mcp(gateway, issuer.mint())
             assert answer.status_code == 503
             assert "cannot fetch the signing keys" in answer.json()["error"]["message"]
+            assert f"GET {issuer.url}/no-such-jwks answered 404" in answer.json()["error"]["message"]
+            # no challenge: RFC 6750 and the MCP spec define them for 400/401/403 only, and one
+            # could tell the client that its (unchecked) token failed; Retry-After instead
+            assert "www-authenticate" not in answer.headers
+            assert answer.headers["retry-after"] == "5"
         async with oauth_gateway(issuer) as gateway:  # no jwksUrl: RFC 8414 metadata names it
             assert (await post_mcp(gateway, issuer.mint())).status_code == 200
 
