@@ -21,6 +21,10 @@ the raw call path shares that client). It keeps the provider's flow for what nee
   as the answer of its tools. A later ``mcp-agent login`` (another process) is picked up from
   the token store on the next request.
 
+Each token request the provider builds passes ``token_requests.passing`` on its way out (client
+authentication as the authorization server advertises, the scopes of client credentials), and
+the server's metadata kept from the last login lets a refresh go to its token endpoint.
+
 A server without an ``oauth`` key gets the same auth (with ``{}``): it is a pass-through until
 the server answers 401 with a ``Bearer`` challenge. A server with a static ``Authorization``
 header gets none (``for_server``).
