@@ -202,13 +202,14 @@ class UpstreamAuth(httpx2.Auth):
         self._stamp = self.store.stamp()
         tokens, expires_at = self.store.load_tokens()
         context = self.provider.context
+        held = context.current_tokens.access_token if context.current_tokens is not None else None
         context.current_tokens = tokens
         context.token_expiry_time = expires_at
         if not self.headless:
             context.client_info = self.store.load_client()
         if context.oauth_metadata is None:  # what a login in this or another process discovered
             context.oauth_metadata = self.store.load_metadata()
-        if tokens is not None:
+        if tokens is not None and tokens.access_token != held:  # a new login (not our own write)
             self.needs_login = None
 
     def _fresh_token(self) -> str | None:
