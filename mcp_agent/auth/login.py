@@ -39,6 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._redact import redact_url
 from ..config import OAuthConfig, RemoteServerConfig
 from ..exceptions import LoginFailed
+from .token_requests import AdjustedAuth
 from .token_store import TokenStore
 from .upstream import build_provider, open_store
 
@@ -244,7 +245,8 @@ async def log_in(
         )
         tg.start_soon(receiver.serve)
         try:
-            async with httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30.0)) as http:
+            auth = AdjustedAuth(provider, oauth, store)  # client authentication as advertised
+            async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30.0)) as http:
                 for method, headers, body in _probes(config):
                     async with http.stream(
                         method, config.url, headers={**config.headers, **headers}, content=body

@@ -3,7 +3,7 @@
 ``<state dir>/oauth/<server>-<hash>.json`` (the folder 0700, the file 0600, written atomically:
 ``state/folder.py``) holds what the MCP SDK's OAuth client asks its ``TokenStorage`` to keep for
 one server: the tokens, when the access token expires (an absolute time, so that a restart knows
-it), and the client registration. It is bound to the server's URL: tokens stored for another URL
+it), the client registration, and the authorization server's metadata (where a refresh goes). It is bound to the server's URL: tokens stored for another URL
 are not handed out. ``TokenStore`` implements the SDK's ``TokenStorage`` protocol; every token
 it reads or writes is remembered as a secret (``_redact.py``), so no log line, error, trace or
 recording of this process shows it. No other file holds a token.
@@ -24,7 +24,7 @@ from .._redact import remember_secrets
 from ..state.folder import state_dir, write_private
 
 if TYPE_CHECKING:  # the SDK's models are loaded when a token is read: `tools` on a warm cache loads no SDK
-    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +154,28 @@ class TokenStore:
         data = self._read()
         data["client"] = client_info.model_dump(mode="json", exclude_none=True)
         self._write(data)
+
+    # ------------------------------------------------- the authorization server
+
+    def save_metadata(self, metadata: OAuthMetadata) -> None:
+        """Keep the authorization server's metadata (its token endpoint and the client
+        authentication it offers): a refresh in a later process goes there, as advertised."""
+        dumped = metadata.model_dump(mode="json", exclude_none=True)
+        data = self._read()
+        if data.get("authorization_server") != dumped:
+            data["authorization_server"] = dumped
+            self._write(data)
+
+    def load_metadata(self) -> OAuthMetadata | None:
+        raw = self._read().get("authorization_server")
+        if not isinstance(raw, dict):
+            return None
+        from mcp.shared.auth import OAuthMetadata
+
+        try:
+            return OAuthMetadata.model_validate(raw)
+        except ValueError:
+            return None
 
     # ---------------------------------------------------------------- step-up
 

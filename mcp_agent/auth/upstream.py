@@ -21,6 +21,10 @@ the raw call path shares that client). It keeps the provider's flow for what nee
   as the answer of its tools. A later ``mcp-agent login`` (another process) is picked up from
   the token store on the next request.
 
+Each token request the provider builds passes ``token_requests.passing`` on its way out (client
+authentication as the authorization server advertises, the scopes of client credentials), and
+the server's metadata kept from the last login lets a refresh go to its token endpoint.
+
 A server without an ``oauth`` key gets the same auth (with ``{}``): it is a pass-through until
 the server answers 401 with a ``Bearer`` challenge. A server with a static ``Authorization``
 header gets none (``for_server``).
@@ -46,6 +50,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from ..config import OAuthConfig, RemoteServerConfig
 from ..exceptions import ConfigError
+from .token_requests import passing, quiet_sdk_flow_errors
 from .token_store import TokenStore, login_hint, tokens_folder
 
 logger = logging.getLogger(__name__)
@@ -175,8 +180,11 @@ class UpstreamAuth(httpx2.Auth):
         self.store = store
         self.configured = config.oauth is not None
         self.headless = config.oauth is not None and config.oauth.grant == "client_credentials"
+        self.oauth = config.oauth or OAuthConfig()
         self.provider = build_provider(config, store)
         self.needs_login: str | None = None
+        self.stepped: list[str] = []  # scopes a 403 insufficient_scope asked for (client credentials)
+        quiet_sdk_flow_errors()
         self._stamp: float | None = None
         self._load()
 
@@ -194,11 +202,14 @@ class UpstreamAuth(httpx2.Auth):
         self._stamp = self.store.stamp()
         tokens, expires_at = self.store.load_tokens()
         context = self.provider.context
+        held = context.current_tokens.access_token if context.current_tokens is not None else None
         context.current_tokens = tokens
         context.token_expiry_time = expires_at
         if not self.headless:
             context.client_info = self.store.load_client()
-        if tokens is not None:
+        if context.oauth_metadata is None:  # what a login in this or another process discovered
+            context.oauth_metadata = self.store.load_metadata()
+        if tokens is not None and tokens.access_token != held:  # a new login (not our own write)
             self.needs_login = None
 
     def _fresh_token(self) -> str | None:
@@ -220,6 +231,19 @@ class UpstreamAuth(httpx2.Auth):
         if context.current_tokens is not None and context.current_tokens.access_token == token:
             context.token_expiry_time = 1.0  # in the past (0 would mean "never expires" to the SDK)
 
+    def _adjusted(self, outgoing: httpx2.Request) -> httpx2.Request:
+        return passing(outgoing, self.provider, self.oauth, self.store, self.stepped)
+
+    def _what_to_do(self) -> str:
+        """The advice that ends the failure's log line."""
+        if not self.headless:
+            return ""
+        credential = "privateKeyFile" if self.oauth.private_key_file else "clientSecret"
+        return (
+            f"; check mcpServers.{self.name}.oauth.clientId and {credential} in agent.json,"
+            " and that the authorization server grants this client client_credentials"
+        )
+
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -237,6 +261,8 @@ class UpstreamAuth(httpx2.Auth):
                     self.store.want_scopes(wanted)  # the next `mcp-agent login` asks for them too
                 self.needs_login = login_hint(self.name)
                 return
+            if wanted:  # client credentials: the next token request asks for them too
+                self.stepped = list(dict.fromkeys([*self.stepped, *wanted.split()]))
             self._expire(token)  # one refresh, then one retry, below
         elif self.provider.context.current_tokens is not None:
             self._expire(self.provider.context.current_tokens.access_token)  # about to expire
@@ -249,7 +275,7 @@ class UpstreamAuth(httpx2.Auth):
         flow = self.provider.async_auth_flow(request)
         answered: httpx2.Response | None = None
         try:
-            outgoing = await flow.__anext__()
+            outgoing = self._adjusted(await flow.__anext__())
             while True:
                 response = yield outgoing
                 if outgoing is request:
@@ -257,7 +283,7 @@ class UpstreamAuth(httpx2.Auth):
                     if _challenged(response) and not self.headless:
                         self.needs_login = login_hint(self.name)  # the refresh failed or did not help
                         return
-                outgoing = await flow.asend(response)
+                outgoing = self._adjusted(await flow.asend(response))
         except StopAsyncIteration:
             refused = answered is not None and _challenged(answered)
             self.needs_login = (
@@ -266,8 +292,10 @@ class UpstreamAuth(httpx2.Auth):
                 else None
             )
         except (OAuthFlowError, httpx2.HTTPError, ValueError) as exc:
-            self.needs_login = f"login failed: {exc}" if self.headless else login_hint(self.name)
-            logger.warning("tool server %s: %s", self.name, self.needs_login)
+            self.needs_login = (
+                f"login failed: {exc}{self._what_to_do()}" if self.headless else login_hint(self.name)
+            )
+            logger.debug("tool server %s: %s", self.name, self.needs_login)  # the connection logs it once
             request.headers.pop("Authorization", None)
             yield request  # the server's own answer goes back to the transport
         finally:

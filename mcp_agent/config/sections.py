@@ -304,9 +304,12 @@ class OAuthConfig(ConfigModel):
     client_id: str | None = None
     """A client registered beforehand with the authorization server (no registration then)."""
     client_secret: str | None = None
-    """The secret of ``clientId`` (sent as ``client_secret_basic``)."""
+    """The secret of ``clientId``, sent as the authorization server advertises
+    (``client_secret_basic``, else ``client_secret_post``, else not at all for ``none``)."""
     scopes: list[str] | None = None
-    """Scopes asked for beside those the server names in its challenge or metadata."""
+    """``authorization_code``: scopes asked for beside those the server names in its challenge or
+    metadata. ``client_credentials``: the scopes asked for, instead of the server's (plus those a
+    403 ``insufficient_scope`` names)."""
     client_metadata_url: str | None = None
     """An HTTPS URL (with a path) of this client's Client ID Metadata Document, used as its
     ``client_id`` where the authorization server supports it."""

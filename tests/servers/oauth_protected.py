@@ -54,6 +54,20 @@ class AutoApprove:
         self.counts = {"authorize": 0, "code": 0, "refresh": 0, "client_credentials": 0, "register": 0}
         self.asked_scopes: list[str] = []  # the scopes of the last authorization request
         self.step_up: str | None = None  # a scope /mcp now requires (403 insufficient_scope without it)
+        self.token_auth: list[str] | None = None  # token_endpoint_auth_methods_supported, if not the SDK's
+        self.challenge_scope: str | None = None  # a scope /mcp's 401 names in its challenge
+        self.cc_scopes: list[str] = []  # the scopes of the last client_credentials request
+
+    def add_client(self, client_id: str, secret: str | None, method: str) -> None:
+        """A client registered beforehand (``oauth.clientId``), for any loopback redirect."""
+        self.clients[client_id] = _Preregistered(
+            client_id=client_id,
+            client_secret=secret,
+            token_endpoint_auth_method=method,
+            redirect_uris=["http://127.0.0.1/callback"],
+            grant_types=["authorization_code", "refresh_token"],
+            scope=" ".join(SCOPES),
+        )
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -153,6 +167,15 @@ class AutoApprove:
         self.refresh.clear()
 
 
+class _Preregistered(OAuthClientInformationFull):
+    """A client registered beforehand: any loopback port is its redirect (RFC 8252 §7.3)."""
+
+    def validate_redirect_uri(self, redirect_uri: Any) -> Any:
+        if redirect_uri is not None and str(redirect_uri).startswith("http://127.0.0.1:"):
+            return redirect_uri
+        return super().validate_redirect_uri(redirect_uri)
+
+
 class ClientCredentials:
     """``POST /token`` with ``grant_type=client_credentials``, answered in front of the app."""
 
@@ -170,6 +193,11 @@ class ClientCredentials:
                     send, 403, {"error": "insufficient_scope"}, [(b"www-authenticate", challenge.encode())]
                 )
                 return
+        if scope["type"] == "http" and scope["path"] == "/.well-known/oauth-authorization-server":
+            await self.app(scope, receive, _EditedJson(send, self._metadata))
+            return
+        if scope["type"] == "http" and scope["path"] == "/mcp" and self.provider.challenge_scope:
+            send = _Challenge(send, self.provider.challenge_scope)
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/token":
             await self.app(scope, receive, send)
             return
@@ -180,6 +208,14 @@ class ClientCredentials:
             body += message.get("body", b"")
             more = message.get("more_body", False)
         form = {key: values[0] for key, values in parse_qs(body.decode()).items()}
+        offered = self.provider.token_auth
+        basic = dict(scope["headers"]).get(b"authorization", b"").startswith(b"Basic ")
+        if offered is not None and (
+            (basic and "client_secret_basic" not in offered)
+            or ("client_secret" in form and "client_secret_post" not in offered)
+        ):  # a strict server: only the client authentication it advertises
+            await _json(send, 401, {"error": "invalid_client", "error_description": "method not offered"})
+            return
         if form.get("grant_type") != "client_credentials":
             sent = False
 
@@ -195,14 +231,63 @@ class ClientCredentials:
         headers = dict(scope["headers"])
         basic = headers.get(b"authorization", b"").decode()
         expected = base64.b64encode(f"{CC_CLIENT[0]}:{CC_CLIENT[1]}".encode()).decode()
-        if basic != f"Basic {expected}":
+        offered = self.provider.token_auth or ["client_secret_basic"]
+        by_basic = "client_secret_basic" in offered and basic == f"Basic {expected}"
+        by_post = (
+            "client_secret_post" in offered
+            and not basic
+            and (form.get("client_id"), form.get("client_secret")) == CC_CLIENT
+        )
+        if not (by_basic or by_post):
             await _json(send, 401, {"error": "invalid_client"})
             return
         self.provider.counts["client_credentials"] += 1
+        self.provider.cc_scopes = (form.get("scope") or "").split()
         token = self.provider.issue(
             CC_CLIENT[0], (form.get("scope") or "").split(), form.get("resource"), refresh=False
         )
         await _json(send, 200, token.model_dump(exclude_none=True))
+
+    def _metadata(self, data: dict[str, Any]) -> dict[str, Any]:
+        if self.provider.token_auth is not None:
+            data["token_endpoint_auth_methods_supported"] = self.provider.token_auth
+        return data
+
+
+class _EditedJson:
+    """A ``send`` that passes a JSON answer through ``edit`` (one body message, as the SDK sends)."""
+
+    def __init__(self, send: Any, edit: Any) -> None:
+        self.send = send
+        self.edit = edit
+        self.start: dict[str, Any] = {}
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.start = message
+            return
+        body = json.dumps(self.edit(json.loads(message["body"]))).encode()
+        headers = [(k, v) for k, v in self.start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await self.send({**self.start, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body})
+
+
+class _Challenge:
+    """A ``send`` that names ``scope`` in a 401's ``WWW-Authenticate``."""
+
+    def __init__(self, send: Any, scope: str) -> None:
+        self.send = send
+        self.scope = scope
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start" and message["status"] == 401:
+            headers = [
+                (k, v + f', scope="{self.scope}"'.encode()) if k.lower() == b"www-authenticate" else (k, v)
+                for k, v in message["headers"]
+            ]
+            message = {**message, "headers": headers}
+        await self.send(message)
 
 
 async def _json(
