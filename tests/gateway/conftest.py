@@ -194,14 +194,16 @@ async def running_gateway(
     model: RuleModel | None = None,
     factory: AgentFactory | None = None,
     stateless: bool | None = None,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[Running]:
-    """The real app under uvicorn on a free port; stopped (gracefully) on exit."""
+    """The real app under uvicorn on a free port (or on ``sock``, bound beforehand by a test
+    whose config names its own URL); stopped (gracefully) on exit."""
     config = config or make_config()
     tools = Tools()
     hub = HubLike(tools.source)
     model = model or RuleModel()
     app = create_app(config, factory=factory or agent_factory(model, hub), stateless=stateless)
-    sock = bind_socket("127.0.0.1", 0)
+    sock = sock or bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     stop = anyio.Event()
     ready = anyio.Event()

@@ -24,11 +24,10 @@ from joserfc.jwk import RSAKey
 from mcp_agent.auth.resource import Grant
 from mcp_agent.config import CallerConfig
 from mcp_agent.config.sections import OAuthResourceConfig
-from mcp_agent.gateway.app import create_app
-from mcp_agent.gateway.serve import bind_socket, serve_app
+from mcp_agent.gateway.serve import bind_socket
 
 from ..auth.issuer import Issuer, serving
-from .conftest import HubLike, RuleModel, Running, Tools, agent_factory, make_config
+from .conftest import RuleModel, Running, make_config, running_gateway
 
 STATIC = "static-token-" + "s" * 20
 INIT = {
@@ -45,33 +44,25 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 @asynccontextmanager
-async def oauth_gateway(issuer: Issuer, *, static: bool = True, **oauth: Any) -> AsyncIterator[Running]:
+async def oauth_gateway(
+    issuer: Issuer,
+    *,
+    static: bool = True,
+    model: RuleModel | None = None,
+    expose_tools: bool = False,
+    **oauth: Any,
+) -> AsyncIterator[Running]:
     """The gateway on a free port with ``gateway.oauth`` for ``issuer`` (and one static caller)."""
     sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    resource = f"http://127.0.0.1:{port}/mcp"
+    resource = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     issuer.audience = resource
     settings = OAuthResourceConfig.model_validate(
         {"issuer": issuer.url, "resource": resource, **oauth}, by_alias=True, by_name=True
     )
     callers = {"ops": CallerConfig(token=STATIC, scopes=["query", "approve", "admin"])} if static else {}
-    config = make_config(oauth=settings, callers=callers)
-    tools = Tools()
-    hub = HubLike(tools.source)
-    model = RuleModel()
-    app = create_app(config, factory=agent_factory(model, hub))
-    stop, ready = anyio.Event(), anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: serve_app(app, sock, stop=stop, handle_signals=False, on_ready=lambda h, p: ready.set())
-        )
-        with anyio.fail_after(20):
-            await ready.wait()
-            await app.service.ready.wait()
-        try:
-            yield Running(f"http://127.0.0.1:{port}", app, tools, hub, model, port)
-        finally:
-            stop.set()
+    config = make_config(oauth=settings, callers=callers, expose_tools=expose_tools)
+    async with running_gateway(config, model=model, sock=sock) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

@@ -16,21 +16,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import pytest
 from mcp import MCPError
 
 from mcp_agent.auth.resource import Grant
 from mcp_agent.config.sections import OAuthResourceConfig
-from mcp_agent.gateway.app import create_app
 from mcp_agent.gateway.callers import OAuthTools, gateway_tool_glob_warnings
-from mcp_agent.gateway.serve import bind_socket, serve_app
 from mcp_agent.tools.allowed import EVERY_TOOL, ToolFilter
 
 from ..auth.issuer import Issuer, serving
-from .conftest import HubLike, Running, Tools, agent_factory, make_config
+from .conftest import Running
 from .mcp.test_server import connect
 from .test_caller_tools import CallingModel
+from .test_oauth_resource import oauth_gateway
 
 RULES = [
     {"scope": "agent:web", "tools": {"allow": ["echo"]}},  # users with agent:web get echo
@@ -42,32 +40,10 @@ RULES = [
 @asynccontextmanager
 async def oauth_tools_gateway(issuer: Issuer, **oauth: Any) -> AsyncIterator[Running]:
     """The gateway on a free port, ``exposeTools`` on, with ``gateway.oauth`` for ``issuer``."""
-    sock = bind_socket("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    resource = f"http://127.0.0.1:{port}/mcp"
-    issuer.audience = resource
-    settings = OAuthResourceConfig.model_validate(
-        {"issuer": issuer.url, "resource": resource, "scopePrefix": "agent:", **oauth},
-        by_alias=True,
-        by_name=True,
-    )
-    config = make_config(oauth=settings, expose_tools=True)
-    tools = Tools()
-    hub = HubLike(tools.source)
-    model = CallingModel()
-    app = create_app(config, factory=agent_factory(model, hub))
-    stop, ready = anyio.Event(), anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(
-            lambda: serve_app(app, sock, stop=stop, handle_signals=False, on_ready=lambda h, p: ready.set())
-        )
-        with anyio.fail_after(20):
-            await ready.wait()
-            await app.service.ready.wait()
-        try:
-            yield Running(f"http://127.0.0.1:{port}", app, tools, hub, model, port)
-        finally:
-            stop.set()
+    async with oauth_gateway(
+        issuer, static=False, model=CallingModel(), expose_tools=True, scopePrefix="agent:", **oauth
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
