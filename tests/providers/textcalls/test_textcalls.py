@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mcp_agent.messages import ToolSpec
@@ -1334,6 +1334,8 @@ def test_every_marked_format_is_found_between_prose(before: str, after: str, sam
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(EMBEDDABLE), min_size=1, max_size=4), st.lists(PROSE, min_size=5, max_size=5))
 def test_several_formats_in_one_message_are_all_found_in_order(samples: list[Any], proses: list[str]) -> None:
+    # a call left open runs to the end of the message: nothing after it is another call
+    assume(not any(sample.id.endswith("no-close-at-end") for sample in samples[:-1]))
     text, expected = "", []
     for prose, sample in zip(proses, samples, strict=False):
         text += f"{prose}\n{sample.values[0]}\n"
