@@ -63,40 +63,32 @@ Call = Callable[[str], Awaitable[str]]
 
 
 def start_echo(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, str(ECHO), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    return _started(
+        [sys.executable, str(ECHO), "http", str(port)], f"http://127.0.0.1:{port}/mcp", "the echo server"
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
-            return process
-        except httpx.TransportError:
-            if process.poll() is not None:
-                break
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit("bench_passthrough: the echo server did not start")
 
 
 def start_relay(mode: str, port: int, upstream: str) -> subprocess.Popen[bytes]:
     """The bare relay of ``bench/_relay.py`` on ``port``, once it answers."""
-    process = subprocess.Popen(
-        [sys.executable, str(RELAY), mode, str(port), upstream],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    return _started(
+        [sys.executable, str(RELAY), mode, str(port), upstream], f"http://127.0.0.1:{port}/", "the relay"
     )
+
+
+def _started(argv: list[str], probe: str, what: str) -> subprocess.Popen[bytes]:
+    """``argv`` started, once ``probe`` answers (at most 60 s)."""
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            httpx.get(probe, timeout=1)
             return process
         except httpx.TransportError:
             if process.poll() is not None:
                 break
             time.sleep(0.05)
     process.kill()
-    raise SystemExit("bench_passthrough: the relay did not start")
+    raise SystemExit(f"bench_passthrough: {what} did not start")
 
 
 def gateway_config(folder: Path, echo_port: int, *, fast_calls: bool = True) -> Path:
