@@ -1,19 +1,25 @@
-"""README.md stays true: every example in it is checked here, and a new one needs a decision here.
+"""README.md and the pages of docs/ stay true: every example in them is checked here, and a new
+one needs a decision here. ``PAGES`` is README.md and every ``docs/*.md`` (not ``docs/_incoming``,
+notes waiting to be folded in).
 
 - Python blocks: every one compiles, and every one is run as written (the client example
   against a real gateway process, the library example in a real process), with the fake model
   server standing in for Ollama, once answering and once failing (the examples must say why).
-  The agent-framework snippets need their frameworks: the slow tier runs them
-  (``tests/frameworks``, ``make test-frameworks``); here the versions the README names for them
+  The agent-framework snippets (docs/clients.md) need their frameworks: the slow tier runs them
+  (``tests/frameworks``, ``make test-frameworks``); here the versions the page names for them
   must be the pinned ones.
-- Shell blocks, line by line: ``make X`` must be a Makefile target; a command of ours
-  (``mcp-agent``, ``mcp-gateway-agent``, ``python -m mcp_agent``, after any ``VAR=value``) is
+- Shell blocks, line by line: ``make X`` must be a Makefile target; a command of ours is written
+  ``.venv/bin/mcp-agent`` (what ``make run`` leaves; a bare ``mcp-agent`` is not on PATH then) and
   parsed by the CLI's own parser, so every subcommand and option it uses exists, and
   ``--version``/``--help`` lines are run for real (the others would start servers or need a
-  model). Install commands of other tools (pip, pipx, venv) are not run: ``make test`` from a
-  clean clone is their check. Any other kind of line fails until this file decides about it.
+  model). Install commands of other tools (pip, pipx, venv) and an MCP client's own set-up
+  (``claude mcp add``) are not run: ``make test`` from a clean clone is their check. Any other
+  kind of line fails until this file decides about it.
 - JSON blocks: valid JSON (a fragment such as ``"mcpServers": {...}`` inside braces) and a
-  valid agent.json; a server whose command is ours is parsed by the CLI's parser too.
+  valid agent.json, loaded by the real loader; a server whose command is ours is parsed by the
+  CLI's parser too.
+- Links between the pages lead to a page and a heading that exist; the README stays a short
+  guide; docs/configuration.md names every key the loader accepts, and no other.
 """
 
 from __future__ import annotations
@@ -27,14 +33,16 @@ import subprocess
 import sys
 import textwrap
 import time
+import typing
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
 from mcp_agent.cli.main import _parser
-from mcp_agent.config import parse_config
+from mcp_agent.config import AgentConfig, parse_config
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server
 from tests.frameworks.snippets import FRAMEWORKS, Framework
 from tests.frameworks.snippets import SECTION as FRAMEWORKS_SECTION
@@ -42,10 +50,15 @@ from tests.gateway.conftest import free_port
 from tests.gateway.e2e import rule_reply
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {
+    path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+}
+README = PAGES["README.md"]
 BLOCKS = [
     (language, textwrap.dedent(body))
-    for _, language, body in re.findall(r"^( *)```(\w*)\n(.*?)^\1```", README, flags=re.S | re.M)
+    for text in PAGES.values()
+    for _, language, body in re.findall(r"^( *)```(\w*)\n(.*?)^\1```", text, flags=re.S | re.M)
 ]
 PYTHON = [body for language, body in BLOCKS if language == "python"]
 SHELL = [body for language, body in BLOCKS if language in ("sh", "bash", "shell", "console")]
@@ -76,7 +89,7 @@ def test_every_python_block_compiles(index: int) -> None:
 def test_every_python_block_is_run_below_or_in_the_slow_tier() -> None:
     frameworks = [framework.snippet for framework in FRAMEWORKS]
     assert sorted(PYTHON) == sorted([CLIENT, LIBRARY, *frameworks]), (
-        "a new Python block in README.md: run it here"
+        "a new Python block in README.md or docs/: run it here"
     )
 
 
@@ -194,7 +207,8 @@ def test_the_library_example_runs(
 # --------------------------------------------------------------------------------------------
 # shell
 
-OURS = {"mcp-agent", "mcp-gateway-agent", ".venv/bin/mcp-agent"}
+OURS = {"mcp-agent", "mcp-gateway-agent"}  # in JSON: a client's "command", any path to ours
+AFTER_MAKE_RUN = ".venv/bin/mcp-agent"  # how a shell line calls ours: make run puts nothing on PATH
 INSTALLS = {"pip", "pipx", "python3"}  # set-up commands of other tools: not run here
 REPLICAS = {  # "Running several replicas": the scale tier (tests/scale) runs README's haproxy.cfg itself
     ("sudo", "apt-get", "install", "-y", "redis-server", "haproxy"),
@@ -219,10 +233,11 @@ COMMANDS = _commands()
 
 
 def _our_arguments(words: list[str]) -> list[str] | None:
-    if words[0] in OURS:
+    if words[0] == AFTER_MAKE_RUN:
         return words[1:]
-    if words[:3] in (["python", "-m", "mcp_agent"], ["python3", "-m", "mcp_agent"]):
-        return words[3:]
+    assert words[0] not in OURS and words[:3] not in (["python", "-m", "mcp_agent"], ["python3", "-m", "mcp_agent"]), (
+        f"docs: {shlex.join(words)} fails after make run (exit 127: not on PATH); write {AFTER_MAKE_RUN} instead"
+    )
     return None
 
 
@@ -231,7 +246,7 @@ def _parses(arguments: list[str]) -> None:
         _parser().parse_args(arguments)
     except SystemExit as exc:
         raise AssertionError(
-            f"README: mcp-agent {shlex.join(arguments)} is not a valid command line"
+            f"docs: mcp-agent {shlex.join(arguments)} is not a valid command line"
         ) from exc
 
 
@@ -249,18 +264,20 @@ def test_every_shell_line(words: list[str]) -> None:
             assert done.returncode == 0 and done.stdout.startswith(("mcp-agent ", "usage: mcp-agent")), done
         else:
             _parses(arguments)
+    elif words[:3] == ["claude", "mcp", "add"]:  # Claude Code's own set-up of the gateway
+        assert words[-1] == "http://127.0.0.1:8765/mcp" and "--transport" in words, words
     elif tuple(words) in REPLICAS:
         assert any(language == "haproxy" for language, _ in BLOCKS), "README shows the haproxy.cfg it runs"
     else:
         assert words[0] in INSTALLS or words[0].endswith("/pip"), (
-            f"README: a shell line of a new kind ({shlex.join(words)}): decide in test_readme.py how to check it"
+            f"docs: a shell line of a new kind ({shlex.join(words)}): decide in test_readme.py how to check it"
         )
 
 
 def test_the_install_lines_install_this_project_not_a_namesake() -> None:
     installs = [words for words in COMMANDS if words[0] in ("pip", "pipx") or words[0].endswith("/pip")]
     ours = [words for words in installs if "install" in words and words[-1] == "."]
-    assert ours, "README shows how to install this project in its own environment"
+    assert ours, "the docs show how to install this project in its own environment"
     assert not any("mcp-agent" in words or "mcp_agent" in words for words in installs)
 
 
@@ -277,3 +294,90 @@ def test_every_json_block_is_a_valid_config(index: int) -> None:
     for server in data.get("mcpServers", {}).values():
         if Path(server.get("command", "")).name in OURS:
             _parses(server.get("args", []))
+
+
+# --------------------------------------------------------------------------------------------
+# the pages together
+
+
+def test_the_readme_is_a_short_guide() -> None:
+    lines = README.count("\n")
+    assert lines <= 250, f"README.md has {lines} lines: it is the guide, the reference goes to docs/"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+LINKS = [
+    (page, target)
+    for page, text in PAGES.items()
+    for target in re.findall(r"\]\(([^)\s]+)\)", text)
+    if not re.match(r"[a-z]+:", target)  # https://..., mailto:: not ours to check offline
+]
+
+
+@pytest.mark.parametrize(("page", "target"), LINKS, ids=[f"{page}->{target}" for page, target in LINKS])
+def test_every_link_between_the_pages_leads_somewhere(page: str, target: str) -> None:
+    path, _, anchor = target.partition("#")
+    file = (ROOT / page).parent / path if path else ROOT / page
+    assert file.exists(), f"{page} links to {target}: no such file"
+    if anchor:
+        text = file.read_text(encoding="utf-8")
+        outside_code = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+        anchors = {_slug(heading) for heading in re.findall(r"^#+ (.+)$", outside_code, flags=re.M)}
+        assert anchor in anchors, f"{page} links to {target}: {path or page} has no such heading"
+
+
+def _models_in(annotation: object) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for argument in typing.get_args(annotation) for model in _models_in(argument)]
+
+
+def _keys(model: type[BaseModel], prefix: str = "", within: tuple[type[BaseModel], ...] = ()) -> Iterator[tuple[str, bool]]:
+    """Every key of agent.json the loader accepts under ``model``, as a dotted path (``<name>``
+    for a name of the user's, ``[]`` for an entry of a list), with whether it holds more keys.
+    A fallback entry takes the keys of ``llm`` itself, so a model within one of its own kind is
+    not walked again; fields the loader fills in itself (``exclude``) are not keys of the file."""
+    for name, field in model.model_fields.items():
+        if field.exclude:
+            continue
+        key = f"{prefix}{field.alias or name}"
+        inner = [sub for sub in _models_in(field.annotation) if not issubclass(sub, (*within, model))]
+        yield key, bool(inner)
+        shape = str(field.annotation)
+        separator = ".<name>." if "dict[" in shape else "[]." if "list[" in shape else "."
+        for sub in inner:
+            yield from _keys(sub, key + separator, (*within, model))
+
+
+ACCEPTED = dict(_keys(AgentConfig))
+REFERENCE = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+
+
+def _documented() -> set[str]:
+    """The keys in the first column of the reference's tables: the first code span is a whole
+    path, and each further one (``llm.requestTimeoutSeconds`` / ``connectTimeoutSeconds``) a
+    sibling of it."""
+    keys = set()
+    for row in re.findall(r"^\| (.+?) \|", REFERENCE, flags=re.M):
+        spans = re.findall(r"`([^`]+)`", row)
+        if not spans or spans[0] == "key":
+            continue
+        parent = spans[0].rpartition(".")[0]
+        keys.add(spans[0])
+        keys.update(f"{parent}.{span}" if parent else span for span in spans[1:])
+    return keys
+
+
+def test_the_configuration_reference_names_every_key_the_loader_accepts() -> None:
+    documented = _documented()
+    missing = sorted(key for key, holds_more in ACCEPTED.items() if not holds_more and key not in documented)
+    assert not missing, f"docs/configuration.md leaves out: {', '.join(missing)}"
+
+
+def test_the_configuration_reference_names_no_key_the_loader_refuses() -> None:
+    unknown = sorted(_documented() - set(ACCEPTED))
+    assert not unknown, f"docs/configuration.md names keys the loader refuses: {', '.join(unknown)}"

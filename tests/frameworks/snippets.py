@@ -1,9 +1,9 @@
-"""The README's agent-framework snippets, and what the slow tier needs to run each of them.
+"""The agent-framework snippets of docs/clients.md, and what the slow tier needs to run each of them.
 
-Every framework has a README block (found by its import line), a virtual environment of its own
+Every framework has a block in docs/clients.md (found by its import line), a virtual environment of its own
 (``.venv-frameworks/<name>``, made by ``make test-frameworks`` from the pins in
 ``tests/frameworks/<name>.txt``), and the few replacements that turn its Streamable HTTP snippet
-into the SSE one (the README's table names them). ``code`` is the block as written, with only
+into the SSE one (the page's table names them). ``code`` is the block as written, with only
 those replacements: the port, the question, the transport and any setting a test varies.
 """
 
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGE = (ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
 PYTHON_BLOCKS = [
     textwrap.dedent(body)
-    for _, language, body in re.findall(r"^( *)```(\w*)\n(.*?)^\1```", README, flags=re.S | re.M)
+    for _, language, body in re.findall(r"^( *)```(\w*)\n(.*?)^\1```", PAGE, flags=re.S | re.M)
     if language == "python"
 ]
-SECTION = README.split("### From agent frameworks", 1)[-1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-README_PORT = "127.0.0.1:8765"
+SECTION = PAGE.split("## From agent frameworks", 1)[-1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+PAGE_PORT = "127.0.0.1:8765"
 QUESTION = "Is anything listening on port 8765?"
 FOLLOW_UP = "And on port 8000?"
 SESSION_LINE = re.compile(r"^\[session_id: (\w+) \(pass it as session_id to continue this conversation\)\]$")
@@ -34,8 +34,8 @@ class Framework:
 
     Attributes:
         name: its virtual environment (``.venv-frameworks/<name>``) and pins (``<name>.txt``).
-        package: the distribution whose pinned version the README's table must name.
-        marker: the import line that only its README block has.
+        package: the distribution whose pinned version the page's table must name.
+        marker: the import line that only its block in docs/clients.md has.
         sse: (old, new) replacements that make the Streamable HTTP snippet an SSE one.
         text: whether the snippet prints the tool's text (the model sees the text, with the
             session line); else it prints ``answer`` from ``structuredContent``.
@@ -63,7 +63,7 @@ class Framework:
 
     @property
     def snippet(self) -> str:
-        """Its README block: the one Python block with ``marker``."""
+        """Its block in docs/clients.md: the one Python block with ``marker``."""
         [block] = [block for block in PYTHON_BLOCKS if self.marker in block]
         return block
 
@@ -72,11 +72,11 @@ class Framework:
         ``changes`` too; every replacement must find its text."""
         code = self.snippet
         for old, new in (
-            (README_PORT, f"127.0.0.1:{port}"),
+            (PAGE_PORT, f"127.0.0.1:{port}"),
             *(self.sse if transport == "sse" else ()),
             *changes,
         ):
-            assert old in code, f"the {self.name} snippet in README.md has no {old!r} any more"
+            assert old in code, f"the {self.name} snippet in docs/clients.md has no {old!r} any more"
             code = code.replace(old, new)
         return code
 

@@ -2,7 +2,7 @@
 
 A real gateway process (``mcp-agent serve``) with the fake model server and the echo and slow
 fixture tool servers; each framework runs in its own virtual environment (``make
-test-frameworks`` makes them from the pins beside this file) the README snippet for it, as
+test-frameworks`` makes them from the pins beside this file) the docs/clients.md snippet for it, as
 written, over Streamable HTTP and over SSE. Its first question is ``sleep 6``: a run longer
 than the 5 s defaults that fail real runs (the OpenAI Agents SDK's session timeout). Each must
 get the answer, and continue the conversation with the id it read from the answer. Strict-mode
@@ -132,7 +132,7 @@ def test_the_readme_snippet_runs(gateway: int, framework: Framework, transport: 
 
 
 def test_the_openai_agents_sdk_needs_its_session_timeout_raised(gateway: int, tmp_path: Path) -> None:
-    """What the README says: with the SDK's default session timeout (5 s) the same 6 s run fails."""
+    """What docs/clients.md says: with the SDK's default session timeout (5 s) the same 6 s run fails."""
     framework = BY_NAME["openai-agents"]
     default = ("        client_session_timeout_seconds=300,  # the default, 5 s, fails longer runs\n", "")
     text = (

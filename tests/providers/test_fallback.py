@@ -357,7 +357,7 @@ def test_the_readme_example_is_a_valid_config() -> None:
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "models.md").read_text(encoding="utf-8")
     [example] = [block for block in re.findall(r"```json\n(.*?)```", readme, re.S) if "fallbacks" in block]
     config = parse_config(json.loads(example), environ={"OPENAI_API_KEY": "sk-test"})
     [hosted] = fallback_configs(config.llm)

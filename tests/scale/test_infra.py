@@ -43,9 +43,9 @@ def test_a_missing_program_skips_with_the_command_or_fails_on_ci(
 
 @pytest.mark.scale
 def test_the_readme_haproxy_cfg_balances_the_replicas(model_server: FakeModelServer, tmp_path: Path) -> None:
-    """README's "Running several replicas" shows a haproxy.cfg: run it as written, only with the
+    """docs/state.md's "Running several replicas" shows a haproxy.cfg: run it as written, only with the
     ports of this test's replicas, and see both answer in turn."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "state.md").read_text(encoding="utf-8")
     [text] = re.findall(r"^```haproxy\n(.*?)^```", readme, flags=re.S | re.M)
     with running_cluster(tmp_path, model_server.base_url) as cluster:
         a, b = cluster.replicas

@@ -325,7 +325,7 @@ STICKY = [
 async def test_stateful_streamable_http_works_through_the_balancer_made_sticky_as_the_readme_says(
     model_server: FakeModelServer, tmp_path: Path
 ) -> None:
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "state.md").read_text(encoding="utf-8").split())
     assert all(f"`{line}`" in readme for line in STICKY)
     with running_cluster(tmp_path, model_server.base_url, balancer=STICKY) as cluster:
         by_client: list[list[str]] = []
