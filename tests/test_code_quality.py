@@ -69,7 +69,7 @@ def _private_imports(path: Path) -> list[str]:
 
 def test_private_modules_of_the_sdk_are_imported_only_by_the_adapter():
     """``gateway/_internals.py`` holds every reach into a private part of mcp, uvicorn or Starlette
-    (each pinned by a test and listed in README's "Known limits"); nothing else imports one."""
+    (each pinned by a test and listed in docs/development.md's "Known limits"); nothing else imports one."""
     found = []
     for path in sorted((ROOT / "mcp_agent").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()

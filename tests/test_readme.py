@@ -274,6 +274,29 @@ def test_every_shell_line(words: list[str]) -> None:
         )
 
 
+# Commands the guide already names while another branch of the same issue builds them (issue 24:
+# `mcp-agent init`). Not parsed while the CLI lacks them; once it has one, drop it from here.
+PENDING = {"init"}
+INLINE = sorted(
+    {
+        span
+        for text in PAGES.values()
+        for span in re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+        if span.startswith(AFTER_MAKE_RUN + " ")
+    }
+)
+
+
+@pytest.mark.parametrize("span", INLINE)
+def test_every_command_in_the_text_parses(span: str) -> None:
+    arguments = shlex.split(span)[1:]
+    if arguments[0] in PENDING:
+        with pytest.raises(AssertionError, match="not a valid command line"):  # else: drop it from PENDING
+            _parses(arguments)
+        return
+    _parses(arguments)
+
+
 def test_the_install_lines_install_this_project_not_a_namesake() -> None:
     installs = [words for words in COMMANDS if words[0] in ("pip", "pipx") or words[0].endswith("/pip")]
     ours = [words for words in installs if "install" in words and words[-1] == "."]
