@@ -235,7 +235,8 @@ COMMANDS = _commands()
 def _our_arguments(words: list[str]) -> list[str] | None:
     if words[0] == AFTER_MAKE_RUN:
         return words[1:]
-    assert words[0] not in OURS and words[:3] not in (["python", "-m", "mcp_agent"], ["python3", "-m", "mcp_agent"]), (
+    python_m = words[:3] in (["python", "-m", "mcp_agent"], ["python3", "-m", "mcp_agent"])
+    assert words[0] not in OURS and not python_m, (
         f"docs: {shlex.join(words)} fails after make run (exit 127: not on PATH); write {AFTER_MAKE_RUN} instead"
     )
     return None
@@ -245,9 +246,7 @@ def _parses(arguments: list[str]) -> None:
     try:
         _parser().parse_args(arguments)
     except SystemExit as exc:
-        raise AssertionError(
-            f"docs: mcp-agent {shlex.join(arguments)} is not a valid command line"
-        ) from exc
+        raise AssertionError(f"docs: mcp-agent {shlex.join(arguments)} is not a valid command line") from exc
 
 
 @pytest.mark.parametrize("words", COMMANDS, ids=[shlex.join(words) for words in COMMANDS])
@@ -359,7 +358,9 @@ def _models_in(annotation: object) -> list[type[BaseModel]]:
     return [model for argument in typing.get_args(annotation) for model in _models_in(argument)]
 
 
-def _keys(model: type[BaseModel], prefix: str = "", within: tuple[type[BaseModel], ...] = ()) -> Iterator[tuple[str, bool]]:
+def _keys(
+    model: type[BaseModel], prefix: str = "", within: tuple[type[BaseModel], ...] = ()
+) -> Iterator[tuple[str, bool]]:
     """Every key of agent.json the loader accepts under ``model``, as a dotted path (``<name>``
     for a name of the user's, ``[]`` for an entry of a list), with whether it holds more keys.
     A fallback entry takes the keys of ``llm`` itself, so a model within one of its own kind is
