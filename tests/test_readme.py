@@ -25,6 +25,7 @@ notes waiting to be folded in).
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import json
 import os
 import re
@@ -405,3 +406,34 @@ def test_the_configuration_reference_names_every_key_the_loader_accepts() -> Non
 def test_the_configuration_reference_names_no_key_the_loader_refuses() -> None:
     unknown = sorted(_documented() - set(ACCEPTED))
     assert not unknown, f"docs/configuration.md names keys the loader refuses: {', '.join(unknown)}"
+
+
+# The tool lists these servers really publish (recorded in tests/tools/router/tool_lists/).
+TOOL_LISTS = {
+    "@modelcontextprotocol/server-filesystem": "filesystem.json",
+    "@modelcontextprotocol/server-memory": "memory.json",
+    "mcp-server-time": "time.json",
+}
+SERVER_ENTRIES = [
+    server
+    for body in JSON_BLOCKS
+    for server in json.loads(body if body.strip().startswith("{") else "{" + body + "}")
+    .get("mcpServers", {})
+    .values()
+    if server.get("allowTools") or server.get("denyTools")
+]
+
+
+@pytest.mark.parametrize(
+    "server", SERVER_ENTRIES, ids=[" ".join(server.get("args", [])) for server in SERVER_ENTRIES]
+)
+def test_the_tools_an_example_names_exist_and_are_not_deprecated(server: dict[str, typing.Any]) -> None:
+    [listed] = [name for package, name in TOOL_LISTS.items() if package in server.get("args", [])]
+    recorded = json.loads(
+        (ROOT / "tests" / "tools" / "router" / "tool_lists" / listed).read_text(encoding="utf-8")
+    )
+    tools = {tool["name"]: tool.get("description", "") for tool in recorded["tools"]}
+    for glob in [*server.get("allowTools", []), *server.get("denyTools", [])]:
+        matched = [name for name in tools if fnmatch.fnmatchcase(name, glob)]
+        assert matched, f"{glob!r} names no tool of {listed} ({', '.join(tools)})"
+        assert not any("DEPRECATED" in tools[name] for name in matched), f"{glob!r}: {matched} is deprecated"
