@@ -76,6 +76,7 @@ from .database import (
 )
 from .pages import SqlitePageStore
 from .sessions import SqliteSessionStore
+from .pins import SqlitePinStore
 from .tasks import SqliteTaskStore
 
 logger = logging.getLogger(__name__)
@@ -293,6 +294,7 @@ class SqliteState:
         self._runs = SqliteRunStore(database, limits)
         self._pages = SqlitePageStore(database, limits)
         self._tasks = SqliteTaskStore(database)
+        self._pins = SqlitePinStore(database)
 
     @property
     def replica(self) -> str:
@@ -323,6 +325,10 @@ class SqliteState:
     @property
     def tasks(self) -> SqliteTaskStore:
         return self._tasks
+
+    @property
+    def pins(self) -> SqlitePinStore:
+        return self._pins
 
     @property
     def limits(self) -> StateLimits:
