@@ -25,16 +25,16 @@ class RedisPinStore:
 
     async def put(self, pin: ToolPin) -> None:
         with self._backend.failures(f"storing the {pin.kind} tools of server {pin.server!r}"):
-            await self._backend.client.hset(self._key(pin.kind), pin.server, to_json(pin.to_dict()))  # type: ignore[misc]
+            await self._backend.client.hset(self._key(pin.kind), pin.server, to_json(pin.to_dict()))
 
     async def get(self, server: str, kind: str = "pinned") -> ToolPin | None:
         with self._backend.failures(f"reading the {kind} tools of server {server!r}"):
-            data = await self._backend.client.hget(self._key(kind), server)  # type: ignore[misc]
+            data = await self._backend.client.hget(self._key(kind), server)
         text = as_text(data)
         return None if text is None else ToolPin.from_dict(json.loads(text))
 
     async def list(self, kind: str = "pinned") -> builtins.list[ToolPin]:
         with self._backend.failures(f"reading the {kind} tool pins"):
-            values = await self._backend.client.hgetall(self._key(kind))  # type: ignore[misc]
+            values = await self._backend.client.hgetall(self._key(kind))
         pins = [ToolPin.from_dict(json.loads(t)) for v in values.values() if (t := as_text(v)) is not None]
         return sorted(pins, key=lambda pin: pin.server)
