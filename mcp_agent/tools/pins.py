@@ -284,3 +284,37 @@ class ToolPins:
         """End ``run`` (the hub closes)."""
         self._stopped = True
         self._wake.set()
+
+
+def pin_report(pinned: Sequence[ToolPin], seen: Sequence[ToolPin]) -> list[JSONObject]:
+    """Per server with a pin or a sighting (by name): what its last seen list changes against
+    its pin, as ``tools --diff`` prints it and ``GET /api/v1/tools/pins`` answers it:
+    ``{"server", "pinned_at", "seen_at", "changes": [{"tool", "kind", "fields"}], "diff",
+    "findings": [{"tool", "where", "what", "excerpt"}]}`` (findings: ``hidden.findings`` over the
+    tools as last seen, or as pinned when none was seen)."""
+    from .hidden import findings
+
+    pins = {pin.server: pin for pin in pinned}
+    seens = {pin.server: pin for pin in seen}
+    report: list[JSONObject] = []
+    for server in sorted(set(pins) | set(seens)):
+        pin, sight = pins.get(server), seens.get(server)
+        old = dict(pin.tools) if pin is not None else {}
+        new = dict(sight.tools) if sight is not None else old
+        found = [
+            {"tool": name, **finding.to_dict()}
+            for name, spec in sorted(new.items())
+            for finding in findings(spec or {})
+        ]
+        listed = [c for c in changes(old, new) if c.kind != "removed"]
+        report.append(
+            {
+                "server": server,
+                "pinned_at": pin.at if pin is not None else None,
+                "seen_at": sight.at if sight is not None else None,
+                "changes": [{"tool": c.tool, "kind": c.kind, "fields": list(c.fields)} for c in listed],
+                "diff": diff_text(server, old, new),
+                "findings": found,
+            }
+        )
+    return report
