@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RULES", "Finding", "findings", "invisible", "scan_text", "visible"]
+__all__ = ["RULES", "Finding", "findings", "hidden_chars", "invisible", "scan_text", "visible"]
 
 RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -48,7 +48,7 @@ RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "keep it from the user",
         re.compile(
             r"\b(do not|don't|never|without)\s+(\w+\s+){0,2}?(tell|telling|mention|mentioning|inform|informing|"
-            r"notify|notifying|reveal|revealing|alert|alerting)\b[^.\n]{0,40}\b(the\s+)?user\b",
+            r"notify|notifying|reveal|revealing|alert|alerting)\b[^.\n]{0,80}\b(the\s+)?user\b",
             re.IGNORECASE,
         ),
     ),
@@ -117,10 +117,28 @@ def _decoded_tags(text: str) -> str:
     return "".join(chr(ord(c) - 0xE0000) for c in text if 0xE0020 <= ord(c) <= 0xE007E)
 
 
+_EMOJI_JOINERS = "\u200d\ufe0e\ufe0f"
+"""The zero-width joiner and text/emoji presentation selectors: part of an emoji sequence when
+they follow a symbol (👨‍👩‍👧, ❤️), hidden text anywhere else."""
+
+
+def hidden_chars(text: str) -> list[str]:
+    """The invisible characters of ``text``, less those that are part of an emoji sequence."""
+    found: list[str] = []
+    for index, char in enumerate(text):
+        if not invisible(char):
+            continue
+        before = text[index - 1] if index else ""
+        if char in _EMOJI_JOINERS and before and (unicodedata.category(before) == "So" or before in _EMOJI_JOINERS):
+            continue
+        found.append(char)
+    return found
+
+
 def scan_text(text: str, where: str) -> list[Finding]:
     """The findings in one piece of text (``where`` names it)."""
     found: list[Finding] = []
-    hidden = [c for c in text if invisible(c)]
+    hidden = hidden_chars(text)
     if hidden:
         spelled = _decoded_tags(text)
         names = sorted({f"U+{ord(c):04X}" for c in hidden})

@@ -262,7 +262,7 @@ class ToolPins:
         cancelled. A store failure is logged and tried again (the tools stay withheld)."""
         task_status.started()
         failed = False
-        while not self._stopped:
+        while True:
             with anyio.move_on_after(self._recheck if self.held or failed else None):
                 await self._wake.wait()
             self._wake = anyio.Event()
@@ -279,9 +279,11 @@ class ToolPins:
             except StateError as exc:
                 logger.warning("tool pins: the state store failed (%s); trying again", exc)
                 failed = True
+            if self._stopped:
+                return
 
     def stop(self) -> None:
-        """End ``run`` (the hub closes)."""
+        """End ``run`` once it has written what is queued (the hub closes)."""
         self._stopped = True
         self._wake.set()
 
