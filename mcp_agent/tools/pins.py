@@ -144,6 +144,21 @@ def diff_text(server: str, pinned: Mapping[str, Any], seen: Mapping[str, Any]) -
     return "\n".join(out)
 
 
+def _log_findings(server: str, seen: Mapping[str, JSONObject], before: Mapping[str, JSONObject]) -> None:
+    """A warning for each tool new or changed in ``seen`` whose definition holds signs of hidden
+    instructions (``hidden.py``)."""
+    from .hidden import findings
+
+    for name, spec in seen.items():
+        if _canonical(before.get(name)) == _canonical(spec):
+            continue
+        found = findings(spec)
+        if found:
+            logger.warning(
+                "server %s: tool %s has signs of hidden instructions: %s", server, name, "; ".join(map(str, found))
+            )
+
+
 class ToolPins:
     """The hub's gate over one ``PinStore`` (see the module docstring).
 
@@ -192,6 +207,7 @@ class ToolPins:
         if pinned is None and from_cache:
             return tools  # a cached list pins nothing: the live list will, or is held then
         if not from_cache and seen != self._seen.get(server):
+            _log_findings(server, seen, self._seen.get(server) or {})
             self._seen[server] = seen
             self._write(ToolPin(server, "seen", seen, by=self._by))
         hold_new = self.pin_new_servers and self._had_pins
