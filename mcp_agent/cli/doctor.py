@@ -25,8 +25,9 @@ from ..exceptions import ConfigError, MCPAgentError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..messages import ToolSpec
     import httpx
+
+    from ..messages import ToolSpec
 
 
 class _Report:
@@ -257,7 +258,9 @@ def _check_hidden(tools: Sequence[ToolSpec], report: _Report) -> None:
         )
         if found:
             flagged += 1
-            report.line("warn", f"tool {spec.name}: signs of hidden instructions (read its definition before use)")
+            report.line(
+                "warn", f"tool {spec.name}: signs of hidden instructions (read its definition before use)"
+            )
             for finding in found:
                 report.detail(str(finding))
     if not flagged:

@@ -334,7 +334,10 @@ async def _pins(config: AgentConfig, args: argparse.Namespace) -> int:
 
     if args.accept is not None and args.accept not in config.mcp_servers:
         known = ", ".join(sorted(config.mcp_servers)) or "none"
-        print(f"mcp-agent: tools --accept: no server {args.accept!r} in mcpServers (known: {known})", file=sys.stderr)
+        print(
+            f"mcp-agent: tools --accept: no server {args.accept!r} in mcpServers (known: {known})",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     async with contextlib.AsyncExitStack() as stack:
         state = await session_state(config, stack)
@@ -366,13 +369,19 @@ def print_pin_report(report: Sequence[dict[str, Any]], out: TextIO) -> None:
         if entry["pinned_at"] is None:
             print(f"{server}: new server, not pinned yet (mcp-agent tools --accept {server})", file=out)
         elif changes:
-            print(f"{server}: {len(changes)} tool(s) changed since pinned (mcp-agent tools --accept {server})", file=out)
+            print(
+                f"{server}: {len(changes)} tool(s) changed since pinned (mcp-agent tools --accept {server})",
+                file=out,
+            )
         else:
             print(f"{server}: as pinned", file=out)
         if entry["diff"]:
             print(entry["diff"], file=out)
         for finding in entry["findings"]:
-            print(f"  ! {finding['tool']}: {finding['where']}: {finding['what']}: {finding['excerpt']}", file=out)
+            print(
+                f"  ! {finding['tool']}: {finding['where']}: {finding['what']}: {finding['excerpt']}",
+                file=out,
+            )
 
 
 async def _cached_listing(config: AgentConfig) -> Any:

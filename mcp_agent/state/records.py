@@ -587,7 +587,13 @@ class ToolPin:
     by: str = ""
 
     def to_dict(self) -> JSONObject:
-        return {"server": self.server, "kind": self.kind, "tools": dict(self.tools), "at": self.at, "by": self.by}
+        return {
+            "server": self.server,
+            "kind": self.kind,
+            "tools": dict(self.tools),
+            "at": self.at,
+            "by": self.by,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolPin:

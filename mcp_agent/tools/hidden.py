@@ -129,7 +129,11 @@ def hidden_chars(text: str) -> list[str]:
         if not invisible(char):
             continue
         before = text[index - 1] if index else ""
-        if char in _EMOJI_JOINERS and before and (unicodedata.category(before) == "So" or before in _EMOJI_JOINERS):
+        if (
+            char in _EMOJI_JOINERS
+            and before
+            and (unicodedata.category(before) == "So" or before in _EMOJI_JOINERS)
+        ):
             continue
         found.append(char)
     return found

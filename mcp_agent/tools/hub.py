@@ -412,7 +412,6 @@ class ToolHub:
             except Exception:
                 logger.exception("tool list subscriber %r raised", callback)
 
-
     def _offered(self, connection: ServerConnection) -> tuple[ServerTool, ...]:
         """The server's tools, each marked held or not by the pins (the hub filters the held)."""
         if self.pins is not None:

@@ -155,7 +155,10 @@ def _log_findings(server: str, seen: Mapping[str, JSONObject], before: Mapping[s
         found = findings(spec)
         if found:
             logger.warning(
-                "server %s: tool %s has signs of hidden instructions: %s", server, name, "; ".join(map(str, found))
+                "server %s: tool %s has signs of hidden instructions: %s",
+                server,
+                name,
+                "; ".join(map(str, found)),
             )
 
 
@@ -169,7 +172,12 @@ class ToolPins:
     """
 
     def __init__(
-        self, store: PinStore, *, pin_new_servers: bool = False, by: str = "", recheck: float = RECHECK_SECONDS
+        self,
+        store: PinStore,
+        *,
+        pin_new_servers: bool = False,
+        by: str = "",
+        recheck: float = RECHECK_SECONDS,
     ) -> None:
         self.store = store
         self.pin_new_servers = pin_new_servers
@@ -200,7 +208,9 @@ class ToolPins:
         self._seen = {pin.server: dict(pin.tools) for pin in await self.store.list("seen")}
         self._had_pins = bool(self._pinned)
 
-    def offered(self, server: str, tools: tuple[ServerTool, ...], *, from_cache: bool = False) -> tuple[ServerTool, ...]:
+    def offered(
+        self, server: str, tools: tuple[ServerTool, ...], *, from_cache: bool = False
+    ) -> tuple[ServerTool, ...]:
         """The tools of ``server``'s list that may be offered; the rest are withheld (``held``)."""
         seen = definitions(tools)
         pinned = self._pinned.get(server)
@@ -215,7 +225,9 @@ class ToolPins:
             if not hold_new:
                 self._pinned[server] = pinned = dict(seen)
                 self._write(ToolPin(server, "pinned", pinned, by=self._by))
-                logger.info("tools of server %s pinned on first sight: %s", server, ", ".join(sorted(seen)) or "none")
+                logger.info(
+                    "tools of server %s pinned on first sight: %s", server, ", ".join(sorted(seen)) or "none"
+                )
             else:
                 pinned = {}
         added = [name for name in seen if name not in pinned]
@@ -223,7 +235,9 @@ class ToolPins:
             pinned = self._pinned[server] = {**pinned, **{name: seen[name] for name in added}}
             self._write(ToolPin(server, "pinned", pinned, by=self._by))
             logger.info("new tools of server %s pinned on first sight: %s", server, ", ".join(sorted(added)))
-        held = tuple(sorted(name for name, spec in seen.items() if _canonical(pinned.get(name)) != _canonical(spec)))
+        held = tuple(
+            sorted(name for name, spec in seen.items() if _canonical(pinned.get(name)) != _canonical(spec))
+        )
         before = self.held.get(server, ())
         if held != before:
             if held:
@@ -270,7 +284,9 @@ class ToolPins:
             self._pinned[server] = pinned[server]
             if server in self.held:
                 self.accepted[server] = self.accepted.get(server, 0) + 1
-                logger.warning("server %s: tool definitions accepted: %s", server, ", ".join(self.held[server]))
+                logger.warning(
+                    "server %s: tool definitions accepted: %s", server, ", ".join(self.held[server])
+                )
         self.on_change()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -54,7 +54,13 @@ def write_config(tmp_path: Path, model_url: str, *, servers: tuple[str, ...] = (
         descriptions.write_text(json.dumps({"echo": "Echo the text."}))
     env = {"GATED_TOOLS": str(tmp_path / "tools.txt"), "GATED_DESCRIPTIONS": str(descriptions)}
     data = {
-        "llm": {"endpoint": model_url, "model": "rule-model", "provider": "openai", "stream": False, "maxRetries": 0},
+        "llm": {
+            "endpoint": model_url,
+            "model": "rule-model",
+            "provider": "openai",
+            "stream": False,
+            "maxRetries": 0,
+        },
         "mcpServers": {name: {"command": sys.executable, "args": [GATED], "env": env} for name in servers},
         "gateway": {"description": "Pins.", "exposeTools": True},
         "state": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
@@ -74,7 +80,9 @@ async def gateway_of(path: Path) -> AsyncIterator[Running]:
 def model_tools(model: FakeModelServer) -> dict[str, str]:
     """The tools (name: description) of the model's last chat request."""
     chats = [r for r in model.requests if r.path.endswith("/chat/completions")]
-    return {t["function"]["name"]: t["function"].get("description", "") for t in chats[-1].json.get("tools", [])}
+    return {
+        t["function"]["name"]: t["function"].get("description", "") for t in chats[-1].json.get("tools", [])
+    }
 
 
 def every_request_text(model: FakeModelServer) -> str:
@@ -119,7 +127,9 @@ async def test_a_changed_description_never_reaches_the_model_until_the_cli_accep
         # the rug pull: the server changes its description and announces a new list
         (tmp_path / "descriptions.json").write_text(json.dumps({"echo": POISON}))
         await client.call_tool("g__relist", {})
-        await eventually(lambda: gateway.app.service.pins is not None and "g" in gateway.app.service.pins.held)
+        await eventually(
+            lambda: gateway.app.service.pins is not None and "g" in gateway.app.service.pins.held
+        )
         assert "g__echo" not in await offered(client)  # an exposeTools client is not shown it either
         assert "g__relist" in await offered(client)  # the unchanged tool still works
         await query(gateway)
@@ -164,7 +174,10 @@ async def test_a_change_between_starts_is_held_from_the_first_list_and_accepted_
             assert [(e["server"], e["held"], e["changes"]) for e in report] == [
                 ("g", ["echo"], [{"tool": "echo", "kind": "changed", "fields": ["description"]}])
             ]
-            assert {f["what"] for f in report[0]["findings"]} >= {"a secret file", "a tag addressed to the model"}
+            assert {f["what"] for f in report[0]["findings"]} >= {
+                "a secret file",
+                "a tag addressed to the model",
+            }
             missing = await http.post("/api/v1/tools/pins/nope/accept", json={})
             assert missing.status_code == 404
             accepted = await http.post("/api/v1/tools/pins/g/accept", json={})

@@ -37,7 +37,10 @@ async def test_put_replaces_and_list_answers_by_server(state: State) -> None:
     await state.pins.put(ToolPin("alpha", "pinned", {"a": ECHO}))
     replaced = ToolPin("zeta", "pinned", {"b": ECHO}, by="cli")
     await state.pins.put(replaced)
-    assert [(p.server, sorted(p.tools)) for p in await state.pins.list()] == [("alpha", ["a"]), ("zeta", ["b"])]
+    assert [(p.server, sorted(p.tools)) for p in await state.pins.list()] == [
+        ("alpha", ["a"]),
+        ("zeta", ["b"]),
+    ]
     assert await state.pins.get("zeta") == replaced
 
 

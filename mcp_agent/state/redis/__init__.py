@@ -59,9 +59,9 @@ from ..records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_
 from .backend import Backend, Keys, dumps, ms, text
 from .events import RedisEvents
 from .pages import RedisPageStore
+from .pins import RedisPinStore
 from .records import RedisApprovalStore, RedisRunStore
 from .sessions import BREAK, RedisSessionStore
-from .pins import RedisPinStore
 from .tasks import RedisTaskStore
 
 __all__ = ["RedisState", "open_redis_state"]

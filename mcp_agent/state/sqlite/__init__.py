@@ -75,8 +75,8 @@ from .database import (
     process_token,
 )
 from .pages import SqlitePageStore
-from .sessions import SqliteSessionStore
 from .pins import SqlitePinStore
+from .sessions import SqliteSessionStore
 from .tasks import SqliteTaskStore
 
 logger = logging.getLogger(__name__)
