@@ -25,6 +25,7 @@ from tests.fakes.model_server import FakeModelServer, RecordedRequest, Reply, ru
 from tests.fakes.openai_shapes import completion
 
 from .conftest import Running, eventually, running_gateway
+from .e2e import write_config as e2e_config
 from .mcp.test_server import connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,27 +49,26 @@ def model() -> Iterator[FakeModelServer]:
 
 
 def write_config(tmp_path: Path, model_url: str, *, servers: tuple[str, ...] = ("g",), **policy: Any) -> Path:
+    """e2e's agent.json with ``servers`` as ``gated`` fixtures (descriptions from a file), a
+    SQLite state store the CLI shares, ``exposeTools`` and ``policy``."""
     (tmp_path / "tools.txt").write_text("echo\nrelist\n")
     descriptions = tmp_path / "descriptions.json"
     if not descriptions.exists():
         descriptions.write_text(json.dumps({"echo": "Echo the text."}))
     env = {"GATED_TOOLS": str(tmp_path / "tools.txt"), "GATED_DESCRIPTIONS": str(descriptions)}
-    data = {
-        "llm": {
-            "endpoint": model_url,
-            "model": "rule-model",
-            "provider": "openai",
-            "stream": False,
-            "maxRetries": 0,
-        },
-        "mcpServers": {name: {"command": sys.executable, "args": [GATED], "env": env} for name in servers},
-        "gateway": {"description": "Pins.", "exposeTools": True},
-        "state": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-        "policy": policy,
-    }
-    path = tmp_path / "agent.json"
+    path = e2e_config(tmp_path, model_url, tmp_path / "slow.log", exposeTools=True)
+    data = json.loads(path.read_text())
+    data["mcpServers"] = {name: {"command": sys.executable, "args": [GATED], "env": env} for name in servers}
+    data["state"] = {"url": f"sqlite:///{tmp_path / 'state.db'}"}
+    data["policy"] = policy
     path.write_text(json.dumps(data))
     return path
+
+
+async def pinned_once(path: Path) -> None:
+    """A first gateway over ``path``: its servers' tools pinned on first sight."""
+    async with gateway_of(path) as gateway:
+        await query(gateway)
 
 
 @asynccontextmanager
@@ -162,8 +162,7 @@ async def test_a_change_between_starts_is_held_from_the_first_list_and_accepted_
     tmp_path: Path, model: FakeModelServer
 ) -> None:
     path = write_config(tmp_path, model.base_url)
-    async with gateway_of(path) as gateway:
-        await query(gateway)  # pinned on first sight
+    await pinned_once(path)
     (tmp_path / "descriptions.json").write_text(json.dumps({"echo": POISON}))
     async with gateway_of(path) as gateway:
         await eventually(lambda: bool(gateway.app.service.pins and "g" in gateway.app.service.pins.held))
@@ -191,9 +190,7 @@ async def test_a_change_between_starts_is_held_from_the_first_list_and_accepted_
 async def test_pin_new_servers_holds_a_server_first_seen_after_pins_exist(
     tmp_path: Path, model: FakeModelServer
 ) -> None:
-    path = write_config(tmp_path, model.base_url)
-    async with gateway_of(path) as gateway:
-        await query(gateway)
+    await pinned_once(write_config(tmp_path, model.base_url))
     path = write_config(tmp_path, model.base_url, servers=("g", "h"), pinNewServers=True)
     async with gateway_of(path) as gateway:
         await eventually(lambda: bool(gateway.app.service.pins and "h" in gateway.app.service.pins.held))
@@ -211,9 +208,7 @@ async def test_pin_new_servers_holds_a_server_first_seen_after_pins_exist(
 async def test_without_pin_new_servers_a_new_server_is_pinned_on_first_sight(
     tmp_path: Path, model: FakeModelServer
 ) -> None:
-    path = write_config(tmp_path, model.base_url)
-    async with gateway_of(path) as gateway:
-        await query(gateway)
+    await pinned_once(write_config(tmp_path, model.base_url))
     path = write_config(tmp_path, model.base_url, servers=("g", "h"))
     async with gateway_of(path) as gateway:
         await query(gateway)
