@@ -195,6 +195,9 @@ class ToolPins:
         self._writes: list[ToolPin] = []
         self._wake = anyio.Event()
         self._stopped = False
+        self._version = 0
+        """Bumped whenever a pin changes under ``offered``'s memory (``_apply``)."""
+        self._memo: dict[str, tuple[tuple[ServerTool, ...], tuple[bool, int], tuple[ServerTool, ...]]] = {}
         self.on_change: Callable[[], None] = lambda: None
         """Called (sync) when the pins changed under the hub (an accept): the hub lists anew."""
 
@@ -211,7 +214,20 @@ class ToolPins:
     def offered(
         self, server: str, tools: tuple[ServerTool, ...], *, from_cache: bool = False
     ) -> tuple[ServerTool, ...]:
-        """The tools of ``server``'s list that may be offered; the rest are withheld (``held``)."""
+        """The tools of ``server``'s list that may be offered; the rest are withheld (``held``).
+
+        The same list (the same tuple: a server's list is a new one each time it lists) under
+        the same pins is answered from memory: the hub asks at every change of any server."""
+        memo = self._memo.get(server)
+        if memo is not None and memo[0] is tools and memo[1] == (from_cache, self._version):
+            return memo[2]
+        offered = self._offered(server, tools, from_cache)
+        self._memo[server] = (tools, (from_cache, self._version), offered)
+        return offered
+
+    def _offered(
+        self, server: str, tools: tuple[ServerTool, ...], from_cache: bool
+    ) -> tuple[ServerTool, ...]:
         seen = definitions(tools)
         pinned = self._pinned.get(server)
         if pinned is None and from_cache:
@@ -280,6 +296,7 @@ class ToolPins:
         moved = [s for s, tools in pinned.items() if self._pinned.get(s) != tools]
         if not moved:
             return
+        self._version += 1
         for server in moved:
             self._pinned[server] = pinned[server]
             if server in self.held:
