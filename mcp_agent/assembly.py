@@ -25,10 +25,11 @@ from .loop.approvals import ApprovalQueue, Gate, require_warnings
 from .loop.recording import RecordTo
 from .providers.factory import open_provider
 from .providers.servers.info import server_info_of, sized_for_server
-from .state.base import SessionStore, State
+from .state.base import PinStore, SessionStore, State
 from .state.folder import private_state_dir
 from .telemetry.setup import flush_tracing, setup_tracing
 from .tools.hub import open_tool_hub
+from .tools.pins import ToolPins
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ async def open_agent(
     approvals: ApprovalQueue | None = None,
     events: EventSink | None = None,
     gate: Gate | None = None,
+    pins: PinStore | None = None,
 ) -> AsyncIterator[Agent]:
     """An Agent over the configured model server and tool servers, for ``async with``.
 
@@ -57,13 +59,21 @@ async def open_agent(
     first. Once the servers are up, each ``approvals.require`` glob that matches no offered tool
     is logged as a warning. With ``hold_starts`` the servers offered from the tool cache do not
     start until ``agent.tools.release_starts()`` (the gateway calls it once it serves; 5 s at
-    most).
+    most). Each server's tool definitions are pinned in ``pins`` (default: ``state.pins``; None
+    and no state: not pinned), and a changed one is withheld until accepted (``tools/pins.py``,
+    ``policy.pinNewServers``).
 
     Raises:
         ConfigError: the config file is missing or invalid.
     """
     if not isinstance(config, AgentConfig):
         config = load_config(config)
+    pin_store = pins if pins is not None else state.pins if state is not None else None
+    tool_pins = (
+        ToolPins(pin_store, pin_new_servers=config.policy.pin_new_servers, by=state.replica if state else "")
+        if pin_store is not None
+        else None
+    )
     setup_tracing(config.telemetry)  # OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT says so (and none is set)
     async with (
         open_provider(config.llm) as provider,
@@ -73,6 +83,7 @@ async def open_agent(
             state_dir=private_state_dir() if record_children else None,
             hold_starts=hold_starts,
             relay_calls=config.gateway.expose_tools,  # servers may ask the exposed calls' clients
+            pins=tool_pins,
         ) as hub,
     ):
         down = [status.name for status in hub.status() if status.status not in ("up", "disabled")]

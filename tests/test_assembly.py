@@ -123,6 +123,7 @@ def test_open_agent_takes_explicit_keywords_only() -> None:
         "approvals",
         "events",
         "gate",
+        "pins",
     ]
 
 

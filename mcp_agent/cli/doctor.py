@@ -23,7 +23,11 @@ from ..config import AgentConfig, RemoteServerConfig
 from ..exceptions import ConfigError, MCPAgentError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import httpx
+
+    from ..messages import ToolSpec
 
 
 class _Report:
@@ -235,3 +239,29 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
         for spec in changed:
             for change in spec.changes_for(dialect):
                 report.detail(f"{spec.name}: {change}")
+        _check_hidden(tools, report)
+
+
+def _check_hidden(tools: Sequence[ToolSpec], report: _Report) -> None:
+    """Warn about each tool whose definition holds signs of hidden instructions (``tools/hidden.py``)."""
+    from ..tools.hidden import findings
+
+    flagged = 0
+    for spec in tools:
+        found = findings(
+            {
+                "description": spec.description,
+                "title": spec.title,
+                "inputSchema": spec.input_schema,
+                "outputSchema": spec.output_schema,
+            }
+        )
+        if found:
+            flagged += 1
+            report.line(
+                "warn", f"tool {spec.name}: signs of hidden instructions (read its definition before use)"
+            )
+            for finding in found:
+                report.detail(str(finding))
+    if not flagged:
+        report.line("ok", "no tool description holds signs of hidden instructions")

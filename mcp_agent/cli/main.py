@@ -105,6 +105,19 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument(
         "--fresh", action="store_true", help="start every server, also those whose tool list is cached"
     )
+    pinned = tools.add_mutually_exclusive_group()
+    pinned.add_argument(
+        "--diff",
+        action="store_true",
+        help="show, per server, how the tool definitions last seen differ from the pinned ones "
+        "(and hidden-instruction findings); reads the state store, starts no server",
+    )
+    pinned.add_argument(
+        "--accept",
+        metavar="SERVER",
+        help="pin SERVER's tool definitions as last seen; a running gateway sharing the state "
+        "store offers them again within seconds",
+    )
 
     add("doctor", "check the config, the model server and every tool server")
 
@@ -290,6 +303,9 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     from ..providers.servers.endpoints import resolve_endpoint
     from ..state.folder import private_state_dir
 
+    if args.diff or args.accept is not None:
+        return await _pins(config, args)
+
     dialect = resolve_endpoint(config.llm).provider
     listed = None if args.fresh else await _cached_listing(config)
     if listed is not None:  # every list is cached: nothing to start, and no MCP SDK to load
@@ -310,6 +326,62 @@ async def _tools(config: AgentConfig, args: argparse.Namespace) -> int:
     else:
         print_tools(report, sys.stdout)
     return EXIT_OK
+
+
+async def _pins(config: AgentConfig, args: argparse.Namespace) -> int:
+    """``tools --diff`` and ``tools --accept SERVER``, over the state store the gateway shares."""
+    from ..tools.pins import ToolPins, pin_report
+
+    if args.accept is not None and args.accept not in config.mcp_servers:
+        known = ", ".join(sorted(config.mcp_servers)) or "none"
+        print(
+            f"mcp-agent: tools --accept: no server {args.accept!r} in mcpServers (known: {known})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    async with contextlib.AsyncExitStack() as stack:
+        state = await session_state(config, stack)
+        if args.accept is not None:
+            before = pin_report(await state.pins.list("pinned"), await state.pins.list("seen"))
+            pin = await ToolPins(state.pins).accept(args.accept, by="cli")
+            if pin is None:
+                print(f"server {args.accept}: no tools seen yet; nothing to accept", file=sys.stderr)
+                return EXIT_USAGE
+            entry = next((e for e in before if e["server"] == args.accept), None)
+            changed = [c["tool"] for c in entry["changes"]] if entry else []
+            what = f"{len(changed)} changed: {', '.join(changed)}" if changed else "no change"
+            print(f"server {args.accept}: {len(pin.tools)} tool definitions pinned ({what})")
+            return EXIT_OK
+        report = pin_report(await state.pins.list("pinned"), await state.pins.list("seen"))
+    if args.json:
+        print(json.dumps({"servers": report}, indent=2))
+    else:
+        print_pin_report(report, sys.stdout)
+    return EXIT_OK
+
+
+def print_pin_report(report: Sequence[dict[str, Any]], out: TextIO) -> None:
+    """``tools --diff`` for people: per server, its changes as a diff, then its findings."""
+    if not report:
+        print("no tool definitions pinned yet: they are pinned when a server first lists its tools", file=out)
+    for entry in report:
+        server, changes = entry["server"], entry["changes"]
+        if entry["pinned_at"] is None:
+            print(f"{server}: new server, not pinned yet (mcp-agent tools --accept {server})", file=out)
+        elif changes:
+            print(
+                f"{server}: {len(changes)} tool(s) changed since pinned (mcp-agent tools --accept {server})",
+                file=out,
+            )
+        else:
+            print(f"{server}: as pinned", file=out)
+        if entry["diff"]:
+            print(entry["diff"], file=out)
+        for finding in entry["findings"]:
+            print(
+                f"  ! {finding['tool']}: {finding['where']}: {finding['what']}: {finding['excerpt']}",
+                file=out,
+            )
 
 
 async def _cached_listing(config: AgentConfig) -> Any:
@@ -401,7 +473,11 @@ async def _query(config: AgentConfig, args: argparse.Namespace) -> int:
                     "(starting with a letter or digit)"
                 )
             state = await session_state(config, stack)
-        agent = await stack.enter_async_context(open_agent(config, state=state, record=args.record or None))
+        # the tool definitions are pinned in the store the gateway shares, with or without --session
+        pins = (state or await session_state(config, stack)).pins
+        agent = await stack.enter_async_context(
+            open_agent(config, state=state, record=args.record or None, pins=pins)
+        )
         names = [spec.name for spec in agent.tools.list_tools()]
         for glob in unmatched_globs(args.approve, names):
             logger.warning("%s", glob.describe("--approve"))

@@ -240,6 +240,19 @@ class ApprovalsConfig(ConfigModel):
     either way."""
 
 
+class PolicyConfig(ConfigModel):
+    """The ``policy`` section: what the gateway lets tools and their servers do (issue 25).
+
+    The fields below are tool integrity's (``tools/pins.py``); the provenance policy's fields
+    join them in their own block."""
+
+    # -- tool integrity (pins) --
+    pin_new_servers: bool = False
+    """Hold the tools of a server first seen after pins exist (and tools new to a pinned
+    server) until ``mcp-agent tools --accept SERVER``, as a changed tool is held. Off: they are
+    pinned on first sight."""
+
+
 # The ``mcpServers`` section of agent.json: one model per tool-server transport, and their union.
 #
 # An entry with ``command`` is a ``StdioServerConfig`` (a subprocess speaking MCP over
@@ -840,6 +853,7 @@ class AgentConfig(ConfigModel):
     mcp_servers: dict[str, ServerConfig] = Field(default_factory=dict)
     servers_dir: str | None = None
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     state: StateConfig = Field(default_factory=StateConfig)

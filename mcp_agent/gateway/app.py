@@ -282,6 +282,26 @@ class GatewayApp:
             lambda: sum(s.get("status") == "up" for s in servers()),
         )
         watch("mcp_agent_tools", "Tools offered to the model.", lambda: len(service.tool_specs()))
+        watch(
+            "mcp_agent_tools_held",
+            "Tools withheld by server: their definitions changed since pinned (tools/pins.py).",
+            lambda: {(s,): float(len(t)) for s, t in service.pins.held.items()} if service.pins else {},
+            labels=("server",),
+        )
+        watch(
+            "mcp_agent_tool_definition_changes",
+            "Changed tool definitions found by server (each a warning in the log).",
+            lambda: {(s,): float(n) for s, n in service.pins.changes.items()} if service.pins else {},
+            labels=("server",),
+            kind="counter",
+        )
+        watch(
+            "mcp_agent_tool_pins_accepted",
+            "Changed tool definitions accepted by server (tools --accept, REST, dashboard).",
+            lambda: {(s,): float(n) for s, n in service.pins.accepted.items()} if service.pins else {},
+            labels=("server",),
+            kind="counter",
+        )
         watch("mcp_agent_queries_queued", "Queries waiting for a slot.", lambda: service.admissions.queued)
         watch("mcp_agent_state_up", "1 while the state store works, else 0.", lambda: float(service.store.ok))
         watch(

@@ -312,6 +312,8 @@ def required_scope(method: str, path: str) -> str | None:
         return "admin"
     if path.startswith("/api/v1/approvals/") and method == "POST":
         return "approve"
+    if path.startswith("/api/v1/tools/pins"):  # tool definitions and accepting them: the operator's
+        return "admin"
     if path in ("/api/v1/approvals", "/api/v1/events", "/api/v1/tools", "/api/v1/health"):
         return None
     return "query"  # queries, conversations and every MCP route

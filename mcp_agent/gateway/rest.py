@@ -46,6 +46,7 @@ from ..loop.agent import Agent
 from ..loop.result import RunResult, TerminationReason
 from ..messages import JSONObject
 from ..telemetry.base import continued_from
+from ..tools.pins import ToolPins, pin_report
 from .callers import Caller, caller_of
 from .eventbus import BufferedSink
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -109,6 +110,8 @@ class RestAPI:
         return [
             Route("/api/v1/health", self.health, methods=["GET"]),
             Route("/api/v1/tools", self.tools, methods=["GET"]),
+            Route("/api/v1/tools/pins", self.tool_pins, methods=["GET"]),
+            Route("/api/v1/tools/pins/{server}/accept", self.accept_pins, methods=["POST"]),
             Route("/api/v1/query", self.query, methods=["POST"]),
             Route("/api/v1/approvals", self.approvals, methods=["GET"]),
             Route("/api/v1/approvals/{approval_id}", self.resolve_approval, methods=["POST"]),
@@ -182,6 +185,42 @@ class RestAPI:
         ]
         servers = [status.to_dict() for status in self.service.server_status()]
         return JSONResponse({"tools": tools, "count": len(tools), "servers": servers})
+
+    # ---------------------------------------------------------------- tool pins (admin)
+
+    def _pins(self) -> ToolPins:
+        self._agent()
+        pins = self.service.pins
+        if pins is None:
+            raise ApiError(404, "this gateway pins no tool definitions", "not_found")
+        return pins
+
+    async def tool_pins(self, request: Request) -> Response:
+        """Every server's pinned tool definitions against the ones last seen: the changes,
+        their diff, what is withheld now, and hidden-instruction findings (``tools/pins.py``)."""
+        try:
+            pins = self._pins()
+        except ApiError as exc:
+            return exc.response()
+        report = pin_report(await pins.store.list("pinned"), await pins.store.list("seen"))
+        for entry in report:
+            entry["held"] = list(pins.held.get(str(entry["server"]), ()))
+        return JSONResponse({"servers": report})
+
+    async def accept_pins(self, request: Request) -> Response:
+        """Pin a server's tool definitions as last seen (the operator reviewed the diff)."""
+        server = request.path_params["server"]
+        try:
+            pins = self._pins()
+            if server not in self.service.config.mcp_servers:
+                raise ApiError(404, f"no tool server {server!r} in agent.json", "not_found")
+        except ApiError as exc:
+            return exc.response()
+        caller = caller_of(request.scope)
+        pin = await pins.accept(server, by=caller.name if caller else "rest")
+        if pin is None:
+            return error_response(404, f"server {server!r} has listed no tools yet", "not_found")
+        return JSONResponse({"server": server, "accepted": sorted(pin.tools), "at": pin.at, "by": pin.by})
 
     async def metrics(self, request: Request) -> Response:
         return PlainTextResponse(self.service.metrics.render(), media_type=METRICS_CONTENT_TYPE)

@@ -49,6 +49,7 @@ from ..state.records import valid_session_id
 from ..telemetry.logs import RunLogFields, log_fields
 from ..tools.catalog import Catalog
 from ..tools.hub import ToolHub
+from ..tools.pins import ToolPins
 from ..tools.status import ServerStatus
 from .admission import Admissions, Busy, Closed, Slot
 from .callers import Caller, CallerBook, gateway_tool_glob_warnings, tool_filters
@@ -290,6 +291,12 @@ class GatewayService:
     def server_status(self) -> list[ServerStatus]:
         hub = self.hub
         return hub.status() if hub is not None else []
+
+    @property
+    def pins(self) -> ToolPins | None:
+        """The tool servers' pinned definitions (``tools/pins.py``); None without a hub or pins."""
+        hub = self.hub
+        return hub.pins if hub is not None else None
 
     def health(self) -> tuple[str, list[str]]:
         """The gateway's status and, when ``degraded``, why.

@@ -13,7 +13,10 @@ Five stores and the bundle that owns them:
   beside the session (readable from every process sharing the backend) and gone with it;
 - ``TaskStore``: the tasks of the MCP Tasks extension (``TaskRecord``), each kept until its TTL
   ends, readable from every process sharing the backend;
-- ``State``: the five, the process's ``replica`` id, ``beat()`` (its liveness lease) and
+- ``PinStore``: each server's tool definitions as pinned (approved) and as last seen
+  (``ToolPin``, ``tools/pins.py``), readable from every process sharing the backend, kept until
+  replaced;
+- ``State``: the six, the process's ``replica`` id, ``beat()`` (its liveness lease) and
   ``recover()`` (what dead replicas left behind: runs become ``terminal_error`` "interrupted by a
   gateway restart", their pending approvals are expired, their session locks are released).
 
@@ -38,6 +41,7 @@ state, never the reverse).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
@@ -58,9 +62,10 @@ from .records import (
     SessionInfo,
     StateLimits,
     TaskRecord,
+    ToolPin,
 )
 
-__all__ = ["ApprovalStore", "PageStore", "RunStore", "SessionStore", "State", "TaskStore"]
+__all__ = ["ApprovalStore", "PageStore", "PinStore", "RunStore", "SessionStore", "State", "TaskStore"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,6 +220,21 @@ class TaskStore(Protocol):
     async def request_cancel(self, task_id: str) -> bool: ...
 
 
+class PinStore(Protocol):
+    """Tool definitions pinned per server, and the ones last seen (``ToolPin``, by ``kind``).
+
+    ``put`` replaces the server's record of ``pin.kind`` whole; ``get`` reads one (None: none
+    yet); ``list`` answers every server's record of ``kind``, by server name. Records are kept
+    until replaced (a server removed from agent.json leaves its pin, harmless and small).
+    """
+
+    async def put(self, pin: ToolPin) -> None: ...
+
+    async def get(self, server: str, kind: str = "pinned") -> ToolPin | None: ...
+
+    async def list(self, kind: str = "pinned") -> builtins.list[ToolPin]: ...
+
+
 class SharedEvents(Protocol):
     """A shared state backend's channel between replicas (``state.redis``'s ``RedisEvents``; None
     for a backend of one process).
@@ -240,7 +260,7 @@ class SharedEvents(Protocol):
 
 
 class State(Protocol):
-    """The five stores of one backend, for one process (``replica``).
+    """The six stores of one backend, for one process (``replica``).
 
     ``beat`` renews this replica's liveness lease (call it every third of ``lease_seconds``;
     it applies retention too). ``recover`` finds replicas whose lease lapsed (or, on this
@@ -270,6 +290,9 @@ class State(Protocol):
 
     @property
     def tasks(self) -> TaskStore: ...
+
+    @property
+    def pins(self) -> PinStore: ...
 
     @property
     def limits(self) -> StateLimits: ...

@@ -47,6 +47,7 @@ from .records import (
     SessionInfo,
     StateLimits,
     TaskRecord,
+    ToolPin,
     check_room,
     new_page_handle,
     new_replica_id,
@@ -432,6 +433,22 @@ class MemoryTaskStore:
         return len(self._tasks)
 
 
+class MemoryPinStore:
+    """Pinned and seen tool definitions in a dict, by ``(kind, server)``."""
+
+    def __init__(self) -> None:
+        self._pins: dict[tuple[str, str], ToolPin] = {}
+
+    async def put(self, pin: ToolPin) -> None:
+        self._pins[pin.kind, pin.server] = pin
+
+    async def get(self, server: str, kind: str = "pinned") -> ToolPin | None:
+        return self._pins.get((kind, server))
+
+    async def list(self, kind: str = "pinned") -> builtins.list[ToolPin]:
+        return sorted((p for (k, _), p in self._pins.items() if k == kind), key=lambda p: p.server)
+
+
 class MemoryState:
     """The memory backend's ``State``: one process, no leases to keep, nobody to recover."""
 
@@ -445,6 +462,7 @@ class MemoryState:
         self._pages = MemoryPageStore(limits.max_paged_bytes_total, live=self._sessions.exists)
         self._sessions.on_remove = self._pages.forget
         self._tasks = MemoryTaskStore()
+        self._pins = MemoryPinStore()
 
     @property
     def replica(self) -> str:
@@ -474,6 +492,10 @@ class MemoryState:
     @property
     def tasks(self) -> MemoryTaskStore:
         return self._tasks
+
+    @property
+    def pins(self) -> MemoryPinStore:
+        return self._pins
 
     @property
     def limits(self) -> StateLimits:

@@ -560,3 +560,47 @@ class Recovery:
     runs: int = 0
     approvals: int = 0
     locks: int = 0
+
+
+PIN_KINDS = ("pinned", "seen")
+"""What a ``ToolPin`` holds: the definitions approved (``pinned``), or the last ones a server
+listed (``seen``), which ``mcp-agent tools --diff`` compares and ``--accept`` pins."""
+
+
+@dataclass(frozen=True)
+class ToolPin:
+    """One server's tool definitions as pinned (approved) or as last seen (``tools/pins.py``).
+
+    Attributes:
+        server: the server's name in agent.json.
+        kind: ``pinned`` or ``seen`` (``PIN_KINDS``).
+        tools: each tool's definition by its MCP name: ``{"description", "inputSchema",
+            "outputSchema", "annotations", "title"}`` as the server sent them.
+        at: wall time it was written.
+        by: who wrote it: ``first sight``, a replica id, ``cli``, a caller's name.
+    """
+
+    server: str
+    kind: str
+    tools: Mapping[str, JSONObject]
+    at: float = field(default_factory=time.time)
+    by: str = ""
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "server": self.server,
+            "kind": self.kind,
+            "tools": dict(self.tools),
+            "at": self.at,
+            "by": self.by,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolPin:
+        return cls(
+            server=str(data["server"]),
+            kind=str(data["kind"]),
+            tools=dict(data.get("tools") or {}),
+            at=float(data.get("at") or 0.0),
+            by=str(data.get("by") or ""),
+        )

@@ -56,7 +56,8 @@ from ..messages import JSONObject, ToolResult, ToolSpec
 from .base import redefinition
 from .cache import ToolCache
 from .catalog import Catalog
-from .presentation import exposed_specs
+from .pins import ToolPins
+from .presentation import ServerTool, exposed_specs
 from .server.connection import RestartPolicy, ServerConnection, StartMode, StartQueue
 from .server.lists import CatalogKind
 from .server.session import ProgressCallback
@@ -88,8 +89,13 @@ class ToolHub:
         start_limit: int | None = None,
         relay_calls: bool = False,
         tokens: Path | None = None,
+        pins: ToolPins | None = None,
     ) -> None:
         self._default_timeout = default_timeout
+        self.pins = pins
+        """The pinned tool definitions that gate each server's list (``pins.py``); None: none."""
+        if pins is not None:
+            pins.on_change = self._recompute
         self._queue = StartQueue(held=hold_starts, limit=start_limit)
         self._connections = {
             name: ServerConnection(
@@ -114,6 +120,7 @@ class ToolHub:
         self._routes: dict[str, tuple[ServerConnection, str]] = {}
         self._by_name: dict[str, ToolSpec] = {}
         self._gone: dict[str, ServerConnection] = {}  # names whose server failed, for a clear error
+        self._held: dict[str, ServerConnection] = {}  # names withheld by the pins (changed definitions)
         self._warnings: tuple[str, ...] = ()
         self._subscribers: list[Callable[[], None]] = []
         self._update_listeners: list[Callable[[str, str], Awaitable[None]]] = []
@@ -217,6 +224,13 @@ class ToolHub:
             return ToolResult(f"tool {name} is unavailable: the tool servers are shut down", is_error=True)
         route = self._routes.get(name)
         if route is None:
+            held = self._held.get(name)
+            if held is not None:
+                text = (
+                    f"tool {name} is unavailable: its definition changed since it was pinned, and it is "
+                    f"withheld until an operator accepts it (mcp-agent tools --accept {held.name})"
+                )
+                return ToolResult(text, is_error=True)
             gone = self._gone.get(name)
             if gone is not None and gone.state == "failed":
                 text = f"tool {name} is unavailable: server {gone.name} failed: {gone.error}"
@@ -362,12 +376,23 @@ class ToolHub:
         serving = [
             c for c in self._connections.values() if c.state in ("up", "restarting", "starting", "idle")
         ]
-        tools = [tool for c in serving for tool in c.tools]
+        tools = [tool for c in serving for tool in self._offered(c)]
         specs, names, warnings = exposed_specs(
             tools, {name: c.config for name, c in self._connections.items()}
         )
+        pins = self.pins
+        held = {
+            exposed: self._connections[server]
+            for exposed, (server, mcp_name) in names.items()
+            if pins is not None and pins.is_held(server, mcp_name)
+        }
+        if held:  # named with the rest (so no other name shifts), offered not
+            specs = tuple(spec for spec in specs if spec.name not in held)
+        self._held = held
         routes = {
-            exposed: (self._connections[server], mcp_name) for exposed, (server, mcp_name) in names.items()
+            exposed: (self._connections[server], mcp_name)
+            for exposed, (server, mcp_name) in names.items()
+            if exposed not in held
         }
         if tuple(warnings) != self._warnings:
             for warning in warnings:
@@ -387,6 +412,12 @@ class ToolHub:
             except Exception:
                 logger.exception("tool list subscriber %r raised", callback)
 
+    def _offered(self, connection: ServerConnection) -> tuple[ServerTool, ...]:
+        """The server's tools, each marked held or not by the pins (the hub filters the held)."""
+        if self.pins is not None:
+            self.pins.offered(connection.name, connection.tools, from_cache=connection.lists.from_cache)
+        return connection.tools
+
 
 @asynccontextmanager
 async def open_tool_hub(
@@ -400,6 +431,7 @@ async def open_tool_hub(
     hold_starts: bool = False,
     start_limit: int | None = None,
     relay_calls: bool = False,
+    pins: ToolPins | None = None,
 ) -> AsyncIterator[ToolHub]:
     """Start every tool server concurrently and yield the hub once each is up or has failed.
 
@@ -428,6 +460,8 @@ async def open_tool_hub(
         relay_calls: the gateway exposes the tools (``gateway.exposeTools``): the servers are told
             that their client answers sampling, elicitation and roots requests, which go to the
             client of the exposed call that caused them (``relay.py``).
+        pins: each server's tools pinned on first sight, a changed one withheld until accepted
+            (``pins.py``); loaded before the first list (a store failure raises ``StateError``).
 
     Leaving the context (also by cancellation) stops every server and reaps its processes.
     """
@@ -447,10 +481,17 @@ async def open_tool_hub(
         start_limit=start_limit,
         relay_calls=relay_calls,
         tokens=tokens_folder(state_dir) if state_dir is not None else None,
+        pins=pins,
     )
+    if pins is not None:
+        await pins.load()
     async with anyio.create_task_group() as tg:
         try:
+            if pins is not None:
+                await tg.start(pins.run)
             await hub._start(tg)
             yield hub
         finally:
             await hub.aclose()
+            if pins is not None:
+                pins.stop()

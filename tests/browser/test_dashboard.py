@@ -8,20 +8,18 @@ Screenshots go to ``.artifacts/browser/`` (git-ignored); the test prints where.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.fakes.model_server import running_model_server
 from tests.gateway.conftest import free_port
 from tests.gateway.e2e import SERVERS, rule_reply
+
+from .conftest import gateway_process
 
 pytestmark = pytest.mark.browser
 
@@ -29,20 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / ".artifacts" / "browser"
 TOKEN = "dashboard-test-token-0123456789"
 BOUND = 60_000  # ms: a "does not hang" bound for each wait in the page, not a timing
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the gateway exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/api/v1/health", timeout=5).json().get("status") in ("ok", "degraded"):
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"the gateway did not become ready: {log.read_text()[-2000:]}")
 
 
 @pytest.fixture
@@ -65,28 +49,8 @@ def gateway(tmp_path: Path) -> Iterator[str]:
         }
         path = tmp_path / "agent.json"
         path.write_text(json.dumps(config))
-        port = free_port()
-        log = tmp_path / "gateway.log"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": str(tmp_path)}
-        with open(log, "ab") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                cwd=str(ROOT),
-                env=env,
-            )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_ready(url, process, log)
+        with gateway_process(path, tmp_path, free_port()) as url:
             yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def _shot(page: Any, name: str) -> None:

@@ -59,6 +59,7 @@ from ..records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_
 from .backend import Backend, Keys, dumps, ms, text
 from .events import RedisEvents
 from .pages import RedisPageStore
+from .pins import RedisPinStore
 from .records import RedisApprovalStore, RedisRunStore
 from .sessions import BREAK, RedisSessionStore
 from .tasks import RedisTaskStore
@@ -178,6 +179,7 @@ class RedisState:
         self._runs = RedisRunStore(backend, limits, replica)
         self._pages = RedisPageStore(backend, limits)
         self._tasks = RedisTaskStore(backend)
+        self._pins = RedisPinStore(backend)
         self._break_script = client.register_script(BREAK)
         self.events = RedisEvents(backend, replica)
         """Run events shared with the other replicas (``emit``; ``relay`` in the gateway)."""
@@ -209,6 +211,10 @@ class RedisState:
     @property
     def tasks(self) -> RedisTaskStore:
         return self._tasks
+
+    @property
+    def pins(self) -> RedisPinStore:
+        return self._pins
 
     @property
     def limits(self) -> StateLimits:

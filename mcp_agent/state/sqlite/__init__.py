@@ -75,6 +75,7 @@ from .database import (
     process_token,
 )
 from .pages import SqlitePageStore
+from .pins import SqlitePinStore
 from .sessions import SqliteSessionStore
 from .tasks import SqliteTaskStore
 
@@ -293,6 +294,7 @@ class SqliteState:
         self._runs = SqliteRunStore(database, limits)
         self._pages = SqlitePageStore(database, limits)
         self._tasks = SqliteTaskStore(database)
+        self._pins = SqlitePinStore(database)
 
     @property
     def replica(self) -> str:
@@ -323,6 +325,10 @@ class SqliteState:
     @property
     def tasks(self) -> SqliteTaskStore:
         return self._tasks
+
+    @property
+    def pins(self) -> SqlitePinStore:
+        return self._pins
 
     @property
     def limits(self) -> StateLimits:

@@ -219,6 +219,14 @@ def _v5_tasks(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX tasks_by_expiry ON tasks (expires)")
 
 
+def _v6_pins(db: sqlite3.Connection) -> None:
+    """Tool definitions pinned and last seen, per server (``pins.py``)."""
+    db.execute(
+        "CREATE TABLE tool_pins (server TEXT NOT NULL, kind TEXT NOT NULL, record TEXT NOT NULL, "
+        "PRIMARY KEY (server, kind))"
+    )
+
+
 def _script(db: sqlite3.Connection, script: str) -> None:
     """Each statement of ``script``, inside the caller's transaction (``executescript`` would
     commit it first)."""
@@ -227,7 +235,7 @@ def _script(db: sqlite3.Connection, script: str) -> None:
             db.execute(statement)
 
 
-MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages, _v5_tasks)
+MIGRATIONS: Sequence[Callable[[sqlite3.Connection], None]] = (_v1, _v2, _v3, _v4_pages, _v5_tasks, _v6_pins)
 """``MIGRATIONS[n]`` upgrades version ``n`` to ``n + 1`` (0 is a new, empty file). A new version
 appends a step here; the steps already released never change."""
 SCHEMA_VERSION = len(MIGRATIONS)
