@@ -240,6 +240,27 @@ class ApprovalsConfig(ConfigModel):
     either way."""
 
 
+# The ``policy`` section of agent.json: what the loop does about calls made after untrusted text
+# (``loop/provenance.py``). Two blocks, validated each on its own: provenance (``mode``,
+# ``sideEffects``, ``readOnly``) and tool pinning (``pinNewServers``, from its own branch).
+Trust = Literal["trusted", "untrusted"]
+"""What a tool's results are: text the user and operator vouch for, or text from outside."""
+
+
+class PolicyConfig(ConfigModel):
+    # --- provenance: calls with side effects after the run has read untrusted text ---
+    mode: Literal["off", "warn", "enforce"] = "warn"
+    """``off``: nothing is checked. ``warn`` (the default): such a call runs, and is logged,
+    announced (``ToolCallStarted.flagged``) and kept in the run's record. ``enforce``: it waits
+    for an approval that shows the untrusted result before it, or is refused with a reason the
+    model reads."""
+    side_effects: list[str] = Field(default_factory=list)
+    """Globs on exposed tool names that have side effects whatever their annotations say."""
+    read_only: list[str] = Field(default_factory=list)
+    """Globs on exposed tool names that are free of side effects whatever their annotations say
+    (wins over ``sideEffects``)."""
+
+
 # The ``mcpServers`` section of agent.json: one model per tool-server transport, and their union.
 #
 # An entry with ``command`` is a ``StdioServerConfig`` (a subprocess speaking MCP over
@@ -277,6 +298,10 @@ class _ServerBase(ConfigModel):
     """How long the ``auto`` probe waits for ``server/discover`` before falling back to
     ``initialize`` (a server that ignores unknown requests costs this once; its era is then
     cached)."""
+    trust: Trust | dict[str, Trust] | None = None
+    """Whether this server's results are trusted text: one word for all its tools, or globs on
+    its tools' MCP names mapped to a word (the first that matches wins). None, or a tool no
+    glob matches: its ``openWorldHint`` decides (``loop/provenance.py``)."""
 
 
 class StdioServerConfig(_ServerBase):
@@ -840,6 +865,7 @@ class AgentConfig(ConfigModel):
     mcp_servers: dict[str, ServerConfig] = Field(default_factory=dict)
     servers_dir: str | None = None
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     state: StateConfig = Field(default_factory=StateConfig)

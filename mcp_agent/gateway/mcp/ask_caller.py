@@ -35,6 +35,7 @@ import mcp_types as types
 
 from ...events import ApprovalRequested, ApprovalResolved, Event
 from ...loop.approvals import ApprovalQueue
+from ...loop.provenance import describe_source
 from ...loop.result import RunResult
 from ...messages import JSONObject
 from ..callers import Caller
@@ -89,6 +90,9 @@ def question(event: ApprovalRequested) -> str:
     arguments = json.dumps(event.arguments, ensure_ascii=False, separators=(", ", ": "), default=str)
     if len(arguments) > SHOWN_ARGUMENT_CHARS:
         arguments = arguments[:SHOWN_ARGUMENT_CHARS] + f"… ({len(arguments)} characters)"
+    if event.provenance:  # held by policy.mode enforce: say what the agent had read before
+        held = f" It asks {describe_source(event.provenance)}."
+        return f"The agent wants to call {event.name} with {arguments}.{held} Allow it?"
     return f"The agent wants to call {event.name} with {arguments}. Allow it?"
 
 
