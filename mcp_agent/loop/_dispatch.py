@@ -544,7 +544,11 @@ class Dispatcher:
             )
         return [
             Message.tool(
-                slot.call, slot.text, is_error=slot.is_error, images=slot.images, provenance=self._source(plan, slot)
+                slot.call,
+                slot.text,
+                is_error=slot.is_error,
+                images=slot.images,
+                provenance=self._source(plan, slot),
             )
             for slot in plan.slots
         ]
@@ -556,7 +560,9 @@ class Dispatcher:
         if ran.result is None:
             return Provenance("", slot.call.name, slot.call.id, True, "the loop's own answer")
         if self._reads_pages(slot.call.name):
-            return Provenance("", slot.call.name, slot.call.id, True, "a page of an earlier result, judged then")
+            return Provenance(
+                "", slot.call.name, slot.call.id, True, "a page of an earlier result, judged then"
+            )
         return self.policy.provenance(slot.call, ran.spec)
 
     # ----------------------------------------------------------------------------------------

@@ -130,7 +130,9 @@ class Exposure:
             return None
         p = message.provenance
         if p is None:
-            p = Provenance("", message.name or "", message.tool_call_id or "", False, "kept without provenance")
+            p = Provenance(
+                "", message.name or "", message.tool_call_id or "", False, "kept without provenance"
+            )
         elif p.trusted:
             return None
         return cls(p, excerpt(message.content))
@@ -179,7 +181,9 @@ class ProvenancePolicy:
         trust: each server's ``trust`` rule, by server name.
     """
 
-    def __init__(self, policy: PolicyConfig | None = None, trust: Mapping[str, TrustRule] | None = None) -> None:
+    def __init__(
+        self, policy: PolicyConfig | None = None, trust: Mapping[str, TrustRule] | None = None
+    ) -> None:
         self.policy = policy if policy is not None else PolicyConfig()
         self.mode: Mode = self.policy.mode
         self.trust: dict[str, TrustRule] = dict(trust or {})
