@@ -52,10 +52,10 @@ from ._records import (
     quietly,
 )
 from .approvals import ApprovalQueue, Gate, GlobGate
-from .provenance import ProvenancePolicy
 from .cancel import CancelSwitch
 from .guards import cut_parts
 from .history import trim_history
+from .provenance import ProvenancePolicy
 from .recording import Recorder, RecordTo, record_path, settings_of
 from .result import RunResult, TerminationReason
 from .run import run

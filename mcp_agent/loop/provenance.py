@@ -44,9 +44,9 @@ __all__ = [
     "Exposure",
     "Flag",
     "ProvenancePolicy",
+    "describe_source",
     "excerpt",
     "has_side_effects",
-    "describe_source",
     "latest_exposure",
     "trust_of",
 ]

@@ -59,9 +59,9 @@ from ..tools.base import ToolSource
 from ..tools.router import RoutedTools
 from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate
-from .provenance import ProvenancePolicy
 from .cancel import CancelSwitch
 from .history import hard_trim, history_chars
+from .provenance import ProvenancePolicy
 from .result import RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)

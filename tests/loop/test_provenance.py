@@ -325,7 +325,7 @@ async def test_warn_runs_logs_and_announces(caplog: pytest.LogCaptureFixture) ->
     line = describe(started)
     assert line is not None and "after untrusted text from web__fetch" in line
     assert any("policy.mode warn: mail__send" in r.getMessage() for r in caplog.records)
-    assert not [e for e in sink.of(ToolCallStarted) if e.call_id == "r1"][0].flagged
+    assert not next(e for e in sink.of(ToolCallStarted) if e.call_id == "r1").flagged
 
 
 async def test_a_resumed_conversation_keeps_its_exposure() -> None:
