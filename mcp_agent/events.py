@@ -116,6 +116,10 @@ class ToolCallStarted(_Event):
     call_id: str
     name: str
     arguments: JSONObject = field(default_factory=dict)
+    flagged: JSONObject = field(default_factory=dict)
+    """Set when ``policy.mode`` flags the call: it has side effects and comes after untrusted
+    text. ``{"action": "warn"|"hold", "side_effects": why, "after": {server, tool, call_id,
+    trusted, why, excerpt}}`` (``loop/provenance.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +161,9 @@ class ApprovalRequested(_Event):
     call_id: str
     name: str
     arguments: JSONObject = field(default_factory=dict)
+    provenance: JSONObject = field(default_factory=dict)
+    """Set when ``policy.mode`` enforce holds the call: the untrusted result before it
+    (server, tool, call_id, trusted, why, excerpt)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,6 +255,13 @@ class RecordingSink:
         return [event for event in self.events if isinstance(event, cls)]
 
 
+def _after(source: Any) -> str:
+    """`` (after untrusted text from TOOL, call ID)`` for a flagged call; "" for none."""
+    if not isinstance(source, Mapping) or not source:
+        return ""
+    return f" (after untrusted text from {source.get('tool', '?')}, call {source.get('call_id', '?')})"
+
+
 def describe(event: Event, max_rounds: int = 0) -> str | None:
     """A one-line human description of an event, for progress output; None for noise.
 
@@ -268,7 +282,7 @@ def describe(event: Event, max_rounds: int = 0) -> str | None:
         calls = f", wants {', '.join(event.tool_calls)}" if event.tool_calls else ""
         return f"{at(event.round)}: model answered in {event.ms:.0f} ms ({tokens} tokens){calls}"
     if isinstance(event, ToolCallStarted):
-        return f"{at(event.round)}: calling {event.name}"
+        return f"{at(event.round)}: calling {event.name}{_after(event.flagged.get('after'))}"
     if isinstance(event, ToolCallEnded):
         if event.verdict not in ("run", "shared"):
             why = f": {event.error}" if event.error else ""
@@ -277,7 +291,7 @@ def describe(event: Event, max_rounds: int = 0) -> str | None:
         cut = ", truncated" if event.truncated else ""
         return f"{at(event.round)}: {event.name} {outcome} ({event.ms:.0f} ms{cut})"
     if isinstance(event, ApprovalRequested):
-        return f"waiting for approval of {event.name} (id {event.approval_id})"
+        return f"waiting for approval of {event.name} (id {event.approval_id}){_after(event.provenance)}"
     if isinstance(event, ApprovalResolved):
         why = f": {event.reason}" if event.reason else ""
         return f"{event.name} {'approved' if event.approved else 'denied'}{why}"

@@ -93,6 +93,45 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a tool result came from, and whether its text is trusted (``loop/provenance.py``).
+
+    Attributes:
+        server: the tool server that answered ("" for the loop's own tools).
+        tool: the exposed tool name.
+        call_id: the id of the call it answers.
+        trusted: False when the text comes from outside the user and the operator (a web page,
+            an e-mail, an issue comment...) and may carry instructions an attacker wrote.
+        why: how that was decided (``mcpServers.web.trust``, ``openWorldHint: true``...).
+    """
+
+    server: str
+    tool: str
+    call_id: str
+    trusted: bool
+    why: str
+
+    def to_dict(self) -> JSONObject:
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "trusted": self.trusted,
+            "why": self.why,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Provenance:
+        return cls(
+            server=str(data.get("server") or ""),
+            tool=str(data.get("tool") or ""),
+            call_id=str(data.get("call_id") or ""),
+            trusted=data.get("trusted") is True,
+            why=str(data.get("why") or ""),
+        )
+
+
+@dataclass(frozen=True)
 class Message:
     """One message of a conversation.
 
@@ -108,6 +147,9 @@ class Message:
         images: for a ``tool`` message, the images the tool returned. ``content`` still names
             each one (``[image: image/png, 4.0 kB]``), so a provider that sends no images (or
             drops some) leaves the model a placeholder; one that reads images sends them too.
+        provenance: for a ``tool`` message, where its text came from and whether it is trusted
+            (the loop's own answers, such as a denial, are trusted). None: kept before
+            provenance was recorded.
     """
 
     role: Role
@@ -119,6 +161,8 @@ class Message:
     is_error: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
     images: tuple[Image, ...] = ()
+    provenance: Provenance | None = field(default=None, compare=False)
+    """(Not compared: two messages with the same content are equal wherever it came from.)"""
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -134,7 +178,13 @@ class Message:
 
     @classmethod
     def tool(
-        cls, call: ToolCall, text: str, *, is_error: bool = False, images: Sequence[Image] = ()
+        cls,
+        call: ToolCall,
+        text: str,
+        *,
+        is_error: bool = False,
+        images: Sequence[Image] = (),
+        provenance: Provenance | None = None,
     ) -> Message:
         """The result of ``call``, to be placed right after the assistant message that made it."""
         return cls(
@@ -144,6 +194,7 @@ class Message:
             name=call.name,
             is_error=is_error,
             images=tuple(images),
+            provenance=provenance,
         )
 
     def to_dict(self) -> JSONObject:
@@ -162,6 +213,8 @@ class Message:
             data["meta"] = dict(self.meta)
         if self.images:
             data["images"] = [image.to_dict() for image in self.images]
+        if self.provenance is not None:
+            data["provenance"] = self.provenance.to_dict()
         return data
 
     @classmethod
@@ -176,6 +229,7 @@ class Message:
             is_error=bool(data.get("is_error", False)),
             meta=_meta(data.get("meta")),
             images=tuple(Image.from_dict(i) for i in data.get("images") or ()),
+            provenance=Provenance.from_dict(data["provenance"]) if data.get("provenance") else None,
         )
 
 

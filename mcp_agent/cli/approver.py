@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..events import ApprovalRequested, ApprovalResolved, Event, EventSink
 from ..loop.approvals import ApprovalQueue
+from ..loop.provenance import describe_source
 from ..messages import JSONObject
 
 VALUE_CHARS = 60
@@ -167,7 +168,8 @@ class TerminalApprover:
                 f"{why}; to allow this tool, run the query again with --approve '{event.name}' "
                 "(a glob on exposed tool names, repeatable)"
             )
-            self._say(f"mcp-agent: denied {describe_call(event.name, event.arguments)}: {reason}")
+            held = f" ({describe_source(event.provenance)})" if event.provenance else ""
+            self._say(f"mcp-agent: denied {describe_call(event.name, event.arguments)}{held}: {reason}")
             await self.approvals.resolve(event.approval_id, False, reason, by="terminal")
             return True
         return False
@@ -185,6 +187,8 @@ class TerminalApprover:
             await self._ask(event, self.reader)
 
     async def _ask(self, event: ApprovalRequested, reader: LineReader) -> None:
+        if event.provenance:  # held by policy.mode enforce: what the agent read before it
+            self._say(f"{event.name} is a call with side effects {describe_source(event.provenance)}")
         self._say(f"Allow {describe_call(event.name, event.arguments)}? [y/N] ", end="")
         answer: str | None = ""
         with anyio.CancelScope() as scope:

@@ -240,13 +240,28 @@ class ApprovalsConfig(ConfigModel):
     either way."""
 
 
+# The ``policy`` section of agent.json: what the loop does about calls made after untrusted text
+# (``loop/provenance.py``), and what it does about tool definitions that change (``tools/pins.py``).
+# Two blocks, validated each on its own: provenance (``mode``, ``sideEffects``, ``readOnly``) and
+# tool pinning (``pinNewServers``).
+Trust = Literal["trusted", "untrusted"]
+"""What a tool's results are: text the user and operator vouch for, or text from outside."""
+
+
 class PolicyConfig(ConfigModel):
-    """The ``policy`` section: what the gateway lets tools and their servers do (issue 25).
+    # --- provenance: calls with side effects after the run has read untrusted text ---
+    mode: Literal["off", "warn", "enforce"] = "warn"
+    """``off``: nothing is checked. ``warn`` (the default): such a call runs, and is logged,
+    announced (``ToolCallStarted.flagged``) and kept in the run's record. ``enforce``: it waits
+    for an approval that shows the untrusted result before it, or is refused with a reason the
+    model reads."""
+    side_effects: list[str] = Field(default_factory=list)
+    """Globs on exposed tool names that have side effects whatever their annotations say."""
+    read_only: list[str] = Field(default_factory=list)
+    """Globs on exposed tool names that are free of side effects whatever their annotations say
+    (wins over ``sideEffects``)."""
 
-    The fields below are tool integrity's (``tools/pins.py``); the provenance policy's fields
-    join them in their own block."""
-
-    # -- tool integrity (pins) --
+    # --- tool integrity: pinned tool definitions ---
     pin_new_servers: bool = False
     """Hold the tools of a server first seen after pins exist (and tools new to a pinned
     server) until ``mcp-agent tools --accept SERVER``, as a changed tool is held. Off: they are
@@ -290,6 +305,10 @@ class _ServerBase(ConfigModel):
     """How long the ``auto`` probe waits for ``server/discover`` before falling back to
     ``initialize`` (a server that ignores unknown requests costs this once; its era is then
     cached)."""
+    trust: Trust | dict[str, Trust] | None = None
+    """Whether this server's results are trusted text: one word for all its tools, or globs on
+    its tools' MCP names mapped to a word (the first that matches wins). None, or a tool no
+    glob matches: its ``openWorldHint`` decides (``loop/provenance.py``)."""
 
 
 class StdioServerConfig(_ServerBase):

@@ -47,7 +47,7 @@ from typing import Any
 
 import anyio
 
-from ..config import Limits
+from ..config import Limits, PolicyConfig
 from ..events import (
     PREVIEW_CHARS,
     ApprovalRequested,
@@ -58,7 +58,7 @@ from ..events import (
     ToolCallStarted,
 )
 from ..exceptions import StateError
-from ..messages import Image, Message, ToolCall, ToolResult, ToolSpec
+from ..messages import Image, Message, Provenance, ToolCall, ToolResult, ToolSpec
 from ..telemetry.base import NO_TRACE, NULL_TOOL_SPAN, RunTrace, ToolSpan
 from ..tools.base import ToolSource, as_live, redefinition, same_owner
 from ..tools.presentation import content_images
@@ -76,11 +76,18 @@ from .guards import (
     is_loop,
 )
 from .pages import RunPages
+from .provenance import Exposure, Flag, ProvenancePolicy
 from .result import ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
 
+NO_POLICY = ProvenancePolicy(PolicyConfig(mode="off"))
+"""Provenance recorded, nothing checked: for a Dispatcher built without a policy."""
+_HELD = (
+    "held by policy.mode enforce: a call with side effects after the run read untrusted text "
+    "needs a person's approval"
+)
 _CHECK_AGAIN = "The tools offered have been updated: check its definition and call it again if still needed."
 
 
@@ -121,6 +128,8 @@ class Slot:
     images: tuple[Image, ...] = ()
     spec: ToolSpec | None = None
     span: ToolSpan = NULL_TOOL_SPAN
+    flag: Flag | None = None
+    """What the provenance policy does with the call (it comes after untrusted text), if anything."""
 
     def answer(self, text: str, verdict: str, *, is_error: bool = True, ok: bool = False) -> None:
         self.text, self.verdict, self.is_error, self.ok, self.done = text, verdict, is_error, ok, True
@@ -140,12 +149,14 @@ class Plan:
         slots: one per call, in the model's order.
         loop: ``(name, occurrences)`` when a call trips the loop guard.
         tainted: tool output was in the context when the calls were made (the gate's ``tainted``).
+        exposure: the latest untrusted result in the context then (``loop/provenance.py``).
     """
 
     round: int
     slots: list[Slot]
     loop: tuple[str, int] | None = None
     tainted: bool = False
+    exposure: Exposure | None = None
 
     @property
     def calls(self) -> tuple[ToolCall, ...]:
@@ -195,8 +206,11 @@ class Dispatcher:
         approvals: ApprovalQueue | None = None,
         pages: RunPages | None = None,
         trace: RunTrace = NO_TRACE,
+        policy: ProvenancePolicy | None = None,
     ) -> None:
         self.tools = tools
+        self.policy = policy if policy is not None else NO_POLICY
+        self._exposure: Exposure | None = None  # the prepared turn's
         self._live = as_live(tools)
         self.pages = pages
         self.trace = trace
@@ -231,11 +245,19 @@ class Dispatcher:
         return Plan(round, [Slot(call) for call in calls])
 
     async def prepare(
-        self, calls: Sequence[ToolCall], *, round: int, tainted: bool, offered: Sequence[ToolSpec]
+        self,
+        calls: Sequence[ToolCall],
+        *,
+        round: int,
+        tainted: bool,
+        offered: Sequence[ToolSpec],
+        exposure: Exposure | None = None,
     ) -> Plan:
-        """Resolve, validate, fingerprint and gate each call, in order."""
+        """Resolve, validate, fingerprint and gate each call, in order (``exposure``: the
+        latest untrusted result the context holds, for the provenance policy)."""
         specs = {spec.name: spec for spec in offered}
-        plan = Plan(round, [], tainted=tainted)
+        plan = Plan(round, [], tainted=tainted, exposure=exposure)
+        self._exposure = exposure
         first_of: dict[str, int] = {}
         for index, call in enumerate(calls):
             slot = self._check(call, specs)
@@ -296,14 +318,17 @@ class Dispatcher:
             slot.call = replace(call, arguments=check.arguments)
 
     async def _gate(self, slot: Slot, tainted: bool) -> None:
-        """Ask the gate: a denial answers the slot, ``need_approval`` marks it (the caller emits)."""
+        """Ask the gate, then the provenance policy: a denial answers the slot,
+        ``need_approval`` (or a call the policy holds) marks it (the caller emits)."""
         slot.needs_approval = False
-        if self.gate is None:
-            return
-        verdict = await self.gate.check(slot.call, tainted=tainted)
-        if verdict.kind == "deny":
-            slot.answer(denied_text(verdict.reason or "blocked by policy"), "denied")
-        elif verdict.kind == "need_approval":
+        if self.gate is not None:
+            verdict = await self.gate.check(slot.call, tainted=tainted)
+            if verdict.kind == "deny":
+                slot.answer(denied_text(verdict.reason or "blocked by policy"), "denied")
+                return
+            slot.needs_approval = verdict.kind == "need_approval"
+        slot.flag = self.policy.check(slot.call, slot.spec, self._exposure)
+        if slot.flag is not None and slot.flag.action == "hold":
             slot.needs_approval = True
 
     def _rejected(self, round: int, slot: Slot) -> None:
@@ -346,7 +371,9 @@ class Dispatcher:
                 self._started(round, slot)
                 decision = await self._ask(slot)
                 if not decision.approved:
-                    slot.answer(denied_text(decision.reason), "denied")
+                    held = slot.flag is not None and slot.flag.action == "hold"
+                    reason = f"{decision.reason}; {_HELD}" if held else decision.reason
+                    slot.answer(denied_text(reason), "denied")
                     return
             async with limiter:
                 if not slot.started:
@@ -435,9 +462,14 @@ class Dispatcher:
     async def _ask(self, slot: Slot) -> Decision:
         if self.approvals is None:
             return Decision(False, "this tool needs approval and no approver is configured")
+        provenance = slot.flag.exposure.to_dict() if slot.flag is not None else {}
         try:
             ticket = await self.approvals.submit(
-                slot.call, run_id=self.emit.run_id, session_id=self.emit.session_id, caller=self.emit.caller
+                slot.call,
+                run_id=self.emit.run_id,
+                session_id=self.emit.session_id,
+                caller=self.emit.caller,
+                provenance=provenance or None,
             )
         except ApprovalsFull as exc:
             return Decision(False, str(exc))
@@ -451,6 +483,7 @@ class Dispatcher:
             call_id=slot.call.id,
             name=slot.call.name,
             arguments=dict(slot.call.arguments),
+            provenance=provenance,
         )
         decision = Decision(False, "the run ended while waiting for approval")
         try:
@@ -510,9 +543,27 @@ class Dispatcher:
                 )
             )
         return [
-            Message.tool(slot.call, slot.text, is_error=slot.is_error, images=slot.images)
+            Message.tool(
+                slot.call,
+                slot.text,
+                is_error=slot.is_error,
+                images=slot.images,
+                provenance=self._source(plan, slot),
+            )
             for slot in plan.slots
         ]
+
+    def _source(self, plan: Plan, slot: Slot) -> Provenance:
+        """Where the text of ``slot``'s answer came from: its tool (a shared answer: the first
+        call's tool, the same one), or the loop itself."""
+        ran = slot if slot.verdict != "shared" or slot.primary is None else plan.slots[slot.primary]
+        if ran.result is None:
+            return Provenance("", slot.call.name, slot.call.id, True, "the loop's own answer")
+        if self._reads_pages(slot.call.name):
+            return Provenance(
+                "", slot.call.name, slot.call.id, True, "a page of an earlier result, judged then"
+            )
+        return self.policy.provenance(slot.call, ran.spec)
 
     # ----------------------------------------------------------------------------------------
     # events
@@ -520,12 +571,23 @@ class Dispatcher:
     def _started(self, round: int, slot: Slot) -> None:
         slot.started = True
         slot.span = self.trace.tool_call(slot.call, slot.spec, round=round)
+        flag = slot.flag
+        if flag is not None and flag.action == "warn":
+            logger.warning(
+                "policy.mode warn: %s (call %s, run %s) has side effects (%s) and runs %s",
+                slot.call.name,
+                slot.call.id,
+                self.emit.run_id,
+                flag.why,
+                flag.exposure.describe(),
+            )
         self.emit(
             ToolCallStarted,
             round=round,
             call_id=slot.call.id,
             name=slot.call.name,
             arguments=dict(slot.call.arguments),
+            flagged=flag.to_dict() if flag is not None else {},
         )
 
     def _ended(self, round: int, slot: Slot) -> None:

@@ -205,6 +205,8 @@ class TimelineSink:
                 "ms": None,
                 "arguments": argument_text(event.arguments),
             }
+            if event.flagged:  # policy.mode flagged it: side effects after untrusted text
+                span["flagged"] = event.flagged
             if self._add(span):
                 self._open_tools[event.call_id] = span
         elif isinstance(event, ApprovalRequested):

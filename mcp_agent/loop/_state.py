@@ -33,6 +33,7 @@ from .cancel import CancelSwitch, why
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history
 from .pages import RunPages
+from .provenance import Exposure, ProvenancePolicy, latest_exposure
 from .result import EARLY_STOP_REASONS, RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class RunState:
         caller: str | None = None,
         pages: PageStore | None = None,
         trace: RunTrace = NO_TRACE,
+        policy: ProvenancePolicy | None = None,
     ) -> None:
         self.input_error = input_error or query_problem(query)
         """Why the input is unusable (the run then ends ``terminal_error`` before any model call)."""
@@ -93,7 +95,14 @@ class RunState:
         self.trace = trace
         """The run's spans (``NO_TRACE`` when nothing is traced)."""
         self.dispatcher = Dispatcher(
-            tools, limits, self.emit, gate=gate, approvals=approvals, pages=self.pages, trace=trace
+            tools,
+            limits,
+            self.emit,
+            gate=gate,
+            approvals=approvals,
+            pages=self.pages,
+            trace=trace,
+            policy=policy,
         )
         self.offered: list[ToolSpec] = self.dispatcher.offered()
         self.messages: list[Message] = list(history)
@@ -103,6 +112,8 @@ class RunState:
         self.chars = history_chars(self.messages)  # kept up to date by add()
         self.call_ids = {call.id for m in history for call in m.tool_calls}
         self.tainted = any(m.role == "tool" for m in history)
+        self.exposure: Exposure | None = latest_exposure(history)
+        """The latest untrusted result in the transcript (``loop/provenance.py``)."""
         self.history_cap = limits.max_history_chars
         self.usage = Usage()
         self.model: str | None = None
@@ -222,7 +233,9 @@ class RunState:
         """Append one result per call of the open turn, in call order."""
         plan, self.open_plan = self.open_plan, None
         if plan is not None:
-            self.add(*self.dispatcher.finish(plan, why))
+            answers = self.dispatcher.finish(plan, why)
+            self.add(*answers)
+            self.exposure = latest_exposure(answers, self.exposure)
             self.tainted = self.tainted or any(slot.result is not None for slot in plan.slots)
 
     # the end

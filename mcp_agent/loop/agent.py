@@ -55,6 +55,7 @@ from .approvals import ApprovalQueue, Gate, GlobGate
 from .cancel import CancelSwitch
 from .guards import cut_parts
 from .history import trim_history
+from .provenance import ProvenancePolicy
 from .recording import Recorder, RecordTo, record_path, settings_of
 from .result import RunResult, TerminationReason
 from .run import run
@@ -154,6 +155,7 @@ class Agent:
             )
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
+        self._policy = ProvenancePolicy.from_config(self.config)
         self._events = events
         self._pages: PageStore = (
             pages if pages is not None else MemoryPageStore(self.config.limits.max_paged_bytes_total)
@@ -355,6 +357,7 @@ class Agent:
                 pages=self._pages_for(ask.session_id),
                 run_id=ask.run_id,
                 telemetry=self._trace_settings,
+                policy=self._policy,
             )
             if recorder is not None:
                 recorder.finish(result)

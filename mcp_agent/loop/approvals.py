@@ -41,7 +41,7 @@ import anyio
 from .._redact import mask_secrets_in
 from ..config.globs import unmatched_globs
 from ..exceptions import ApprovalsFull
-from ..messages import ToolCall, ToolSpec
+from ..messages import JSONObject, ToolCall, ToolSpec
 from ..state.base import ApprovalStore
 from ..state.memory import MemoryApprovalStore
 from ..state.records import Approval, Decision
@@ -202,9 +202,18 @@ class ApprovalQueue:
         self.replica = replica
 
     async def submit(
-        self, call: ToolCall, *, run_id: str, session_id: str | None = None, caller: str | None = None
+        self,
+        call: ToolCall,
+        *,
+        run_id: str,
+        session_id: str | None = None,
+        caller: str | None = None,
+        provenance: JSONObject | None = None,
     ) -> Approval:
         """Put ``call`` in the queue; the caller then awaits ``wait(id)``.
+
+        ``provenance``: the untrusted result before a call the provenance policy holds
+        (``loop/provenance.py``), shown to whoever decides.
 
         The approval keeps the call's arguments with their known secrets masked (the store may
         write it to disk); the call, once approved, runs with its own.
@@ -223,6 +232,7 @@ class ApprovalQueue:
             arguments=mask_secrets_in(dict(call.arguments)),  # kept, maybe on disk: no known secret
             caller=caller,
             replica=self.replica,
+            provenance=provenance,
         )
         await self.store.add(approval, max_pending=self.max_pending, max_per_caller=self.max_per_caller)
         return approval

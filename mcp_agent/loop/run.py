@@ -61,6 +61,7 @@ from ._state import Ending, RunState, as_sinks, cancelled_by, sole
 from .approvals import ApprovalQueue, Gate
 from .cancel import CancelSwitch
 from .history import hard_trim, history_chars
+from .provenance import ProvenancePolicy
 from .result import RunResult, TerminationReason
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ async def run(
     tool_choice: ToolChoice = "auto",
     pages: PageStore | None = None,
     telemetry: TraceSettings | None = None,
+    policy: ProvenancePolicy | None = None,
 ) -> RunResult:
     """Answer ``query`` with the model and the tools, within ``limits``.
 
@@ -103,6 +105,8 @@ async def run(
         cancel: when set, the run ends ``cancelled`` and in-flight calls are cut off.
         gate: decides which calls may run; None allows all.
         approvals: where calls that need approval wait (without it they are denied).
+        policy: the trust of results and the check of calls with side effects after untrusted
+            text (``loop/provenance.py``); None records provenance and checks nothing.
         run_id: this run's id (a new one when None); every event carries it.
         session_id: the conversation this run belongs to, carried into events and the result.
         temperature: passed on to the model server.
@@ -148,6 +152,7 @@ async def run(
         input_error=input_error,
         caller=caller,
         pages=pages,
+        policy=policy,
         trace=trace,
     )
     try:
@@ -201,7 +206,9 @@ async def _rounds(r: RunState) -> Ending:
                 r.commit(turn, r.dispatcher.unprepared(calls, r.rounds))
                 return stop
             # 5. per call: resolve, validate and coerce, fingerprint, gate; then the turn's guards
-            plan = await r.dispatcher.prepare(calls, round=r.rounds, tainted=r.tainted, offered=r.offered)
+            plan = await r.dispatcher.prepare(
+                calls, round=r.rounds, tainted=r.tainted, offered=r.offered, exposure=r.exposure
+            )
             r.commit(turn, plan)
             if stop := r.loop_detected(plan) or r.out_of_tool_calls(plan):
                 return stop

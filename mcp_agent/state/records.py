@@ -214,6 +214,8 @@ class Approval:
         caller: who asked for the run (the gateway's caller name).
         replica: the gateway process whose run waits on it (``State.replica``).
         decision: None while pending.
+        provenance: when ``policy.mode`` enforce holds the call, the untrusted result before it
+            (server, tool, call_id, trusted, why, excerpt); None otherwise.
     """
 
     id: str
@@ -226,6 +228,7 @@ class Approval:
     caller: str | None = None
     replica: str = ""
     decision: Decision | None = None
+    provenance: JSONObject | None = None
 
     @property
     def pending(self) -> bool:
@@ -245,6 +248,8 @@ class Approval:
         }
         if self.decision is not None:
             data["decision"] = self.decision.to_dict()
+        if self.provenance:
+            data["provenance"] = self.provenance
         return data
 
     def to_record(self) -> JSONObject:
@@ -265,6 +270,7 @@ class Approval:
             caller=data.get("caller"),
             replica=str(data.get("replica", "")),
             decision=Decision.from_dict(decision) if decision else None,
+            provenance=dict(data["provenance"]) if data.get("provenance") else None,
         )
 
 

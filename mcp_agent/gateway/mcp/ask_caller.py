@@ -33,8 +33,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 
+from ...config import AgentConfig
 from ...events import ApprovalRequested, ApprovalResolved, Event
 from ...loop.approvals import ApprovalQueue
+from ...loop.provenance import describe_source
 from ...loop.result import RunResult
 from ...messages import JSONObject
 from ..callers import Caller
@@ -78,6 +80,13 @@ def wants_forms(capabilities: types.ClientCapabilities | None) -> bool:
     return elicitation.form is not None or elicitation.url is None  # ``{}`` (2025-06-18) means forms
 
 
+def may_gate(config: AgentConfig) -> bool:
+    """Whether a run may hold calls for approval: ``approvals.require`` or
+    ``requireDestructive`` is set, or ``policy.mode`` is enforce (``loop/provenance.py``)."""
+    approvals = config.approvals
+    return bool(approvals.require) or approvals.require_destructive or config.policy.mode == "enforce"
+
+
 def may_answer(caller: Caller, *, self_approval: bool) -> bool:
     """Whether ``caller`` may decide the approvals of its own runs (it holds ``approve``, or the
     operator let every caller do so with ``approvals.selfApproval``)."""
@@ -89,6 +98,9 @@ def question(event: ApprovalRequested) -> str:
     arguments = json.dumps(event.arguments, ensure_ascii=False, separators=(", ", ": "), default=str)
     if len(arguments) > SHOWN_ARGUMENT_CHARS:
         arguments = arguments[:SHOWN_ARGUMENT_CHARS] + f"… ({len(arguments)} characters)"
+    if event.provenance:  # held by policy.mode enforce: say what the agent had read before
+        held = f" It asks {describe_source(event.provenance)}."
+        return f"The agent wants to call {event.name} with {arguments}.{held} Allow it?"
     return f"The agent wants to call {event.name} with {arguments}. Allow it?"
 
 

@@ -56,7 +56,15 @@ from ..service import (
     UnknownSession,
     parse_query_input,
 )
-from .ask_caller import BackChannelAsker, ParkedRun, ParkedRuns, approval_sink, may_answer, wants_forms
+from .ask_caller import (
+    BackChannelAsker,
+    ParkedRun,
+    ParkedRuns,
+    approval_sink,
+    may_answer,
+    may_gate,
+    wants_forms,
+)
 from .resumable import GONE_KEY, Streams, cancel_when_gone
 
 logger = logging.getLogger(__name__)
@@ -130,9 +138,8 @@ class QueryCalls:
         """Whether this run's approvals are asked of its caller: gated tools exist, the caller may
         decide them, and its client can answer a form."""
         approvals = self.service.config.approvals
-        gated = bool(approvals.require) or approvals.require_destructive
         return (
-            gated
+            may_gate(self.service.config)
             and may_answer(caller, self_approval=approvals.self_approval)
             and wants_forms(ctx.session.client_capabilities)
         )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal
@@ -110,6 +111,26 @@ def text_tool_prompt(tools: Sequence[ToolSpec]) -> str:
         '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\n'
         "Results come back in a user message, inside <tool_response></tool_response> tags."
     )
+
+
+_CONTROL_WORD = re.compile(r"\[(?=/?[A-Z][A-Z_]*\])")
+"""The ``[`` of a bracketed control word (``[TOOL_RESULTS]``, ``[INST]``, ``[/INST]``...)."""
+
+
+def tool_response_block(name: str | None, content: str) -> str:
+    """One result in text style: ``<tool_response>`` around ``{"name", "content"}`` as JSON.
+
+    The result is data, and must not be able to end its block or open a message of its own:
+    JSON already keeps its quotes and line breaks inside the string (a fake ``system:`` line
+    stays on the result's one line), and here every ``<`` and ``>`` (a fake
+    ``</tool_response>``, chat-template tokens such as ``<|im_start|>`` or ``<|eot_id|>``) and the
+    ``[`` of a bracketed control word (``[TOOL_RESULTS]``, ``[INST]``) are written as JSON
+    ``\\u`` escapes. Those decode to the same text, so the model loses nothing, but none of
+    them appears literally in the prompt for a template or a tokenizer to act on.
+    """
+    body = json.dumps({"name": name, "content": content}, ensure_ascii=False)
+    body = _CONTROL_WORD.sub(r"\\u005b", body.replace("<", "\\u003c").replace(">", "\\u003e"))
+    return f"<tool_response>\n{body}\n</tool_response>"
 
 
 def _arguments_text(call: ToolCall) -> str:
@@ -206,8 +227,7 @@ def to_openai_messages(
                 images.append({"type": "text", "text": image_label(message)})
                 images.extend(_image_part(image) for image in message.images)
             if text_tools:
-                body = json.dumps({"name": message.name, "content": message.content}, ensure_ascii=False)
-                responses.append(f"<tool_response>\n{body}\n</tool_response>")
+                responses.append(tool_response_block(message.name, message.content))
                 continue
             data: JSONObject = {
                 "role": "tool",
