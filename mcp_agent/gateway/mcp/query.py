@@ -130,9 +130,8 @@ class QueryCalls:
         """Whether this run's approvals are asked of its caller: gated tools exist, the caller may
         decide them, and its client can answer a form."""
         approvals = self.service.config.approvals
-        gated = bool(approvals.require) or approvals.require_destructive
         return (
-            gated
+            self.service.may_hold_calls(caller)
             and may_answer(caller, self_approval=approvals.self_approval)
             and wants_forms(ctx.session.client_capabilities)
         )

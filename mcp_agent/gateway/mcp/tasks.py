@@ -362,9 +362,8 @@ class Tasks(Extension):
     def _asks(self, ctx: ServerRequestContext[Any], caller: Caller) -> bool:
         """Whether the run's approvals are put to the caller (as ``QueryCalls._asks``)."""
         approvals = self.service.config.approvals
-        gated = bool(approvals.require) or approvals.require_destructive
         return (
-            gated
+            self.service.may_hold_calls(caller)
             and may_answer(caller, self_approval=approvals.self_approval)
             and wants_forms(ctx.session.client_capabilities)
         )
