@@ -237,4 +237,6 @@ def import_servers(
             result.notes.extend(notes)
             if converted is not None:
                 result.servers[str(name)] = converted
+    if files and not result.files and not result.problems:  # only settings without servers
+        result.problems.append(f"no MCP servers in {', '.join(str(path) for path in files)}")
     return result

@@ -283,6 +283,17 @@ def test_from_vscode_reads_servers_with_comments_and_its_variables(tmp_path):
     assert "github.headers.Authorization uses ${input:token}, which the client asks for" in out
 
 
+def test_from_vscode_with_settings_but_no_servers_is_an_error(tmp_path) -> None:
+    user = tmp_path / "Code" / "User"
+    user.mkdir(parents=True)
+    (user / "settings.json").write_text('{"editor.fontSize": 14}')
+    imported = import_servers(
+        "vscode", platform="linux", environ={"XDG_CONFIG_HOME": str(tmp_path)}, home=tmp_path, cwd=tmp_path
+    )
+    assert imported.servers == {}
+    assert imported.problems == [f"no MCP servers in {user / 'settings.json'}"]
+
+
 def test_from_a_path_reads_any_of_the_three_keys(tmp_path):
     settings = tmp_path / "settings.json"
     settings.write_text('{"editor.fontSize": 14, "mcp": {"servers": {"t": {"command": "uvx"}}}}')
