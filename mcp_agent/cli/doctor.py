@@ -15,7 +15,8 @@ stream tool calls, is warned about, with the hint of its own kind.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
@@ -185,6 +186,28 @@ async def _check_server(
         remember(cache, config.llm, stream_tools=False)
 
 
+def destructive_gating(
+    config: AgentConfig, tools: Sequence[tuple[str, Mapping[str, Any]]]
+) -> tuple[str, str]:
+    """The mark and line that say which tools wait for approval because their annotations say
+    ``destructiveHint``, and why (``approvals.requireDestructive``, on unless set false)."""
+    from ..loop.approvals import is_destructive
+
+    names = [name for name, annotations in tools if is_destructive(annotations)]
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    setting = config.approvals.require_destructive
+    if not names:
+        return "ok", "no tool declares destructiveHint: none waits for approval on that account"
+    if setting is False:
+        return "warn", f"destructive tools run without approval (approvals.requireDestructive false): {shown}"
+    why = "true" if setting else "not set, so on by default"
+    return (
+        "ok",
+        f"the model's calls of destructive tools wait for approval: {shown} "
+        f"(their annotations say destructiveHint; approvals.requireDestructive {why})",
+    )
+
+
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
     from ..gateway.callers import gateway_tool_glob_warnings
     from ..loop.approvals import require_warnings
@@ -228,6 +251,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             )
         for warning in require_warnings(config.approvals.require, hub, down=down):
             report.line("FAIL", warning)
+        report.line(*destructive_gating(config, [(spec.name, spec.annotations) for spec in tools]))
         for warning in gateway_tool_glob_warnings(config.gateway, [spec.name for spec in tools]):
             report.line("FAIL", warning)
         dialect = resolve_endpoint(config.llm).provider

@@ -1,4 +1,4 @@
-"""The command line: ``mcp-agent serve | query | tools | doctor | login | logout | replay``.
+"""The command line: ``mcp-agent serve | query | tools | doctor | login | logout | replay | init``.
 
 Thin on purpose: parse the arguments, load the config, call into the library, print. Logs and
 progress go to stderr; stdout carries only the command's output (and, for ``serve --stdio``,
@@ -142,6 +142,18 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the recording's own settings)",
     )
     replay.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    init_help = "write a starter agent.json: a local model server that takes tools, your client's servers"
+    init = commands.add_parser("init", help=init_help, description=init_help)
+    init.add_argument(
+        "--from",
+        dest="source",
+        metavar="claude|cursor|vscode|PATH",
+        help="import the MCP servers of Claude Desktop, Cursor or VS Code (their config on this machine), "
+        "or of a file with mcpServers or servers",
+    )
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.add_argument("--config", help=f"the file to write (default: {DEFAULT_CONFIG} in this folder)")
     return parser
 
 
@@ -215,6 +227,8 @@ def _command(args: argparse.Namespace, handler: logging.Handler) -> int:
 
     if args.command == "replay":
         return _replay(args, fail)
+    if args.command == "init":
+        return _init(args)
     if args.command == "query" and not args.question.strip():
         return fail(
             'query: the question is empty; ask something, e.g. mcp-agent query "Is port 8000 in use?"'
@@ -525,6 +539,30 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
     except StateError as exc:
         logger.warning("could not import the conversations of %s: %s", folder / "sessions", exc)
     return state
+
+
+# --------------------------------------------------------------------------------------------
+# init
+
+
+def _init(args: argparse.Namespace) -> int:
+    """``mcp-agent init``: 0 written, 2 a file exists (without --force) or bad --from."""
+    from pathlib import Path
+
+    import anyio
+
+    from .init import InitRequest, run_init
+
+    request = InitRequest(
+        target=Path(args.config or DEFAULT_CONFIG),
+        force=args.force,
+        source=args.source,
+        environ=os.environ,
+        platform=sys.platform,
+        home=Path.home(),
+        cwd=Path.cwd(),
+    )
+    return int(anyio.run(run_init, request))
 
 
 # --------------------------------------------------------------------------------------------

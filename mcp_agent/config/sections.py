@@ -225,9 +225,12 @@ class Limits(ConfigModel):
 class ApprovalsConfig(ConfigModel):
     require: list[str] = Field(default_factory=list)
     """Globs on exposed tool names whose calls wait for a human's approval."""
-    require_destructive: bool = False
-    """Also gate every tool whose MCP annotations say ``destructiveHint: true`` (and not
-    ``readOnlyHint: true``)."""
+    require_destructive: bool | None = None
+    """Gate every tool whose MCP annotations say ``destructiveHint: true`` (and not
+    ``readOnlyHint: true``). Not set (the default): the model's own calls (``query``,
+    ``agent_query``) wait for approval, a client's direct call of an exposed tool
+    (``gateway.exposeTools``) does not, since the client's host asks its own user; true: both
+    wait; false: neither."""
     timeout_seconds: float = Field(default=60, ge=0)
     """An unanswered approval is denied after this long (0 = wait for the run's deadline)."""
     max_pending: int = Field(default=64, ge=0)
@@ -238,6 +241,13 @@ class ApprovalsConfig(ConfigModel):
     own runs. Off by default: many MCP clients answer elicitations automatically, which would
     remove the human check. Callers with ``approve`` (and a gateway without tokens) are asked
     either way."""
+
+    def gates_destructive(self, *, direct: bool = False) -> bool:
+        """Whether calls of destructive tools wait for approval: the model's calls, or with
+        ``direct`` a client's call of an exposed tool (see ``require_destructive``)."""
+        if self.require_destructive is None:
+            return not direct
+        return self.require_destructive
 
 
 # The ``policy`` section of agent.json: what the loop does about calls made after untrusted text

@@ -41,6 +41,7 @@ from ..config import AgentConfig, Limits
 from ..events import Event, EventSink, ModelCallEnded
 from ..exceptions import StateError
 from ..loop.agent import Agent
+from ..loop.approvals import is_destructive
 from ..loop.cancel import Cancel
 from ..loop.result import RunResult
 from ..messages import JSONObject, ToolResult, ToolSpec
@@ -287,6 +288,17 @@ class GatewayService:
             logger.exception("listing tools failed")
             return []
         return list(specs if caller is None else caller.tools_of(specs))
+
+    def may_hold_calls(self, caller: Caller) -> bool:
+        """Whether a run of ``caller`` may hold a call for approval: ``approvals.require`` globs,
+        ``requireDestructive: true``, ``policy.mode`` enforce (``loop/provenance.py``), or (by
+        default) a destructive tool among its tools now."""
+        approvals = self.config.approvals
+        if approvals.require or approvals.require_destructive or self.config.policy.mode == "enforce":
+            return True
+        return approvals.gates_destructive() and any(
+            is_destructive(spec.annotations) for spec in self.tool_specs(caller)
+        )
 
     def server_status(self) -> list[ServerStatus]:
         hub = self.hub

@@ -156,6 +156,7 @@ class Agent:
         )
         self._gate = gate if gate is not None else _default_gate(self.config, tools)
         self._policy = ProvenancePolicy.from_config(self.config)
+        self._direct_gate = gate if gate is not None else _default_gate(self.config, tools, direct=True)
         self._events = events
         self._pages: PageStore = (
             pages if pages is not None else MemoryPageStore(self.config.limits.max_paged_bytes_total)
@@ -302,7 +303,7 @@ class Agent:
             run_id=run_id, session_id=session_id, caller=caller, settings=self._trace_settings, run_span=False
         )
         dispatcher = Dispatcher(
-            self._allowed(only), limits, emit, gate=self._gate, approvals=self._approvals, trace=trace
+            self._allowed(only), limits, emit, gate=self._direct_gate, approvals=self._approvals, trace=trace
         )
         call = ToolCall(f"direct_{run_id}", name, dict(arguments))
         plan = await dispatcher.prepare([call], round=0, tainted=True, offered=dispatcher.offered())
@@ -405,8 +406,10 @@ class Agent:
         return tools if budget is None else self._router.for_run(tools, budget)
 
 
-def _default_gate(config: AgentConfig, tools: ToolSource) -> Gate | None:
+def _default_gate(config: AgentConfig, tools: ToolSource, *, direct: bool = False) -> Gate | None:
+    """The gate of ``approvals``: for the model's calls, or (``direct``) for exposed calls."""
     approvals = config.approvals
-    if not approvals.require and not approvals.require_destructive:
+    destructive = approvals.gates_destructive(direct=direct)
+    if not approvals.require and not destructive:
         return None
-    return GlobGate(approvals.require, require_destructive=approvals.require_destructive, tools=tools)
+    return GlobGate(approvals.require, require_destructive=destructive, tools=tools)

@@ -33,7 +33,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from ...config import AgentConfig
 from ...events import ApprovalRequested, ApprovalResolved, Event
 from ...loop.approvals import ApprovalQueue
 from ...loop.provenance import describe_source
@@ -78,13 +77,6 @@ def wants_forms(capabilities: types.ClientCapabilities | None) -> bool:
     if elicitation is None:
         return False
     return elicitation.form is not None or elicitation.url is None  # ``{}`` (2025-06-18) means forms
-
-
-def may_gate(config: AgentConfig) -> bool:
-    """Whether a run may hold calls for approval: ``approvals.require`` or
-    ``requireDestructive`` is set, or ``policy.mode`` is enforce (``loop/provenance.py``)."""
-    approvals = config.approvals
-    return bool(approvals.require) or approvals.require_destructive or config.policy.mode == "enforce"
 
 
 def may_answer(caller: Caller, *, self_approval: bool) -> bool:

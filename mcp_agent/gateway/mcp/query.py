@@ -62,7 +62,6 @@ from .ask_caller import (
     ParkedRuns,
     approval_sink,
     may_answer,
-    may_gate,
     wants_forms,
 )
 from .resumable import GONE_KEY, Streams, cancel_when_gone
@@ -139,7 +138,7 @@ class QueryCalls:
         decide them, and its client can answer a form."""
         approvals = self.service.config.approvals
         return (
-            may_gate(self.service.config)
+            self.service.may_hold_calls(caller)
             and may_answer(caller, self_approval=approvals.self_approval)
             and wants_forms(ctx.session.client_capabilities)
         )

@@ -86,7 +86,7 @@ from ..service import (
     UnknownSession,
     describe,
 )
-from .ask_caller import approval_sink, elicit_request, may_answer, may_gate, resolve, wants_forms
+from .ask_caller import approval_sink, elicit_request, may_answer, resolve, wants_forms
 from .query import STARTUP_WAIT_SECONDS, parsed_query, text_result
 
 logger = logging.getLogger(__name__)
@@ -363,7 +363,7 @@ class Tasks(Extension):
         """Whether the run's approvals are put to the caller (as ``QueryCalls._asks``)."""
         approvals = self.service.config.approvals
         return (
-            may_gate(self.service.config)
+            self.service.may_hold_calls(caller)
             and may_answer(caller, self_approval=approvals.self_approval)
             and wants_forms(ctx.session.client_capabilities)
         )
