@@ -274,9 +274,6 @@ def test_every_shell_line(words: list[str]) -> None:
         )
 
 
-# Commands the guide already names while another branch of the same issue builds them (issue 24:
-# `mcp-agent init`). Not parsed while the CLI lacks them; once it has one, drop it from here.
-PENDING = {"init"}
 INLINE = sorted(
     {
         span
@@ -289,12 +286,7 @@ INLINE = sorted(
 
 @pytest.mark.parametrize("span", INLINE)
 def test_every_command_in_the_text_parses(span: str) -> None:
-    arguments = shlex.split(span)[1:]
-    if arguments[0] in PENDING:
-        with pytest.raises(AssertionError, match="not a valid command line"):  # else: drop it from PENDING
-            _parses(arguments)
-        return
-    _parses(arguments)
+    _parses(shlex.split(span)[1:])
 
 
 def test_the_install_lines_install_this_project_not_a_namesake() -> None:
