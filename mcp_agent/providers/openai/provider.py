@@ -139,6 +139,7 @@ class OpenAICompatProvider:
         if llm.api_key:
             self._headers["Authorization"] = f"Bearer {llm.api_key}"
         self._headers.update(llm.headers)
+        self._chat_target = ("", httpx.URL())
         self.server_info = ServerInfo.unknown()
         """What the server is (``servers/info.py``): set once it has been identified."""
         self.learned = Learned()
@@ -274,6 +275,14 @@ class OpenAICompatProvider:
                     self._answered = True
                 raise
 
+    def _chat_url(self) -> httpx.URL:
+        """``endpoint.chat_url`` parsed once (httpx parses a text URL again on every request,
+        tens of microseconds); parsed anew when the endpoint is replaced."""
+        text = self.endpoint.chat_url
+        if self._chat_target[0] != text:
+            self._chat_target = (text, httpx.URL(text))
+        return self._chat_target[1]
+
     # ------------------------------------------------------------------------------ streamed
 
     async def _streamed(self, request: ModelRequest, out: DeltaReporter, style: ToolCallStyle) -> Turn:
@@ -281,7 +290,7 @@ class OpenAICompatProvider:
         acc = ChunkAccumulator()
         with self._transport_errors():
             async with self.client.stream(
-                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+                "POST", self._chat_url(), json=body, headers=self._headers
             ) as response:
                 self._answered = True
                 request_id = request_id_from(response.headers)
@@ -333,7 +342,7 @@ class OpenAICompatProvider:
         body = self._body(request, stream=False, style=style)
         with self._transport_errors():
             async with self.client.stream(
-                "POST", self.endpoint.chat_url, json=body, headers=self._headers
+                "POST", self._chat_url(), json=body, headers=self._headers
             ) as response:
                 self._answered = True
                 content = await read_body(response, self.llm.max_response_bytes)

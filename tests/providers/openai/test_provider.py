@@ -30,7 +30,14 @@ from mcp_agent.providers.openai import OpenAICompatProvider, prefers_text_tools
 from mcp_agent.providers.servers.endpoints import resolve_endpoint
 from mcp_agent.tools.memory import MemoryToolSource
 from tests.fakes import openai_shapes as shapes
-from tests.fakes.model_server import Delay, FakeModelServer, RecordedRequest, Reply, sse_event
+from tests.fakes.model_server import (
+    Delay,
+    FakeModelServer,
+    RecordedRequest,
+    Reply,
+    running_model_server,
+    sse_event,
+)
 from tests.fakes.openai_shapes import Call
 from tests.providers.conftest import SleepRecorder
 
@@ -189,6 +196,22 @@ async def test_headers_auth_and_extra(
     headers = model_server.last.headers
     assert headers["authorization"] == "Bearer sk-test" and headers["x-org"] == "o"
     assert model_server.last.path == "/v1/chat/completions"
+
+
+async def test_a_replaced_endpoint_is_called_at_its_own_url(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient, sleeps: SleepRecorder
+) -> None:
+    """The chat URL is parsed once and kept; an endpoint replaced later (as ``apply_server_info``
+    does) is called at its own URL from the next call on, not at the one kept."""
+    provider = make(model_server, http_client, sleeps, stream=False)
+    model_server.enqueue(Reply.json(shapes.completion(content="first")))
+    assert (await provider.complete(REQUEST)).content == "first"
+    with running_model_server() as other:
+        other.enqueue(Reply.json(shapes.completion(content="second")))
+        provider.endpoint = dataclasses.replace(provider.endpoint, base_url=other.base_url)
+        assert (await provider.complete(REQUEST)).content == "second"
+        assert len(other.requests) == 1 and other.last.path == "/v1/chat/completions"
+    assert len(model_server.requests) == 1
 
 
 async def test_outgoing_history_for_ollama(
