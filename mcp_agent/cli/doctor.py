@@ -25,6 +25,8 @@ from ..exceptions import ConfigError, MCPAgentError
 if TYPE_CHECKING:
     import httpx
 
+    from ..providers.servers.info import ServerInfo
+
 
 class _Report:
     def __init__(self, out: TextIO) -> None:
@@ -153,6 +155,7 @@ async def _check_server(
         sized = sized_for_server(config, info).limits.max_history_chars
         window = f"{info.context_window} tokens ({info.context_source})"
         report.line("ok", f"context window: {window}; history kept to {sized} characters")
+        _check_window(config, info, report)
     elif info.source == "probe":
         report.line("warn", f"context window: {name} does not say; set limits.maxHistoryChars to fit it")
         report.detail("about 3.5 characters a token, less the answer's room: 10000 for a 4096-token window")
@@ -179,6 +182,14 @@ async def _check_server(
             "remembered: requests with tools go unstreamed (llm.capabilities.streamTools overrides)"
         )
         remember(cache, config.llm, stream_tools=False)
+
+
+def _check_window(config: AgentConfig, info: ServerInfo, report: _Report) -> None:
+    """A warning for each explicit limit the server's context window cannot hold."""
+    from ..providers.servers.info import window_overruns
+
+    for problem in window_overruns(config, info):
+        report.line("warn", f"context window: {problem}")
 
 
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
