@@ -137,3 +137,24 @@ def test_the_bundled_config_leaves_history_to_the_window_and_the_limits_to_their
 
     config = load_config(Path(__file__).parents[2] / "agent.json", environ={})
     assert config.limits == Limits() and not config.limits.model_fields_set
+
+
+async def test_tools_that_reach_the_model_are_never_also_said_to_be_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server that counts an offered tool in few tokens (25 -> 45): the estimate of the
+    prompt with the tool (about 198) is far from that, but the direct measure decides."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        body = request.json
+        if body.get("stream"):
+            return Reply.sse(openai_stream(content="Hi"))
+        return Reply.json(completion(content="Hi", usage=(45 if body.get("tools") else 25, 1)))
+
+    with running_model_server() as server:
+        server.routes.update(llamacpp_routes(n_ctx=4096))
+        server.handler = answer  # type: ignore[assignment]
+        with caplog.at_level("WARNING"):
+            text = await doctor(server)
+    assert "[  ok] tools reach the model (prompt_tokens 25 without a tool, 45 with one)" in text
+    assert "drop the tools" not in caplog.text
