@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import anyio
 
+from .._plural import counted
 from ..config import AgentConfig, RemoteServerConfig
 from ..exceptions import ConfigError, MCPAgentError
 
@@ -61,7 +62,7 @@ async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float =
 
 def _check_config(config: AgentConfig, report: _Report) -> None:
     servers = config.servers()
-    report.line("ok", f"config valid: {len(servers)} tool servers, model {config.llm.model!r}")
+    report.line("ok", f"config valid: {counted(len(servers), 'tool server')}, model {config.llm.model!r}")
     for warning in config.warnings:
         report.line("warn", f"config: {warning}")
     try:
@@ -114,7 +115,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
         report.line("FAIL", f"model server: {exc}")
         report.degraded.append("model server unreachable")
         return
-    report.line("ok", f"model server reachable ({where}), {len(models)} models")
+    report.line("ok", f"model server reachable ({where}), {counted(len(models), 'model')}")
     present = model_present(config.llm.model, models)
     if present:
         report.line("ok", f"model {config.llm.model!r} is available")
@@ -215,12 +216,12 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             kind = "remote" if isinstance(server, RemoteServerConfig) else "stdio"
             if status.status == "up":
                 took = f" in {status.startup_ms:.0f} ms" if status.startup_ms is not None else ""
-                junk = f", {status.junk_lines} junk lines on stdout" if status.junk_lines else ""
+                junk = f", {counted(status.junk_lines, 'junk line')} on stdout" if status.junk_lines else ""
                 cache = f" ({status.cache_note})" if status.cache_note else ""
                 era = f", protocol {status.protocol_version}" if status.protocol_version else ""
                 report.line(
                     "ok",
-                    f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{era}{junk}{cache}",
+                    f"server {status.name} ({kind}): up{took}, {counted(status.tool_count, 'tool')}{era}{junk}{cache}",
                 )
             elif status.status == "disabled":
                 report.line("ok", f"server {status.name}: disabled in config")

@@ -226,7 +226,7 @@ def test_tools_json_reports_tools_and_servers(tmp_path):
 def test_tools_text_output(tmp_path):
     done = run_cli("tools", "--config", str(write_config(tmp_path, None)))
     assert done.returncode == 0, done.stderr
-    assert "2 tools from 1 servers" in done.stdout
+    assert "2 tools from 1 server\n" in done.stdout
     assert "echo__add(a, b)" in done.stdout
 
 
@@ -285,9 +285,17 @@ def test_query_json_and_failure_exit_code(tmp_path, model):
 
 
 def test_query_without_model_server_says_how_to_start_one(tmp_path):
-    done = run_cli("query", "hi", "--config", str(write_config(tmp_path, None)))
+    """Nothing listens: how to start a server, the config file actually given (not "agent.json"),
+    and ``retryable``: once a server runs, the same query succeeds."""
+    named = write_config(tmp_path, None).rename(tmp_path / "fake_agent.json")
+    done = run_cli("query", "hi", "--config", named.name, cwd=tmp_path)
     assert done.returncode == 1
-    assert "terminal_error" in done.stderr and "No model server is listening" in done.stderr
+    assert "llm_error" in done.stderr and "No model server is listening" in done.stderr
+    assert "set `llm.endpoint` in fake_agent.json" in done.stderr and "in agent.json" not in done.stderr
+    done = run_cli("query", "hi", "--json", "--quiet", "--config", named.name, cwd=tmp_path)
+    result = json.loads(done.stdout)
+    assert result["retryable"] is True and result["termination_reason"] == "llm_error"
+    assert "(retrying may help)" in result["answer"] and "will not help" not in result["answer"]
 
 
 def test_query_session_persists_between_processes(tmp_path, model):
