@@ -75,19 +75,21 @@ def parse_config(
 def relative_to(
     server: StdioServerConfig | RemoteServerConfig, base_dir: str | os.PathLike[str]
 ) -> StdioServerConfig | RemoteServerConfig:
-    """``server`` with a relative ``command`` that names a path (it has a slash: ``.venv/bin/python``,
-    ``./server.sh``) and a relative ``cwd`` made relative to ``base_dir``, the config file's folder,
-    like ``serversDir`` and ``state.url``: a client that launches the gateway from another folder
-    starts the same program. A bare command (``npx``, ``uvx``, ``python3``) is still looked up on
-    PATH (pure)."""
+    """``server`` with a relative ``cwd`` made relative to ``base_dir``, the config file's folder
+    (like ``serversDir`` and ``state.url``), and a relative ``command`` that names a path (it has
+    a slash: ``.venv/bin/python``, ``./server.sh``) made relative to that ``cwd`` when there is
+    one (where the operating system looks for it), else to ``base_dir``: a client that launches
+    the gateway from another folder starts the same program. A bare command (``npx``, ``uvx``,
+    ``python3``) is still looked up on PATH (pure)."""
     if not isinstance(server, StdioServerConfig):
         return server
     update: dict[str, str] = {}
+    cwd = server.cwd
+    if cwd and not os.path.isabs(os.path.expanduser(cwd)):
+        cwd = update["cwd"] = _joined(base_dir, cwd)
     command = os.path.expanduser(server.command)
     if ("/" in command or os.sep in command) and not os.path.isabs(command):
-        update["command"] = _joined(base_dir, command)
-    if server.cwd and not os.path.isabs(os.path.expanduser(server.cwd)):
-        update["cwd"] = _joined(base_dir, server.cwd)
+        update["command"] = _joined(cwd or base_dir, command)
     return server.model_copy(update=update) if update else server
 
 

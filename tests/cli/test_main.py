@@ -616,3 +616,24 @@ def test_serve_refuses_a_record_folder_others_may_write_into(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"gateway.recordDir {tmp_path / 'runs'} is writable by group and others" in done.stderr
     assert "set gateway.recordDir to a folder of your own" in done.stderr and "serving" not in done.stderr
+
+
+def test_a_relative_command_starts_whatever_folder_the_gateway_is_launched_from(tmp_path):
+    """README's ``".venv/bin/python"`` example, launched (as Claude Desktop does) from another
+    folder: the command and ``cwd`` are the config file's, so the server starts."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "bin").mkdir(parents=True)
+    (project / "srv").mkdir()
+    elsewhere.mkdir()
+    wrapper = project / "srv" / "py"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    (project / "srv" / "echo.py").write_text(Path(ECHO).read_text())
+    config = {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+        "mcpServers": {"echo": {"command": "./py", "args": ["echo.py"], "cwd": "srv"}},
+    }
+    (project / "agent.json").write_text(json.dumps(config))
+    done = run_cli("tools", "--fresh", "--config", str(project / "agent.json"), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "echo: up" in done.stdout and "echo__add(a, b)" in done.stdout, done.stdout
