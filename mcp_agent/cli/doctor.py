@@ -242,7 +242,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
         changed = [spec for spec in tools if spec.changes_for(dialect)]
         report.line(
             "ok",
-            f"{len(tools)} tools offered; for the {dialect} API the schema compiler changed {len(changed)}",
+            f"{counted(len(tools), 'tool')} offered; for the {dialect} API the schema compiler changed {len(changed)}",
         )
         for spec in changed:
             for change in spec.changes_for(dialect):

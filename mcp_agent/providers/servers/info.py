@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..._plural import counted
 from ...config import AgentConfig
 from ...messages import ToolSpec
 
@@ -228,7 +229,7 @@ def window_overruns(config: AgentConfig, info: ServerInfo) -> list[str]:
         if room * CHARS_PER_TOKEN < MIN_HISTORY_CHARS:
             out.append(
                 f"llm.maxOutputTokens is {llm.max_output_tokens}: a {window}-token window then "
-                f"leaves {max(room, 0)} tokens for the prompt (at least "
+                f"leaves {counted(max(room, 0), 'token')} for the prompt (at least "
                 f"{int(MIN_HISTORY_CHARS / CHARS_PER_TOKEN)} are needed); set it to "
                 f"{default_output_tokens(window)} or remove it"
             )
