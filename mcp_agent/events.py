@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Protocol, TypeAlias
 
+from ._plural import counted
 from .messages import JSONObject
 
 
@@ -278,9 +279,9 @@ def describe(event: Event, max_rounds: int = 0) -> str | None:
     if isinstance(event, ModelCallEnded):
         if not event.ok:
             return f"{at(event.round)}: model call failed: {event.error}"
-        tokens = event.usage.get("total_tokens")
+        tokens = int(event.usage.get("total_tokens") or 0)
         calls = f", wants {', '.join(event.tool_calls)}" if event.tool_calls else ""
-        return f"{at(event.round)}: model answered in {event.ms:.0f} ms ({tokens} tokens){calls}"
+        return f"{at(event.round)}: model answered in {event.ms:.0f} ms ({counted(tokens, 'token')}){calls}"
     if isinstance(event, ToolCallStarted):
         return f"{at(event.round)}: calling {event.name}{_after(event.flagged.get('after'))}"
     if isinstance(event, ToolCallEnded):
@@ -297,10 +298,10 @@ def describe(event: Event, max_rounds: int = 0) -> str | None:
         return f"{event.name} {'approved' if event.approved else 'denied'}{why}"
     if isinstance(event, RunEnded):
         stop = " (early stop)" if event.early_stopped else ""
-        tokens = event.usage.get("total_tokens", 0)
+        tokens = int(event.usage.get("total_tokens") or 0)
         return (
-            f"done: {event.termination_reason}{stop} after {event.rounds} rounds, "
-            f"{event.tool_calls} tool calls, {tokens} tokens, {_duration(event.elapsed_ms)}"
+            f"done: {event.termination_reason}{stop} after {counted(event.rounds, 'round')}, "
+            f"{counted(event.tool_calls, 'tool call')}, {counted(tokens, 'token')}, {_duration(event.elapsed_ms)}"
         )
     return None
 

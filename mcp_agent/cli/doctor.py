@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from .._plural import counted
 from ..config import AgentConfig, RemoteServerConfig
 from ..exceptions import ConfigError, MCPAgentError
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..messages import ToolSpec
+    from ..providers.servers.info import ServerInfo
 
 
 class _Report:
@@ -64,7 +66,7 @@ async def run_doctor(config: AgentConfig, out: TextIO, *, model_timeout: float =
 
 def _check_config(config: AgentConfig, report: _Report) -> None:
     servers = config.servers()
-    report.line("ok", f"config valid: {len(servers)} tool servers, model {config.llm.model!r}")
+    report.line("ok", f"config valid: {counted(len(servers), 'tool server')}, model {config.llm.model!r}")
     for warning in config.warnings:
         report.line("warn", f"config: {warning}")
     try:
@@ -117,7 +119,7 @@ async def _check_model(config: AgentConfig, report: _Report, timeout: float) -> 
         report.line("FAIL", f"model server: {exc}")
         report.degraded.append("model server unreachable")
         return
-    report.line("ok", f"model server reachable ({where}), {len(models)} models")
+    report.line("ok", f"model server reachable ({where}), {counted(len(models), 'model')}")
     present = model_present(config.llm.model, models)
     if present:
         report.line("ok", f"model {config.llm.model!r} is available")
@@ -158,6 +160,7 @@ async def _check_server(
         sized = sized_for_server(config, info).limits.max_history_chars
         window = f"{info.context_window} tokens ({info.context_source})"
         report.line("ok", f"context window: {window}; history kept to {sized} characters")
+        _check_window(config, info, report)
     elif info.source == "probe":
         report.line("warn", f"context window: {name} does not say; set limits.maxHistoryChars to fit it")
         report.detail("about 3.5 characters a token, less the answer's room: 10000 for a 4096-token window")
@@ -208,6 +211,14 @@ def destructive_gating(
     )
 
 
+def _check_window(config: AgentConfig, info: ServerInfo, report: _Report) -> None:
+    """A warning for each explicit limit the server's context window cannot hold."""
+    from ..providers.servers.info import window_overruns
+
+    for problem in window_overruns(config, info):
+        report.line("warn", f"context window: {problem}")
+
+
 async def _check_servers(config: AgentConfig, report: _Report) -> None:
     from ..gateway.callers import gateway_tool_glob_warnings
     from ..loop.approvals import require_warnings
@@ -231,12 +242,12 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
             kind = "remote" if isinstance(server, RemoteServerConfig) else "stdio"
             if status.status == "up":
                 took = f" in {status.startup_ms:.0f} ms" if status.startup_ms is not None else ""
-                junk = f", {status.junk_lines} junk lines on stdout" if status.junk_lines else ""
+                junk = f", {counted(status.junk_lines, 'junk line')} on stdout" if status.junk_lines else ""
                 cache = f" ({status.cache_note})" if status.cache_note else ""
                 era = f", protocol {status.protocol_version}" if status.protocol_version else ""
                 report.line(
                     "ok",
-                    f"server {status.name} ({kind}): up{took}, {status.tool_count} tools{era}{junk}{cache}",
+                    f"server {status.name} ({kind}): up{took}, {counted(status.tool_count, 'tool')}{era}{junk}{cache}",
                 )
             elif status.status == "disabled":
                 report.line("ok", f"server {status.name}: disabled in config")
@@ -258,7 +269,7 @@ async def _check_servers(config: AgentConfig, report: _Report) -> None:
         changed = [spec for spec in tools if spec.changes_for(dialect)]
         report.line(
             "ok",
-            f"{len(tools)} tools offered; for the {dialect} API the schema compiler changed {len(changed)}",
+            f"{counted(len(tools), 'tool')} offered; for the {dialect} API the schema compiler changed {len(changed)}",
         )
         for spec in changed:
             for change in spec.changes_for(dialect):

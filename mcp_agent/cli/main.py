@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 
+from .._plural import counted
 from .._version import __version__
 from ..telemetry.logs import LOG_FORMATS
 
@@ -443,13 +444,13 @@ def tools_report(tools: Sequence[Any], statuses: Sequence[Any], dialect: str) ->
 
 def print_tools(report: dict[str, Any], out: TextIO) -> None:
     servers = report["servers"]
-    print(f"{len(report['tools'])} tools from {len(servers)} servers", file=out)
+    print(f"{counted(len(report['tools']), 'tool')} from {counted(len(servers), 'server')}", file=out)
     for server in servers:
         took = f" in {server['startup_ms']:.0f} ms" if server["startup_ms"] is not None else ""
         if server.get("from_cache"):
-            line = f"  {server['name']}: {server['tool_count']} tools from cache (not started; --fresh starts it)"
+            line = f"  {server['name']}: {counted(server['tool_count'], 'tool')} from cache (not started; --fresh starts it)"
         else:
-            line = f"  {server['name']}: {server['status']}, {server['tool_count']} tools{took}"
+            line = f"  {server['name']}: {server['status']}, {counted(server['tool_count'], 'tool')}{took}"
         if server["error"]:
             line += f"\n      {server['error']}"
         print(line, file=out)

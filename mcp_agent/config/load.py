@@ -66,7 +66,38 @@ def parse_config(
         ) from None
     for warning in warnings:
         logger.warning("config: %s", warning)
-    return config.model_copy(update={"base_dir": Path(base_dir), "warnings": tuple(warnings)})
+    servers = {name: relative_to(server, base_dir) for name, server in config.mcp_servers.items()}
+    return config.model_copy(
+        update={"base_dir": Path(base_dir), "warnings": tuple(warnings), "mcp_servers": servers}
+    )
+
+
+def relative_to(
+    server: StdioServerConfig | RemoteServerConfig, base_dir: str | os.PathLike[str]
+) -> StdioServerConfig | RemoteServerConfig:
+    """``server`` with a relative ``cwd`` made relative to ``base_dir``, the config file's folder
+    (like ``serversDir`` and ``state.url``), and a relative ``command`` that names a path (it has
+    a slash: ``.venv/bin/python``, ``./server.sh``) made relative to that ``cwd`` when there is
+    one (where the operating system looks for it), else to ``base_dir``: a client that launches
+    the gateway from another folder starts the same program. A bare command (``npx``, ``uvx``,
+    ``python3``) is still looked up on PATH (pure)."""
+    if not isinstance(server, StdioServerConfig):
+        return server
+    update: dict[str, str] = {}
+    cwd = server.cwd
+    if cwd and not os.path.isabs(os.path.expanduser(cwd)):
+        cwd = update["cwd"] = _joined(base_dir, cwd)
+    command = os.path.expanduser(server.command)
+    if ("/" in command or os.sep in command) and not os.path.isabs(command):
+        update["command"] = _joined(cwd or base_dir, command)
+    return server.model_copy(update=update) if update else server
+
+
+def _joined(base_dir: str | os.PathLike[str], path: str) -> str:
+    """``path`` under ``base_dir``; normalised only under an absolute folder (``./x`` under ``.``
+    stays a path, never the bare name ``x``)."""
+    joined = os.path.join(os.fspath(base_dir), path)
+    return os.path.normpath(joined) if os.path.isabs(joined) else joined
 
 
 def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None) -> AgentConfig:
@@ -87,9 +118,10 @@ def load_config(path: str | os.PathLike[str], *, environ: Mapping[str, str] | No
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{file}: not valid JSON: {describe_json_error(text, exc)}") from None
     try:
-        return parse_config(data, base_dir=file.resolve().parent, environ=environ)
+        config = parse_config(data, base_dir=file.resolve().parent, environ=environ)
     except ConfigError as exc:
         raise ConfigError(f"{file}: {exc.message}", exc.path) from None
+    return config.model_copy(update={"llm": config.llm.model_copy(update={"config_file": str(file)})})
 
 
 # Reading agent.json, the pure parts: ``${VAR}`` expansion and error messages that name paths.

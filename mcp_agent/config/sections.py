@@ -122,6 +122,9 @@ class LLMConfig(ConfigModel):
     (after its retries). Each entry takes any ``llm`` key but ``fallbacks``; a key it leaves out
     is the primary's, except the server's own (``provider``, ``apiKey``, ``headers``,
     ``capabilities``) when the entry names an endpoint on another server."""
+    config_file: str = Field(default="agent.json", exclude=True)
+    """The config file this section was read from, as given (``load_config`` sets it), so that
+    hints name the file to edit."""
 
     @field_validator("api_key")
     @classmethod

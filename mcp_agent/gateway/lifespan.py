@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
+from .._plural import counted
 from ..config import AgentConfig
 from ..exceptions import StateError
 from ..loop.agent import Agent
@@ -166,11 +167,11 @@ def share_events(service: GatewayService, state: State, tasks: anyio.abc.TaskGro
 def report(found: Recovery) -> None:
     if found.runs or found.approvals or found.locks:
         logger.warning(
-            "state: %d run(s) were interrupted by a gateway restart (recorded as terminal_error), "
-            "%d pending approval(s) of theirs expired, %d conversation lock(s) released",
-            found.runs,
-            found.approvals,
-            found.locks,
+            "state: a gateway restart interrupted %s (recorded as terminal_error); %s of theirs "
+            "expired, %s released",
+            counted(found.runs, "run"),
+            counted(found.approvals, "pending approval"),
+            counted(found.locks, "conversation lock"),
         )
 
 

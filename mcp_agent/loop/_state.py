@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from .._plural import counted
 from ..config import Limits
 from ..events import EventSink, RunEnded
 from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
@@ -163,7 +164,9 @@ class RunState:
     def out_of_tokens(self) -> Ending | None:
         used, limit = self.usage.total_tokens, self.limits.max_tokens
         if tokens_exhausted(used, limit):
-            detail = f"token budget exhausted: {used} tokens used (limit {limit}, round {self.rounds})"
+            detail = (
+                f"token budget exhausted: {counted(used, 'token')} used (limit {limit}, round {self.rounds})"
+            )
             return Ending(R.TOKEN_BUDGET, detail, why="token budget exhausted")
         return None
 
@@ -171,7 +174,7 @@ class RunState:
         if plan.loop is None:
             return None
         name, count = plan.loop
-        detail = f"loop detected: {name} called {count} times with identical arguments (round {self.rounds})"
+        detail = f"loop detected: {name} called {counted(count, 'time')} with identical arguments (round {self.rounds})"
         return Ending(R.LOOP_DETECTED, detail, why=detail)
 
     def out_of_tool_calls(self, plan: Plan) -> Ending | None:
@@ -179,7 +182,7 @@ class RunState:
         if tool_calls_fit(used, plan.wanted, limit):
             return None
         detail = (
-            f"tool-call budget exhausted: {plan.wanted} calls asked for, "
+            f"tool-call budget exhausted: {counted(plan.wanted, 'call')} asked for, "
             f"{max(limit - used, 0)} of {limit} left (round {self.rounds})"
         )
         return Ending(R.TOOL_BUDGET, detail, why="tool-call budget exhausted")

@@ -28,6 +28,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .._plural import counted
 from ..messages import JSONObject, canonical_json
 
 FAILURE_HINT = (
@@ -187,7 +188,7 @@ def cut_text(text: str, max_chars: int) -> tuple[str, bool]:
     if not max_chars or len(text) <= max_chars:
         return text, False
     cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n[... truncated: {cut} of {len(text)} characters cut]", True
+    return f"{text[:max_chars]}\n[... truncated: {cut} of {counted(len(text), 'character')} cut]", True
 
 
 def cut_parts(parts: Sequence[JSONObject], max_chars: int) -> tuple[tuple[JSONObject, ...], bool]:
@@ -218,7 +219,7 @@ def cut_parts(parts: Sequence[JSONObject], max_chars: int) -> tuple[tuple[JSONOb
         left = 0
     if not cut:
         return tuple(parts), False
-    note = {"type": "text", "text": f"[... truncated: {cut} of {total} characters cut]"}
+    note = {"type": "text", "text": f"[... truncated: {cut} of {counted(total, 'character')} cut]"}
     return (*kept, note), True
 
 

@@ -43,6 +43,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._plural import counted
 from .._redact import mask_secrets
 from ..exceptions import StateError
 from ..messages import Message, ToolResult, ToolSpec
@@ -271,12 +272,15 @@ class RunPages:
             logger.warning("a long result of %s is cut: its conversation %s is gone", tool, self.scope)
             return None
         self.mentioned.add(info.handle)
-        note = f"[... paged result {info.handle}: {info.total_chars} characters in {info.pages} pages; this is page 1"
+        note = (
+            f"[... paged result {info.handle}: {counted(info.total_chars, 'character')} in "
+            f"{counted(info.pages, 'page')}; this is page 1"
+        )
         if info.pages > 1:
             note += f'. Read on with {self.name}(handle="{info.handle}", page=2), up to page {info.pages}'
         dropped = info.total_chars - info.kept_chars
         if dropped:
-            note += f". The last {dropped} characters were not kept (limits.maxPagedBytes)"
+            note += f". The last {counted(dropped, 'character')} were not kept (limits.maxPagedBytes)"
         return Paged(f"{kept[0]}\n{note}]", info.handle, info.total_chars, info.pages)
 
     # reading
@@ -307,7 +311,7 @@ class RunPages:
         result = found.result
         if found.text is None:
             return ToolResult(
-                f"error: paged result {handle} has {result.pages} pages; there is no page {page!r}. "
+                f"error: paged result {handle} has {counted(result.pages, 'page')}; there is no page {page!r}. "
                 f"Read pages 1-{result.pages}.",
                 is_error=True,
             )
@@ -317,7 +321,7 @@ class RunPages:
         if number < result.pages:
             body += f'\n[... read on with {self.name}(handle="{handle}", page={number + 1})]'
         elif result.kept_chars < result.total_chars:
-            body += f"\n[... the last {result.total_chars - result.kept_chars} characters were not kept]"
+            body += f"\n[... the last {counted(result.total_chars - result.kept_chars, 'character')} were not kept]"
         return ToolResult(body)
 
     async def readable(self) -> str:

@@ -39,6 +39,7 @@ from dataclasses import replace
 
 import anyio
 
+from .._plural import counted
 from ..config import Limits
 from ..events import (
     EventSink,
@@ -425,7 +426,7 @@ async def finish_answer(r: RunState, turn: Turn) -> Ending:
     if cap is None:
         why = "the answer was cut off short of the output cap (a full context window)"
         return r.answer(turn, truncated=why)
-    cut = f"the answer was cut off at the output cap ({cap} tokens)"
+    cut = f"the answer was cut off at the output cap ({counted(cap, 'token')})"
     if stop := r.interrupted() or r.out_of_tokens():
         return r.answer(turn, truncated=f"{cut}; not continued: {stop.detail}")
     r.partial = turn.content.strip()  # kept if the deadline or a cancel cuts the continuation off

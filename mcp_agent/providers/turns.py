@@ -63,6 +63,7 @@ __all__ = [
     "approx_prompt_tokens",
     "approx_tokens",
     "bound_arguments",
+    "calls_offered",
     "estimate_usage",
     "finish_turn",
     "join_reasoning",
@@ -556,6 +557,12 @@ class TokenCounter:
         self._counts[text] = count
 
 
+def calls_offered(turn: Turn, request: ModelRequest) -> bool:
+    """Whether ``turn`` calls a tool that ``request`` offered (by its exact name)."""
+    offered = {spec.name for spec in request.tools}
+    return any(call.name in offered for call in turn.tool_calls)
+
+
 class UsageEstimator:
     """One provider's estimates of the usage its server did not report (see the module docstring).
 
@@ -569,7 +576,11 @@ class UsageEstimator:
         """The latest call whose usage was reported and its prompt tokens, by "had tools" (the
         ratio to its approximation is worked out only when an estimate needs it)."""
         self.tools_dropped: bool | None = None
-        """Seen here: the server's prompts are as long as they would be without the tools."""
+        """Seen here: the server's prompts are as long as they would be without the tools (True),
+        or the model called a tool it was offered (False: it saw them)."""
+        self.judge_tools = True
+        """Whether token counts may decide ``tools_dropped``; False where a direct measure
+        decides it instead (``doctor``'s ``check_tools_kept``)."""
         self._block: tuple[tuple[tuple[ToolSpec, ...], str], int] | None = None
         """The latest tool set's block, in tokens (``_tools_block``)."""
 
@@ -578,11 +589,20 @@ class UsageEstimator:
         dropped = info.tools_dropped if info.tools_dropped is not None else self.tools_dropped
         return not dropped, template_for(replace(info, tools_dropped=dropped))
 
-    def observe(self, request: ModelRequest, usage: Usage, info: ServerInfo) -> None:
-        """Learn from a call whose usage the server reported."""
+    def observe(
+        self, request: ModelRequest, usage: Usage, info: ServerInfo, turn: Turn | None = None
+    ) -> None:
+        """Learn from a call whose usage the server reported (``turn``: what it answered).
+
+        Whether the server drops the tools it is offered: a call to an offered tool (native, or
+        written as text by name) proves the model saw them, whatever the counts say; only
+        without one do the token counts decide (``_check_tools``), once.
+        """
+        if request.tools and info.tools_dropped is None and turn is not None and calls_offered(turn, request):
+            self.tools_dropped = False
         if usage.estimated or usage.clamped or usage.prompt_tokens <= 0:
             return
-        if request.tools and info.tools_dropped is None and self.tools_dropped is None:
+        if request.tools and info.tools_dropped is None and self.tools_dropped is None and self.judge_tools:
             self._check_tools(request, usage.prompt_tokens, info)
         self.reported[bool(request.tools)] = (request, usage.prompt_tokens)
 
@@ -648,6 +668,8 @@ class UsageEstimator:
     async def settle(self, request: ModelRequest, turn: Turn, info: ServerInfo) -> Turn:
         """``turn`` with its usage estimated as well as possible, or (reported) learned from."""
         if not turn.usage.estimated:
-            self.observe(request, turn.usage, info)
+            self.observe(request, turn.usage, info, turn)
             return turn
+        if request.tools and info.tools_dropped is None and calls_offered(turn, request):
+            self.tools_dropped = False
         return replace(turn, usage=await self.estimate(request, turn, info))

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._plural import counted
 from .._redact import mask_secrets
 from ..messages import JSONObject
 
@@ -98,7 +99,7 @@ def setting_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
     if old == new:
         return []
     if isinstance(old, str) and isinstance(new, str) and (len(old) > 60 or len(new) > 60):
-        return [f"{prefix}: changed ({len(old)} -> {len(new)} characters)"]
+        return [f"{prefix}: changed ({len(old)} -> {counted(len(new), 'character')})"]
     return [f"{prefix}: {old!r} -> {new!r}"]
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, StatusCode, set_span_in_context
 
+from .._plural import counted
 from .._redact import redact_text
 from ..messages import Message, ToolCall, ToolSpec, Turn, Usage
 from .base import (
@@ -529,7 +530,7 @@ def redacted_text(text: str) -> str:
     """``text`` redacted and cut to ``MAX_TEXT_CHARS`` (with a note of what was cut)."""
     text = redact_text(text)
     if len(text) > MAX_TEXT_CHARS:
-        return f"{text[:MAX_TEXT_CHARS]}… [{len(text) - MAX_TEXT_CHARS} characters cut]"
+        return f"{text[:MAX_TEXT_CHARS]}… [{counted(len(text) - MAX_TEXT_CHARS, 'character')} cut]"
     return text
 
 

@@ -55,6 +55,7 @@ from ..messages import JSONObject, ToolSpec
 from ..state.folder import private_dirs
 from .presentation import ServerTool, cached_tools, exposed_specs
 from .status import ServerStatus
+from .stdio.processes import start_problem
 
 logger = logging.getLogger(__name__)
 
@@ -337,6 +338,7 @@ def cached_listing(
     tools: list[ServerTool] = []
     disabled: set[str] = set()
     versions: dict[str, str | None] = {}
+    down: dict[str, str] = {}
     for name, config in servers.items():
         if config.disabled:
             disabled.add(name)
@@ -344,8 +346,13 @@ def cached_listing(
         cached = cache.load(name, config)
         if cached is None:
             return None
-        tools += cached_tools(name, config, cached.tools)
         versions[name] = cached.protocol_version
+        if isinstance(config, StdioServerConfig) and (
+            problem := start_problem(config.command, config.cwd, config.env)
+        ):
+            down[name] = problem  # it cannot start: its cached tools are not offered
+            continue
+        tools += cached_tools(name, config, cached.tools)
     specs, _, _ = exposed_specs(tools, servers)
     counts: dict[str, int] = {}
     for spec in specs:
@@ -355,8 +362,8 @@ def cached_listing(
         if name in disabled
         else ServerStatus(
             name=name,
-            status="failed" if needs_login(name, config, tokens) else "idle",
-            error=login_hint(name) if needs_login(name, config, tokens) else None,
+            status="failed" if name in down or needs_login(name, config, tokens) else "idle",
+            error=down.get(name) or (login_hint(name) if needs_login(name, config, tokens) else None),
             tool_count=counts.get(name, 0),
             from_cache=True,
             lazy=config.lazy,

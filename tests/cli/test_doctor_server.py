@@ -100,3 +100,61 @@ async def test_a_server_that_says_nothing_is_a_warning_not_a_failure(tmp_path: P
         assert "server not identified (no known answer" in text
         assert "could not check that tools reach the model" in text
         assert "all checks passed" in text or "no tool servers" in text
+
+
+async def test_an_explicit_history_size_larger_than_a_4096_token_window_is_warned_about() -> None:
+    """The bundled config once set ``maxHistoryChars: 30000``: an explicit value wins over sizing
+    from the window, so doctor says it does not fit, with the numbers."""
+    with running_model_server() as server:
+        server.routes.update(llamacpp_routes(n_ctx=4096))
+        server.handler = chat(drops_tools=False)  # type: ignore[assignment]
+        llm = {"endpoint": server.base_url, "model": "smollm2"}
+        out = io.StringIO()
+        await run_doctor(parse_config({"llm": llm, "limits": {"maxHistoryChars": 30000}}), out)
+        text = out.getvalue()
+        assert "history kept to 30000 characters" in text
+        assert (
+            "[warn] context window: limits.maxHistoryChars is 30000 characters (about 8571 tokens), "
+            "more than the 4096-token window holds after the answer's room: 10528 characters" in text
+        )
+        out = io.StringIO()
+        await run_doctor(parse_config({"llm": {**llm, "maxOutputTokens": 4000}}), out)
+        assert (
+            "[warn] context window: llm.maxOutputTokens is 4000: a 4096-token window then leaves 32 tokens"
+            in (out.getvalue())
+        )
+        out = io.StringIO()
+        await run_doctor(parse_config({"llm": llm, "limits": {"maxHistoryChars": 9000}}), out)
+        sized = out.getvalue()  # fits: no warning
+        assert "history kept to 9000 characters" in sized and "[warn] context window" not in sized
+        out = io.StringIO()
+        await run_doctor(parse_config({"llm": llm}), out)
+        assert "history kept to 10528 characters" in out.getvalue()  # sized from the window
+
+
+def test_the_bundled_config_leaves_history_to_the_window_and_the_limits_to_their_defaults() -> None:
+    from mcp_agent.config import Limits, load_config
+
+    config = load_config(Path(__file__).parents[2] / "agent.json", environ={})
+    assert config.limits == Limits() and not config.limits.model_fields_set
+
+
+async def test_tools_that_reach_the_model_are_never_also_said_to_be_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server that counts an offered tool in few tokens (25 -> 45): the estimate of the
+    prompt with the tool (about 198) is far from that, but the direct measure decides."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        body = request.json
+        if body.get("stream"):
+            return Reply.sse(openai_stream(content="Hi"))
+        return Reply.json(completion(content="Hi", usage=(45 if body.get("tools") else 25, 1)))
+
+    with running_model_server() as server:
+        server.routes.update(llamacpp_routes(n_ctx=4096))
+        server.handler = answer  # type: ignore[assignment]
+        with caplog.at_level("WARNING"):
+            text = await doctor(server)
+    assert "[  ok] tools reach the model (prompt_tokens 25 without a tool, 45 with one)" in text
+    assert "drop the tools" not in caplog.text

@@ -226,7 +226,7 @@ def test_tools_json_reports_tools_and_servers(tmp_path):
 def test_tools_text_output(tmp_path):
     done = run_cli("tools", "--config", str(write_config(tmp_path, None)))
     assert done.returncode == 0, done.stderr
-    assert "2 tools from 1 servers" in done.stdout
+    assert "2 tools from 1 server\n" in done.stdout
     assert "echo__add(a, b)" in done.stdout
 
 
@@ -285,9 +285,17 @@ def test_query_json_and_failure_exit_code(tmp_path, model):
 
 
 def test_query_without_model_server_says_how_to_start_one(tmp_path):
-    done = run_cli("query", "hi", "--config", str(write_config(tmp_path, None)))
+    """Nothing listens: how to start a server, the config file actually given (not "agent.json"),
+    and ``retryable``: once a server runs, the same query succeeds."""
+    named = write_config(tmp_path, None).rename(tmp_path / "fake_agent.json")
+    done = run_cli("query", "hi", "--config", named.name, cwd=tmp_path)
     assert done.returncode == 1
-    assert "terminal_error" in done.stderr and "No model server is listening" in done.stderr
+    assert "llm_error" in done.stderr and "No model server is listening" in done.stderr
+    assert "set `llm.endpoint` in fake_agent.json" in done.stderr and "in agent.json" not in done.stderr
+    done = run_cli("query", "hi", "--json", "--quiet", "--config", named.name, cwd=tmp_path)
+    result = json.loads(done.stdout)
+    assert result["retryable"] is True and result["termination_reason"] == "llm_error"
+    assert "(retrying may help)" in result["answer"] and "will not help" not in result["answer"]
 
 
 def test_query_session_persists_between_processes(tmp_path, model):
@@ -608,3 +616,24 @@ def test_serve_refuses_a_record_folder_others_may_write_into(tmp_path):
     assert done.returncode == 2, done.stderr
     assert f"gateway.recordDir {tmp_path / 'runs'} is writable by group and others" in done.stderr
     assert "set gateway.recordDir to a folder of your own" in done.stderr and "serving" not in done.stderr
+
+
+def test_a_relative_command_starts_whatever_folder_the_gateway_is_launched_from(tmp_path):
+    """README's ``".venv/bin/python"`` example, launched (as Claude Desktop does) from another
+    folder: the command and ``cwd`` are the config file's, so the server starts."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "bin").mkdir(parents=True)
+    (project / "srv").mkdir()
+    elsewhere.mkdir()
+    wrapper = project / "srv" / "py"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    (project / "srv" / "echo.py").write_text(Path(ECHO).read_text())
+    config = {
+        "llm": {"endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+        "mcpServers": {"echo": {"command": "./py", "args": ["echo.py"], "cwd": "srv"}},
+    }
+    (project / "agent.json").write_text(json.dumps(config))
+    done = run_cli("tools", "--fresh", "--config", str(project / "agent.json"), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert "echo: up" in done.stdout and "echo__add(a, b)" in done.stdout, done.stdout

@@ -487,3 +487,28 @@ def test_gateway_oauth_resource_defaults_to_the_bind_address_or_must_be_given():
         "oauth": {"issuer": "https://id.example.com", "resource": "https://a.example/mcp"},
     }
     assert parse_config({"gateway": given}).gateway.oauth_resource == "https://a.example/mcp"
+
+
+def test_a_relative_command_and_cwd_are_relative_to_the_config_file(tmp_path: Path) -> None:
+    """Like ``serversDir`` and ``state.url``: a client that launches the gateway from another
+    folder starts the same program. A bare name still goes through PATH; a relative command
+    with a ``cwd`` is found in that folder, as the operating system looks for it."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    servers = {
+        "venv": {"command": ".venv/bin/python", "args": ["server.py"]},
+        "here": {"command": "./run.sh", "cwd": "srv"},
+        "bare": {"command": "npx", "args": ["-y", "pkg"], "cwd": "data"},
+        "absolute": {"command": "/usr/bin/env", "cwd": "/tmp"},
+        "remote": {"url": "http://127.0.0.1:9/mcp"},
+    }
+    path = folder / "agent.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    loaded = load_config(path, environ={}).servers()
+    assert loaded["venv"].command == str(folder / ".venv/bin/python")  # type: ignore[union-attr]
+    assert loaded["venv"].args == ["server.py"]  # type: ignore[union-attr]
+    assert loaded["here"].cwd == str(folder / "srv")  # type: ignore[union-attr]
+    assert loaded["here"].command == str(folder / "srv" / "run.sh")  # type: ignore[union-attr]
+    assert (loaded["bare"].command, loaded["bare"].cwd) == ("npx", str(folder / "data"))  # type: ignore[union-attr]
+    assert (loaded["absolute"].command, loaded["absolute"].cwd) == ("/usr/bin/env", "/tmp")  # type: ignore[union-attr]
+    assert loaded["remote"].url == "http://127.0.0.1:9/mcp"  # type: ignore[union-attr]

@@ -172,7 +172,7 @@ async def test_a_run_killed_in_flight_is_recorded_and_its_approval_expires(
         assert [r["id"] for r in failed] == [approval["run_id"]]
         answer = await second.query("still there?", session_id)  # the session's lock went with the process
         assert answer["answer"] == "I heard: hello | still there?"
-    assert "1 run(s) were interrupted by a gateway restart" in log.read_text()
+    assert "a gateway restart interrupted 1 run (recorded as terminal_error)" in log.read_text()
 
 
 async def test_serve_stateless_keeps_conversations_in_memory(tmp_path: Path, model: Any) -> None:

@@ -27,7 +27,7 @@ from mcp_agent.providers.turns import (
     template_for,
 )
 from tests.fakes.model_server import FakeModelServer, Reply
-from tests.fakes.openai_shapes import completion, openai_stream
+from tests.fakes.openai_shapes import Call, completion, openai_stream
 from tests.fakes.server_shapes import llama_cpp_python_routes, recorded_runs
 from tests.loop._helpers import echo_tools
 
@@ -212,3 +212,24 @@ async def test_the_tools_check_counts_a_tool_set_once_and_still_decides_later(
     without = approx_prompt_tokens(short, tools=False)
     estimator.observe(short, Usage(without, 5, without + 5), info)
     assert estimator.tools_dropped is True
+
+
+@pytest.mark.parametrize("calls_a_tool", [True, False], ids=["native call", "no call"])
+async def test_a_turn_that_calls_an_offered_tool_never_says_the_tools_were_dropped(
+    calls_a_tool: bool, model_server: FakeModelServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The counts of "B tools" alone say the tools were dropped; a native call to one of the
+    offered tools in the same answer says the model saw them, and wins."""
+    run_b = next(run for run in recorded_runs() if run.name == "B tools")
+    model_server.routes.update(llama_cpp_python_routes())
+    offered = run_b.request.tools[0].name
+    calls = [Call(offered, {})] if calls_a_tool else []
+    model_server.enqueue(Reply.json(completion(content="", calls=calls, usage=(run_b.prompt_tokens, 60))))
+    llm = LLMConfig(endpoint=model_server.base_url, model="m", stream=False)
+    async with open_provider(llm, state_dir=tmp_path) as provider:
+        with caplog.at_level(logging.WARNING):
+            turn = await provider.complete(run_b.request)
+        estimator = provider.usage_estimator  # type: ignore[attr-defined]
+    assert [call.name for call in turn.tool_calls] == ([offered] if calls_a_tool else [])
+    assert estimator.tools_dropped is (not calls_a_tool)
+    assert ("seems to drop the tools" in caplog.text) is (not calls_a_tool)

@@ -635,3 +635,37 @@ def test_package_runners_and_their_packages(
     assert package_spec(command, args) == spec
     if spec is not None:
         assert is_pinned(spec[0], spec[1]) is pinned  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("breakage", ["not executable", "folder gone"])
+@pytest.mark.parametrize("lazy", [True, False], ids=["lazy", "background"])
+async def test_a_cached_server_that_cannot_start_is_shown_down_not_idle(
+    files: dict[str, Path], tmp_path: Path, lazy: bool, breakage: str
+) -> None:
+    """Its command lost its execute bit, or its working folder is gone: neither changes the
+    cache key (the file is the same), and the cached list would make it look fine. It is not
+    offered, and the hub, the gateway's health (which reads the hub) and ``tools`` from the
+    cache all say it is down, and why."""
+    from mcp_agent.tools.cache import cached_listing
+
+    wrapper, folder = tmp_path / "run-python", tmp_path / "work"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    folder.mkdir()
+    config = gated(files, lazy=lazy).model_copy(update={"command": str(wrapper), "cwd": str(folder)})
+    await warm(files, config)
+    if breakage == "not executable":
+        wrapper.chmod(0o644)
+        why = f"cannot start {str(wrapper)!r}: not executable"
+    else:
+        folder.rmdir()
+        why = f"cannot start {str(wrapper)!r}: {str(folder)!r} not found"
+    listed = cached_listing({"g": config}, ToolCache.of_state_dir(files["state"]))
+    assert listed is not None  # the cache still holds its list for this configuration
+    tools, statuses = listed
+    assert (list(tools), statuses[0].status, statuses[0].tool_count) == ([], "failed", 0)
+    assert statuses[0].error == why
+    async with open_tool_hub({"g": config}, state_dir=files["state"]) as hub:
+        shown = status(hub)
+        assert (shown.status, shown.from_cache, hub.list_tools()) == ("failed", False, ())
+        assert shown.error, shown

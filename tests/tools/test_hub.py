@@ -335,6 +335,14 @@ async def test_an_unreachable_remote_server_fails_to_start() -> None:
         async with open_tool_hub({"gone": config}) as hub:
             status = by_name(hub)["gone"]
     assert status.status == "failed" and status.error
+    assert status.error.startswith("start-up failed at http://127.0.0.1:9/mcp: "), status.error
+    secret = RemoteServerConfig(
+        url="http://user:pw@127.0.0.1:9/mcp?api_key=s3cret", startup_timeout_seconds=5
+    )
+    with anyio.fail_after(20):
+        async with open_tool_hub({"gone": secret}) as hub:
+            error = by_name(hub)["gone"].error or ""
+    assert "127.0.0.1:9/mcp" in error and "s3cret" not in error and "pw@" not in error
 
 
 # ---------------------------------------------------------------------------- the seams

@@ -98,7 +98,7 @@ class AnthropicProvider:
         self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
         self.thinking_budget = thinking_budget
         self.tool_call_style = llm.tool_call_style
-        self._refused = refused_message(endpoint, llm.model) if endpoint.local else None
+        self._refused = refused_message(endpoint, llm.model, llm.config_file) if endpoint.local else None
         self._headers = {"anthropic-version": wire.ANTHROPIC_VERSION, **llm.headers}
         if llm.api_key:
             self._headers["x-api-key"] = llm.api_key

@@ -121,7 +121,7 @@ class GeminiProvider:
         self.schema_mode: SchemaMode = schema_mode
         self.include_thoughts = include_thoughts
         self.tool_call_style = llm.tool_call_style
-        self._refused = refused_message(endpoint, llm.model) if endpoint.local else None
+        self._refused = refused_message(endpoint, llm.model, llm.config_file) if endpoint.local else None
         self._headers = dict(llm.headers)
         key = llm.api_key or key_in_query
         if key:

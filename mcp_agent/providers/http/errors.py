@@ -436,8 +436,9 @@ def _reason(status: int) -> str:
 # --------------------------------------------------------------------------------------------
 # transport failures (no answer at all) translated into ``ProviderError``, once, at the boundary
 #
-# A refused connection carries the endpoint's "how to start it" hint and is final for a local
-# server (nothing listens there) but retried for a remote one (it may be restarting); the caller
+# A refused connection carries the endpoint's "how to start it" hint and is not retried for a local
+# server (nothing listens there now; the run ends llm_error: retrying once it runs helps) but
+# retried for a remote one (it may be restarting); the caller
 # says which (a server that answered before and now refuses went away: the provider passes a
 # message of its own and asks for retries). Connect errors, timeouts, proxy errors and broken
 # connections are retryable; a bad URL is terminal.
@@ -494,12 +495,14 @@ def transport_error(
         exc: what httpx raised.
         refused_message: the text to use when the connection was refused (the endpoint's "how
             to start it" hint).
-        refused_final: a refusal is not retried (terminal): nothing listens there. Pass False
-            for a remote host, where a refusal may be a restart.
+        refused_final: a refusal is not retried within this call: nothing listens there now.
+            It is not ``terminal`` either: the run ends ``llm_error``, which says a later
+            retry may help (once the server is started, it does). Pass False for a remote
+            host, where a refusal may be a restart (retried).
         local: the server is on this machine: a read timeout is not retried (see above).
     """
     if isinstance(exc, httpx.ConnectError) and refused_message and _is_refused(exc):
-        return ProviderConnectionError(refused_message, terminal=refused_final, retryable=not refused_final)
+        return ProviderConnectionError(refused_message, retryable=not refused_final)
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
         return ProviderConnectionError(f"cannot connect to the model server: {exc}", retryable=True)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):

@@ -60,6 +60,7 @@ async def check_tools_kept(provider: OpenAICompatProvider) -> ToolsCheck:
     """Ask with and without ``PROBE_TOOL`` (not streamed, one token of answer each)."""
     llm = provider.llm.model_copy(update={"stream": False, "max_retries": 0})
     plain = OpenAICompatProvider(llm, client=provider.client, endpoint=provider.endpoint)
+    plain.usage_estimator.judge_tools = False  # the two counts below decide, not an estimate's guess
     counts: list[int | None] = []
     for tools in ((), (PROBE_TOOL,)):
         try:

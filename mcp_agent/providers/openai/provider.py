@@ -22,9 +22,9 @@ all). Keep-alive pings themselves never decide anything: a loading Ollama or a q
 sends the same bytes while it works, so a stream of pings is waited for (up to the read timeout)
 unless the server is known to drop streamed tool calls, and then it is never opened. An answer that is no
 API's at all (an HTML page: the endpoint is some other web server) fails at once, without the
-page (``http/errors.py``). A refused connection means "not running" (terminal, with how to
-start one) until the server has answered once, and "went away" after that (retried, then
-``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
+page (``http/errors.py``). A refused connection means "not running" (not retried, with how to
+start one; the run ends ``llm_error``, retryable: once it runs, asking again helps) until the
+server has answered once, and "went away" after that (retried, then ``llm_error``); a read timeout names ``llm.requestTimeoutSeconds`` and is not retried on a server
 on this machine (``http/errors.py``). Every answer, streamed
 or not, is read through ``http/answers.py`` (``llm.maxResponseBytes``), and argument text over
 ``llm.maxToolArgumentChars`` is not parsed.
@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 
 import httpx
 
+from ..._plural import counted
 from ...config import LLMConfig
 from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
@@ -133,7 +134,7 @@ class OpenAICompatProvider:
         self.retry = retry or RetryPolicy(max_retries=llm.max_retries)
         self._text_tools = prefers_text_tools(llm.model)
         self.vision = accepts_images(llm, self.endpoint.provider)
-        self._refused = refused_message(self.endpoint, llm.model)
+        self._refused = refused_message(self.endpoint, llm.model, llm.config_file)
         self._answered = False  # the server has answered once: a refusal now means it went away
         self._headers = {"Accept": "application/json, text/event-stream"}
         if llm.api_key:
@@ -251,8 +252,8 @@ class OpenAICompatProvider:
     @contextmanager
     def _transport_errors(self) -> Iterator[None]:
         """``map_transport_errors`` for this server: a refusal is "not running" until the server
-        has answered once, and "went away" after that (retried, then ``llm_error``: it crashed or
-        was stopped, which no configuration fixes); a read timeout on this machine is not retried.
+        has answered once (not retried: ``llm_error``, how to start it), and "went away" after that
+        (retried, then ``llm_error``: it crashed or was stopped); a read timeout on this machine is not retried.
         A connection that broke after it was made (the server disconnected without an answer)
         counts as an answer: something was listening, so a refusal on the retry means it went away."""
         if not self._answered:
@@ -318,7 +319,7 @@ class OpenAICompatProvider:
                         if not out.count and not acc.has_output:
                             raise EarlyEnd(f"broke off before any output ({exc})", broke=True) from exc
                         raise ProviderResponseError(
-                            f"the stream broke off after {acc.chunks} chunks: {timed_out_text(exc)}",
+                            f"the stream broke off after {counted(acc.chunks, 'chunk')}: {timed_out_text(exc)}",
                             request_id=request_id,
                         ) from exc
                     if recovered is not None:
@@ -331,7 +332,7 @@ class OpenAICompatProvider:
             out(delta)
         if not acc.finished:
             raise ProviderResponseError(
-                f"the stream ended without a finish reason or [DONE] after {acc.chunks} chunks",
+                f"the stream ended without a finish reason or [DONE] after {counted(acc.chunks, 'chunk')}",
                 request_id=request_id,
             )
         return self._finish(acc, request, style, request_id)

@@ -308,8 +308,9 @@ def resolve_endpoint(llm: LLMConfig, *, kind: ServerKind | None = None) -> Endpo
     )
 
 
-def start_hint(kind: ServerKind, model: str = "") -> str:
-    """How to start a server of ``kind`` (and get ``model``), as one sentence fragment."""
+def start_hint(kind: ServerKind, model: str = "", config_file: str = "agent.json") -> str:
+    """How to start a server of ``kind`` (and get ``model``), as one sentence fragment; for an
+    unknown kind it names ``config_file``, where ``llm.endpoint`` is set."""
     model_text = model or "<model>"
     hints = {
         "ollama": f"start it with `ollama serve` and pull the model with `ollama pull {model_text}`",
@@ -328,18 +329,18 @@ def start_hint(kind: ServerKind, model: str = "") -> str:
     return hints.get(
         kind,
         "start a model server there (Ollama: `ollama serve`; LM Studio: `lms server start`; llama.cpp: "
-        "`llama-server -m <model.gguf> --jinja`; vLLM: `vllm serve <model>`) or set `llm.endpoint` in agent.json",
+        f"`llama-server -m <model.gguf> --jinja`; vLLM: `vllm serve <model>`) or set `llm.endpoint` in {config_file}",
     )
 
 
-def refused_message(endpoint: Endpoint, model: str = "") -> str:
+def refused_message(endpoint: Endpoint, model: str = "", config_file: str = "agent.json") -> str:
     """The message for a refused connection: which server, where, and how to start it.
 
     >>> refused_message(resolve_endpoint(LLMConfig()), "qwen3:8b")  # doctest: +ELLIPSIS
     'Ollama is not running at http://localhost:11434/v1: start it with `ollama serve` and pull ...'
     """
     if endpoint.kind == "unknown":
-        return f"No model server is listening at {endpoint.base_url}: {start_hint('unknown', model)}"
+        return f"No model server is listening at {endpoint.base_url}: {start_hint('unknown', model, config_file)}"
     name = SERVER_NAMES[endpoint.kind]
     if not endpoint.local:
         return f"Cannot reach {name} at {endpoint.base_url}: {start_hint(endpoint.kind, model)}"

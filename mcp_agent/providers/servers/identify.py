@@ -468,7 +468,7 @@ async def list_models(llm: LLMConfig, client: httpx.AsyncClient) -> list[str]:
     """
     endpoint = resolve_endpoint(llm)
     url = endpoint.url("/models")
-    with map_transport_errors(refused_message=refused_message(endpoint, llm.model)):
+    with map_transport_errors(refused_message=refused_message(endpoint, llm.model, llm.config_file)):
         async with client.stream("GET", url, headers=_headers(llm, endpoint)) as response:
             content = await read_body(response, llm.max_response_bytes)
     foreign = foreign_answer(response.status_code, response.headers, content, url=url, api=endpoint.provider)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..._plural import counted
 from ...config import AgentConfig
 from ...messages import ToolSpec
 
@@ -46,6 +47,7 @@ __all__ = [
     "server_info_of",
     "sized_for_server",
     "tool_chars",
+    "window_overruns",
 ]
 
 logger = logging.getLogger(__name__)
@@ -191,6 +193,47 @@ def sized_for_server(config: AgentConfig, info: ServerInfo, tools: Sequence[Tool
         info.context_source or info.kind,
     )
     return config.model_copy(update={"limits": limits.model_copy(update={"max_history_chars": size})})
+
+
+def window_overruns(config: AgentConfig, info: ServerInfo) -> list[str]:
+    """What ``config`` sets explicitly that the server's context window cannot hold (pure), one
+    sentence each with the numbers; empty when the window is not known or everything fits.
+
+    An explicit ``limits.maxHistoryChars`` wins over sizing from the window, so one larger than
+    ``history_chars_for`` the window (or 0, "never trim") lets the conversation outgrow it; an
+    explicit ``llm.maxOutputTokens`` that leaves less than ``MIN_HISTORY_CHARS`` of history
+    leaves the prompt no room.
+    """
+    window = info.context_window
+    if not window:
+        return []
+    out: list[str] = []
+    limits, llm = config.limits, config.llm
+    fits = history_chars_for(window, output_tokens=llm.max_output_tokens)
+    if "max_history_chars" in limits.model_fields_set and (
+        not limits.max_history_chars or limits.max_history_chars > fits
+    ):
+        set_to = (
+            f"{limits.max_history_chars} characters (about "
+            f"{int(limits.max_history_chars / CHARS_PER_TOKEN)} tokens)"
+            if limits.max_history_chars
+            else "0 (never trimmed)"
+        )
+        out.append(
+            f"limits.maxHistoryChars is {set_to}, more than the {window}-token window holds "
+            f"after the answer's room: {fits} characters; remove it to size history from the "
+            f"window, or set it to {fits} or less"
+        )
+    if llm.max_output_tokens:
+        room = window - llm.max_output_tokens - _OVERHEAD_TOKENS
+        if room * CHARS_PER_TOKEN < MIN_HISTORY_CHARS:
+            out.append(
+                f"llm.maxOutputTokens is {llm.max_output_tokens}: a {window}-token window then "
+                f"leaves {counted(max(room, 0), 'token')} for the prompt (at least "
+                f"{int(MIN_HISTORY_CHARS / CHARS_PER_TOKEN)} are needed); set it to "
+                f"{default_output_tokens(window)} or remove it"
+            )
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from ..._plural import counted
 from ..._redact import redact_url
 from ...exceptions import ConfigError, StateError
 from ..records import INTERRUPTED, Decision, Recovery, StateLimits, new_replica_id
@@ -313,12 +314,11 @@ class RedisState:
             )
             if part != Recovery():
                 logger.warning(
-                    "replica %s is gone: %d run(s) recorded as interrupted, %d approval(s) expired, "
-                    "%d session lock(s) released",
+                    "replica %s is gone: %s recorded as interrupted, %s expired, %s released",
                     replica,
-                    part.runs,
-                    part.approvals,
-                    part.locks,
+                    counted(part.runs, "run"),
+                    counted(part.approvals, "approval"),
+                    counted(part.locks, "session lock"),
                 )
         return found
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import jsonschema
 
+from ..._plural import counted
 from ...messages import JSONObject, JSONSchema, canonical_json
 from .normalize import enum_values, infer_type, is_number, json_type
 
@@ -242,14 +243,31 @@ _BOUNDS = {
     "maximum": "<= {}",
     "exclusiveMinimum": "> {}",
     "exclusiveMaximum": "< {}",
-    "minLength": "at least {} characters",
-    "maxLength": "at most {} characters",
-    "minItems": "at least {} items",
-    "maxItems": "at most {} items",
-    "minProperties": "at least {} properties",
-    "maxProperties": "at most {} properties",
+    "minLength": "at least {}",
+    "maxLength": "at most {}",
+    "minItems": "at least {}",
+    "maxItems": "at most {}",
+    "minProperties": "at least {}",
+    "maxProperties": "at most {}",
     "multipleOf": "a multiple of {}",
 }
+BOUND_NOUNS = {
+    "minLength": ("character", None),
+    "maxLength": ("character", None),
+    "minItems": ("item", None),
+    "maxItems": ("item", None),
+    "minProperties": ("property", "properties"),
+    "maxProperties": ("property", "properties"),
+}
+"""The noun a count bound counts, singular and plural (None: with an s)."""
+
+
+def bound_text(keyword: str, value: Any, template: str) -> str:
+    """``template`` filled with ``value``, counted in the noun of ``keyword`` when it has one
+    (``at least 1 character``)."""
+    if keyword in BOUND_NOUNS and isinstance(value, int) and not isinstance(value, bool):
+        return template.format(counted(value, *BOUND_NOUNS[keyword]))
+    return template.format(canonical_json(value))
 
 
 def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, ...]:
@@ -311,7 +329,7 @@ def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, 
         elif keyword in _BOUNDS:
             message, expected = (
                 f"out of bounds ({keyword} {canonical_json(value)})",
-                _BOUNDS[keyword].format(canonical_json(value)),
+                bound_text(keyword, value, _BOUNDS[keyword]),
             )
         elif keyword in ("anyOf", "oneOf"):
             message = (
@@ -323,7 +341,10 @@ def describe(errors: Iterable[jsonschema.ValidationError]) -> tuple[JSONObject, 
         elif keyword == "pattern":
             message, expected = "does not match the pattern", f"a string matching {value}"
         elif keyword == "items" and value is False:
-            message, expected = "too many items", f"at most {len(schema.get('prefixItems', []))} items"
+            message, expected = (
+                "too many items",
+                f"at most {counted(len(schema.get('prefixItems', [])), 'item')}",
+            )
         elif keyword == "uniqueItems":
             message, expected = "items are not unique", "unique items"
         else:

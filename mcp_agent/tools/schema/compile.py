@@ -23,7 +23,7 @@ from typing import Any
 import jsonschema
 
 from ...messages import JSONObject, JSONSchema, canonical_json
-from .arguments import MAX_LISTED, Coercer, describe, shorten
+from .arguments import BOUND_NOUNS, MAX_LISTED, Coercer, bound_text, describe, shorten
 from .normalize import (
     EMPTY,
     Notes,
@@ -522,8 +522,8 @@ _STRICT_FORMATS = frozenset(
     {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 )
 _STRICT_HINTS = {
-    "minLength": "at least {} characters",
-    "maxLength": "at most {} characters",
+    "minLength": "at least {}",
+    "maxLength": "at most {}",
     "format": "format: {}",
     "uniqueItems": "items must be unique",
 }
@@ -615,7 +615,7 @@ def _strict(node: Any, path: str, depth: int, notes: Notes) -> JSONSchema:
         value = node.get(key)
         if value is None or value is False or (key == "format" and value in _STRICT_FORMATS):
             continue
-        hints.append(text.format(value))
+        hints.append(bound_text(key, value, text) if key in BOUND_NOUNS else text.format(value))
     if "format" in node and node["format"] in _STRICT_FORMATS:
         out["format"] = node["format"]
     if hints:

@@ -64,7 +64,7 @@ from ..cache import ToolCache
 from ..presentation import ServerTool
 from ..relay import ServerRelay, current_channel
 from ..status import ServerState
-from ..stdio.processes import ChildRecords
+from ..stdio.processes import ChildRecords, start_problem
 from ..stdio.transport import StdioChild, open_stdio_transport
 from .caller_capabilities import CallerDispatcher
 from .era import (
@@ -173,6 +173,8 @@ class ServerConnection:
         self._records = records
         self._queue = queue
         self._start_mode: StartMode = "on_call" if config.lazy and start == "background" else start
+        if isinstance(config, StdioServerConfig) and start_problem(config.command, config.cwd, config.env):
+            self._start_mode = "wait"  # it cannot start: its cached list is not offered as if it could
         self._lists = KnownLists(name, config, cache)
         self.protocol_version = self._lists.cached.protocol_version if self._lists.cached else None
         self._demand = Demand()
@@ -619,7 +621,8 @@ class Incarnation:
                     if not self.ready.is_set() and self.auth is not None and self.auth.needs_login:
                         self.error = ToolServerStartError(self.auth.needs_login, server=self.name)
                     elif not self.ready.is_set():
-                        self.error = await start_error(self.name, exc, self.child)
+                        url = self.config.url if isinstance(self.config, RemoteServerConfig) else None
+                        self.error = await start_error(self.name, exc, self.child, url)
                     else:
                         self.ended = await crash_error(self.name, self.child, exc)
         finally:

@@ -39,6 +39,7 @@ from mcp_types import methods as _methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from ..._redact import redact_url
 from ...config import RemoteServerConfig, StdioServerConfig
 from ...exceptions import ToolServerError, ToolServerExited, ToolServerStartError
 from ...messages import JSONObject, ToolResult
@@ -339,8 +340,11 @@ async def exit_info(child: StdioChild | None) -> tuple[int | None, tuple[str, ..
     return child.returncode, child.stderr_tail(STDERR_SHOWN)
 
 
-async def start_error(server: str, exc: BaseException, child: StdioChild | None) -> ToolServerStartError:
-    """Why the start of ``server`` failed with ``exc`` (possibly an exception group)."""
+async def start_error(
+    server: str, exc: BaseException, child: StdioChild | None, url: str | None = None
+) -> ToolServerStartError:
+    """Why the start of ``server`` failed with ``exc`` (possibly an exception group); for a
+    remote server the message names its ``url`` (secrets in it masked)."""
     leaves = _leaves(exc)
     for leaf in leaves:
         if isinstance(leaf, ToolServerStartError):
@@ -350,7 +354,8 @@ async def start_error(server: str, exc: BaseException, child: StdioChild | None)
         message = "exited during start-up"
     else:
         leaf = next((e for e in leaves if isinstance(e, MCPError)), leaves[0])
-        message = f"start-up failed: {type(leaf).__name__}: {leaf}"
+        where = f" at {redact_url(url)}" if url else ""
+        message = f"start-up failed{where}: {type(leaf).__name__}: {leaf}"
     return ToolServerStartError(message, server=server, exit_code=code, stderr_tail=tail)
 
 

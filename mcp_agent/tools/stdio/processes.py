@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import stat as stat_mode
 import subprocess
@@ -62,6 +63,26 @@ PR_SET_PDEATHSIG = 1
 PARENT_DEATH_SIGNAL = signal.SIGTERM
 """What a child gets when we die (see above for why not SIGKILL)."""
 _PIPE_LIMIT = 2**16
+
+
+def start_problem(command: str, cwd: str | None, env: Mapping[str, str]) -> str | None:
+    """Why ``command`` cannot start in ``cwd``, as far as can be seen without starting it (a
+    missing working folder, a command that is not there or not executable, a bare name not on
+    ``env``'s PATH, else ours); None: it may start. A server whose tool list is cached is then
+    shown as down instead of as if fine, since its cached list is all it would offer."""
+    if cwd and not Path(cwd).is_dir():
+        return f"cannot start {command!r}: {cwd!r} not found"
+    if os.sep in command or "/" in command:
+        path = Path(cwd or ".") / os.path.expanduser(command)
+        if not path.is_file():
+            return f"cannot start {command!r}: {command!r} not found"
+        if not os.access(path, os.X_OK):
+            return f"cannot start {command!r}: not executable"
+        return None
+    search = env.get("PATH", os.environ.get("PATH", os.defpath))
+    if shutil.which(command, path=search) is None:
+        return f"cannot start {command!r}: {command!r} not found on PATH"
+    return None
 
 
 async def open_child_process(

@@ -887,7 +887,7 @@ async def test_a_refusing_loopback_endpoint_says_so_at_once() -> None:
         provider = AnthropicProvider(llm, client=client)
         with anyio.fail_after(20), pytest.raises(ProviderConnectionError) as info:
             await provider.complete(_request())
-    assert info.value.terminal and "127.0.0.1" in str(info.value)
+    assert not info.value.terminal and not info.value.retryable and "127.0.0.1" in str(info.value)
 
 
 async def test_a_raising_on_delta_does_not_break_the_call(

@@ -644,12 +644,14 @@ def test_refused_on_a_remote_host_keeps_the_hint_but_is_retried() -> None:
     assert error.retryable and not error.terminal and error.message == "Cannot reach Ollama at X"
 
 
-def test_refused_with_a_hint_is_terminal_and_says_how_to_start() -> None:
+def test_refused_with_a_hint_is_not_retried_nor_terminal_and_says_how_to_start() -> None:
+    """Not retried (nothing listens now), but not terminal: the run ends ``llm_error``, retryable,
+    since asking again once the server is started succeeds."""
     error = transport_error(
         _refused(), refused_message="Ollama is not running at X: start it with `ollama serve`"
     )
     assert type(error) is ProviderConnectionError
-    assert error.terminal and not error.retryable
+    assert not error.terminal and not error.retryable
     assert "ollama serve" in error.message
 
 

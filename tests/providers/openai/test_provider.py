@@ -546,7 +546,7 @@ async def test_connection_refused_says_how_to_start_a_server(
     with pytest.raises(ProviderConnectionError) as info:
         await provider.complete(REQUEST)
     assert info.value.message.startswith(f"No model server is listening at http://127.0.0.1:{port}/v1: start")
-    assert "ollama serve" in info.value.message and info.value.terminal and sleeps.delays == []
+    assert "ollama serve" in info.value.message and not info.value.terminal and sleeps.delays == []
     ollama = OpenAICompatProvider(
         config,
         client=http_client,
@@ -746,8 +746,8 @@ async def test_cancelled_while_waiting_to_retry(
 async def test_a_server_killed_mid_run_ends_llm_error(
     stream: bool, http_client: httpx.AsyncClient, sleeps: SleepRecorder
 ) -> None:
-    """Refused after it answered: it went away (llm_error), not "no server is listening"
-    (terminal_error, a configuration problem)."""
+    """Refused after it answered: it went away (retried, then llm_error), not "no server is
+    listening" (not retried)."""
     server, alive = FakeModelServer(), anyio.CancelScope()
     tools = MemoryToolSource()
 
@@ -801,7 +801,7 @@ async def test_a_server_killed_during_its_first_answer_ends_llm_error(
     assert "went away" in result.detail and "No model server" not in result.detail
 
 
-async def test_a_server_never_reached_is_still_a_terminal_error(
+async def test_a_server_never_reached_ends_llm_error_and_may_be_retried_once_it_runs(
     http_client: httpx.AsyncClient, sleeps: SleepRecorder
 ) -> None:
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -812,5 +812,6 @@ async def test_a_server_never_reached_is_still_a_terminal_error(
         config, client=http_client, retry=RetryPolicy(max_retries=2, sleep=sleeps)
     )
     result = await run("weather?", provider=provider, tools=MemoryToolSource())
-    assert result.termination_reason is TerminationReason.TERMINAL_ERROR
-    assert "No model server is listening" in result.detail and sleeps.delays == []
+    assert result.termination_reason is TerminationReason.LLM_ERROR
+    assert "No model server is listening" in result.detail and sleeps.delays == []  # not retried now
+    assert result.retryable and "(retrying may help)" in result.shown_answer()

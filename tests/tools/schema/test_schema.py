@@ -860,7 +860,7 @@ def test_variants_do_not_share_objects_with_parameters() -> None:
                 required=["u"],
             ),
             obj(
-                {"u": {"type": "string", "description": "URL (at least 1 characters; format: uri)"}},
+                {"u": {"type": "string", "description": "URL (at least 1 character; format: uri)"}},
                 required=["u"],
                 additionalProperties=False,
             ),
@@ -1289,13 +1289,13 @@ def test_formats_are_not_checked() -> None:
         ({"type": "integer", "exclusiveMinimum": 0}, 0, {"path": "/v", "expected": "> 0"}),
         ({"type": "integer", "maximum": 100}, 101, {"path": "/v", "expected": "<= 100"}),
         ({"type": "string", "minLength": 3}, "ab", {"path": "/v", "expected": "at least 3 characters"}),
-        ({"type": "string", "maxLength": 1}, "ab", {"path": "/v", "expected": "at most 1 characters"}),
+        ({"type": "string", "maxLength": 1}, "ab", {"path": "/v", "expected": "at most 1 character"}),
         (
             {"type": "array", "minItems": 1},
             [],
-            {"path": "/v", "expected": "at least 1 items", "received": []},
+            {"path": "/v", "expected": "at least 1 item", "received": []},
         ),
-        ({"type": "array", "maxItems": 1}, [1, 2], {"path": "/v", "expected": "at most 1 items"}),
+        ({"type": "array", "maxItems": 1}, [1, 2], {"path": "/v", "expected": "at most 1 item"}),
         (
             {"type": "string", "pattern": "^[a-z]+$"},
             "A1",
@@ -1321,7 +1321,7 @@ def test_formats_are_not_checked() -> None:
         (
             {"type": "array", "prefixItems": [INT], "items": False},
             [1, 2],
-            {"path": "/v", "message": "too many items", "expected": "at most 1 items"},
+            {"path": "/v", "message": "too many items", "expected": "at most 1 item"},
         ),
         ({"type": "string", "not": {"const": "x"}}, "x", {"path": "/v", "expected": 'not: {"const":"x"}'}),
         (obj({"a/b~c": INT}), {"a/b~c": "x"}, {"path": "/v/a~1b~0c"}),
