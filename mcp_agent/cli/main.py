@@ -365,7 +365,7 @@ async def _pins(config: AgentConfig, args: argparse.Namespace) -> int:
             entry = next((e for e in before if e["server"] == args.accept), None)
             changed = [c["tool"] for c in entry["changes"]] if entry else []
             what = f"{len(changed)} changed: {', '.join(changed)}" if changed else "no change"
-            print(f"server {args.accept}: {len(pin.tools)} tool definitions pinned ({what})")
+            print(f"server {args.accept}: {counted(len(pin.tools), 'tool definition')} pinned ({what})")
             return EXIT_OK
         report = pin_report(await state.pins.list("pinned"), await state.pins.list("seen"))
     if args.json:
@@ -385,7 +385,7 @@ def print_pin_report(report: Sequence[dict[str, Any]], out: TextIO) -> None:
             print(f"{server}: new server, not pinned yet (mcp-agent tools --accept {server})", file=out)
         elif changes:
             print(
-                f"{server}: {len(changes)} tool(s) changed since pinned (mcp-agent tools --accept {server})",
+                f"{server}: {counted(len(changes), 'tool')} changed since pinned (mcp-agent tools --accept {server})",
                 file=out,
             )
         else:

@@ -142,7 +142,7 @@ async def test_a_changed_description_never_reaches_the_model_until_the_cli_accep
 
         code, out, err = await cli(path, "tools", "--diff")
         assert code == 0, err
-        assert "g: 1 tool(s) changed since pinned" in out
+        assert "g: 1 tool changed since pinned" in out
         assert "-Echo the text." in out and "id_rsa" in out
         assert "a tag addressed to the model" in out and "keep it from the user" in out
         assert "id_rsa" not in every_request_text(model)

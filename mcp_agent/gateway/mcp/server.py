@@ -44,6 +44,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import HTTPConnection
 
+from ..._plural import counted
 from ..._version import __version__
 from ...loop.result import RESULT_SCHEMA, RunResult
 from ...messages import JSONObject, ToolSpec
@@ -143,8 +144,8 @@ def summarize_tools(specs: Sequence[ToolSpec], statuses: Sequence[ServerStatus] 
             parts.append(f"{server} ({shown}{more})")
         count = len(specs)
         text = (
-            f"Inside, a model plans and calls {count} tool{'s' if count != 1 else ''} from "
-            f"{len(by_server)} server{'s' if len(by_server) != 1 else ''}: {'; '.join(parts)}."
+            f"Inside, a model plans and calls {counted(count, 'tool')} from "
+            f"{counted(len(by_server), 'server')}: {'; '.join(parts)}."
         )
     if down:
         text += f" Unavailable now: {', '.join(sorted(down))}."
