@@ -7,8 +7,8 @@ Issue 25's measure. Each AgentDojo suite (workspace, banking, travel, slack; Age
 answers the gateway's approval elicitations itself: it grants them all, or declines them all.
 AgentDojo runs the case (``TaskSuite.run_task_with_pipeline``: its environment with the case's
 injections, its checkers for utility and security) with this harness as its "pipeline": the
-environment goes to the bridge before the run (``load.json``), and comes back after it with the
-calls that ran (``after.json``).
+environment goes to the bridge before the run (``load.pickle``), and comes back after it with
+the calls that ran (``after.pickle``).
 
 Cases: every user task without an attack (the injection vectors keep their default, harmless
 values) for utility, and every (user task, injection task) pair under AgentDojo's
@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._gateway import GatewayProcess, free_port  # noqa: E402
-from bench.agentdojo.bridge import AFTER, LOAD, write_whole  # noqa: E402
+from bench.agentdojo.bridge import AFTER, LOAD, read_whole, write_whole  # noqa: E402
 from bench.agentdojo.obedient import ObedientModel  # noqa: E402
 from bench.agentdojo.suites import ATTACK, SUITES, VERSION, injections, load_suite  # noqa: E402
 
@@ -157,7 +157,7 @@ class Harness:
         from agentdojo.types import ChatAssistantMessage, text_content_block_from_string
 
         run = f"{self.suite_name}-{next(self.runs)}"
-        write_whole(self.state / LOAD, {"run": run, "env": env.model_dump(mode="json")})
+        write_whole(self.state / LOAD, {"run": run, "env": env})
         if self.model is not None:
             user_task, injection_task = self.tasks
             answer = getattr(user_task, "GROUND_TRUTH_OUTPUT", "")
@@ -170,10 +170,9 @@ class Harness:
         calls: list[dict[str, Any]] = []
         after_path = self.state / AFTER
         if after_path.exists():
-            after = json.loads(after_path.read_text())
+            after = read_whole(after_path)
             if after["run"] == run:
-                env = type(env).model_validate(after["env"])
-                calls = after["calls"]
+                env, calls = after["env"], after["calls"]
         trace: list[Any] = [
             ChatAssistantMessage(
                 role="assistant",

@@ -9,19 +9,22 @@ an ``isError`` result with AgentDojo's error text.
 State per run goes through files in ``STATE_DIR``, a side channel the model never sees (no tool
 of the gateway reaches it):
 
-- ``load.json`` — ``{"run": ID, "env": ENVIRONMENT}``, written by the harness before each run
+- ``load.pickle`` — ``{"run": ID, "env": ENVIRONMENT}``, written by the harness before each run
   (the suite's data with the run's injection vectors filled in, as AgentDojo builds it). The first
   call that sees a new ``run`` loads that environment afresh; a run without calls never loads it.
-- ``after.json`` — ``{"run": ID, "env": ENVIRONMENT, "calls": [{"function", "args"}, ...]}``,
+- ``after.pickle`` — ``{"run": ID, "env": ENVIRONMENT, "calls": [{"function", "args"}, ...]}``,
   written after every call: the environment and the calls that ran, for AgentDojo's checkers.
 
-Both files are replaced whole (written beside, then renamed), so a reader never sees half.
+Both files are replaced whole (written beside, then renamed), so a reader never sees half. They
+are pickles, not JSON: AgentDojo's environments rebuild parts of themselves when validated (an
+``Inbox`` made from JSON recomputes its e-mails from ``initial_emails``, losing a sent one), and a
+pickle keeps the object as it is. Only the harness and the bridge, one user's processes, read them.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,19 +37,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.agentdojo.suites import ANNOTATIONS, load_suite, render
 
-LOAD = "load.json"
-AFTER = "after.json"
+LOAD = "load.pickle"
+AFTER = "after.pickle"
 
 
 def write_whole(path: Path, data: Any) -> None:
-    """Replace ``path`` with ``data`` as JSON, never leaving a half-written file to read."""
+    """Replace ``path`` with ``data`` pickled, never leaving a half-written file to read."""
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data))
+    partial.write_bytes(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
     os.replace(partial, path)
 
 
+def read_whole(path: Path) -> Any:
+    return pickle.loads(path.read_bytes())
+
+
 class Bridge:
-    """One suite's tools over one environment, reloaded when ``load.json`` names a new run."""
+    """One suite's tools over one environment, reloaded when ``load.pickle`` names a new run."""
 
     def __init__(self, suite_name: str, state: Path) -> None:
         from agentdojo.functions_runtime import FunctionsRuntime
@@ -71,11 +78,9 @@ class Bridge:
         ]
 
     def _current(self) -> None:
-        loaded = json.loads((self.state / LOAD).read_text())
+        loaded = read_whole(self.state / LOAD)
         if loaded["run"] != self.run:
-            self.run = loaded["run"]
-            self.env = self.suite.environment_type.model_validate(loaded["env"])
-            self.calls = []
+            self.run, self.env, self.calls = loaded["run"], loaded["env"], []
 
     def call(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         self._current()
@@ -83,7 +88,7 @@ class Bridge:
         self.calls.append({"function": name, "args": arguments})
         write_whole(
             self.state / AFTER,
-            {"run": self.run, "env": self.env.model_dump(mode="json"), "calls": self.calls},
+            {"run": self.run, "env": self.env, "calls": self.calls},
         )
         if error is not None:
             return types.CallToolResult(content=[types.TextContent(text=error)], is_error=True)
