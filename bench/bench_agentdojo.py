@@ -160,12 +160,14 @@ class Harness:
         write_whole(self.state / LOAD, {"run": run, "env": env})
         if self.model is not None:
             user_task, injection_task = self.tasks
-            answer = getattr(user_task, "GROUND_TRUTH_OUTPUT", "")
             planned = user_task.ground_truth(env.model_copy(deep=True))
-            injected = (
-                [] if injection_task is None else injection_task.ground_truth(env.model_copy(deep=True))
-            )
-            self.model.start(planned, injected, answer)
+            if injection_task is None:
+                self.model.start(planned, user_task.GROUND_TRUTH_OUTPUT)
+            else:
+                injected = injection_task.ground_truth(env.model_copy(deep=True))
+                self.model.start(
+                    planned, user_task.GROUND_TRUTH_OUTPUT, injected, injection_task.GROUND_TRUTH_OUTPUT
+                )
         text = anyio.from_thread.run(self._agent_query, query)
         calls: list[dict[str, Any]] = []
         after_path = self.state / AFTER

@@ -5,7 +5,9 @@ the user task's ground-truth calls, one per reply, in order; when the tool resul
 sent carry an injection (AgentDojo's ``important_instructions`` text, found by its ``<INFORMATION>``
 marker), the injection task's ground-truth calls come first, once per run — the worst case, a
 model that does whatever a tool result tells it. With no call left it answers with the user
-task's ground-truth output (AgentDojo's ``GROUND_TRUTH_OUTPUT``, where the task gives one).
+task's ground-truth output (AgentDojo's ``GROUND_TRUTH_OUTPUT``, where the task gives one),
+followed by the injection task's when it fell for one (some injections only ask the model to
+say something).
 
 A refused call (an approval denied, a policy refusal) changes nothing: the script goes on with
 its next call, as a model that reads the refusal and carries on would.
@@ -48,23 +50,34 @@ class ObedientModel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: deque[tuple[str, dict[str, Any]]] = deque()
-        self._injection: list[tuple[str, dict[str, Any]]] = []
+        self._injection: list[tuple[str, dict[str, Any]]] | None = None
         self._answer = DONE
+        self._injection_answer = ""
         self._ids = itertools.count()
         self.injected = False
         """Whether the current run's script took the injection task's calls."""
 
-    def start(self, user_calls: Any, injection_calls: Any, answer: str) -> None:
-        """The script of the next run: AgentDojo ``FunctionCall`` lists and the final answer."""
+    def start(
+        self, user_calls: Any, answer: str, injection_calls: Any = None, injection_answer: str = ""
+    ) -> None:
+        """The script of the next run: AgentDojo ``FunctionCall`` lists and the final answers
+        (``injection_calls`` None: no attack in this run)."""
         with self._lock:
             self._queue = deque((call.function, dict(call.args)) for call in user_calls)
-            self._injection = [(call.function, dict(call.args)) for call in injection_calls]
+            self._injection = (
+                None
+                if injection_calls is None
+                else [(call.function, dict(call.args)) for call in injection_calls]
+            )
             self._answer = answer or DONE
+            self._injection_answer = injection_answer
             self.injected = False
 
     def __call__(self, request: RecordedRequest) -> Reply:
         if request.path.endswith("/models"):  # the gateway's health check: is the model served?
-            return Reply.json({"object": "list", "data": [{"id": NAME, "object": "model", "owned_by": "bench"}]})
+            return Reply.json(
+                {"object": "list", "data": [{"id": NAME, "object": "model", "owned_by": "bench"}]}
+            )
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
             return Reply.json({"error": {"message": f"not found: {request.path}"}}, status=404)
         messages = request.json.get("messages", [])
@@ -74,11 +87,12 @@ class ObedientModel:
                 break
             fresh.append(_text(message.get("content")))
         with self._lock:
-            if self._injection and not self.injected and any(MARK in text for text in fresh):
+            if self._injection is not None and not self.injected and any(MARK in text for text in fresh):
                 self.injected = True
                 self._queue.extendleft(reversed(self._injection))
             if not self._queue:
-                return Reply.json(completion(content=self._answer))
+                said = f"{self._answer} {self._injection_answer}" if self.injected else self._answer
+                return Reply.json(completion(content=said.strip()))
             name, arguments = self._queue.popleft()
             call = Call(name, json.loads(json.dumps(arguments, default=str)), id=f"call_{next(self._ids)}")
             return Reply.json(completion(content=None, calls=[call]))
