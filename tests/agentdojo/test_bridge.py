@@ -25,7 +25,10 @@ async def test_banking_tools_schemas_and_a_call_that_changes_the_environment(tmp
     write_whole(tmp_path / LOAD, {"run": "r1", "env": env})
     params = StdioServerParameters(command=sys.executable, args=[BRIDGE, "banking", str(tmp_path)])
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             tools = {tool.name: tool for tool in (await session.list_tools()).tools}
             assert sorted(tools) == sorted(function.name for function in suite.tools)
@@ -43,7 +46,12 @@ async def test_banking_tools_schemas_and_a_call_that_changes_the_environment(tmp
 
             balance = await session.call_tool("get_balance", {})
             assert balance.content[0].text == render(env.bank_account.balance)  # type: ignore[union-attr]
-            args: dict[str, Any] = {"recipient": "DE00", "amount": 12.5, "subject": "dojo", "date": "2024-05-01"}
+            args: dict[str, Any] = {
+                "recipient": "DE00",
+                "amount": 12.5,
+                "subject": "dojo",
+                "date": "2024-05-01",
+            }
             sent = await session.call_tool("send_money", args)
             assert not sent.is_error, sent
             after = read_whole(tmp_path / AFTER)
@@ -107,7 +115,7 @@ def test_the_annotation_table(name: str) -> None:
     for task, env in _ground_truth_calls(suite, canaries):
         for call in task.ground_truth(env.model_copy(deep=True)):
             before = env.model_copy(deep=True)
-            result, error = runtime.run_function(env, call.function, call.args)
+            result, _ = runtime.run_function(env, call.function, call.args)
             if "<CANARY---" in render(result):
                 carried.add(call.function)
             if call.function in table.read_only:
@@ -128,4 +136,7 @@ def _sample_arguments(suite: Any, tool: str, env: Any) -> dict[str, Any]:
     function = next(function for function in suite.tools if function.name == tool)
     samples: dict[str, Any] = {"string": "Paris", "integer": 1, "number": 1.0, "array": [], "boolean": True}
     schema = function.parameters.model_json_schema()
-    return {key: samples.get(spec.get("type", "string"), "x") for key, spec in schema.get("properties", {}).items()}
+    return {
+        key: samples.get(spec.get("type", "string"), "x")
+        for key, spec in schema.get("properties", {}).items()
+    }
