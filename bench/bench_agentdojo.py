@@ -122,7 +122,7 @@ def running_gateway(folder: Path, suite: str, endpoint: str, model: str, mode: s
         quiet=True,
     )
     try:
-        gateway.wait_ready(all_up=True)
+        gateway.wait_ready(180, all_up=True)  # the bridge imports AgentDojo: seconds on a busy machine
         yield f"{gateway.url}/mcp"
     finally:
         gateway.stop()
