@@ -140,3 +140,19 @@ def _sample_arguments(suite: Any, tool: str, env: Any) -> dict[str, Any]:
         key: samples.get(spec.get("type", "string"), "x")
         for key, spec in schema.get("properties", {}).items()
     }
+
+
+def test_a_sent_email_survives_the_trip_between_harness_and_bridge(tmp_path: Path) -> None:
+    """The environment crosses as the object it is: an ``Inbox`` rebuilt from JSON would recompute
+    its e-mails from the initial ones and lose the one sent (what the injection checkers look for)."""
+    from bench.agentdojo.bridge import Bridge
+
+    env = load_suite("workspace").load_and_inject_default_environment({})
+    write_whole(tmp_path / LOAD, {"run": "r1", "env": env})
+    bridge = Bridge("workspace", tmp_path)
+    sent = bridge.call("send_email", {"recipients": ["x@example.com"], "subject": "dojo-42", "body": "hi"})
+    assert not sent.is_error
+    after = read_whole(tmp_path / AFTER)["env"]
+    assert [email.body for email in after.inbox.search_emails("dojo-42")] == ["hi"]
+    # what a JSON trip would do (validate the dump): the sent e-mail is gone
+    assert type(after).model_validate(after.model_dump()).inbox.search_emails("dojo-42") == []
