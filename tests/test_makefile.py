@@ -58,14 +58,21 @@ def test_run_installs_only_what_serving_needs(folder: Path) -> None:
     assert would_run(folder, "run") == [".venv/bin/python -m pip install --quiet -e ."]
 
 
+TEST_INSTALL = [
+    ".venv/bin/python -m pip install --quiet -e '.[test]'",
+    # AgentDojo for tests/agentdojo, without the model SDKs it declares (the Makefile says why)
+    ".venv/bin/python -m pip install --quiet --no-deps agentdojo==0.1.35",
+]
+
+
 def test_test_installs_the_test_extras(folder: Path) -> None:
-    assert would_run(folder, "test") == [".venv/bin/python -m pip install --quiet -e '.[test]'"]
+    assert would_run(folder, "test") == TEST_INSTALL
 
 
 def test_test_after_run_adds_the_extras(folder: Path) -> None:
     stamp(folder, ".installed-run")
     assert would_run(folder, "run") == []
-    assert would_run(folder, "test") == [".venv/bin/python -m pip install --quiet -e '.[test]'"]
+    assert would_run(folder, "test") == TEST_INSTALL
 
 
 def test_run_after_test_installs_nothing(folder: Path) -> None:
