@@ -7,86 +7,24 @@ Screenshots go to ``.artifacts/browser/`` (git-ignored); the test prints where.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from tests.fakes.model_server import running_model_server
-from tests.gateway.conftest import free_port
-from tests.gateway.e2e import SERVERS, rule_reply
+from ._serve import ROOT, TOKEN, serving
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / ".artifacts" / "browser"
-TOKEN = "dashboard-test-token-0123456789"
 BOUND = 60_000  # ms: a "does not hang" bound for each wait in the page, not a timing
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the gateway exited: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(url + "/api/v1/health", timeout=5).json().get("status") in ("ok", "degraded"):
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"the gateway did not become ready: {log.read_text()[-2000:]}")
 
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[str]:
-    with running_model_server() as model:
-        model.handler = rule_reply
-        config = {
-            "llm": {
-                "endpoint": model.base_url,
-                "model": "rule-model",
-                "provider": "openai",
-                "stream": False,
-                "maxRetries": 0,
-            },
-            "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}},
-            "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
-            "limits": {"timeoutSeconds": 600, "maxRounds": 4},
-            "gateway": {"authToken": TOKEN},
-            "state": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-        }
-        path = tmp_path / "agent.json"
-        path.write_text(json.dumps(config))
-        port = free_port()
-        log = tmp_path / "gateway.log"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_AGENT_STATE_DIR": str(tmp_path)}
-        with open(log, "ab") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                cwd=str(ROOT),
-                env=env,
-            )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_ready(url, process, log)
-            yield url
-        finally:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with serving(tmp_path) as url:
+        yield url
 
 
 def _shot(page: Any, name: str) -> None:
