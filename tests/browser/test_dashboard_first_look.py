@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from mcp_agent.messages import Usage
@@ -85,6 +87,15 @@ LABELS = """() => [...document.querySelectorAll('[data-chart] svg')].flatMap((s)
 })"""
 
 
+WIDEST = """() => {
+  for (const ms of [999, 9990, 125300, 599900]) {
+    const chart = lineChart("widest", [ms, null], [null, null]);
+    chart.dataset.chart = "widest-" + ms;
+    document.getElementById("charts").appendChild(chart);
+  }
+}"""
+
+
 def test_the_chart_labels_are_drawn_whole(browser: Any, seeded: str) -> None:
     context, page, problems = _page(browser, seeded)
     try:
@@ -92,6 +103,12 @@ def test_the_chart_labels_are_drawn_whole(browser: Any, seeded: str) -> None:
         labels = page.evaluate(LABELS)
         latency = [label["text"] for label in labels if label["chart"] == "latency"]
         assert "1.42 s" in latency, latency
+        cut = [label for label in labels if label["left"] < 0 or label["right"] > label["width"]]
+        assert cut == [], f"labels outside their chart (clipped): {cut}"
+        # the longest top labels there can be (the page's own chart code, drawn in the page)
+        page.evaluate(WIDEST)
+        labels = page.evaluate(LABELS)
+        assert {"999 ms", "9.99 s", "125.3 s", "599.9 s"} <= {label["text"] for label in labels}
         cut = [label for label in labels if label["left"] < 0 or label["right"] > label["width"]]
         assert cut == [], f"labels outside their chart (clipped): {cut}"
         assert problems == []
@@ -106,22 +123,33 @@ def _twice(request: RecordedRequest) -> Reply:
     last = (body.get("messages") or [{}])[-1]
     if last.get("role") == "user" and str(last.get("content", "")).startswith("twice "):
         text = last["content"][len("twice ") :]
-        calls = [Call("echo__echo", {"text": text + " 1"}, id="t1"), Call("echo__echo", {"text": text + " 2"}, id="t2")]
+        calls = [
+            Call("echo__echo", {"text": text + " 1"}, id="t1"),
+            Call("echo__echo", {"text": text + " 2"}, id="t2"),
+        ]
         return Reply.json(completion(content=None, calls=calls))
     return rule_reply(request)
 
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[str]:
-    with serving(tmp_path, handler=_twice, limits={"maxToolCalls": 1}) as url:
+    """A gateway with 30 earlier runs (a run list long enough to push the approvals below the
+    fold) and a tool-call budget of one call per run."""
+    earlier = [_finished(f"earlier-{i}", 7200 + 60 * i, 500.0) for i in range(30)]
+    with serving(tmp_path, handler=_twice, limits={"maxToolCalls": 1}, seed=earlier) as url:
         yield url
 
 
+# the texts of the run list's row for a query; whether the first approval card is in the window
+ROW = "((q) => [...document.querySelector(`#runs tr.run:has(td.q[title='${q}'])`).cells].map((td) => td.textContent))"
+IN_VIEW = """() => {
+  const r = document.querySelector('#approvals .approval').getBoundingClientRect();
+  return r.top >= 0 && r.bottom <= innerHeight;
+}"""
+
+
 def _row(page: Any, query: str) -> list[str]:
-    """The cells of the run list's row for ``query``."""
-    cells: list[str] = page.eval_on_selector(
-        f"#runs tr.run:has(td.q[title='{query}'])", "tr => [...tr.cells].map((td) => td.textContent)"
-    )
+    cells: list[str] = page.evaluate(f"{ROW}({query!r})")
     return cells
 
 
@@ -148,38 +176,42 @@ def test_a_run_waiting_for_approval_says_so_and_the_header_counts_it(browser: An
     context, page, problems = _page(browser, gateway, height=600)
     try:
         assert page.is_hidden("#pending")
-        page.fill("#query", "echo wait for me")
-        page.click("#ask")
-        page.wait_for_selector("#approvals .approval", timeout=BOUND)
-        # the run list: waiting for approval, with the round and the call it has made so far
-        page.wait_for_selector("#runs tr.run td >> text=waiting for approval", timeout=BOUND)
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('#runs tr.run td')].some((td) => td.textContent === 'waiting for approval')"
-            " && document.querySelector('#runs tr.run').cells[4].textContent === '1'",
-            timeout=BOUND,
-        )
-        _, ending, _, rounds, tools, *_ = _row(page, "echo wait for me")
-        assert (ending, rounds, tools) == ("waiting for approval", "1", "1")
+        # asked over REST (not in the page: a reload would cancel a run the page asked for)
+        with ThreadPoolExecutor(1) as pool:
+            asked = pool.submit(
+                httpx.post,
+                f"{gateway}/api/v1/query",
+                json={"query": "echo wait for me"},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=BOUND / 1000,
+            )
+            # the run list: waiting for approval, with the round and the call made so far
+            page.wait_for_selector("#runs tr.run td >> text=waiting for approval", timeout=BOUND)
+            page.wait_for_function(f"() => {ROW}('echo wait for me')[4] === '1'", timeout=BOUND)
+            _, ending, _, rounds, tools, *_ = _row(page, "echo wait for me")
+            assert (ending, rounds, tools) == ("waiting for approval", "1", "1")
 
-        # the header counts it, in view; its button brings the approval into view
-        pending = page.wait_for_selector("#pending >> text=1 approval pending", timeout=BOUND)
-        box = pending.bounding_box()
-        assert box is not None and box["y"] + box["height"] <= 600
-        in_view = "() => { const r = document.querySelector('#approvals .approval').getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }"
-        assert not page.evaluate(in_view), "the window is meant to start with the approval below the fold"
-        pending.click()
-        page.wait_for_function(in_view, timeout=BOUND)
+            # the header counts it, in view; its button brings the approval into view
+            pending = page.wait_for_selector("#pending >> text=1 approval pending", timeout=BOUND)
+            box = pending.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= 600
+            assert not page.evaluate(IN_VIEW), "the window is meant to start with the approval below the fold"
+            pending.click()
+            page.wait_for_function(IN_VIEW, timeout=BOUND)
 
-        # after a reload (no live events for this run) the list still says it waits
-        page.reload()
-        page.wait_for_selector("body[data-events=listening]", timeout=BOUND)
-        page.wait_for_selector("#runs tr.run td >> text=waiting for approval", timeout=BOUND)
-        _, ending, _, rounds, tools, *_ = _row(page, "echo wait for me")
-        assert (ending, rounds, tools) == ("waiting for approval", "…", "…")
+            # after a reload (no live events for this run) the list still says it waits
+            page.reload()
+            page.wait_for_selector("body[data-events=listening]", timeout=BOUND)
+            page.wait_for_selector("#runs tr.run td >> text=waiting for approval", timeout=BOUND)
+            _, ending, _, rounds, tools, *_ = _row(page, "echo wait for me")
+            assert (ending, rounds, tools) == ("waiting for approval", "…", "…")
+            assert page.inner_text("#pending") == "1 approval pending"
 
-        page.click("#approvals .approval button:has-text('Approve')")
+            page.click("#approvals .approval button:has-text('Approve')")
+            assert asked.result().json()["termination_reason"] == "success"
         page.wait_for_selector("#runs tr.run td.ok >> text=success", timeout=BOUND)
         page.wait_for_selector("#pending", state="hidden", timeout=BOUND)
+        page.wait_for_function(f"() => {ROW}('echo wait for me')[1] === 'success'", timeout=BOUND)
         _, ending, _, rounds, tools, *_ = _row(page, "echo wait for me")
         assert (ending, rounds, tools) == ("success", "2", "1")
         assert problems == []
