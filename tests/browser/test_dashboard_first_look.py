@@ -143,7 +143,9 @@ def gateway(tmp_path: Path) -> Iterator[str]:
 # the texts of the run list's row for a query; whether the first approval card is in the window
 ROW = "((q) => [...document.querySelector(`#runs tr.run:has(td.q[title='${q}'])`).cells].map((td) => td.textContent))"
 IN_VIEW = """() => {
-  const r = document.querySelector('#approvals .approval').getBoundingClientRect();
+  const card = document.querySelector('#approvals .approval');
+  if (!card) throw new Error('no approval card');
+  const r = card.getBoundingClientRect();
   return r.top >= 0 && r.bottom <= innerHeight;
 }"""
 
@@ -183,7 +185,7 @@ def test_a_run_waiting_for_approval_says_so_and_the_header_counts_it(browser: An
                 f"{gateway}/api/v1/query",
                 json={"query": "echo wait for me"},
                 headers={"Authorization": f"Bearer {TOKEN}"},
-                timeout=BOUND / 1000,
+                timeout=10 * BOUND / 1000,  # longer than the waits in the page below
             )
             # the run list: waiting for approval, with the round and the call made so far
             page.wait_for_selector("#runs tr.run td >> text=waiting for approval", timeout=BOUND)
