@@ -200,6 +200,11 @@ def test_a_run_waiting_for_approval_says_so_and_the_header_counts_it(browser: An
             assert not page.evaluate(IN_VIEW), "the window is meant to start with the approval below the fold"
             pending.click()
             page.wait_for_function(IN_VIEW, timeout=BOUND)
+            focused = "() => document.activeElement.textContent"
+            assert page.evaluate(focused) == "Approve"
+            with page.expect_response(lambda r: r.url.endswith("/api/v1/approvals"), timeout=BOUND):
+                pass  # the page's next look at the approvals (every 3 s) keeps the card, and the focus
+            assert page.evaluate(focused) == "Approve"
 
             # after a reload (no live events for this run) the list still says it waits
             page.reload()
