@@ -54,7 +54,7 @@ from ..messages import JSONObject, Message
 from ..state import state_limits
 from ..state.memory import MemoryState
 from ..state.records import RunRecord
-from .result import RunResult
+from .result import RunResult, ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -86,12 +86,22 @@ def finished(record: RunRecord, result: RunResult, timeline: tuple[JSONObject, .
         early_stopped=result.early_stopped,
         truncated=result.truncated,
         usage=result.usage,
-        tool_calls=tuple(call.to_dict() for call in result.tool_calls),
+        tool_calls=tuple(_kept_call(call) for call in result.tool_calls),
         rounds=result.rounds,
         elapsed_ms=result.elapsed_ms,
         model=result.model,
         timeline=timeline,
     )
+
+
+def _kept_call(call: ToolCallRecord) -> JSONObject:
+    """A tool call as the record keeps it: ``to_dict`` and, for a call that did not run, its
+    ``verdict`` (``skipped``: never executed because the run ended first; ``denied``, ...), so the
+    dashboard's run list counts only the calls that were made."""
+    data = call.to_dict()
+    if call.verdict != "run":
+        data["verdict"] = call.verdict
+    return data
 
 
 def broken_off(

@@ -317,7 +317,8 @@ class RunRecord:
         early_stopped: the answer was written by the early-stop synthesis.
         truncated: the answer was cut off at the length limit.
         usage: the tokens the run used.
-        tool_calls: one ``{"name", "ok", "ms", ...}`` per call (``ToolCallRecord.to_dict``).
+        tool_calls: one ``{"name", "ok", "ms", ...}`` per call (``ToolCallRecord.to_dict``, with
+            ``verdict`` for a call that did not run: ``skipped``, ``denied``, ...).
         rounds: model rounds.
         elapsed_ms: the run's wall time.
         model: the model that answered.

@@ -7,50 +7,24 @@ Screenshots go to ``.artifacts/browser/`` (git-ignored); the test prints where.
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fakes.model_server import running_model_server
-from tests.gateway.conftest import free_port
-from tests.gateway.e2e import SERVERS, rule_reply
-
-from .conftest import gateway_process
+from ._serve import ROOT, TOKEN, serving
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / ".artifacts" / "browser"
-TOKEN = "dashboard-test-token-0123456789"
 BOUND = 60_000  # ms: a "does not hang" bound for each wait in the page, not a timing
 
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[str]:
-    with running_model_server() as model:
-        model.handler = rule_reply
-        config = {
-            "llm": {
-                "endpoint": model.base_url,
-                "model": "rule-model",
-                "provider": "openai",
-                "stream": False,
-                "maxRetries": 0,
-            },
-            "mcpServers": {"echo": {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}},
-            "approvals": {"require": ["echo__*"], "timeoutSeconds": 600},
-            "limits": {"timeoutSeconds": 600, "maxRounds": 4},
-            "gateway": {"authToken": TOKEN},
-            "state": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-        }
-        path = tmp_path / "agent.json"
-        path.write_text(json.dumps(config))
-        with gateway_process(path, tmp_path, free_port()) as url:
-            yield url
+    with serving(tmp_path) as url:
+        yield url
 
 
 def _shot(page: Any, name: str) -> None:

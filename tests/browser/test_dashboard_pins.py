@@ -21,7 +21,7 @@ from tests.fakes.model_server import running_model_server
 from tests.gateway.conftest import free_port
 from tests.gateway.e2e import SERVERS, rule_reply
 
-from .conftest import gateway_process
+from ._serve import gateway_process
 from .test_dashboard import BOUND, _shot
 
 pytestmark = pytest.mark.browser

@@ -78,3 +78,31 @@ async def test_the_record_keeps_the_timeline_on_sqlite(tmp_path: Path) -> None:
     assert 0 <= model["start_ms"] <= tool["start_ms"] <= (record.ended - record.started) * 1000
     assert RunRecord.from_dict(record.to_dict()) == record
     assert RunRecord.from_dict({"id": "old"}).timeline == ()  # a record from before timelines
+
+
+async def test_the_record_says_which_calls_were_skipped(tmp_path: Path) -> None:
+    """The dashboard's run list counts the calls that were made: a call cut off before it ran
+    (the tool-call budget ends the run first) is on record with ``verdict: skipped``."""
+    from mcp_agent.config import AgentConfig, Limits
+    from mcp_agent.state import open_state
+
+    state = await open_state(f"sqlite:///{tmp_path}/state.db")
+    provider = ScriptedProvider(
+        [
+            tool_turn(call("echo", "a", text="1")),
+            tool_turn(call("echo", "b", text="2"), call("echo", "c", text="3")),
+        ]
+    )
+    agent = Agent(provider, echo_tools(), AgentConfig(limits=Limits(max_tool_calls=2)), state=state)
+    result = await agent.query("echo three times")
+    assert result.termination_reason.value == "tool_budget"
+    await state.aclose()
+    state = await open_state(f"sqlite:///{tmp_path}/state.db")
+    record = await state.runs.get(result.run_id)
+    await state.aclose()
+    assert record is not None
+    assert [(c["name"], c["ok"], c.get("verdict")) for c in record.tool_calls] == [
+        ("echo", True, None),
+        ("echo", False, "skipped"),
+        ("echo", False, "skipped"),
+    ]
