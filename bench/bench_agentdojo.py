@@ -27,10 +27,6 @@ Policy modes (``--modes``; the ``policy.mode`` key of agent.json, issue 25's pro
   a call held after untrusted text is refused). Its per-suite detail names the user tasks that
   asked for an approval without an attack and the ones that lost their utility when it was denied.
 
-A gateway without a ``policy`` section (before that part of issue 25 is merged) runs ``off`` only
-(the section is left out: nothing is gated then); asked for ``warn`` or ``enforce`` it stops,
-saying so.
-
 Prints ONE JSON object on stdout (shares 0-1, pooled over the suites' cases, plus ``suites``:
 the same per suite); progress goes to stderr. Bounded: every run has the gateway's limits (at most
 40 model rounds, 240 s) and every case one ``agent_query``.
@@ -83,12 +79,6 @@ LIMITS = {
 }
 
 
-def gateway_knows_policy() -> bool:
-    from mcp_agent.config.sections import AgentConfig
-
-    return "policy" in AgentConfig.model_fields
-
-
 def gateway_config(state: Path, suite: str, endpoint: str, model: str, mode: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "llm": {"endpoint": endpoint, "model": model, "stream": False, "maxRetries": 0},
@@ -96,14 +86,8 @@ def gateway_config(state: Path, suite: str, endpoint: str, model: str, mode: str
             suite: {"command": sys.executable, "args": [BRIDGE, suite, str(state)], "toolPrefix": ""}
         },
         "limits": LIMITS,
+        "policy": {"mode": mode},
     }
-    if gateway_knows_policy():
-        config["policy"] = {"mode": mode}
-    elif mode != "off":
-        raise SystemExit(
-            f"bench_agentdojo: policy mode {mode!r} needs the gateway's `policy` section (issue 25's "
-            "provenance policy), which this checkout lacks; run --modes off"
-        )
     return config
 
 
@@ -349,8 +333,8 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--suites", default=",".join(SUITES), help="comma-separated (default: all four)")
     parser.add_argument(
         "--modes",
-        default=",".join(MODES) if gateway_knows_policy() else "off",
-        help="policy modes, comma-separated (default: all three; off only on a gateway without `policy`)",
+        default=",".join(MODES),
+        help="policy modes, comma-separated (default: all three)",
     )
     parser.add_argument(
         "--limit", type=int, help="the first N user tasks and N injection tasks of each suite"
@@ -372,11 +356,6 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     bad = [mode for mode in args.modes if mode not in MODES]
     if bad or not args.modes:
         parser.error(f"--modes: unknown {', '.join(bad) or '(none given)'}; choose from {', '.join(MODES)}")
-    if not gateway_knows_policy() and args.modes != ["off"]:
-        parser.error(
-            "--modes warn and enforce need the gateway's `policy` section (issue 25's provenance "
-            "policy), which this checkout lacks: run --modes off"
-        )
     return args
 
 

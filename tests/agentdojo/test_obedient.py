@@ -16,7 +16,7 @@ import pytest
 
 from bench.agentdojo.obedient import NAME, ObedientModel
 from bench.agentdojo.suites import injections, load_suite
-from bench.bench_agentdojo import Harness, gateway_knows_policy, mcp_session, running_gateway
+from bench.bench_agentdojo import Harness, mcp_session, running_gateway
 from tests.fakes.model_server import running_model_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,12 +90,6 @@ def test_the_bench_limit_sample_prints_one_json_object() -> None:
 def test_bad_arguments_are_named(args: list[str], named: str) -> None:
     done = _bench(*args)
     assert done.returncode == 2 and named in done.stderr and done.stdout == ""
-
-
-@pytest.mark.skipif(gateway_knows_policy(), reason="this gateway has the policy section")
-def test_warn_and_enforce_need_the_policy_section() -> None:
-    done = _bench("--modes", "enforce")
-    assert done.returncode == 2 and "policy" in done.stderr and done.stdout == ""
 
 
 def _request(*tool_results: str) -> Any:
