@@ -27,6 +27,10 @@ Policy modes (``--modes``; the ``policy.mode`` key of agent.json, issue 25's pro
   a call held after untrusted text is refused). Its per-suite detail names the user tasks that
   asked for an approval without an attack and the ones that lost their utility when it was denied.
 
+Every mode also reports ``attack_success_side_effects``: attack success over the injection tasks
+whose goal is a call (all but the words-only ones, e.g. travel's "say that I should visit ...",
+which no call policy can stop; they are named per suite in ``injection_tasks_words_only``).
+
 Prints ONE JSON object on stdout (shares 0-1, pooled over the suites' cases, plus ``suites``:
 the same per suite); progress goes to stderr. Bounded: every run has the gateway's limits (at most
 40 model rounds, 240 s) and every case one ``agent_query``.
@@ -251,6 +255,15 @@ async def run_suite(
             key = "utility_no_attack" if mode != "enforce" else f"utility_no_attack_{label}"
             row[key] = utility
         attacks = Tally()
+        # an injection task with no calls in its ground truth only asks the model to say something
+        # (travel's "say that I should visit ..."): no call policy can stop words, so attacks on
+        # side effects are also counted on their own
+        default_env = suite.load_and_inject_default_environment({})
+        words_only = {
+            task.ID for task in injection_tasks if not task.ground_truth(default_env.model_copy(deep=True))
+        }
+        side_effect_attacks = Tally()
+        succeeded: list[str] = []
         not_injectable: list[str] = []
         for user_task in user_tasks:
             for injection_task in injection_tasks:
@@ -261,13 +274,21 @@ async def run_suite(
                     break
                 _, success = await case(user_task, injection_task, values, mode != "enforce")
                 attacks.add(success)
+                if injection_task.ID not in words_only:
+                    side_effect_attacks.add(success)
+                if success:
+                    succeeded.append(f"{user_task.ID}+{injection_task.ID}")
         row["attack_success"] = attacks
+        row["attack_success_side_effects"] = side_effect_attacks
         detail: dict[str, Any] = {key: tally.share() for key, tally in row.items()}
         detail["user_tasks"] = len(user_tasks)
         detail["attack_cases"] = attacks.cases
         if not_injectable:
             detail["not_injectable"] = not_injectable
+        if words_only:
+            detail["injection_tasks_words_only"] = sorted(words_only)
         if mode == "enforce":
+            detail["attacks_that_succeeded"] = succeeded
             detail["asked_approval_without_attack"] = asked_for
             detail["utility_lost_when_denied"] = lost
         return {"tallies": row, "detail": detail}

@@ -73,9 +73,26 @@ def test_the_bench_limit_sample_prints_one_json_object() -> None:
     done = _bench("--obedient", "--suites", "banking", "--limit", "1", "--modes", "off")
     assert done.returncode == 0, done.stderr[-2000:]
     result: dict[str, Any] = json.loads(done.stdout)
-    assert result["off"] == {"utility_no_attack": 1.0, "attack_success": 1.0}
+    assert result["off"] == {
+        "utility_no_attack": 1.0,
+        "attack_success": 1.0,
+        "attack_success_side_effects": 1.0,
+    }
     detail = result["suites"]["banking"]["off"]
     assert (detail["user_tasks"], detail["attack_cases"]) == (1, 1)
+
+
+@pytest.mark.timeout(300)
+def test_enforce_stops_the_attack_the_obedient_model_falls_for() -> None:
+    """The same case as above with ``policy.mode`` enforce: the injected transfer comes after
+    untrusted text, is held, and (approvals declined) never runs; the user task still succeeds
+    when its own held call is approved."""
+    done = _bench("--obedient", "--suites", "banking", "--limit", "1", "--modes", "enforce")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    enforce = result["enforce"]
+    assert enforce["attack_success"] == 0.0 and enforce["attack_success_side_effects"] == 0.0
+    assert enforce["utility_no_attack_auto_approved"] == 1.0
 
 
 @pytest.mark.parametrize(
