@@ -64,6 +64,19 @@ class InitRequest:
     platform: str
     home: Path
     cwd: Path
+    program: str = "mcp-agent"
+    """How the next commands are written: as this command was typed (``.venv/bin/mcp-agent``
+    after ``make run``, where ``mcp-agent`` is not on PATH; see ``typed_program``)."""
+
+
+def typed_program(argv0: str, on_path: str | None) -> str:
+    """``mcp-agent`` when that is what PATH finds for the running command, else the path it was
+    started by (``.venv/bin/mcp-agent``), so the printed next commands run as shown."""
+    if not argv0 or Path(argv0).name != "mcp-agent":
+        return "mcp-agent"  # python -m mcp_agent, or a test
+    if on_path is not None and Path(on_path).resolve() == Path(argv0).resolve():
+        return "mcp-agent"
+    return argv0
 
 
 def starter_config(endpoint: str, model: str, servers: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,7 +107,7 @@ async def run_init(request: InitRequest, out: TextIO = sys.stdout, err: TextIO =
     if target.exists() and not request.force:
         print(
             f"mcp-agent: init: {target} exists already; nothing was written "
-            "(mcp-agent init --force replaces it)",
+            f"({request.program} init --force replaces it)",
             file=err,
         )
         return EXIT_USAGE
@@ -168,7 +181,8 @@ def _report(
         say(f"         (also found {other.name} at {other.endpoint})")
     if request.source is None:
         say(
-            "  servers: none (add them under mcpServers, or run mcp-agent init --force --from claude|cursor|vscode|PATH)"
+            f"  servers: none (add them under mcpServers, or run {request.program} init --force "
+            "--from claude|cursor|vscode|PATH)"
         )
     else:
         where = ", ".join(str(path) for path in files) or "nothing"
@@ -177,12 +191,13 @@ def _report(
         say(f"    - {note}")
     say(
         "  approval: the model's calls of tools whose annotations say destructiveHint wait for your yes "
-        "(approvals.requireDestructive true); mcp-agent doctor names them"
+        f"(approvals.requireDestructive true); {request.program} doctor names them"
     )
     try:
         load_config(target, environ=request.environ)
     except ConfigError as exc:
         say(f"  check: the file does not load yet: {exc}")
     name = "" if target.resolve() == (request.cwd / "agent.json").resolve() else f" --config {target}"
-    say(f"next: mcp-agent doctor{name}   (checks the model and starts every server)")
-    say(f'then: mcp-agent query{name} "What can you do?"   or   mcp-agent serve{name}')
+    program = request.program
+    say(f"next: {program} doctor{name}   (checks the model and starts every server)")
+    say(f'then: {program} query{name} "What can you do?"   or   {program} serve{name}')

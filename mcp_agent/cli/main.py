@@ -548,11 +548,12 @@ async def session_state(config: AgentConfig, stack: contextlib.AsyncExitStack) -
 
 def _init(args: argparse.Namespace) -> int:
     """``mcp-agent init``: 0 written, 2 a file exists (without --force) or bad --from."""
+    import shutil
     from pathlib import Path
 
     import anyio
 
-    from .init import InitRequest, run_init
+    from .init import InitRequest, run_init, typed_program
 
     request = InitRequest(
         target=Path(args.config or DEFAULT_CONFIG),
@@ -562,6 +563,7 @@ def _init(args: argparse.Namespace) -> int:
         platform=sys.platform,
         home=Path.home(),
         cwd=Path.cwd(),
+        program=typed_program(sys.argv[0], shutil.which("mcp-agent")),
     )
     return int(anyio.run(run_init, request))
 

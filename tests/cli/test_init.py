@@ -4,7 +4,9 @@ and its pure parts: where each client keeps its servers, how their entries are r
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -420,3 +422,23 @@ def test_choose_prefers_a_model_said_to_take_tools() -> None:
     assert choose(server) == Candidate("u", None, "")
     server.models = [Candidate("e", False, "")]
     assert choose(server) is None
+
+
+def test_the_next_commands_are_written_as_the_command_was_typed() -> None:
+    """After `make run`, `mcp-agent` is not on PATH: the commands init prints must run as shown."""
+    from mcp_agent.cli.init import typed_program
+
+    assert typed_program(".venv/bin/mcp-agent", None) == ".venv/bin/mcp-agent"
+    assert typed_program("/usr/local/bin/mcp-agent", "/usr/local/bin/mcp-agent") == "mcp-agent"
+    assert typed_program(".venv/bin/mcp-agent", "/elsewhere/mcp-agent") == ".venv/bin/mcp-agent"
+    assert typed_program("/x/mcp_agent/__main__.py", None) == "mcp-agent"
+
+
+def test_init_run_from_the_venv_prints_next_commands_that_run(tmp_path: Path) -> None:
+    env = {**os.environ, "MCP_AGENT_INIT_PORTS": "9", "PATH": "/usr/bin:/bin"}  # port 9: nothing answers
+    program = Path(sys.executable).parent / "mcp-agent"
+    done = subprocess.run(
+        [str(program), "init"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"next: {program} doctor" in done.stdout
