@@ -442,3 +442,29 @@ def test_init_run_from_the_venv_prints_next_commands_that_run(tmp_path: Path) ->
     )
     assert done.returncode == 0, done.stderr
     assert f"next: {program} doctor" in done.stdout
+
+
+def test_from_a_claude_desktop_config_to_a_first_answer(tmp_path, model):
+    """The newcomer's path of issue 24: a Claude Desktop config and a model server on this
+    machine; `init --from claude`, then a query that calls one of the imported tools."""
+    from tests.gateway.e2e import SERVERS, rule_reply
+
+    _ollama(model, {"qwen3:8b": ["completion", "tools"]})
+    model.handler = rule_reply
+    home = tmp_path / "home"
+    claude = home / ".config" / "Claude" / "claude_desktop_config.json"
+    claude.parent.mkdir(parents=True)
+    entry = {"command": sys.executable, "args": [str(SERVERS / "echo.py")]}
+    claude.write_text(json.dumps({"mcpServers": {"echo": entry}}))
+    code, out, err, written = init(tmp_path, "--from", "claude", ports=[model.port], home=home)
+    assert code == 0, err
+    assert written is not None and written["mcpServers"] == {"echo": entry}
+    assert 'then: mcp-agent query "What can you do?"' in out
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "MCP_AGENT_STATE_DIR": str(tmp_path / "state"),
+    }
+    done = run_cli("query", "echo hello from a new user", cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "echo__echo said: hello from a new user" in done.stdout
