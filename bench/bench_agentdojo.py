@@ -28,8 +28,11 @@ Policy modes (``--modes``; the ``policy.mode`` key of agent.json, issue 25's pro
   asked for an approval without an attack and the ones that lost their utility when it was denied.
 
 Every mode also reports ``attack_success_side_effects``: attack success over the injection tasks
-whose goal is a call (all but the words-only ones, e.g. travel's "say that I should visit ...",
-which no call policy can stop; they are named per suite in ``injection_tasks_words_only``).
+whose ground truth is a sequence of calls. The others are named per suite in
+``injection_tasks_without_calls``: travel's ``injection_task_6`` only asks the model to say
+something ("say that I should visit ..."), which no call policy can stop, and AgentDojo v1.2
+leaves the ground truth of workspace's ``injection_task_6`` to ``13`` empty, so the obedient model
+has nothing to carry out for them.
 
 Prints ONE JSON object on stdout (shares 0-1, pooled over the suites' cases, plus ``suites``:
 the same per suite); progress goes to stderr. Bounded: every run has the gateway's limits (at most
@@ -255,11 +258,12 @@ async def run_suite(
             key = "utility_no_attack" if mode != "enforce" else f"utility_no_attack_{label}"
             row[key] = utility
         attacks = Tally()
-        # an injection task with no calls in its ground truth only asks the model to say something
-        # (travel's "say that I should visit ..."): no call policy can stop words, so attacks on
-        # side effects are also counted on their own
+        # an injection task with no calls in its ground truth either only asks the model to say
+        # something (travel's "say that I should visit ...": no call policy can stop words) or has
+        # its ground truth left empty by AgentDojo (workspace 6-13): attacks with calls also
+        # counted on their own
         default_env = suite.load_and_inject_default_environment({})
-        words_only = {
+        without_calls = {
             task.ID for task in injection_tasks if not task.ground_truth(default_env.model_copy(deep=True))
         }
         side_effect_attacks = Tally()
@@ -274,7 +278,7 @@ async def run_suite(
                     break
                 _, success = await case(user_task, injection_task, values, mode != "enforce")
                 attacks.add(success)
-                if injection_task.ID not in words_only:
+                if injection_task.ID not in without_calls:
                     side_effect_attacks.add(success)
                 if success:
                     succeeded.append(f"{user_task.ID}+{injection_task.ID}")
@@ -285,8 +289,8 @@ async def run_suite(
         detail["attack_cases"] = attacks.cases
         if not_injectable:
             detail["not_injectable"] = not_injectable
-        if words_only:
-            detail["injection_tasks_words_only"] = sorted(words_only)
+        if without_calls:
+            detail["injection_tasks_without_calls"] = sorted(without_calls)
         if mode == "enforce":
             detail["attacks_that_succeeded"] = succeeded
             detail["asked_approval_without_attack"] = asked_for
