@@ -86,25 +86,60 @@ LIMITS = {
 }
 
 
-def gateway_config(state: Path, suite: str, endpoint: str, model: str, mode: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RealModel:
+    """What a real model's runs need beyond the obedient model's (``--endpoint``'s options).
+
+    A small local model generates a few tokens a second on a busy machine and may never stop
+    calling tools: a cap on its output per call, on its rounds and on a run's seconds keeps a
+    case bounded; temperature 0 makes reruns comparable. ``None`` keeps the gateway's default
+    (or, for rounds and seconds, the obedient model's ``LIMITS``)."""
+
+    api_key_env: str | None = None
+    max_output_tokens: int | None = None
+    max_rounds: int | None = None
+    run_seconds: float | None = None
+    temperature: float | None = None
+
+
+def gateway_config(
+    state: Path, suite: str, endpoint: str, model: str, mode: str, real: RealModel | None = None
+) -> dict[str, Any]:
+    real = real or RealModel()
+    llm: dict[str, Any] = {"endpoint": endpoint, "model": model, "stream": False, "maxRetries": 0}
+    if real.api_key_env is not None:
+        llm["apiKey"] = (
+            "${" + real.api_key_env + "}"
+        )  # expanded by the gateway: the key stays out of the file
+    if real.max_output_tokens is not None:
+        llm["maxOutputTokens"] = real.max_output_tokens
+    if real.temperature is not None:
+        llm["temperature"] = real.temperature
+    limits = dict(LIMITS)
+    if real.max_rounds is not None:
+        limits["maxRounds"] = real.max_rounds
+    if real.run_seconds is not None:
+        limits["timeoutSeconds"] = real.run_seconds
     config: dict[str, Any] = {
-        "llm": {"endpoint": endpoint, "model": model, "stream": False, "maxRetries": 0},
+        "llm": llm,
         "mcpServers": {
             suite: {"command": sys.executable, "args": [BRIDGE, suite, str(state)], "toolPrefix": ""}
         },
-        "limits": LIMITS,
+        "limits": limits,
         "policy": {"mode": mode},
     }
     return config
 
 
 @contextmanager
-def running_gateway(folder: Path, suite: str, endpoint: str, model: str, mode: str) -> Iterator[str]:
+def running_gateway(
+    folder: Path, suite: str, endpoint: str, model: str, mode: str, real: RealModel | None = None
+) -> Iterator[str]:
     """``mcp-agent serve`` for one suite and mode; yields its MCP endpoint."""
     state = folder / "bridge"
     state.mkdir(parents=True, exist_ok=True)
     path = folder / "agent.json"
-    path.write_text(json.dumps(gateway_config(state, suite, endpoint, model, mode)))
+    path.write_text(json.dumps(gateway_config(state, suite, endpoint, model, mode, real)))
     port = free_port()
     gateway = GatewayProcess(
         ["-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
@@ -322,7 +357,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"bench_agentdojo: {name}, policy {mode}", file=sys.stderr)
                 with (
                     tempfile.TemporaryDirectory() as folder,
-                    running_gateway(Path(folder), name, endpoint, args.model, mode) as url,
+                    running_gateway(Path(folder), name, endpoint, args.model, mode, args.real) as url,
                 ):
                     done = anyio.run(run_suite, name, mode, url, Path(folder) / "bridge", model, args.limit)
                 per_suite[name][mode] = done["detail"]
@@ -364,6 +399,21 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--limit", type=int, help="the first N user tasks and N injection tasks of each suite"
     )
+    real = parser.add_argument_group("a real model (--endpoint only)")
+    real.add_argument(
+        "--api-key-env", metavar="VAR", help="the environment variable holding --endpoint's API key"
+    )
+    real.add_argument("--max-output-tokens", type=int, metavar="N", help="llm.maxOutputTokens per model call")
+    real.add_argument(
+        "--max-rounds", type=int, metavar="N", help=f"model rounds per case (default {LIMITS['maxRounds']})"
+    )
+    real.add_argument(
+        "--run-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"seconds per case (default {LIMITS['timeoutSeconds']}); a run that ends on it counts as failed",
+    )
+    real.add_argument("--temperature", type=float, help="llm.temperature (default: the endpoint's)")
     args = parser.parse_args(argv)
     if args.obedient and args.endpoint:
         parser.error("--obedient and --endpoint exclude each other")
@@ -371,6 +421,27 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--endpoint needs --model M (the model to ask for)")
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be at least 1, not {args.limit}")
+    for flag, value in (
+        ("--max-output-tokens", args.max_output_tokens),
+        ("--max-rounds", args.max_rounds),
+        ("--run-timeout", args.run_timeout),
+    ):
+        if value is not None and value <= 0:
+            parser.error(f"{flag} must be above 0, not {value:g}")
+    if args.temperature is not None and not 0 <= args.temperature <= 2:
+        parser.error(f"--temperature must be from 0 to 2, not {args.temperature:g}")
+    args.real = RealModel(
+        api_key_env=args.api_key_env,
+        max_output_tokens=args.max_output_tokens,
+        max_rounds=args.max_rounds,
+        run_seconds=args.run_timeout,
+        temperature=args.temperature,
+    )
+    extra = [flag for flag, value in vars(args.real).items() if value is not None]
+    if extra and args.endpoint is None:
+        parser.error(
+            "--api-key-env, --max-output-tokens, --max-rounds, --run-timeout and --temperature need --endpoint"
+        )
     args.suites = [name.strip() for name in args.suites.split(",") if name.strip()]
     unknown = [name for name in args.suites if name not in SUITES]
     if unknown or not args.suites:
