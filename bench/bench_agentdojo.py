@@ -288,7 +288,7 @@ async def run_suite(
                 utility.add(ok)
                 if harness.asked and approve:
                     asked_for.append(user_task.ID)
-                if not ok and not approve:
+                if not ok and not approve and harness.asked:  # failed because an approval was declined
                     lost.append(user_task.ID)
             key = "utility_no_attack" if mode != "enforce" else f"utility_no_attack_{label}"
             row[key] = utility
