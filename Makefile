@@ -133,7 +133,7 @@ bench: $(TEST_STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b" >&2; $(BIN)/python $$b; done
 
 # AgentDojo's four suites through agent_query with the obedient (worst-case) model, every policy
-# mode the gateway knows: one JSON object on stdout (bench/bench_agentdojo.py; half an hour on 2
+# mode the gateway knows: one JSON object on stdout (bench/bench_agentdojo.py; 14 minutes on 2
 # busy cores)
 bench-agentdojo: $(TEST_STAMP)
 	$(BIN)/python bench/bench_agentdojo.py --obedient
