@@ -25,10 +25,18 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 # extras. pip then warns, on a later install, that agentdojo's declared dependencies are missing.
 AGENTDOJO := agentdojo==0.1.35
 
+# BFCL (issue 26's bench/bench_bfcl.py and its tests in tests/bfcl): the Berkeley Function Calling
+# Leaderboard's package, for its data (entries, possible answers, multi-turn APIs) and its checkers,
+# alone and --no-deps for the same reason. Its declared dependencies (sentence-transformers and so
+# torch, a numpy==1.26.4 pin, vllm's neighbours, a dozen model SDKs) serve its own inference
+# handlers, which the bench never runs; what its checkers and multi-turn APIs import (mpmath) is in
+# the test extras.
+BFCL := bfcl-eval==2026.3.23
+
 # the test extras include everything serving needs, so this stamp makes the run stamp fresh too
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	$(BIN)/python -m pip install --quiet --no-deps $(AGENTDOJO)
+	$(BIN)/python -m pip install --quiet --no-deps $(AGENTDOJO) $(BFCL)
 	@touch $(RUN_STAMP) $(TEST_STAMP)
 
 run: $(RUN_STAMP)

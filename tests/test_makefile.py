@@ -60,8 +60,9 @@ def test_run_installs_only_what_serving_needs(folder: Path) -> None:
 
 TEST_INSTALL = [
     ".venv/bin/python -m pip install --quiet -e '.[test]'",
-    # AgentDojo for tests/agentdojo, without the model SDKs it declares (the Makefile says why)
-    ".venv/bin/python -m pip install --quiet --no-deps agentdojo==0.1.35",
+    # AgentDojo for tests/agentdojo and BFCL for tests/bfcl, without the model SDKs they declare
+    # (the Makefile says why)
+    ".venv/bin/python -m pip install --quiet --no-deps agentdojo==0.1.35 bfcl-eval==2026.3.23",
 ]
 
 
