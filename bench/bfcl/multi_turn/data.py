@@ -108,7 +108,10 @@ def load_entries(category: str) -> list[Entry]:
     if category not in CATEGORIES:
         raise SystemExit(f"unknown multi-turn category {category!r}: choose from {', '.join(CATEGORIES)}")
     data = _data()
-    answers = {row["id"]: row["ground_truth"] for row in _lines(data / "possible_answer" / f"BFCL_v4_{category}.json")}
+    answers = {
+        row["id"]: row["ground_truth"]
+        for row in _lines(data / "possible_answer" / f"BFCL_v4_{category}.json")
+    }
     return [Entry(row, answers[row["id"]]) for row in _lines(data / f"BFCL_v4_{category}.json")]
 
 

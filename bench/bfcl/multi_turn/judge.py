@@ -82,9 +82,7 @@ def bfcl_verdict(entry: Entry, turns: list[Turn], tag: str) -> str | None:
     """None when BFCL's ``multi_turn_checker`` passes the calls that reached the servers."""
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
-    decoded = [
-        [[call_text(call["name"], call["arguments"])] for call in turn.calls] for turn in turns
-    ]
+    decoded = [[[call_text(call["name"], call["arguments"])] for call in turn.calls] for turn in turns]
     if len(decoded) != len(entry.ground_truth):
         return f"{len(decoded)} turns ran, the ground truth has {len(entry.ground_truth)}"
     checked = multi_turn_checker(decoded, entry.ground_truth, entry.raw, entry.category, tag)

@@ -46,7 +46,9 @@ class ReplayModel:
 
     def __call__(self, request: RecordedRequest) -> Reply:
         if request.path.endswith("/models"):  # the gateway's health check: is the model served?
-            return Reply.json({"object": "list", "data": [{"id": NAME, "object": "model", "owned_by": "bench"}]})
+            return Reply.json(
+                {"object": "list", "data": [{"id": NAME, "object": "model", "owned_by": "bench"}]}
+            )
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
             return Reply.json({"error": {"message": f"not found: {request.path}"}}, status=404)
         tools = request.json.get("tools") or []

@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +65,11 @@ def gateway_config(folder: Path, classes: Sequence[str], endpoint: str) -> dict[
     return {
         "llm": {"endpoint": endpoint, "model": NAME, "stream": False, "maxRetries": 0},
         "mcpServers": {
-            name: {"command": sys.executable, "args": [SERVER, name, str(folder / f"{name}.sock")], "toolPrefix": ""}
+            name: {
+                "command": sys.executable,
+                "args": [SERVER, name, str(folder / f"{name}.sock")],
+                "toolPrefix": "",
+            }
             for name in classes
         },
         "limits": LIMITS,
@@ -150,7 +154,9 @@ class Replayer:
             if have == want:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the gateway did not list the expected tools in {LIST_WAIT:g} s: {have} != {want}")
+                raise RuntimeError(
+                    f"the gateway did not list the expected tools in {LIST_WAIT:g} s: {have} != {want}"
+                )
             await anyio.sleep(0.01)
 
     async def _agent_query(self, query: str, session_id: str | None) -> tuple[str | None, str | None]:
@@ -163,7 +169,9 @@ class Replayer:
         text = "\n".join(part.text for part in result.content if isinstance(part, types.TextContent))
         return structured.get("session_id") or session_id, (text[:300] if result.is_error else None)
 
-    async def replay(self, entry: Entry) -> Outcome:
+    async def replay(self, entry: Entry, script: Sequence[Sequence[str]] | None = None) -> Outcome:
+        """Replay ``entry``: the model makes ``script``'s calls per turn (default: the ground truth)."""
+        calls = entry.ground_truth if script is None else script
         started = time.perf_counter()
         tag = f"replay{next(self.tags)}"
         hidden = entry.hidden(-1)
@@ -187,7 +195,7 @@ class Replayer:
                 for class_name in entry.classes:
                     await self._ask(class_name, {"op": "hide", "hidden": sorted(hidden[class_name])})
                 await self._listed(hidden)
-            self.model.start([parse_call(call, entry.classes) for call in entry.ground_truth[index]])
+            self.model.start([parse_call(call, entry.classes) for call in calls[index]])
             session_id, failed = await self._agent_query(query, session_id)
             if self.keep_offered:
                 outcome.offered.append(self.model.offered)
@@ -207,7 +215,9 @@ class Replayer:
                 judged = bfcl_verdict(entry, turns, f"{tag}_bfcl")
                 if live is not None or judged is not None:
                     outcome.why = "; ".join(
-                        f"{name}: {why}" for name, why in (("live", live), ("bfcl", judged)) if why is not None
+                        f"{name}: {why}"
+                        for name, why in (("live", live), ("bfcl", judged))
+                        if why is not None
                     )
         finally:
             forget(f"{tag}_live")
@@ -228,11 +238,17 @@ def select(categories: Sequence[str], limit: int | None, ids: Sequence[str] = ()
 
 
 async def replay_group(
-    url: str, folder: Path, classes: Sequence[str], entries: Sequence[Entry], model: ReplayModel, keep_offered: bool
+    url: str,
+    folder: Path,
+    classes: Sequence[str],
+    entries: Sequence[Entry],
+    model: ReplayModel,
+    keep_offered: bool,
+    scripts: Mapping[str, Sequence[Sequence[str]]],
 ) -> list[Outcome]:
     async with mcp_session(f"{url}/mcp") as session, httpx.AsyncClient(timeout=30) as http:
         replayer = Replayer(url, folder, classes, session, model, http, keep_offered=keep_offered)
-        return [await replayer.replay(entry) for entry in entries]
+        return [await replayer.replay(entry, scripts.get(entry.id)) for entry in entries]
 
 
 def run_multi_turn(
@@ -241,13 +257,16 @@ def run_multi_turn(
     *,
     ids: Sequence[str] = (),
     keep_offered: bool = False,
+    scripts: Mapping[str, Sequence[Sequence[str]]] | None = None,
 ) -> dict[str, Any]:
     """Replay the ground truth of ``categories`` (the first ``limit`` entries of each; all when
     None; only ``ids`` when given) and judge it with BFCL's checkers.
 
     Returns per category the entries run, the share that reached BFCL's expected state, the
     failing ids with why, and the seconds per entry; ``outcomes`` (``Outcome`` per entry) only
-    with ``keep_offered`` (then each also holds the tools offered per turn).
+    with ``keep_offered`` (then each also holds the tools offered per turn). ``scripts`` (for
+    tests) makes the model call other calls than the ground truth for the entries it names: entry
+    id -> per turn the call strings.
     """
     from tests.fakes.model_server import running_model_server
 
@@ -265,10 +284,13 @@ def run_multi_turn(
         server.handler = model
         for classes, members in groups.items():
             print(f"bfcl multi-turn: {len(members)} entries over {', '.join(classes)}", file=sys.stderr)
-            with tempfile.TemporaryDirectory(prefix="bfcl-mt-") as name, running_gateway(
-                Path(name), classes, server.base_url
-            ) as url:
-                for outcome in anyio.run(replay_group, url, Path(name), classes, members, model, keep_offered):
+            with (
+                tempfile.TemporaryDirectory(prefix="bfcl-mt-") as name,
+                running_gateway(Path(name), classes, server.base_url) as url,
+            ):
+                for outcome in anyio.run(
+                    replay_group, url, Path(name), classes, members, model, keep_offered, scripts or {}
+                ):
                     outcomes[outcome.id] = outcome
             server.requests.clear()  # the fake server keeps every request; a group's are done
     result: dict[str, Any] = {

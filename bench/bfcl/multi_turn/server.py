@@ -31,9 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from bench.bfcl.multi_turn.control import pack  # noqa: E402
-from bench.bfcl.multi_turn.data import api_class, function_docs, to_mcp_tool  # noqa: E402
-from tests.servers._raw import Call, RawServer, main_guard, text  # noqa: E402
+from bench.bfcl.multi_turn.control import pack
+from bench.bfcl.multi_turn.data import api_class, function_docs, to_mcp_tool
+from tests.servers._raw import Call, RawServer, main_guard, text
 
 
 def bfcl_text(result: Any) -> str:
@@ -88,7 +88,13 @@ class ApiServer:
             except Exception as exc:  # BFCL's executor turns every failure into this text
                 result, error = f"Error during execution: {exc}", True
             self.calls.append(
-                {"name": name, "arguments": arguments, "result": result, "error": error, "at": time.monotonic_ns()}
+                {
+                    "name": name,
+                    "arguments": arguments,
+                    "result": result,
+                    "error": error,
+                    "at": time.monotonic_ns(),
+                }
             )
         self.raw.send({"id": call.request_id, "result": text(result, is_error=error)})
 
@@ -105,7 +111,9 @@ class ApiServer:
             if op == "load":
                 instance = self.cls()
                 if not self.stateless:
-                    instance._load_scenario(request.get("config") or {}, long_context=bool(request.get("long_context")))
+                    instance._load_scenario(
+                        request.get("config") or {}, long_context=bool(request.get("long_context"))
+                    )
                 self.instance, self.calls = instance, []
                 self._set_hidden(frozenset(request.get("hidden") or ()))
                 return {"ok": True}
@@ -142,7 +150,9 @@ class ApiServer:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
-        raise SystemExit("usage: server.py CLASS CONTROL_SOCKET (CLASS: a BFCL API class, e.g. GorillaFileSystem)")
+        raise SystemExit(
+            "usage: server.py CLASS CONTROL_SOCKET (CLASS: a BFCL API class, e.g. GorillaFileSystem)"
+        )
     server = ApiServer(argv[0])
     server.listen(argv[1])
     main_guard(server.raw)
