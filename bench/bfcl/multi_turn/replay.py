@@ -44,6 +44,7 @@ from bench._gateway import GatewayProcess, free_port
 from bench.bfcl.multi_turn import control
 from bench.bfcl.multi_turn.data import CATEGORIES, Entry, function_names, load_entries, parse_call
 from bench.bfcl.multi_turn.judge import Turn, bfcl_verdict, forget, live_verdict
+from bench.bfcl.multi_turn.known import KNOWN
 from bench.bfcl.multi_turn.model import NAME, ReplayModel
 
 SERVER = str(Path(__file__).resolve().parent / "server.py")
@@ -263,7 +264,9 @@ def run_multi_turn(
     None; only ``ids`` when given) and judge it with BFCL's checkers.
 
     Returns per category the entries run, the share that reached BFCL's expected state, the
-    failing ids with why, and the seconds per entry; ``outcomes`` (``Outcome`` per entry) only
+    failing ids with why (and, for the ones BFCL's own data makes fail, ``known``: the reason from
+    ``known.KNOWN``), the failures not so explained (``unexplained``, also pooled: the target is
+    none) and the seconds per entry; ``outcomes`` (``Outcome`` per entry) only
     with ``keep_offered`` (then each also holds the tools offered per turn). ``scripts`` (for
     tests) makes the model call other calls than the ground truth for the entries it names: entry
     id -> per turn the call strings.
@@ -303,15 +306,24 @@ def run_multi_turn(
         rows = [outcomes[entry.id] for entry in entries if entry.category == category]
         if not rows:
             continue
-        failed = [{"id": row.id, "why": row.why} for row in rows if row.why is not None]
+        failed = [
+            {"id": row.id, "why": row.why, **({"known": KNOWN[row.id]} if row.id in KNOWN else {})}
+            for row in rows
+            if row.why is not None
+        ]
         result["categories"][category] = {
             "entries": len(rows),
             "passed": round(1 - len(failed) / len(rows), 4),
             "failed": failed,
+            "unexplained": [row["id"] for row in failed if "known" not in row],
             "seconds_per_entry": round(sum(row.seconds for row in rows) / len(rows), 3),
         }
     passed = sum(1 for outcome in outcomes.values() if outcome.why is None)
     result["passed"] = round(passed / len(entries), 4) if entries else None
+    result["unexplained"] = [name for row in result["categories"].values() for name in row["unexplained"]]
+    result["known_that_passed"] = [
+        entry.id for entry in entries if entry.id in KNOWN and outcomes[entry.id].why is None
+    ]
     result["seconds"] = round(time.perf_counter() - started, 1)
     if keep_offered:
         result["outcomes"] = outcomes
