@@ -17,7 +17,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,28 @@ class GatewayProcess:
             out, _ = self.process.communicate()
         self.stdout = out or ""
         return self.exit_code
+
+
+@contextmanager
+def serving(folder: Path, config: Mapping[str, Any], *, timeout: float = 180) -> Iterator[str]:
+    """``mcp-agent serve`` of ``config`` (written to ``folder/agent.json``; its state in
+    ``folder/state``), quiet, until every tool server is up; yields its base URL, stops it after."""
+    import json
+
+    path = folder / "agent.json"
+    path.write_text(json.dumps(config))
+    port = free_port()
+    gateway = GatewayProcess(
+        ["-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
+        port=port,
+        env={**os.environ, "MCP_AGENT_STATE_DIR": str(folder / "state")},
+        quiet=True,
+    )
+    try:
+        gateway.wait_ready(timeout, all_up=True)
+        yield gateway.url
+    finally:
+        gateway.stop()
 
 
 class EchoOnceModel:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 import tempfile
 import time
@@ -66,7 +65,7 @@ import mcp.types as types
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._gateway import GatewayProcess, free_port  # noqa: E402
+from bench._gateway import serving  # noqa: E402
 from bench.agentdojo.bridge import AFTER, LOAD, read_whole, write_whole  # noqa: E402
 from bench.agentdojo.obedient import ObedientModel  # noqa: E402
 from bench.agentdojo.suites import ATTACK, SUITES, VERSION, injections, load_suite  # noqa: E402
@@ -138,20 +137,9 @@ def running_gateway(
     """``mcp-agent serve`` for one suite and mode; yields its MCP endpoint."""
     state = folder / "bridge"
     state.mkdir(parents=True, exist_ok=True)
-    path = folder / "agent.json"
-    path.write_text(json.dumps(gateway_config(state, suite, endpoint, model, mode, real)))
-    port = free_port()
-    gateway = GatewayProcess(
-        ["-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-        port=port,
-        env={**os.environ, "MCP_AGENT_STATE_DIR": str(folder / "state")},
-        quiet=True,
-    )
-    try:
-        gateway.wait_ready(180, all_up=True)  # the bridge imports AgentDojo: seconds on a busy machine
-        yield f"{gateway.url}/mcp"
-    finally:
-        gateway.stop()
+    # the bridge imports AgentDojo: seconds on a busy machine
+    with serving(folder, gateway_config(state, suite, endpoint, model, mode, real)) as url:
+        yield f"{url}/mcp"
 
 
 @dataclass

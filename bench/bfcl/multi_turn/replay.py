@@ -24,8 +24,6 @@ and each starts from fresh instances. The replay model makes one call per round,
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import sys
 import tempfile
 import time
@@ -40,7 +38,7 @@ import anyio.to_thread
 import httpx
 import mcp.types as types
 
-from bench._gateway import GatewayProcess, free_port
+from bench._gateway import serving
 from bench.bfcl.multi_turn import control
 from bench.bfcl.multi_turn.data import CATEGORIES, Entry, function_names, load_entries, parse_call
 from bench.bfcl.multi_turn.judge import Turn, bfcl_verdict, forget, live_verdict
@@ -49,13 +47,9 @@ from bench.bfcl.multi_turn.model import NAME, ReplayModel
 
 SERVER = str(Path(__file__).resolve().parent / "server.py")
 LIMITS = {
-    # a turn's ground truth has up to 34 calls, one per round, and may repeat a call (cd('..'))
-    "maxRounds": 60,
-    "maxToolCalls": 100,
-    "maxTokens": 0,
-    "maxResultChars": 0,
-    "maxHistoryChars": 0,
-    "loopThreshold": 0,
+    # the gateway's defaults, but for the rounds: two turns have 34 ground-truth calls, one per
+    # round, plus the answer (no turn repeats a call three times: the loop guard stays on)
+    "maxRounds": 40,
     "timeoutSeconds": 240,
 }
 LIST_WAIT = 30.0
@@ -80,20 +74,8 @@ def gateway_config(folder: Path, classes: Sequence[str], endpoint: str) -> dict[
 @contextmanager
 def running_gateway(folder: Path, classes: Sequence[str], endpoint: str) -> Iterator[str]:
     """``mcp-agent serve`` with one API server per class; yields its base URL."""
-    path = folder / "agent.json"
-    path.write_text(json.dumps(gateway_config(folder, classes, endpoint)))
-    port = free_port()
-    gateway = GatewayProcess(
-        ["-m", "mcp_agent", "serve", "--config", str(path), "--port", str(port)],
-        port=port,
-        env={**os.environ, "MCP_AGENT_STATE_DIR": str(folder / "state")},
-        quiet=True,
-    )
-    try:
-        gateway.wait_ready(180, all_up=True)
-        yield gateway.url
-    finally:
-        gateway.stop()
+    with serving(folder, gateway_config(folder, classes, endpoint)) as url:
+        yield url
 
 
 @asynccontextmanager
