@@ -43,7 +43,7 @@ def test_a_missed_function_is_offered_from_its_turn_on(sample: dict[str, Any]) -
         assert all(("sort" in names) is (index >= 3) for names in turn), index
 
 
-def test_a_wrong_call_or_a_withheld_one_fails_the_comparison() -> None:
+def test_a_wrong_call_a_withheld_one_or_a_failed_run_fails_the_comparison() -> None:
     base = load_entries("multi_turn_base")[0].ground_truth
     wrong_folder = [list(turn) for turn in base]
     wrong_folder[0] = [call.replace("dir_name='temp'", "dir_name='tmp'") for call in base[0]]
@@ -52,10 +52,16 @@ def test_a_wrong_call_or_a_withheld_one_fails_the_comparison() -> None:
     too_early = [list(turn) for turn in missed]
     # `sort` called before its turn only: the gateway does not offer it yet, so it never runs
     too_early[2], too_early[3] = ["sort('final_report.pdf')"], []
+    # the same call again and again: the gateway's loop guard ends the run, an error result
+    looping = [["pwd()"] * 5, *load_entries("multi_turn_miss_param")[0].ground_truth[1:]]
     result = run_multi_turn(
-        ["multi_turn_base", "multi_turn_miss_func"],
-        ids=["multi_turn_base_0", "multi_turn_miss_func_0"],
-        scripts={"multi_turn_base_0": wrong_folder, "multi_turn_miss_func_0": too_early},
+        ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"],
+        ids=["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0"],
+        scripts={
+            "multi_turn_base_0": wrong_folder,
+            "multi_turn_miss_func_0": too_early,
+            "multi_turn_miss_param_0": looping,
+        },
     )
     (base_failure,) = result["categories"]["multi_turn_base"]["failed"]
     assert base_failure["id"] == "multi_turn_base_0"
@@ -63,4 +69,7 @@ def test_a_wrong_call_or_a_withheld_one_fails_the_comparison() -> None:
     (missed_failure,) = result["categories"]["multi_turn_miss_func"]["failed"]
     assert missed_failure["id"] == "multi_turn_miss_func_0"
     assert "turn 3: no call reached a server" in missed_failure["why"]
+    (stopped,) = result["categories"]["multi_turn_miss_param"]["failed"]
+    assert stopped["why"].startswith("turn 0: agent_query failed: ")
+    assert "loop" in stopped["why"].lower(), stopped["why"]
     assert result["passed"] == 0.0
