@@ -173,7 +173,7 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
             headers = sent.headers
             head = [] if "host" in headers else [(b"host", sent.url.netloc)]
             head.extend(headers.raw)
-            if "content-length" not in headers and "transfer-encoding" not in headers:
+            if body and "content-length" not in headers and "transfer-encoding" not in headers:
                 head.append((b"content-length", str(len(body)).encode()))
             state = connection.h11
             data = state.send(h11.Request(method=sent.method, target=sent.url.raw_path, headers=head))

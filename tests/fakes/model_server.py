@@ -115,6 +115,8 @@ class Reply:
             headers), without ending the chunked body: the client sees a broken stream.
         delay: pause before anything is sent (for timeouts and cancellation).
         drop: close the connection without answering at all.
+        close: close the connection after the whole answer (sent without ``connection: close``,
+            as a server whose idle timeout runs out between two requests).
         repeat: after the events, send this item (like an event) again and again until the client
             hangs up: a stream without end (no ``[DONE]``).
         body_repeat: send ``body`` this many times over, with a ``Content-Length`` that counts
@@ -130,6 +132,7 @@ class Reply:
     abort_after: int | None = None
     delay: float = 0.0
     drop: bool = False
+    close: bool = False
     repeat: Any = None
     body_repeat: int = 1
 
@@ -276,7 +279,7 @@ class FakeModelServer:
             await stream.send(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
             for _ in range(reply.body_repeat - 1):
                 await stream.send(reply.body)
-            return True
+            return not reply.close
         headers.setdefault("content-type", "text/event-stream")
         headers["transfer-encoding"] = "chunked"
         headers.setdefault("cache-control", "no-cache")
@@ -305,7 +308,7 @@ class FakeModelServer:
             while True:  # until the client hangs up (BrokenResourceError: counted as a disconnect)
                 await stream.send(chunk)
         await stream.send(b"0\r\n\r\n")
-        return True
+        return not reply.close
 
 
 async def _pause(stream: anyio.abc.SocketStream, seconds: float, buffer: bytearray) -> None:
