@@ -187,6 +187,8 @@ class FakeModelServer:
         self.disconnects = 0
         """Connections the client closed while a reply was still being sent."""
         self.connections = 0
+        self.closed = 0
+        """Connections the server has closed (its side of them), for a test to wait on."""
         self._lock = threading.Lock()
 
     @property
@@ -240,6 +242,8 @@ class FakeModelServer:
             self.disconnects += 1
         except Exception:  # a bug in a test's handler must not kill the listener
             logger.exception("fake model server: error while answering")
+        finally:
+            self.closed += 1
 
     def _route(self, request: RecordedRequest) -> Reply | None:
         """The answer from ``routes`` (or a 404 for a probe path); None: not routed."""
