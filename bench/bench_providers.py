@@ -5,7 +5,9 @@
 - ``sse_and_accumulator_us_per_chunk``: the same stream as SSE bytes through ``_sse`` first.
 - ``e2e_streamed_ms``: one streamed completion of that stream against the fake model server
   (in a child process, so it does not share our GIL) over 127.0.0.1, through the real provider
-  and one pooled ``httpx.AsyncClient``; median and p90 of 50 calls after 3 warm-ups.
+  and one pooled ``httpx.AsyncClient`` as ``build_client`` makes it (so over the lean transport of
+  ``providers/http/lean.py``); median and p90 of 50 calls after 3 warm-ups, and
+  ``e2e_cpu_ms_per_call``: this process's CPU time per call (user + system) over those 50.
 
 Run: ``.venv/bin/python bench/bench_providers.py``
 """
@@ -22,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp_agent.config import LLMConfig
 from mcp_agent.messages import Message, ToolSpec
 from mcp_agent.providers.base import ModelRequest
+from mcp_agent.providers.factory import build_client
 from mcp_agent.providers.http.answers import iter_sse
 from mcp_agent.providers.openai import OpenAICompatProvider
 from mcp_agent.providers.openai._wire import ChunkAccumulator, finish_turn
@@ -117,16 +119,20 @@ def bench_e2e(rounds: int = 50) -> dict[str, float]:
         async def run() -> list[float]:
             times = []
             llm = LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1", model="m")
-            async with httpx.AsyncClient(trust_env=False) as client:
+            async with build_client(llm) as client:
                 provider = OpenAICompatProvider(llm, client=client)
                 for i in range(rounds + 3):
+                    if i == 3:
+                        cpu[0] = time.process_time()
                     start = time.perf_counter()
                     turn = await provider.complete(REQUEST)
                     if i >= 3:  # warm-up: connection, imports
                         times.append(time.perf_counter() - start)
                     assert len(turn.tool_calls) == 4
+            cpu[0] = time.process_time() - cpu[0]
             return times
 
+        cpu = [0.0]
         times = anyio.run(run)
     finally:
         assert child.stdin is not None
@@ -136,6 +142,7 @@ def bench_e2e(rounds: int = 50) -> dict[str, float]:
         "median": statistics.median(times) * 1e3,
         "p90": statistics.quantiles(times, n=10)[-1] * 1e3,
         "best": min(times) * 1e3,
+        "cpu": cpu[0] / rounds * 1e3,
     }
 
 
@@ -155,6 +162,7 @@ def main() -> None:
                 "e2e_streamed_ms": round(e2e["median"], 2),
                 "e2e_streamed_p90_ms": round(e2e["p90"], 2),
                 "e2e_streamed_best_ms": round(e2e["best"], 2),
+                "e2e_cpu_ms_per_call": round(e2e["cpu"], 3),
                 "load_average_1m": round(os.getloadavg()[0], 2),
                 "python": sys.version.split()[0],
             }

@@ -10,7 +10,8 @@ and optionally the resolved endpoint and a retry policy; what only one API takes
 provider's whole life (building a client per call costs ~30 ms), with the timeouts of the config
 (``connectTimeoutSeconds``, ``requestTimeoutSeconds``; 0 = none). A loopback endpoint ignores
 proxy environment variables (``HTTP_PROXY`` without a ``NO_PROXY`` for localhost would otherwise
-send local model calls to the proxy). Which provider speaks is decided by ``servers/endpoints.py``.
+send local model calls to the proxy). A plain-``http://`` endpoint with no proxy in the way goes
+over the lean HTTP/1.1 transport of ``http/lean.py``. Which provider speaks is decided by ``servers/endpoints.py``.
 
 With ``llm.fallbacks`` it is a ``FallbackProvider`` over the primary and each entry (filled in
 from the primary by ``fallback_configs``), every one with its own client: their timeouts, proxy
@@ -41,6 +42,7 @@ from .anthropic import AnthropicProvider
 from .base import Provider
 from .fallback import Candidate, FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
+from .http.lean import lean_mounts
 from .openai import OpenAICompatProvider
 from .servers.endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .servers.identify import CACHE_FILE, known_server, remember
@@ -60,12 +62,15 @@ def build_client(llm: LLMConfig) -> httpx.AsyncClient:
     read = _seconds(llm.request_timeout_seconds)
     timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
+    endpoint = resolve_endpoint(llm)
+    trust_env = not endpoint.local
     return httpx.AsyncClient(
         timeout=timeout,
         limits=limits,
         headers={"User-Agent": USER_AGENT},
-        trust_env=not resolve_endpoint(llm).local,
+        trust_env=trust_env,
         follow_redirects=False,
+        mounts=lean_mounts(endpoint.base_url, trust_env=trust_env, timeout=timeout, limits=limits),
     )
 
 

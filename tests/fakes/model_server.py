@@ -115,6 +115,8 @@ class Reply:
             headers), without ending the chunked body: the client sees a broken stream.
         delay: pause before anything is sent (for timeouts and cancellation).
         drop: close the connection without answering at all.
+        close: close the connection after the whole answer (sent without ``connection: close``,
+            as a server whose idle timeout runs out between two requests).
         repeat: after the events, send this item (like an event) again and again until the client
             hangs up: a stream without end (no ``[DONE]``).
         body_repeat: send ``body`` this many times over, with a ``Content-Length`` that counts
@@ -130,6 +132,7 @@ class Reply:
     abort_after: int | None = None
     delay: float = 0.0
     drop: bool = False
+    close: bool = False
     repeat: Any = None
     body_repeat: int = 1
 
@@ -184,6 +187,8 @@ class FakeModelServer:
         self.disconnects = 0
         """Connections the client closed while a reply was still being sent."""
         self.connections = 0
+        self.closed = 0
+        """Connections the server has closed (its side of them), for a test to wait on."""
         self._lock = threading.Lock()
 
     @property
@@ -237,6 +242,8 @@ class FakeModelServer:
             self.disconnects += 1
         except Exception:  # a bug in a test's handler must not kill the listener
             logger.exception("fake model server: error while answering")
+        finally:
+            self.closed += 1
 
     def _route(self, request: RecordedRequest) -> Reply | None:
         """The answer from ``routes`` (or a 404 for a probe path); None: not routed."""
@@ -276,7 +283,7 @@ class FakeModelServer:
             await stream.send(("\r\n".join(head) + "\r\n\r\n").encode() + reply.body)
             for _ in range(reply.body_repeat - 1):
                 await stream.send(reply.body)
-            return True
+            return not reply.close
         headers.setdefault("content-type", "text/event-stream")
         headers["transfer-encoding"] = "chunked"
         headers.setdefault("cache-control", "no-cache")
@@ -305,7 +312,7 @@ class FakeModelServer:
             while True:  # until the client hangs up (BrokenResourceError: counted as a disconnect)
                 await stream.send(chunk)
         await stream.send(b"0\r\n\r\n")
-        return True
+        return not reply.close
 
 
 async def _pause(stream: anyio.abc.SocketStream, seconds: float, buffer: bytearray) -> None:
