@@ -1,8 +1,8 @@
 """The oracle model: answers every BFCL entry with its ground truth, in each provider's wire format.
 
 Scripted, no model: ``planned_calls`` turns an entry's possible answer into calls (the first
-acceptable value of each parameter; a parameter whose only answer is ``""``, "may be omitted",
-is left out; the dicts and lists of dicts BFCL writes as nested possible answers are resolved
+acceptable value of each parameter, as BFCL lists them; where that is ``""``, "may be omitted",
+the parameter is left out; the dicts and lists of dicts BFCL writes as nested possible answers are resolved
 the same way; in the Java and JavaScript categories each value is written in the language's
 syntax, ``bfcl/literals.py``). Parallel entries: every call in ONE reply. Irrelevance: no call.
 Relevance (no possible answer): a call of the first function with its required parameters
@@ -47,10 +47,10 @@ _LIST_TYPES = {"array", "tuple", "list", "Array", "ArrayList"}
 
 
 def _first(acceptable: list[Any]) -> Any:
-    for value in acceptable:
-        if value != "":
-            return value
-    return _OMIT
+    """The first acceptable value; ``""`` (may be omitted) first, or alone, omits the parameter."""
+    if not acceptable or acceptable[0] == "":
+        return _OMIT
+    return acceptable[0]
 
 
 def _resolved(value: Any, doc: dict[str, Any]) -> Any:
