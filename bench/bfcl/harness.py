@@ -71,6 +71,12 @@ class Outcome:
     """The gateway's verdicts on calls that did not run (``invalid_arguments``, ``unknown_tool``...)."""
 
 
+def _problems(text: str) -> str:
+    """The problem lines of a refusal the model read (``- /x: wrong type...``), joined."""
+    lines = [line[2:] for line in text.splitlines() if line.startswith("- ")]
+    return "; ".join(lines) if lines else text.splitlines()[0] if text else ""
+
+
 def question_text(entry: Entry) -> tuple[str, str | None]:
     """``(query, system prompt)`` of a single-turn entry: the user's messages (other roles named)
     and the system messages, if any."""
@@ -142,9 +148,9 @@ async def run_entry(
     if missing:
         error = (*error, f"oracle: no tool offered for {', '.join(missing)}")
     refused = tuple(
-        f"{event.name}: {event.verdict}: {event.error[:300]}"
+        f"{event.name}: {event.verdict}: {_problems(event.preview or event.error)}"
         for event in sink.of(ToolCallEnded)
-        if getattr(event, "verdict", "run") not in ("run", "shared")
+        if event.verdict != "run"
     )
     return Outcome(
         entry=entry.id,
