@@ -146,9 +146,10 @@ bench: $(TEST_STAMP)
 bench-agentdojo: $(TEST_STAMP)
 	$(BIN)/python bench/bench_agentdojo.py --obedient
 
-# BFCL v4's single-turn categories (3,641 entries) through open_agent with the oracle model, for
-# the OpenAI, Anthropic and Gemini families, judged by BFCL's checker: one JSON object on stdout
-# (bench/bench_bfcl.py; docs/_incoming/bfcl1.md)
+# BFCL v4 with the oracle model: the single-turn categories (3,641 entries) through open_agent for
+# the OpenAI, Anthropic and Gemini families, judged by BFCL's checker, then the multi-turn ones
+# (800 entries) replayed through agent_query sessions, judged by BFCL's state checker: one JSON
+# object on stdout (bench/bench_bfcl.py; docs/development.md "Tool use on BFCL")
 bench-bfcl: $(TEST_STAMP)
 	$(BIN)/python bench/bench_bfcl.py --oracle
 

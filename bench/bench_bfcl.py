@@ -1,4 +1,4 @@
-"""BFCL v4's single-turn categories through the gateway's real path, judged by BFCL's own checker.
+"""BFCL v4 through the gateway's real path, judged by BFCL's own checkers.
 
 Issue 26's measure. Every entry is one ``open_agent`` + ``query`` (``bench/bfcl/harness.py``):
 the entry's functions served as MCP tools by ONE BFCL server process (``bench/bfcl/server.py``,
@@ -18,6 +18,11 @@ Models:
   (``native``: server-native tool calls only); ``--text-calls on,off`` picks. Reports accuracy
   per category side by side, and the gateway's share of the wall time (the time not spent in
   model calls, from the gateway's own ``model_call_ended`` events).
+
+The multi-turn categories (``multi_turn_base``, ``_miss_func``, ``_miss_param``,
+``_long_context``) run with the oracle only: BFCL's ground truth replayed turn by turn as
+``agent_query`` calls in one gateway session each (``bench/bfcl/multi_turn/replay.py``), judged
+by BFCL's state and response checkers; their figures are under ``multi_turn``.
 
 Prints ONE JSON object on stdout: per category, per family (oracle) or per parsing setting
 (endpoint), entries run, the share passed, the failing ids with BFCL's error type and message,
@@ -50,6 +55,8 @@ sys.path.insert(0, str(ROOT))
 from bench.bfcl.data import CATEGORIES, Entry, load_category  # noqa: E402
 from bench.bfcl.harness import FAMILIES, Model, Outcome, run_entry  # noqa: E402
 from bench.bfcl.known import known_exceptions  # noqa: E402
+from bench.bfcl.multi_turn.data import CATEGORIES as MULTI_TURN  # noqa: E402
+from bench.bfcl.multi_turn.replay import run_multi_turn  # noqa: E402
 from bench.bfcl.oracle import NAME, OracleModel  # noqa: E402
 from bench.bfcl.server import running_server  # noqa: E402
 
@@ -155,20 +162,25 @@ def model_endpoint(args: argparse.Namespace) -> Iterator[tuple[Model, OracleMode
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Both parts: the single-turn categories asked for, then the multi-turn ones."""
+    single = [name for name in args.categories if name in CATEGORIES]
+    multi = [name for name in args.categories if name in MULTI_TURN]
+    report: dict[str, Any] = run_single(args, single) if single else {}
+    if multi:
+        report["multi_turn"] = run_multi_turn(multi, args.limit)
+    return report
+
+
+def run_single(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
     started = time.perf_counter()
     known = known_exceptions()
-    entries = {name: list(load_category(name))[: args.limit] for name in args.categories}
+    entries = {name: list(load_category(name))[: args.limit] for name in names}
     settings = (
         [(family, "auto") for family in args.families]
         if args.endpoint is None
         else [("openai", STYLES[setting]) for setting in args.text_calls]
     )
-    work = [
-        (entry, family, style)
-        for name in args.categories
-        for entry in entries[name]
-        for family, style in settings
-    ]
+    work = [(entry, family, style) for name in names for entry in entries[name] for family, style in settings]
     with running_server() as server, model_endpoint(args) as (model, oracle):
         outcomes = anyio.run(
             lambda: run_all(
@@ -185,7 +197,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     labels = [args.families if args.endpoint is None else ["parsing_" + s for s in args.text_calls]][0]
     endpoint = args.endpoint is not None
     categories: dict[str, Any] = {}
-    for name in args.categories:
+    for name in names:
         mine = [o for o in outcomes if o.category == name]
         categories[name] = {
             key: summary([o for o in mine if label(o) == key], known, model_share=endpoint) for key in labels
@@ -226,7 +238,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--oracle", action="store_true", help="the ground-truth model (the default)")
     parser.add_argument("--endpoint", help="an OpenAI-compatible base URL (…/v1) instead of the oracle")
     parser.add_argument("--model", help="the model to ask --endpoint for")
-    parser.add_argument("--categories", default=",".join(CATEGORIES), help="comma-separated (default: all)")
+    parser.add_argument(
+        "--categories",
+        help="comma-separated (default: all; the multi-turn ones with the oracle only)",
+    )
     parser.add_argument("--limit", type=int, help="the first N entries of each category")
     parser.add_argument(
         "--families", default=",".join(FAMILIES), help="provider families for the oracle (default: all three)"
@@ -265,7 +280,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
         v is not None for v in (args.api_key_env, args.max_output_tokens, args.temperature, args.tool_budget)
     ):
         parser.error("--api-key-env, --max-output-tokens, --temperature and --tool-budget need --endpoint")
-    args.categories = _list(parser, "--categories", args.categories, CATEGORIES)
+    every = (*CATEGORIES, *MULTI_TURN) if args.endpoint is None else CATEGORIES
+    args.categories = _list(
+        parser, "--categories", args.categories or ",".join(every), (*CATEGORIES, *MULTI_TURN)
+    )
+    if args.endpoint is not None and any(name in MULTI_TURN for name in args.categories):
+        parser.error("--endpoint runs the single-turn categories only: the multi-turn replay is the oracle's")
     args.families = _list(parser, "--families", args.families, FAMILIES)
     args.text_calls = _list(parser, "--text-calls", args.text_calls, tuple(STYLES))
     if args.endpoint is not None and args.families != list(FAMILIES) and args.families != ["openai"]:

@@ -126,7 +126,11 @@ def test_the_endpoint_mode_reports_both_parsing_settings_and_the_gateways_share(
     ("argv", "message"),
     [
         (["--endpoint", "http://127.0.0.1:1/v1"], "--endpoint needs --model"),
-        (["--categories", "simple_python,multi_turn_base"], "--categories: unknown multi_turn_base"),
+        (["--categories", "simple_python,multi_turn_extra"], "--categories: unknown multi_turn_extra"),
+        (
+            ["--endpoint", "http://127.0.0.1:1/v1", "--model", "m", "--categories", "multi_turn_base"],
+            "the multi-turn replay is the oracle's",
+        ),
         (["--families", "openai,cohere"], "--families: unknown cohere"),
         (["--limit", "0"], "--limit must be at least 1"),
         (["--temperature", "0"], "need --endpoint"),
@@ -136,3 +140,17 @@ def test_bad_arguments_are_named(argv: list[str], message: str, capsys: pytest.C
     with pytest.raises(SystemExit):
         parse(argv)
     assert message in capsys.readouterr().err
+
+
+def test_the_oracle_runs_the_multi_turn_categories_too() -> None:
+    """``--categories`` takes the multi-turn ones with the oracle: their replay's figures come
+    under ``multi_turn``, beside the single-turn ones."""
+    args = parse(
+        ["--oracle", "--categories", "simple_python,multi_turn_base", "--limit", "1", "--families", "openai"]
+    )
+    report = run(args)
+    json.dumps(report)
+    assert report["categories"]["simple_python"]["openai"]["passed"] == 1.0
+    row = report["multi_turn"]["categories"]["multi_turn_base"]
+    assert row["entries"] == 1 and row["passed"] == 1.0
+    assert list(report["categories"]) == ["simple_python"]

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from bench.bfcl.schema import mcp_tool
+
 CATEGORIES = (
     "multi_turn_base",
     "multi_turn_miss_func",
@@ -138,41 +140,11 @@ def api_class(class_name: str) -> type:
     return getattr(module, class_name)  # type: ignore[no-any-return]
 
 
-def _cast(properties: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
-    """BFCL's ``model_handler.utils._cast_to_openai_type`` (that module imports tree-sitter, which
-    ``--no-deps`` leaves out), for the OpenAI function-calling style."""
-    for value in properties.values():
-        if "type" not in value:
-            value["type"] = "string"
-        else:
-            kind = value["type"]
-            if kind == "float":
-                value["format"] = "float"
-                value["description"] = value.get("description", "") + " This is a float type value."
-            value["type"] = mapping.get(kind, "string")
-        if value["type"] in ("array", "object"):
-            if "properties" in value:
-                value["properties"] = _cast(value["properties"], mapping)
-            elif "items" in value:
-                items = value["items"]
-                items["type"] = mapping[items["type"]]
-                if items["type"] == "array" and "items" in items:
-                    items["items"]["type"] = mapping[items["items"]["type"]]
-                elif items["type"] == "object" and "properties" in items:
-                    items["properties"] = _cast(items["properties"], mapping)
-    return properties
-
-
 def to_mcp_tool(doc: dict[str, Any]) -> dict[str, Any]:
-    """A BFCL function doc as an MCP tool: BFCL's type names converted to JSON Schema as BFCL's
-    own OpenAI handler converts them (``GORILLA_TO_OPENAPI``; a float is a ``number`` of format
-    ``float``); the doc's ``response`` part, which BFCL never shows a model, is left out."""
-    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
-
-    parameters = copy.deepcopy(doc["parameters"])
-    parameters["type"] = "object"
-    parameters["properties"] = _cast(parameters.get("properties", {}), GORILLA_TO_OPENAPI)
-    return {"name": doc["name"], "description": doc["description"], "inputSchema": parameters}
+    """A BFCL function doc as an MCP tool, converted as for every BFCL category
+    (``bench/bfcl/schema.py``: BFCL's language hint, its type names as JSON Schema); the doc's
+    ``response`` part, which BFCL never shows a model, is left out."""
+    return mcp_tool(doc, "multi_turn")
 
 
 def parse_call(call: str, class_names: list[str]) -> tuple[str, dict[str, Any]]:
