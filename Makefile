@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale test-conformance bench bench-agentdojo lint clean
+.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale test-conformance bench bench-agentdojo bench-bfcl lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -145,6 +145,12 @@ bench: $(TEST_STAMP)
 # busy cores)
 bench-agentdojo: $(TEST_STAMP)
 	$(BIN)/python bench/bench_agentdojo.py --obedient
+
+# BFCL v4's single-turn categories (3,641 entries) through open_agent with the oracle model, for
+# the OpenAI, Anthropic and Gemini families, judged by BFCL's checker: one JSON object on stdout
+# (bench/bench_bfcl.py; docs/_incoming/bfcl1.md)
+bench-bfcl: $(TEST_STAMP)
+	$(BIN)/python bench/bench_bfcl.py --oracle
 
 clean:
 	rm -rf $(VENV) $(VENV_LATEST) $(FRAMEWORK_VENVS) .real .pytest_cache build *.egg-info $(NPM_DIR)/node_modules \

@@ -10,7 +10,8 @@ and optionally the resolved endpoint and a retry policy; what only one API takes
 provider's whole life (building a client per call costs ~30 ms), with the timeouts of the config
 (``connectTimeoutSeconds``, ``requestTimeoutSeconds``; 0 = none). A loopback endpoint ignores
 proxy environment variables (``HTTP_PROXY`` without a ``NO_PROXY`` for localhost would otherwise
-send local model calls to the proxy). Which provider speaks is decided by ``servers/endpoints.py``.
+send local model calls to the proxy), and all loopback clients share one TLS context (loading
+the CA bundle once per process, not once per client). Which provider speaks is decided by ``servers/endpoints.py``.
 
 With ``llm.fallbacks`` it is a ``FallbackProvider`` over the primary and each entry (filled in
 from the primary by ``fallback_configs``), every one with its own client: their timeouts, proxy
@@ -25,6 +26,8 @@ local server and never fails: a server that does not answer keeps the guess from
 
 from __future__ import annotations
 
+import functools
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import replace
@@ -55,8 +58,17 @@ def _seconds(value: float) -> float | None:
     return value if value > 0 else None
 
 
+@functools.cache
+def _loopback_tls() -> ssl.SSLContext:
+    """The TLS settings of every loopback client: httpx's own default when it ignores the
+    environment (certifi's CA bundle), built once per process. Loading the bundle takes 30-60 ms,
+    which every agent opened against a local model paid again (a benchmark opens thousands)."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
 def build_client(llm: LLMConfig) -> httpx.AsyncClient:
     """A pooled HTTP client with the config's timeouts (the caller closes it)."""
+    local = resolve_endpoint(llm).local
     read = _seconds(llm.request_timeout_seconds)
     timeout = httpx.Timeout(connect=_seconds(llm.connect_timeout_seconds), read=read, write=read, pool=read)
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
@@ -64,7 +76,8 @@ def build_client(llm: LLMConfig) -> httpx.AsyncClient:
         timeout=timeout,
         limits=limits,
         headers={"User-Agent": USER_AGENT},
-        trust_env=not resolve_endpoint(llm).local,
+        trust_env=not local,
+        verify=_loopback_tls() if local else True,
         follow_redirects=False,
     )
 

@@ -469,3 +469,19 @@ async def test_a_failed_relisting_keeps_the_tools_it_had(caplog: pytest.LogCaptu
         assert connection.tools == before and connection.state == "up"
         assert (await connection.call("add_tool", {"name": "x"})).text == "added x"
         await until(lambda: len(connection.tools) == 3)
+
+
+def test_streamable_http_clients_share_one_tls_context_per_ca_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Loading a CA bundle takes 30-60 ms; every remote server of every agent opened paid it."""
+    from mcp_agent.tools.server import connection
+
+    connection._tls_for.cache_clear()
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first = connection.shared_tls()
+    assert connection.shared_tls() is first
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))  # a changed setting is followed
+    assert connection.shared_tls() is not first
+    assert connection.shared_tls() is connection.shared_tls()

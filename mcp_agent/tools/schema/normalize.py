@@ -187,6 +187,25 @@ def _fix_keywords(node: JSONObject, path: str, notes: Notes) -> None:
     if node.get("enum") == []:
         del node["enum"]
         notes.add(f"dropped empty enum{at_path(path)}")
+    _enum_of_elements(node, path, notes)
+
+
+def _enum_of_elements(node: JSONObject, path: str, notes: Notes) -> None:
+    """An array whose ``enum`` holds no array lists the allowed elements (a common way of writing
+    ``items.enum``; read as written, no value could pass): the enum moves into ``items``."""
+    enum = node.get("enum")
+    if node.get("type") != "array" or not isinstance(enum, list) or any(isinstance(v, list) for v in enum):
+        return
+    del node["enum"]
+    items = node.get("items")
+    if items is None or items is True:
+        node["items"] = {"enum": enum}
+    elif isinstance(items, dict) and "enum" not in items:
+        node["items"] = {**items, "enum": enum}
+    else:
+        notes.add(f"dropped an enum of no arrays on an array{at_path(path)}")
+        return
+    notes.add(f"enum of the elements moved into items{at_path(path)}")
 
 
 def _value_ok(key: str, value: Any) -> bool:

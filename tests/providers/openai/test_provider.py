@@ -661,6 +661,30 @@ async def test_build_client_timeouts_and_proxies() -> None:
         assert client.trust_env is True
 
 
+async def test_loopback_clients_load_the_ca_bundle_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the CA bundle takes 30-60 ms; every agent opened against a local model paid it."""
+    import ssl
+
+    from mcp_agent.providers import factory
+
+    factory._loopback_tls.cache_clear()
+    built: list[ssl.SSLContext] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    for port in (8080, 11434, 1234):
+        async with build_client(LLMConfig(endpoint=f"http://127.0.0.1:{port}/v1")) as client:
+            assert client.trust_env is False
+    assert len(built) == 1
+    async with build_client(LLMConfig(endpoint="https://api.openai.com/v1")):
+        pass  # a remote endpoint follows the environment's CA settings, per client
+    assert len(built) == 2
+
+
 async def test_open_provider_end_to_end(model_server: FakeModelServer) -> None:
     model_server.enqueue(Reply.sse(shapes.openai_stream(content="via factory")))
     async with open_provider(LLMConfig(endpoint=model_server.url, model="m")) as provider:

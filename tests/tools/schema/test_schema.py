@@ -360,6 +360,33 @@ def test_corpus_covers_the_hazards() -> None:
             obj(patternProperties={"^x": {"type": "string"}}),
             None,
         ),
+        # an enum of elements written on the array (BFCL live_simple_71-35-0, real users' schemas)
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "array", "items": {"type": "string"}, "enum": ["x", "y"]}},
+            },
+            obj({"a": {"type": "array", "items": {"type": "string", "enum": ["x", "y"]}}}),
+            "enum of the elements moved into items at properties.a",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "array", "enum": [1, 2]}}},
+            obj({"a": {"type": "array", "items": {"enum": [1, 2]}}}),
+            "enum of the elements moved into items",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"type": "array", "items": {"enum": ["z"]}, "enum": ["x"]}},
+            },
+            obj({"a": {"type": "array", "items": {"enum": ["z"]}}}),
+            "dropped an enum of no arrays on an array",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "array", "enum": [["x"], ["y", "z"]]}}},
+            obj({"a": {"type": "array", "enum": [["x"], ["y", "z"]]}}),
+            None,
+        ),
         # boolean subschemas
         ({"type": "object", "properties": {"a": True, "b": False}}, obj({"a": {}, "b": {"not": {}}}), None),
         (
