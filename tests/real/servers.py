@@ -207,10 +207,17 @@ GEMMA_TEMPLATE = Path(__file__).with_name("gemma3-tools.jinja")
 
 
 def llama_server_argv(
-    build: Build, port: int, *, n_ctx: int = N_CTX, model: Path | None = None, template: Path = TOOLS_TEMPLATE
+    build: Build,
+    port: int,
+    *,
+    n_ctx: int = N_CTX,
+    model: Path | None = None,
+    template: Path | None = TOOLS_TEMPLATE,
 ) -> list[str]:
+    """``template`` None: the GGUF's own chat template (or llama.cpp's fallback when it has none)."""
+    chosen = ["--chat-template-file", str(template)] if template is not None else []
     return [
-        str(build.llama_server), "--model", str(model or build.model), "--jinja", "--chat-template-file", str(template),
+        str(build.llama_server), "--model", str(model or build.model), "--jinja", *chosen,
         "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(n_ctx), "--parallel", "1",
         "--threads", str(THREADS), "--no-webui",
     ]  # fmt: skip
@@ -239,7 +246,7 @@ def llama_server(
     *,
     n_ctx: int = N_CTX,
     model: Path | None = None,
-    template: Path = TOOLS_TEMPLATE,
+    template: Path | None = TOOLS_TEMPLATE,
 ) -> Iterator[RealServer]:
     port = free_port()
     name = "llama-server" + ("" if model is None else f"-{model.stem}")
