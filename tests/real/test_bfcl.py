@@ -1,6 +1,6 @@
 """BFCL (issue 26) with the tier's real models: ``bench/bench_bfcl.py --endpoint`` against SmolLM2-135M
 and Gemma 3 270M, each on llama.cpp's ``llama-server --jinja`` with the tier's tool template, on a
-CI-sized sample (``SAMPLE``: the first entry of every single-turn category), the gateway's
+CI-sized sample (``SAMPLE``: the first entry of six single-turn categories), the gateway's
 text-call parsing on and off for the same entries, at temperature 0.
 
 What must hold whatever a small model does: the bench exits 0 and prints one JSON object, and in
@@ -30,7 +30,10 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed: run `make t
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = str(ROOT / "bench" / "bench_bfcl.py")
-SAMPLE = ["--limit", "1", "--text-calls", "on,off"]
+CATEGORIES = ("simple_python", "multiple", "parallel", "live_simple", "irrelevance", "live_irrelevance")
+"""One of each kind: a call, a call among several functions, several calls, a user's own schema,
+and the two where the right answer calls nothing (where text parsing could only do harm)."""
+SAMPLE = ["--categories", ",".join(CATEGORIES), "--limit", "1", "--text-calls", "on,off"]
 BOUNDS = ["--temperature", "0", "--max-output-tokens", "64", "--request-timeout", "120"]
 """Per entry and setting at most three model calls of 64 tokens (the harness's limits)."""
 BENCH_SECONDS = 880
