@@ -13,18 +13,14 @@ two settings differ only by what the gateway does. The figures go to
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .servers import GEMMA_TEMPLATE, REAL, Build, RealServer, llama_server
+from ._run import run_bench
+from .servers import GEMMA_TEMPLATE, Build, RealServer, llama_server
 
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed: run `make test`")
 
@@ -52,20 +48,9 @@ def model(request: pytest.FixtureRequest, build: Build, logs: Path) -> Iterator[
 
 def test_parsing_on_is_never_worse_than_off(model: tuple[str, RealServer]) -> None:
     name, server = model
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, BENCH, "--endpoint", server.base_url, "--model", server.model_id, *SAMPLE, *BOUNDS],
-        capture_output=True,
-        text=True,
-        timeout=BENCH_SECONDS,
-        cwd=ROOT,
+    result = run_bench(
+        "bench_bfcl.py", server, [*SAMPLE, *BOUNDS], timeout=BENCH_SECONDS, figures=f"bfcl-{name}"
     )
-    seconds = time.monotonic() - started
-    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{server.name}:\n{server.log_tail()}"
-    result: dict[str, Any] = json.loads(done.stdout)  # ONE object: anything else on stdout fails here
-    (REAL / "logs").mkdir(parents=True, exist_ok=True)
-    figures = {"server": server.name, "wall_seconds": round(seconds, 1), **result}
-    (REAL / "logs" / f"bfcl-{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
     worse = {
         category: (rows["parsing_on"]["passed"], rows["parsing_off"]["passed"])
         for category, rows in result["categories"].items()
