@@ -36,7 +36,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,18 +49,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bfcl.data import CATEGORIES, Entry, load_category  # noqa: E402
 from bench.bfcl.harness import FAMILIES, Model, Outcome, run_entry  # noqa: E402
+from bench.bfcl.known import known_exceptions  # noqa: E402
 from bench.bfcl.oracle import NAME, OracleModel  # noqa: E402
 from bench.bfcl.server import running_server  # noqa: E402
 
-KNOWN = ROOT / "bench" / "bfcl" / "known.json"
 STYLES = {"on": "auto", "off": "native"}
 """``--text-calls`` -> ``llm.toolCallStyle``."""
-
-
-def known_exceptions() -> dict[str, str]:
-    """BFCL ids whose ground truth the gateway rightly refuses, with the reason (``known.json``)."""
-    rows = json.loads(KNOWN.read_text(encoding="utf-8"))
-    return {str(key): str(value) for key, value in rows.items()}
 
 
 def summary(outcomes: Sequence[Outcome], known: dict[str, str], *, model_share: bool) -> dict[str, Any]:
@@ -105,8 +99,10 @@ async def run_all(
     model: Model,
     oracle: OracleModel | None,
     concurrency: int,
+    known: Collection[str] = (),
 ) -> list[Outcome]:
-    """Every (entry, family, style) of ``work``, ``concurrency`` at a time, in ``work``'s order."""
+    """Every (entry, family, style) of ``work``, ``concurrency`` at a time, in ``work``'s order;
+    with the oracle, each failure is told on stderr as it comes (``known``: the known exceptions)."""
     results: list[Outcome | None] = [None] * len(work)
     limiter = anyio.CapacityLimiter(concurrency)
     done = [0]
@@ -115,8 +111,15 @@ async def run_all(
 
         async def one(index: int, entry: Entry, family: str, style: str) -> None:
             async with limiter:
-                results[index] = await run_entry(
+                outcome = results[index] = await run_entry(
                     entry, family, style, server=server, model=model, http=http, oracle=oracle
+                )
+            if not outcome.passed and oracle is not None:
+                detail = "; ".join([*outcome.error[:1], *outcome.refused])
+                label = "known" if entry.id in known else "FAIL"
+                print(
+                    f"bench_bfcl: {label} {entry.id} {family}: {outcome.error_type}: {detail}",
+                    file=sys.stderr,
                 )
             done[0] += 1
             if done[0] % 200 == 0 or done[0] == len(work):
@@ -138,6 +141,8 @@ def model_endpoint(args: argparse.Namespace) -> Iterator[tuple[Model, OracleMode
             extra["maxOutputTokens"] = args.max_output_tokens
         if args.temperature is not None:
             extra["temperature"] = args.temperature
+        if args.tool_budget is not None:
+            extra["toolBudget"] = args.tool_budget
         extra["requestTimeoutSeconds"] = args.request_timeout
         yield Model(args.endpoint, args.model, extra=extra), None
         return
@@ -166,7 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     with running_server() as server, model_endpoint(args) as (model, oracle):
         outcomes = anyio.run(
-            lambda: run_all(work, server=server, model=model, oracle=oracle, concurrency=args.concurrency)
+            lambda: run_all(
+                work, server=server, model=model, oracle=oracle, concurrency=args.concurrency, known=known
+            )
         )
     seconds = time.perf_counter() - started
 
@@ -233,6 +240,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     real.add_argument("--max-output-tokens", type=int, metavar="N", help="llm.maxOutputTokens per model call")
     real.add_argument("--temperature", type=float, help="llm.temperature (default: the endpoint's)")
     real.add_argument(
+        "--tool-budget",
+        type=int,
+        metavar="N",
+        help="llm.toolBudget: tools offered before the router picks (0: never route; default: the gateway's)",
+    )
+    real.add_argument(
         "--request-timeout", type=float, default=120, metavar="SECONDS", help="per model call (default 120)"
     )
     args = parser.parse_args(argv)
@@ -249,9 +262,9 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.concurrency < 1:
         parser.error(f"--concurrency must be at least 1, not {args.concurrency}")
     if args.endpoint is None and any(
-        v is not None for v in (args.api_key_env, args.max_output_tokens, args.temperature)
+        v is not None for v in (args.api_key_env, args.max_output_tokens, args.temperature, args.tool_budget)
     ):
-        parser.error("--api-key-env, --max-output-tokens and --temperature need --endpoint")
+        parser.error("--api-key-env, --max-output-tokens, --temperature and --tool-budget need --endpoint")
     args.categories = _list(parser, "--categories", args.categories, CATEGORIES)
     args.families = _list(parser, "--families", args.families, FAMILIES)
     args.text_calls = _list(parser, "--text-calls", args.text_calls, tuple(STYLES))

@@ -2,7 +2,7 @@
 
 Scripted, no model: ``planned_calls`` turns an entry's possible answer into calls (the first
 acceptable value of each parameter, as BFCL lists them; where that is ``""``, "may be omitted",
-the parameter is left out; the dicts and lists of dicts BFCL writes as nested possible answers are resolved
+the parameter is left out, unless its schema requires it; the dicts and lists of dicts BFCL writes as nested possible answers are resolved
 the same way; in the Java and JavaScript categories each value is written in the language's
 syntax, ``bfcl/literals.py``). Parallel entries: every call in ONE reply. Irrelevance: no call.
 Relevance (no possible answer): a call of the first function with its required parameters
@@ -46,11 +46,15 @@ _DICT_TYPES = {"dict", "object", "HashMap", "Hashtable"}
 _LIST_TYPES = {"array", "tuple", "list", "Array", "ArrayList"}
 
 
-def _first(acceptable: list[Any]) -> Any:
-    """The first acceptable value; ``""`` (may be omitted) first, or alone, omits the parameter."""
-    if not acceptable or acceptable[0] == "":
-        return _OMIT
-    return acceptable[0]
+def _first(acceptable: list[Any], required: bool = False) -> Any:
+    """The first acceptable value; ``""`` (may be omitted) first, or alone, omits the parameter,
+    unless the schema requires it (BFCL's checker refuses the omission then too): then the first
+    other value, if there is one."""
+    if acceptable and acceptable[0] != "":
+        return acceptable[0]
+    if required:
+        return next((value for value in acceptable if value != ""), _OMIT)
+    return _OMIT
 
 
 def _resolved(value: Any, doc: dict[str, Any]) -> Any:
@@ -101,9 +105,10 @@ def planned_calls(entry: Entry) -> list[Planned]:
     for answer in entry.ground_truth:
         [(name, parameters)] = answer.items()
         properties = docs[name]["parameters"].get("properties", {})
+        required = set(docs[name]["parameters"].get("required", []))
         arguments: dict[str, Any] = {}
         for parameter, acceptable in parameters.items():
-            chosen = _first(acceptable)
+            chosen = _first(acceptable, parameter in required)
             if chosen is _OMIT:
                 continue
             doc = properties.get(parameter, {})

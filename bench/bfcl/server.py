@@ -8,7 +8,7 @@ input schemas BFCL's OpenAI-style handler sends (``bfcl/schema.py``). It speaks 
 (2026-07-28's ``server/discover``, and ``initialize`` for 2025-11-25), so a gateway connects in
 one or two round trips. Every ``tools/call`` is recorded, its arguments exactly as they arrived
 (the JSON of the request), and answered "ok"; ``GET /r/<run>/<entry id>/calls`` hands the run's
-calls over (``[[name, arguments], ...]``, in arrival order) and forgets them. ``GET /health``
+calls over (``[[name, arguments], ...]``, in arrival order) and forgets them. ``GET /api/v1/health``
 answers ``ok``.
 
 A hand-written ASGI app (no MCP SDK): an SDK server would validate the arguments against the
@@ -20,15 +20,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import subprocess
 import sys
-import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench._gateway import free_port
+from bench._gateway import GatewayProcess, free_port
 
 from .data import entry
 from .schema import mcp_tool
@@ -85,7 +83,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "lifespan.shutdown.complete"})
         return
     parts = scope["path"].strip("/").split("/")
-    if scope["method"] == "GET" and parts == ["health"]:
+    if scope["method"] == "GET" and parts == ["api", "v1", "health"]:
         await _send(send, 200, b"ok", b"text/plain")
         return
     if len(parts) != 4 or parts[0] != "r" or parts[3] not in ("mcp", "calls"):
@@ -123,30 +121,13 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @contextlib.contextmanager
 def running_server(timeout: float = 60) -> Iterator[str]:
     """This server in a process of its own on a free loopback port; yields its base URL."""
-    import httpx2
-
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "bench.bfcl.server", str(port)], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+    process = GatewayProcess(["-m", "bench.bfcl.server", str(port)], port=port, cwd=ROOT)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx2.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the BFCL server did not start on port {port} (exit {process.poll()})")
-            time.sleep(0.05)
-        yield url
+        process.wait_ready(timeout)  # GET /api/v1/health, as a gateway answers it
+        yield process.url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.stop()
 
 
 def main(argv: list[str]) -> None:

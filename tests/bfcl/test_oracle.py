@@ -11,10 +11,11 @@ from typing import Any
 import httpx2
 import pytest
 
-from bench.bench_bfcl import known_exceptions, parse, run, run_all
+from bench.bench_bfcl import parse, run, run_all
 from bench.bfcl import oracle as oracle_module
 from bench.bfcl.data import CATEGORIES, entry, load_category
 from bench.bfcl.harness import FAMILIES, Model, run_entry
+from bench.bfcl.known import known_exceptions
 from bench.bfcl.oracle import NAME, OracleModel
 from bench.bfcl.server import running_server
 from tests.fakes.model_server import RecordedRequest, Reply, running_model_server

@@ -45,7 +45,7 @@ async def test_an_entry_is_served_under_its_url_and_its_calls_are_handed_over(se
 
 async def test_bad_urls_and_unknown_entries_are_refused(server: str) -> None:
     async with httpx2.AsyncClient() as http:
-        assert (await http.get(f"{server}/health")).text == "ok"
+        assert (await http.get(f"{server}/api/v1/health")).text == "ok"
         assert (await http.get(f"{server}/elsewhere")).status_code == 404
         listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
         answer = (await http.post(f"{server}/r/x/simple_python_99999/mcp", json=listing)).json()
