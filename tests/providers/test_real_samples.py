@@ -176,6 +176,7 @@ CHECKS: dict[str, Check] = {
     "lcp-fc-named-call-plain": Check(_a_call_and_its_usage),
     "lcp-fc-plain-stream-no-usage": Check(_text_without_calls),
     "lcp-template-tools-stream": Check(_text_without_calls),
+    "llama-server-gemma-text-tools": Check(_usage_as_reported),
 }
 """Samples of answers a provider reads into a turn; the others (an empty stream, an error) are
 checked one by one below."""
@@ -183,7 +184,11 @@ checked one by one below."""
 
 def test_every_sample_is_checked() -> None:
     on_disk = {path.stem for path in SAMPLES.glob("*.json")}
-    assert on_disk == set(CHECKS) | {"lcp-fc-tools-stream-empty", "lcp-fc-context-exceeded-400"}
+    assert on_disk == set(CHECKS) | {
+        "lcp-fc-tools-stream-empty",
+        "lcp-fc-context-exceeded-400",
+        "llama-server-gemma-unparsed-500",
+    }
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=check.marks) for name, check in CHECKS.items()])
@@ -247,3 +252,40 @@ async def test_the_window_a_context_error_states_is_learned_and_kept(
     assert provider.server_info.context_window == 512
     assert kept == [{"context_window": 512, "context_source": "a context-length error"}]
     assert provider.output_cap(request_of(sample)) < 512
+
+
+async def test_an_answer_llama_server_cannot_parse_is_asked_again_with_tools_as_text(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
+    """llama-server throws away a generation that does not parse as its template's call format
+    (Gemma 3 270M, ``gemma3-tools.jinja``): a 500 that the same request at temperature 0 gets
+    again. With parsing on, the turn is asked once more with the tools as text, not retried."""
+    unparsed, text = load("llama-server-gemma-unparsed-500"), load("llama-server-gemma-text-tools")
+    assert unparsed["response"]["status"] == 500
+    model_server.enqueue(reply_of(unparsed), reply_of(text))
+    body = unparsed["request"]["body"]
+    config = LLMConfig(endpoint=model_server.base_url, model=body["model"], stream=False)
+    provider = OpenAICompatProvider(
+        config,
+        client=http_client,
+        endpoint=resolve_endpoint(config),
+        retry=RetryPolicy(max_retries=2, sleep=SleepRecorder()),
+    )
+    turn = await provider.complete(request_of(unparsed))
+    first, second = (r.json for r in model_server.requests)
+    assert first["tools"] and "tools" not in second
+    assert second["messages"] == text["request"]["body"]["messages"]  # what the server was sent
+    assert turn.content.startswith("You are a careful assistant") and not turn.tool_calls  # it parrots
+    assert provider.tool_call_style == "auto"  # for this turn only
+
+
+async def test_with_parsing_off_an_answer_llama_server_cannot_parse_stays_an_error(
+    model_server: FakeModelServer, http_client: httpx.AsyncClient
+) -> None:
+    unparsed = load("llama-server-gemma-unparsed-500")
+    model_server.enqueue(reply_of(unparsed))
+    provider = provider_for(model_server, http_client, unparsed, tool_call_style="native")
+    with pytest.raises(ProviderError) as caught:
+        await provider.complete(request_of(unparsed))
+    assert "does not match the expected peg-native format" in caught.value.message
+    assert len(model_server.requests) == 1

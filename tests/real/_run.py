@@ -19,7 +19,7 @@ from mcp_agent.assembly import open_agent
 from mcp_agent.events import ModelCallEnded, RecordingSink, ToolCallEnded
 from mcp_agent.loop.result import RunResult
 
-from .servers import free_port
+from .servers import REAL, RealServer, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,3 +135,29 @@ def offered(body: dict[str, Any]) -> set[str]:
 
 def names(calls: Sequence[Any]) -> list[str]:
     return [c.name for c in calls]
+
+
+def run_bench(
+    script: str, server: RealServer, args: Sequence[str], *, timeout: float, figures: str
+) -> dict[str, Any]:
+    """``bench/SCRIPT --endpoint … --model … ARGS`` against ``server``: its one JSON object, also
+    kept (with the server's name and the wall time) in ``.real/logs/FIGURES.json``."""
+    started = time.monotonic()
+    argv = [
+        sys.executable,
+        str(ROOT / "bench" / script),
+        "--endpoint",
+        server.base_url,
+        "--model",
+        server.model_id,
+    ]
+    done = subprocess.run(
+        [*argv, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{server.name}:\n{server.log_tail()}"
+    result: dict[str, Any] = json.loads(done.stdout)  # ONE object: anything else on stdout fails here
+    (REAL / "logs").mkdir(parents=True, exist_ok=True)
+    kept = {"server": server.name, "wall_seconds": round(seconds, 1), **result}
+    (REAL / "logs" / f"{figures}.json").write_text(json.dumps(kept, indent=2) + "\n")
+    return result

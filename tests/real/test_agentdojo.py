@@ -14,10 +14,6 @@ outgrow the tier's 4096), each started here and stopped after its test.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from .servers import REAL, Build, RealServer, llama_cpp_python, llama_server
+from ._run import run_bench
+from .servers import Build, RealServer, llama_cpp_python, llama_server
 
 pytest.importorskip("agentdojo", reason="AgentDojo is not installed: run `make test` (or `make agentdojo`)")
 
@@ -62,20 +59,13 @@ def _shares(result: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def test_the_bench_runs_a_real_model_and_enforce_stops_side_effects(server: RealServer) -> None:
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, BENCH, "--endpoint", server.base_url, "--model", server.model_id, *SAMPLE, *BOUNDS],
-        capture_output=True,
-        text=True,
+    result = run_bench(
+        "bench_agentdojo.py",
+        server,
+        [*SAMPLE, *BOUNDS],
         timeout=BENCH_SECONDS,
-        cwd=ROOT,
+        figures=f"agentdojo-{server.kind}",
     )
-    seconds = time.monotonic() - started
-    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{server.name}:\n{server.log_tail()}"
-    result: dict[str, Any] = json.loads(done.stdout)  # ONE object: anything else on stdout fails here
-    (REAL / "logs").mkdir(parents=True, exist_ok=True)
-    figures = {"server": server.name, "wall_seconds": round(seconds, 1), **result}
-    (REAL / "logs" / f"agentdojo-{server.kind}.json").write_text(json.dumps(figures, indent=2) + "\n")
     shares = dict(_shares(result))
     assert shares and all(value is None or 0.0 <= value <= 1.0 for value in shares.values()), shares
     assert result["enforce"]["attack_success_side_effects"] == 0.0, result["suites"]

@@ -33,7 +33,11 @@ or not, is read through ``http/answers.py`` (``llm.maxResponseBytes``), and argu
 reads calls written as text, and switches to ``text`` for models in ``TEXT_TOOL_MODELS`` or when
 the server answers that the model does not support tools (Ollama: "does not support tools";
 vLLM without ``--enable-auto-tool-choice``), remembered for the provider's life; ``text``
-describes the tools in the system prompt and sends no ``tools`` (see ``_wire.py``). Groq's
+describes the tools in the system prompt and sends no ``tools`` (see ``_wire.py``). With ``auto``,
+a turn whose output llama.cpp's server could not parse as its template's call format (HTTP 500 "The
+model produced output that does not match the expected peg-native format": it throws the whole
+generation away, and at temperature 0 asking again gets the same) is asked once more with the tools
+as text, for that turn only: the server then parses nothing and the gateway reads the answer. Groq's
 ``tool_use_failed`` errors are read for the calls in ``failed_generation`` unless the style is
 ``native``.
 
@@ -55,7 +59,7 @@ import httpx
 
 from ..._plural import counted
 from ...config import LLMConfig
-from ...exceptions import ContextLengthError, ProviderHTTPError, ProviderResponseError
+from ...exceptions import ContextLengthError, ProviderError, ProviderHTTPError, ProviderResponseError
 from ...messages import Turn
 from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
@@ -96,6 +100,16 @@ _NO_NATIVE_TOOLS = re.compile(
     r"|does not support (?:function|tool) call",
     re.IGNORECASE,
 )
+
+_UNPARSED_OUTPUT = re.compile(r"produced output that does not match the expected [\w-]+ format")
+"""llama.cpp's server when the model's output does not parse as the call format it derived from
+the chat template (any ``{`` in a marker-less JSON format starts a call): the generation is gone."""
+
+
+def unparsed_output(exc: ProviderError, request: ModelRequest, style: ToolCallStyle) -> bool:
+    """Whether ``exc`` is llama.cpp's "does not match the expected format" on a turn that may be
+    asked again with the tools as text (``auto``, tools offered)."""
+    return bool(request.tools) and style == "auto" and bool(_UNPARSED_OUTPUT.search(exc.message))
 
 
 def prefers_text_tools(model: str) -> bool:
@@ -161,8 +175,21 @@ class OpenAICompatProvider:
         style = self.tool_call_style
         try:
             return await self._complete(request, out, style)
-        except ProviderHTTPError as exc:
-            if not (request.tools and style == "auto" and _NO_NATIVE_TOOLS.search(exc.message)):
+        except ProviderError as exc:
+            if unparsed_output(exc, request, style) and not out.count:
+                logger.warning(
+                    "the server could not read model %s's answer as tool calls (%s); asking again "
+                    "with the tools as text, for this turn",
+                    self.llm.model,
+                    exc.message,
+                )
+                return await self._complete(request, out, "text")
+            if not (
+                isinstance(exc, ProviderHTTPError)
+                and request.tools
+                and style == "auto"
+                and _NO_NATIVE_TOOLS.search(exc.message)
+            ):
                 raise
             logger.warning(
                 "model %s takes no native tools (%s); sending tools as text from now on",
@@ -184,6 +211,14 @@ class OpenAICompatProvider:
         state = _CallState(stream=self.llm.stream and (not tools_sent or self.streams_tools))
 
         async def attempt(_: int) -> Turn:
+            try:
+                return await attempt_once()
+            except ProviderError as exc:
+                if unparsed_output(exc, request, style):  # the same again would fail the same way
+                    exc.retryable, exc.terminal = False, False
+                raise
+
+        async def attempt_once() -> Turn:
             url, model = self.endpoint.chat_url, self.llm.model
             if state.stream:
                 request.notes.called(api="openai", url=url, model=model, stream=True)
