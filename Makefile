@@ -8,7 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 CONFIG ?= agent.json
 
-.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale test-conformance bench bench-agentdojo bench-bfcl lint clean
+.PHONY: run test test-bundled-latest test-frameworks test-real test-browser test-scale test-conformance bench bench-agentdojo bench-bfcl bench-bfcl-real lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

@@ -126,7 +126,11 @@ async def test_llama_cpp_python_serves_gemma(
         gemma_fc_server.base_url,
         gemma_fc_server.model_id,
         servers={"echo": echo_server()},
-        llm={"stream": stream},
+        # the base model continues the prompt rather than answering it, and chatml-function-calling
+        # generates more than once per request: bounded output, and room for a busy machine (one
+        # run ended on the tier's 180 s at load 7) — this checks that the loop works, not its speed
+        llm={"stream": stream, "maxOutputTokens": 64, "requestTimeoutSeconds": 300},
+        limits={"timeoutSeconds": 600},
     )
     [run] = await run_agent(config, QUESTION)
     assert run.result.termination_reason.value in ENDINGS_OF_A_WORKING_LOOP, run.result.detail
