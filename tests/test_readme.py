@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import importlib.util
 import json
 import os
 import re
@@ -250,6 +251,18 @@ def _parses(arguments: list[str]) -> None:
         raise AssertionError(f"docs: mcp-agent {shlex.join(arguments)} is not a valid command line") from exc
 
 
+def _bench_parses(path: str, arguments: list[str]) -> None:
+    """A benchmark's command line, checked by the bench's own ``parse`` (every bench has one)."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    assert spec is not None and spec.loader is not None, f"docs: {path} does not exist"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.parse(arguments)
+    except SystemExit as exc:
+        raise AssertionError(f"docs: {path} {shlex.join(arguments)} is not a valid command line") from exc
+
+
 @pytest.mark.parametrize("words", COMMANDS, ids=[shlex.join(words) for words in COMMANDS])
 def test_every_shell_line(words: list[str]) -> None:
     arguments = _our_arguments(words)
@@ -266,6 +279,8 @@ def test_every_shell_line(words: list[str]) -> None:
             _parses(arguments)
     elif words[:3] == ["claude", "mcp", "add"]:  # Claude Code's own set-up of the gateway
         assert words[-1] == "http://127.0.0.1:8765/mcp" and "--transport" in words, words
+    elif words[0] == ".venv/bin/python" and words[1].startswith("bench/bench_"):
+        _bench_parses(words[1], words[2:])
     elif tuple(words) in REPLICAS:
         assert any(language == "haproxy" for language, _ in BLOCKS), "README shows the haproxy.cfg it runs"
     else:
