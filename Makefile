@@ -156,7 +156,7 @@ bench-bfcl: $(TEST_STAMP)
 # BFCL against the real-server tier's models (SmolLM2-135M and Gemma 3 270M on llama-server), the
 # gateway's text-call parsing on and off: the docs' "what to expect from small models" table on
 # stdout, each run's JSON in .real/logs/bfcl-table-*.json (tests/real/bfcl_table.py; BFCL_LIMIT
-# entries per category, 5 by default: about 2 hours on 2 quiet cores)
+# entries per category, 5 by default: about 35 minutes on 2 quiet cores; 1 took 7)
 BFCL_LIMIT ?= 5
 bench-bfcl-real: $(TEST_STAMP)
 	$(PYTHON) tests/real/build.py
