@@ -5,12 +5,8 @@ they fail."""
 from __future__ import annotations
 
 import importlib.util
-import os
 
-import pytest
+from tests._missing import missing
 
 if importlib.util.find_spec("bfcl_eval") is None:
-    message = "BFCL is not installed: run `make test`"
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(message)
-    pytest.skip(message, allow_module_level=True)
+    missing("BFCL is not installed: run `make test`", module_level=True)

@@ -4,12 +4,13 @@ skip; with ``CI=true`` they fail instead."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
+
+from tests._missing import missing
 
 INSTALL = (
     "the browser tests need Playwright for Python and Chromium: "
@@ -18,10 +19,8 @@ INSTALL = (
 )
 
 
-def _missing(why: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{why}: {INSTALL}")
-    pytest.skip(f"{why}: {INSTALL}")
+def _missing(why: str) -> NoReturn:
+    missing(f"{why}: {INSTALL}")
 
 
 @pytest.fixture(scope="session")
