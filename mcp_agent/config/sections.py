@@ -695,9 +695,9 @@ class GatewayConfig(ConfigModel):
     expose_tools: bool = False
     """Also list every inner tool; their calls still pass validation, approval and timeouts."""
     fast_calls: bool = True
-    """With ``exposeTools``, answer a 2026-07-28 client's ``tools/call`` of an inner tool on a
-    lean path past the SDK's HTTP machinery (``gateway/mcp/fast_call.py``; the same handler, the
-    same answer). ``false``: every request takes the SDK's path."""
+    """Answer a 2026-07-28 client's ``tools/call`` of ``agent_query`` (or, with ``exposeTools``, of
+    an inner tool) on a lean path past the SDK's HTTP machinery (``gateway/mcp/fast_call.py``;
+    the same handler, the same answer). ``false``: every request takes the SDK's path."""
     callers: dict[str, CallerConfig] = Field(default_factory=dict)
     """Named callers, each with its own token and scopes; ``authToken`` is the one-caller
     shorthand (a caller named ``owner`` with every scope). A caller sees only its own

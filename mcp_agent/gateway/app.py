@@ -11,9 +11,9 @@ Routes (DESIGN.md "HTTP routes"):
 
 Middleware, outermost first: drain (shutdown), secrets (the known secret values masked in every
 response), Host/Origin (421/403), CORS (allowed origins only), callers (401 without a known
-token, 403 without the route's scope), body cap (413); then, with ``exposeTools``, the lean path
-of a 2026-07-28 client's ``tools/call`` of an inner tool (``mcp/fast_call.py``), which passes
-every other request on to the routes.
+token, 403 without the route's scope), body cap (413); then the lean path of a 2026-07-28
+client's ``tools/call`` of ``agent_query`` or an exposed tool (``mcp/fast_call.py``), which
+passes every other request on to the routes.
 The Host/Origin rule is the one rule of every route: the SDK's own DNS-rebinding check is off
 (it would be a second, different rule). The SDK binds each MCP session to the caller that
 opened it. The lifespan owns the Agent (through the GatewayService) and the Streamable HTTP
@@ -228,7 +228,7 @@ class GatewayApp:
         )
         inner: Any = self.starlette
         self.fast_calls: FastCalls | None = None
-        if gateway.expose_tools and gateway.fast_calls:
+        if gateway.fast_calls:
             self.fast_calls = inner = FastCalls(inner, self.mcp_server, self.session_manager)
         inner = BodyLimitMiddleware(inner, gateway.max_request_bytes)
         inner = CallerAuthMiddleware(inner, self.service.callers, resource=resource)

@@ -1,6 +1,7 @@
-"""The lean path for an exposed ``tools/call`` of a 2026-07-28 client: claim it, or pass it on.
+"""The lean path for a 2026-07-28 client's ``tools/call`` (``agent_query`` or an exposed tool):
+claim it, or pass it on.
 
-A 2026-07-28 ``tools/call`` through the gateway used to meet, after the gateway's own rules
+A 2026-07-28 ``tools/call`` to the gateway used to meet, after the gateway's own rules
 (drain, secrets, Host/Origin, CORS, callers, body cap), Starlette's router and exception layers,
 five more wrappers in front of the Streamable HTTP app, the SDK's body cap, and the SDK's
 single-exchange entry, which runs every request as a task group of two tasks joined by a memory
@@ -12,8 +13,8 @@ parameter validation, the SDK's server span, ``TraceHeaders``, the Tasks interce
 channel), and writes the JSON-RPC answer itself, built and serialised as the SDK's entry does.
 
 Claimed: one POST to ``/mcp`` with an ``MCP-Protocol-Version`` header of the 2026-07-28 era
-and no ``Mcp-Session-Id``, a JSON body that is a single JSON-RPC ``tools/call`` request of an
-exposed tool (never ``agent_query``), no ``progressToken`` and no log level in its ``_meta``, an
+and no ``Mcp-Session-Id``, a JSON body that is a single JSON-RPC ``tools/call`` request of
+``agent_query`` or of an exposed tool, no ``progressToken`` and no log level in its ``_meta``, an
 ``Accept`` that takes both JSON and SSE and a JSON ``Content-Type`` (what the SDK's entry demands
 before it reads a body), a body within the SDK's cap, no duplicated routing header, an envelope
 and routing headers that the SDK's own ``classify_inbound_request`` accepts, and ``Mcp-Param-*``
@@ -26,7 +27,9 @@ What a claimed call shares with the SDK's entry, on purpose: a ``DispatchContext
 channel; a notification the handler sends (none is expected without a progress token or a log
 level) commits the answer to ``text/event-stream`` as the SDK does; a handler silent for
 ``PING_SECONDS`` commits SSE too and pings, so a proxy's idle timeout cannot close the stream;
-the client going away cancels the handler. ``gateway.fastCalls: false`` turns the path off.
+the client going away cancels the handler (an ``agent_query`` run ends ``cancelled``, as on the
+SDK's path, where a 2026-07-28 request cannot be resumed either). ``gateway.fastCalls: false``
+turns the path off.
 Handshake-era (2025) requests always take the SDK's path: their session, its log level and its
 back channel live in the SDK's session.
 """
@@ -66,7 +69,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._internals import modern_lifespan_state
 from ..middleware import buffered_body
-from .server import TOOL_NAME, AgentMCPServer
+from .server import AgentMCPServer
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +190,8 @@ class _Exchange:
 
 
 class FastCalls:
-    """Claims a 2026-07-28 ``tools/call`` of an exposed tool, passes everything else (module docstring).
+    """Claims a 2026-07-28 ``tools/call`` of ``agent_query`` or an exposed tool, passes everything
+    else (module docstring).
 
     Args:
         app: the usual stack (Starlette with the Streamable HTTP route).
@@ -235,7 +239,7 @@ class FastCalls:
         if not isinstance(params, dict):
             return None
         name, arguments, meta = params.get("name"), params.get("arguments", {}), params.get("_meta")
-        if not isinstance(name, str) or name == TOOL_NAME or not isinstance(arguments, dict):
+        if not isinstance(name, str) or not isinstance(arguments, dict):
             return None
         if not isinstance(meta, dict) or "progressToken" in meta or LOG_LEVEL_META_KEY in meta:
             return None
@@ -253,7 +257,7 @@ class FastCalls:
             schema = lookup(name) if lookup is not None else None
         except Exception:  # the SDK's path skips the header check then, and logs it
             return None
-        if schema is None:  # not an exposed tool: the SDK's path answers
+        if schema is None:  # neither agent_query nor an exposed tool: the SDK's path answers
             return None
         headers_named = any(key.startswith(_PARAM_PREFIX) for key in request.headers)
         if (arguments or headers_named) and validate_mcp_param_headers(

@@ -228,6 +228,13 @@ async def test_an_input_required_round_is_relayed_untouched(gateways: tuple[Runn
     assert result["requestState"].startswith("v1.") and "confirm" in result["inputRequests"]
 
 
+async def test_agent_query_refusals_are_the_same_error_result(gateways: tuple[Running, Running]) -> None:
+    for arguments in ({"query": ""}, {"query": "hi", "limits": {"maxRounds": "many"}}, {}):
+        answer, claimed = await both(gateways, call("agent_query", arguments))
+        result = result_of(answer)
+        assert claimed == 1 and result["isError"], arguments
+
+
 async def test_a_missing_client_capability_is_the_same_minus_32021(gateways: tuple[Running, Running]) -> None:
     (status, _, body), claimed = await both(gateways, call("fx__test_missing_capability"))
     error = json.loads(body)["error"]
@@ -270,17 +277,50 @@ async def test_a_client_that_goes_away_cancels_the_call(memory_gateway: Running)
     assert memory_gateway.tools.cancelled == [30] and fast.claimed == 1
 
 
+async def test_agent_query_is_claimed_without_exposed_tools_and_answers_as_the_sdk_path() -> None:
+    """A gateway that exposes no tool claims ``agent_query`` too: the run, the answer, the session
+    id to continue with, and the conversation continued on the next call."""
+    async with (
+        running_gateway(make_config(fast_calls=True)) as on,
+        running_gateway(make_config(fast_calls=False)) as off,
+    ):
+        assert on.app.fast_calls is not None and off.app.fast_calls is None
+        answers = []
+        for gateway in (on, off):
+            async with connect(gateway.url, "http", "modern") as client:
+                first = await client.call_tool("agent_query", {"query": "echo hello"})
+                session = first.structured_content["session_id"]
+                again = await client.call_tool("agent_query", {"query": "history", "session_id": session})
+            answers.append((first, again))
+        assert on.app.fast_calls.claimed == 2
+        for first, again in answers:
+            assert not first.is_error and first.content[0].text.startswith("echo said: hello")
+            assert again.content[0].text.startswith("seen: echo hello | history")
+        (first_on, again_on), (first_off, again_off) = answers
+        assert first_on.content[0].text.split("[session_id")[0] == first_off.content[0].text.split("[session_id")[0]
+        assert again_on.structured_content.keys() == again_off.structured_content.keys()
+
+
+async def test_a_client_that_goes_away_cancels_its_agent_query_run(memory_gateway: Running) -> None:
+    message = call("agent_query", {"query": "sleep 30"})
+    fast = memory_gateway.app.fast_calls
+    assert fast is not None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(post, memory_gateway, json.dumps(message).encode(), headers_for(message))
+        with anyio.fail_after(10):
+            await memory_gateway.tools.sleeping.wait()
+        tg.cancel_scope.cancel()  # the client closes its connection
+    metrics = memory_gateway.app.service.metrics
+    await eventually(lambda: metrics.queries["cancelled"] == 1 and metrics.in_flight == 0)
+    assert memory_gateway.tools.cancelled == [30.0] and fast.claimed == 1
+
+
 # ------------------------------------------------------------------------------ passed
 
 
 async def test_an_unknown_tool_is_passed_to_the_sdks_minus_32602(gateways: tuple[Running, Running]) -> None:
     (_, _, body), claimed = await both(gateways, call("media__nope"))
     assert claimed == 0 and json.loads(body)["error"]["code"] == -32602
-
-
-async def test_agent_query_is_passed(gateways: tuple[Running, Running]) -> None:
-    (status, _, _), claimed = await both(gateways, call("agent_query", {"query": ""}))
-    assert (status, claimed) == (200, 0)
 
 
 @pytest.mark.parametrize(
