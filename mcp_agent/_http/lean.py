@@ -10,6 +10,13 @@ and body written in one send, the response handed back as the flavour's ``Respon
 is read from the connection as it is iterated. Everything above a transport (the client's hooks,
 timeouts, streaming bodies, the caller's error handling) stays as it is.
 
+``send(client, request)`` is the short way past the client's own layers for a request the client
+built (``build_request``: its headers, cookies and timeouts): the client's hooks, this transport,
+and what the client's ``send`` does with the answer when it follows no redirect and has no auth
+(a redirect marked with its ``next_request``, the cookies kept). It saves the client's auth,
+redirect and cookie-jar passes, a few hundred microseconds of CPU per request; a caller uses it
+only for a client with no auth.
+
 Two flavours use it, each with a few lines that name its classes (``flavour``, ``body``):
 ``providers/http/lean.py`` (``httpx``, the model calls) and ``tools/server/lean_http.py``
 (``httpx2``, the raw tool calls). Both use it only for ``http://`` URLs with no proxy in the way
@@ -207,6 +214,31 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
         )
         return response
+
+    async def send(self, client: Any, request: RequestT) -> ResponseT:
+        """``client.send(request, stream=True)`` for a client with no auth that follows no redirect,
+        past the client's own layers (see the module docstring): its request hooks, the request,
+        its response hooks; a redirect marked as the client marks one it does not follow, and the
+        cookies of the answer kept in the client's jar (later requests carry them). The caller
+        closes the response."""
+        hooks = client.event_hooks
+        for hook in hooks["request"]:
+            await hook(request)
+        response: Any = await self.handle_async_request(request)
+        try:
+            for hook in hooks["response"]:
+                await hook(response)
+        except BaseException:
+            await response.aclose()
+            raise
+        if response.is_redirect:
+            sent: Any = request
+            response.next_request = client.build_request(
+                sent.method, sent.url.join(response.headers["location"])
+            )
+        if "set-cookie" in response.headers:
+            client.cookies.extract_cookies(response)
+        return response  # type: ignore[no-any-return]
 
     async def _connection(self, url: Any, timeout: float | None) -> _Connection:
         """An idle connection to the origin that the server kept, else a new one."""

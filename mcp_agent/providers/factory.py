@@ -46,7 +46,7 @@ from .anthropic import AnthropicProvider
 from .base import Provider
 from .fallback import Candidate, FallbackProvider, fallback_configs
 from .gemini import GeminiProvider
-from .http.lean import lean_mounts
+from .http.lean import ModelClient, lean_transport
 from .openai import OpenAICompatProvider
 from .servers.endpoints import SERVER_KINDS, ServerKind, capabilities_for, resolve_endpoint
 from .servers.identify import CACHE_FILE, known_server, remember
@@ -76,14 +76,14 @@ def build_client(llm: LLMConfig) -> httpx.AsyncClient:
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=16, keepalive_expiry=30.0)
     endpoint = resolve_endpoint(llm)
     trust_env = not endpoint.local
-    return httpx.AsyncClient(
+    return ModelClient(
         timeout=timeout,
         limits=limits,
         headers={"User-Agent": USER_AGENT},
         trust_env=trust_env,
         verify=_loopback_tls() if endpoint.local else True,
         follow_redirects=False,
-        mounts=lean_mounts(endpoint.base_url, trust_env=trust_env, timeout=timeout, limits=limits),
+        lean=lean_transport(endpoint.base_url, trust_env=trust_env, timeout=timeout, limits=limits),
     )
 
 

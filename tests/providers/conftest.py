@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 
-from mcp_agent.providers.http.lean import lean_mounts
+from mcp_agent.providers.http.lean import ModelClient, lean_transport
 from tests.fakes.model_server import FakeModelServer, running_model_server
 
 
@@ -25,11 +25,12 @@ _SSL = ssl.create_default_context()  # building one per client costs ~150 ms
 @pytest.fixture
 async def http_client() -> AsyncIterator[httpx.AsyncClient]:
     """One pooled client, as the factory builds it (short timeouts: the server is local), so its
-    ``http://`` requests go over the lean transport (``providers/http/lean.py``); its failures are
-    compared with httpx's default transport in ``http/test_lean.py``."""
+    ``http://`` requests go over the lean transport, straight from ``post_stream``
+    (``providers/http/lean.py``); its failures are compared with httpx's default transport in
+    ``http/test_lean.py``."""
     timeout, limits = httpx.Timeout(10.0), httpx.Limits()
-    mounts = lean_mounts("http://127.0.0.1", trust_env=False, timeout=timeout, limits=limits)
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_SSL, mounts=mounts) as client:
+    lean = lean_transport("http://127.0.0.1", trust_env=False, timeout=timeout, limits=limits)
+    async with ModelClient(timeout=timeout, trust_env=False, verify=_SSL, lean=lean) as client:
         yield client
 
 

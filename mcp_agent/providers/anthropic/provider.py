@@ -44,6 +44,7 @@ from ..http.answers import (
     with_defaults,
 )
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from ..http.lean import post_stream
 from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..turns import DeltaReporter, finish_turn
 from . import _wire as wire
@@ -147,7 +148,7 @@ class AnthropicProvider:
 
     async def _whole(self, body: dict[str, Any]) -> Turn:
         with map_transport_errors(refused_message=self._refused):
-            async with self._client.stream("POST", self.url, json=body, headers=self._headers) as response:
+            async with post_stream(self._client, self.url, json=body, headers=self._headers) as response:
                 request_id = request_id_from(response.headers)
                 await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
                 data = _json(response, await read_body(response, self.max_response_bytes), request_id)
@@ -158,7 +159,7 @@ class AnthropicProvider:
     async def _streamed(self, body: dict[str, Any], report: DeltaReporter) -> Turn:
         headers = {**self._headers, "accept": "text/event-stream"}
         with report.no_retry_once_reported(), map_transport_errors(refused_message=self._refused):
-            async with self._client.stream("POST", self.url, json=body, headers=headers) as response:
+            async with post_stream(self._client, self.url, json=body, headers=headers) as response:
                 request_id = request_id_from(response.headers)
                 await raise_for_status(response, request_id, self.max_response_bytes, api="anthropic")
                 if "json" in response.headers.get("content-type", ""):

@@ -54,6 +54,7 @@ from ..http.answers import (
     with_defaults,
 )
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from
+from ..http.lean import post_stream
 from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..servers.info import GEMINI_OUTPUT_TOKENS
 from ..turns import DeltaReporter, finish_turn
@@ -193,9 +194,7 @@ class GeminiProvider:
         whole: list[Delta] = []
         with report.no_retry_once_reported():
             with map_transport_errors(refused_message=self._refused):
-                async with self._client.stream(
-                    "POST", self.url, json=body, headers=self._headers
-                ) as response:
+                async with post_stream(self._client, self.url, json=body, headers=self._headers) as response:
                     request_id = request_id_from(response.headers)
                     await raise_for_status(response, request_id, self.max_response_bytes, api="gemini")
                     if self.stream and "json" not in response.headers.get("content-type", ""):

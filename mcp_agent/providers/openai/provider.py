@@ -65,6 +65,7 @@ from ..base import DeltaCallback, ModelRequest
 from ..history import accepts_images, fit_images
 from ..http.answers import aiter_sse, capped_bytes, read_body
 from ..http.errors import RetryPolicy, classify_error, map_transport_errors, request_id_from, timed_out_text
+from ..http.lean import post_stream
 from ..servers.endpoints import Endpoint, refused_message, resolve_endpoint
 from ..servers.identify import window_from_error
 from ..servers.info import Learned, ServerInfo, output_cap
@@ -325,8 +326,8 @@ class OpenAICompatProvider:
         body = self._body(request, stream=True, style=style)
         acc = ChunkAccumulator()
         with self._transport_errors():
-            async with self.client.stream(
-                "POST", self._chat_url(), json=body, headers=self._headers
+            async with post_stream(
+                self.client, self._chat_url(), json=body, headers=self._headers
             ) as response:
                 self._answered = True
                 request_id = request_id_from(response.headers)
@@ -377,8 +378,8 @@ class OpenAICompatProvider:
     async def _plain(self, request: ModelRequest, style: ToolCallStyle) -> Turn:
         body = self._body(request, stream=False, style=style)
         with self._transport_errors():
-            async with self.client.stream(
-                "POST", self._chat_url(), json=body, headers=self._headers
+            async with post_stream(
+                self.client, self._chat_url(), json=body, headers=self._headers
             ) as response:
                 self._answered = True
                 content = await read_body(response, self.llm.max_response_bytes)

@@ -10,7 +10,7 @@ same options, the headers from config, the trace headers and the ``maxMessageByt
 ``connection.py``, and its hook that reads an SSE answer to its end when it is closed, so that
 its TCP connection is kept), and reads the answer itself. To a plain ``http://`` server the POST
 skips the client's own layers and goes on kept connections of ``lean_http.LeanTransport``, with
-the client's hooks run around it (``_send_lean``; ``lean_http.usable`` says when).
+the client's hooks run around it (``LeanTransport.send``; ``lean_http.usable`` says when).
 
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
@@ -388,7 +388,7 @@ class RawCaller:
         request = self._http.build_request("POST", self.url, json=body, headers=headers)
         try:
             if self._lean is not None and usable(self._http, self.url, proxied=False):
-                response = await self._send_lean(self._lean, request)
+                response = await self._lean.send(self._http, request)
             else:
                 response = await self._http.send(request, stream=True, follow_redirects=False)
         except Exception as exc:
@@ -397,27 +397,6 @@ class RawCaller:
             return await self._answer(request_id, response, on_progress)
         finally:
             await response.aclose()
-
-    async def _send_lean(self, lean: LeanTransport, request: httpx2.Request) -> httpx2.Response:
-        """``send`` through the lean transport: the client's request hooks, the POST, its response
-        hooks, as ``httpx2.AsyncClient.send`` runs them (``lean_http.py``)."""
-        hooks = self._http.event_hooks
-        for hook in hooks["request"]:
-            await hook(request)
-        response = await lean.handle_async_request(request)
-        try:
-            for hook in hooks["response"]:
-                await hook(response)
-        except BaseException:
-            await response.aclose()
-            raise
-        if response.is_redirect:  # as the client marks one it does not follow
-            response.next_request = self._http.build_request(
-                request.method, request.url.join(response.headers["location"])
-            )
-        if "set-cookie" in response.headers:
-            self._http.cookies.extract_cookies(response)  # kept: later calls go through the client
-        return response
 
     async def aclose(self) -> None:
         """Close the lean transport's connections (the incarnation has ended)."""

@@ -22,7 +22,7 @@ from mcp_agent._http.lean import NO_ANSWER
 from mcp_agent.config import parse_config
 from mcp_agent.providers.factory import build_client
 from mcp_agent.providers.http.errors import transport_error
-from mcp_agent.providers.http.lean import LeanTransport, lean_mounts
+from mcp_agent.providers.http.lean import LeanTransport, ModelClient, lean_transport, post_stream
 from tests.fakes.model_server import Delay, FakeModelServer, Reply, running_model_server
 
 Kind = Literal["lean", "default"]
@@ -238,13 +238,16 @@ def test_mounted_only_for_plain_http_with_no_proxy_in_the_way(monkeypatch: pytes
     for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     limits = httpx.Limits()
-    assert set(lean_mounts("http://10.0.0.5:8000/v1", trust_env=True, timeout=TIMEOUT, limits=limits)) == {
-        "http://"
-    }
-    assert lean_mounts("https://api.example.com/v1", trust_env=True, timeout=TIMEOUT, limits=limits) == {}
+    assert isinstance(
+        lean_transport("http://10.0.0.5:8000/v1", trust_env=True, timeout=TIMEOUT, limits=limits),
+        LeanTransport,
+    )
+    assert (
+        lean_transport("https://api.example.com/v1", trust_env=True, timeout=TIMEOUT, limits=limits) is None
+    )
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
-    assert lean_mounts("http://10.0.0.5:8000/v1", trust_env=True, timeout=TIMEOUT, limits=limits) == {}
-    assert lean_mounts("http://127.0.0.1:8000/v1", trust_env=False, timeout=TIMEOUT, limits=limits)
+    assert lean_transport("http://10.0.0.5:8000/v1", trust_env=True, timeout=TIMEOUT, limits=limits) is None
+    assert lean_transport("http://127.0.0.1:8000/v1", trust_env=False, timeout=TIMEOUT, limits=limits)
 
 
 async def test_the_factorys_client_sends_model_calls_over_it(
@@ -263,3 +266,100 @@ async def test_the_factorys_client_sends_model_calls_over_it(
     async with build_client(llm) as client:
         assert (await post(client, model_server)).json() == {"n": 1}
     assert len(handled) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# post_stream: the client's layers skipped, what they do kept
+
+
+@asynccontextmanager
+async def model_client(**options: Any) -> AsyncIterator[ModelClient]:
+    """A ``ModelClient`` over a counting lean transport, as ``build_client`` makes one."""
+    Counting.handled = 0
+    async with ModelClient(timeout=TIMEOUT, trust_env=False, lean=Counting(TIMEOUT), **options) as client:
+        yield client
+
+
+async def posted(client: httpx.AsyncClient, server: FakeModelServer) -> tuple[int, dict[str, str], bytes]:
+    async with post_stream(
+        client, f"{server.base_url}/chat/completions", json={"model": "m"}, headers={"x-a": "1"}
+    ) as response:
+        return response.status_code, dict(response.headers), await response.aread()
+
+
+async def test_post_stream_sends_the_clients_request_to_the_lean_transport_directly(
+    model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the client's own send was used")
+
+    monkeypatch.setattr(ModelClient, "send", refuse)
+    model_server.enqueue(Reply.json({"n": 1}), Reply.json({"n": 1}))
+    async with model_client(headers={"User-Agent": "ua/1"}) as lean, client_of("default") as default:
+        answers = [await posted(client, model_server) for client in (lean, default)]
+        assert Counting.handled == 1
+    assert answers[0][0] == answers[1][0] == 200 and answers[0][2] == answers[1][2] == b'{"n": 1}'
+    sent = model_server.requests[0]
+    assert sent.headers["user-agent"] == "ua/1" and sent.headers["x-a"] == "1"
+    assert sent.json == {"model": "m"} and sent.headers["content-type"] == "application/json"
+
+
+async def test_post_stream_keeps_the_cookies_a_server_sets(model_server: FakeModelServer) -> None:
+    """A sticky load balancer's cookie goes back on the next call, as through the client's layers."""
+    model_server.enqueue(
+        Reply.json({"n": 1}, headers={"set-cookie": "lb=node-2; Path=/"}), Reply.json({"n": 2})
+    )
+    async with model_client() as client:
+        await posted(client, model_server)
+        await posted(client, model_server)
+        assert client.cookies.get("lb") == "node-2"
+    assert "cookie" not in model_server.requests[0].headers
+    assert model_server.requests[1].headers["cookie"] == "lb=node-2"
+
+
+async def test_post_stream_runs_the_hooks_and_follows_no_redirect(model_server: FakeModelServer) -> None:
+    seen: list[str] = []
+
+    async def on_request(request: httpx.Request) -> None:
+        seen.append(f"request {request.method}")
+
+    async def on_response(response: httpx.Response) -> None:
+        seen.append(f"response {response.status_code}")
+
+    model_server.enqueue(Reply.json({}, status=307, headers={"location": "/elsewhere"}))
+    hooks = {"request": [on_request], "response": [on_response]}
+    url = f"{model_server.base_url}/chat/completions"
+    async with (
+        model_client(event_hooks=hooks) as client,
+        post_stream(client, url, json={}, headers={}) as answer,
+    ):
+        assert answer.status_code == 307 and answer.next_request is not None
+        assert answer.next_request.url == f"{model_server.base_url.split('/v1')[0]}/elsewhere"
+    assert seen == ["request POST", "response 307"] and len(model_server.requests) == 1
+
+
+async def test_post_stream_on_a_closed_client_refuses_as_the_client_does(
+    model_server: FakeModelServer,
+) -> None:
+    async with model_client() as lean, client_of("default") as default:
+        pass
+    for client in (lean, default):
+        with pytest.raises(RuntimeError, match="client has been closed"):
+            await posted(client, model_server)
+    assert model_server.requests == []
+
+
+async def test_post_stream_on_any_other_client_is_its_stream(model_server: FakeModelServer) -> None:
+    """A plain ``httpx.AsyncClient`` (tests, library users) and an ``https://`` URL take the client's way."""
+    model_server.enqueue(Reply.json({"n": 1}))
+    async with client_of("lean") as client:  # the transport mounted, but not a ModelClient
+        assert (await posted(client, model_server))[2] == b'{"n": 1}'
+    async with model_client() as client:
+        with pytest.raises(httpx.ConnectError):
+            await posted_to(client, "https://127.0.0.1:9/v1/chat/completions")
+        assert Counting.handled == 0
+
+
+async def posted_to(client: httpx.AsyncClient, url: str) -> None:
+    async with post_stream(client, url, json={}, headers={}) as response:
+        await response.aread()
