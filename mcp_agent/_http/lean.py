@@ -15,7 +15,8 @@ built (``build_request``: its headers, cookies and timeouts): the client's hooks
 and what the client's ``send`` does with the answer when it follows no redirect and has no auth
 (a redirect marked with its ``next_request``, the cookies kept). It saves the client's auth,
 redirect and cookie-jar passes, a few hundred microseconds of CPU per request; a caller uses it
-only for a client with no auth.
+only for a client with no auth (credentials in the URL still reach the server: such a request is
+the client's to send).
 
 Two flavours use it, each with a few lines that name its classes (``flavour``, ``body``):
 ``providers/http/lean.py`` (``httpx``, the model calls) and ``tools/server/lean_http.py``
@@ -219,8 +220,12 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         """``client.send(request, stream=True)`` for a client with no auth that follows no redirect,
         past the client's own layers (see the module docstring): its request hooks, the request,
         its response hooks; a redirect marked as the client marks one it does not follow, and the
-        cookies of the answer kept in the client's jar (later requests carry them). The caller
-        closes the response."""
+        cookies of the answer kept in the client's jar (later requests carry them). A URL with
+        credentials in it (``http://user:secret@host/``) goes the client's own way, whose auth
+        pass sends them as HTTP Basic. The caller closes the response."""
+        sent: Any = request
+        if sent.url.userinfo:
+            return await client.send(request, stream=True)  # type: ignore[no-any-return]
         hooks = client.event_hooks
         for hook in hooks["request"]:
             await hook(request)
@@ -232,7 +237,6 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
             await response.aclose()
             raise
         if response.is_redirect:
-            sent: Any = request
             response.next_request = client.build_request(
                 sent.method, sent.url.join(response.headers["location"])
             )

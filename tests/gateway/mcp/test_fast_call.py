@@ -297,7 +297,10 @@ async def test_agent_query_is_claimed_without_exposed_tools_and_answers_as_the_s
             assert not first.is_error and first.content[0].text.startswith("echo said: hello")
             assert again.content[0].text.startswith("seen: echo hello | history")
         (first_on, again_on), (first_off, again_off) = answers
-        assert first_on.content[0].text.split("[session_id")[0] == first_off.content[0].text.split("[session_id")[0]
+        assert (
+            first_on.content[0].text.split("[session_id")[0]
+            == first_off.content[0].text.split("[session_id")[0]
+        )
         assert again_on.structured_content.keys() == again_off.structured_content.keys()
 
 

@@ -9,6 +9,7 @@ without.
 
 from __future__ import annotations
 
+import base64
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -363,3 +364,19 @@ async def test_post_stream_on_any_other_client_is_its_stream(model_server: FakeM
 async def posted_to(client: httpx.AsyncClient, url: str) -> None:
     async with post_stream(client, url, json={}, headers={}) as response:
         await response.aread()
+
+
+async def test_post_stream_sends_credentials_in_the_url_as_the_client_does(
+    model_server: FakeModelServer,
+) -> None:
+    """``http://user:secret@host/v1`` (an endpoint behind HTTP Basic): the client's auth pass
+    turns the URL's credentials into an ``Authorization`` header, over the same lean transport."""
+    model_server.enqueue(Reply.json({"n": 1}), Reply.json({"n": 1}))
+    url = model_server.base_url.replace("http://", "http://agent:s3cret@") + "/chat/completions"
+    async with model_client() as lean, client_of("default") as default:
+        for client in (lean, default):
+            async with post_stream(client, url, json={}, headers={"authorization": "Bearer k"}) as answer:
+                assert answer.status_code == 200
+        assert Counting.handled == 1
+    basic = "Basic " + base64.b64encode(b"agent:s3cret").decode()
+    assert [request.headers["authorization"] for request in model_server.requests] == [basic, basic]
