@@ -30,7 +30,7 @@ from ..telemetry.base import NO_TRACE, RunTrace
 from ..tools.base import ToolSource
 from ._dispatch import Dispatcher, Emitter, Plan
 from .approvals import ApprovalQueue, Gate
-from .cancel import CancelSwitch, why
+from .cancel import Cancel, CancelSwitch, why
 from .guards import rounds_exhausted, tokens_exhausted, tool_calls_fit
 from .history import history_chars, message_chars, trim_history
 from .pages import RunPages
@@ -328,9 +328,14 @@ def _run_pages(
 
 @asynccontextmanager
 async def cancelled_by(cancel: CancelSwitch | None) -> AsyncIterator[None]:
-    """Cut the body off (quietly) as soon as ``cancel`` is set."""
+    """Cut the body off (quietly) as soon as ``cancel`` is set: a ``Cancel`` cancels the scope
+    itself, a plain event through a task that waits for it."""
     if cancel is None:
         yield
+        return
+    if isinstance(cancel, Cancel):
+        with cancel.scope():
+            yield
         return
     with anyio.CancelScope() as scope:
 

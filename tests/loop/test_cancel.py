@@ -3,11 +3,14 @@ in-flight model and tool calls are cut off."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 import pytest
 
 from mcp_agent.config import Limits
 from mcp_agent.events import ModelCallEnded, RecordingSink, RunEnded, ToolCallEnded, describe
+from mcp_agent.loop.cancel import Cancel, CancelSwitch
 from mcp_agent.loop.result import TerminationReason as R
 from mcp_agent.loop.run import run
 from mcp_agent.messages import Turn
@@ -16,6 +19,15 @@ from mcp_agent.providers.fake import ScriptedProvider, text_turn, tool_turn
 from mcp_agent.tools.memory import MemoryToolSource
 
 from ._helpers import call, check_run, echo_tools, go, tool_texts
+
+Switch = Callable[[], CancelSwitch]
+
+
+@pytest.fixture(params=[anyio.Event, Cancel], ids=["event", "cancel"])
+def switch(request: pytest.FixtureRequest) -> Switch:
+    """Each kind of stop switch a run takes: a plain event (a task of the run's waits for it) and
+    a ``Cancel`` (which cuts the run's scope off itself)."""
+    return request.param  # type: ignore[no-any-return]
 
 
 def _tools_that_notice_cancellation() -> tuple[MemoryToolSource, dict[str, int]]:
@@ -35,8 +47,8 @@ def _tools_that_notice_cancellation() -> tuple[MemoryToolSource, dict[str, int]]
     return tools, seen
 
 
-async def test_cancel_inside_the_model_call_just_before_it_returns_starts_no_tool() -> None:
-    cancel = anyio.Event()
+async def test_cancel_inside_the_model_call_just_before_it_returns_starts_no_tool(switch: Switch) -> None:
+    cancel = switch()
     tools = echo_tools()
 
     def cancel_then_call(request: ModelRequest) -> Turn:
@@ -52,16 +64,16 @@ async def test_cancel_inside_the_model_call_just_before_it_returns_starts_no_too
     assert result.detail == "cancelled by the caller (round 1)"
 
 
-async def test_cancel_before_the_run_makes_no_model_call() -> None:
-    cancel = anyio.Event()
+async def test_cancel_before_the_run_makes_no_model_call(switch: Switch) -> None:
+    cancel = switch()
     cancel.set()
     provider = ScriptedProvider([text_turn("never")])
     result, _ = await go(provider, cancel=cancel)
     assert result.termination_reason is R.CANCELLED and provider.requests == []
 
 
-async def test_cancel_during_a_slow_model_call() -> None:
-    cancel = anyio.Event()
+async def test_cancel_during_a_slow_model_call(switch: Switch) -> None:
+    cancel = switch()
     provider = ScriptedProvider([text_turn("too late")], delay=60)
     sink = RecordingSink()
     with anyio.fail_after(10):
@@ -73,8 +85,8 @@ async def test_cancel_during_a_slow_model_call() -> None:
     assert sink.of(ModelCallEnded)[0].ok is False
 
 
-async def test_cancel_during_tool_calls_cancels_them_and_answers_every_call() -> None:
-    cancel = anyio.Event()
+async def test_cancel_during_tool_calls_cancels_them_and_answers_every_call(switch: Switch) -> None:
+    cancel = switch()
     tools, seen = _tools_that_notice_cancellation()
     provider = ScriptedProvider(
         [
@@ -106,7 +118,7 @@ async def test_cancel_during_tool_calls_cancels_them_and_answers_every_call() ->
     assert len(provider.requests) == 1
 
 
-async def _set_soon(event: anyio.Event) -> None:
+async def _set_soon(event: CancelSwitch) -> None:
     await anyio.sleep(0.05)
     event.set()
 
@@ -126,8 +138,8 @@ async def test_timeout_during_a_model_call() -> None:
     assert describe(cut) == f"round 1: model call failed: {cut.error}"
 
 
-async def test_a_model_call_cut_off_by_the_caller_says_cancelled() -> None:
-    cancel = anyio.Event()
+async def test_a_model_call_cut_off_by_the_caller_says_cancelled(switch: Switch) -> None:
+    cancel = switch()
     provider = ScriptedProvider([text_turn("too late")], delay=60)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -222,8 +234,6 @@ async def test_cancel_event_unused_does_not_keep_the_run_alive() -> None:
 
 async def test_a_cancel_with_a_reason_says_who_stopped_the_run() -> None:
     """Runs stopped by the gateway's shutdown said "cancelled by the caller"."""
-    from mcp_agent.loop.cancel import Cancel
-
     cancel = Cancel()
     cancel.set("cancelled: the gateway is shutting down")
     cancel.set("a later reason")  # the first one wins
@@ -233,3 +243,18 @@ async def test_a_cancel_with_a_reason_says_who_stopped_the_run() -> None:
     plain = Cancel()
     plain.set()
     assert plain.is_set() and plain.reason == "cancelled by the caller"
+
+
+async def test_a_cancels_scopes_are_cut_off_when_it_is_set_and_forgotten_when_left() -> None:
+    cancel = Cancel()
+    with cancel.scope() as first, cancel.scope() as second:
+        assert not first.cancel_called
+        cancel.set("stop")
+        assert first.cancel_called and second.cancel_called
+    with cancel.scope() as late:  # already set: cut off at once
+        assert late.cancel_called
+    other = Cancel()
+    with other.scope() as left:
+        pass
+    other.set()
+    assert not left.cancel_called and other.is_set()
