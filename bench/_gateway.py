@@ -43,7 +43,9 @@ class GatewayProcess:
         env: the environment (default: this one); ``PYTHONPATH`` is set to the repository.
         capture_stdout: keep what the process prints (``stdout`` after ``stop``); else discarded.
         quiet: discard its stderr too (else it goes to this process's).
-        cwd: the process's working directory (default: this one's).
+        cwd: the process's working directory (default: the repository: ``python -m`` puts the
+            working directory first on the path, ahead of ``PYTHONPATH``, so a bench started from
+            another checkout would otherwise run that checkout's code).
         name: the gateway's name, if it has one (HAProxy's name for a replica).
     """
 
@@ -70,7 +72,7 @@ class GatewayProcess:
             env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)},
             stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
             stderr=subprocess.DEVNULL if quiet else None,
-            cwd=cwd,
+            cwd=ROOT if cwd is None else cwd,
             text=True,
         )
 
