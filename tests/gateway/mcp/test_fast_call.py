@@ -264,8 +264,16 @@ async def test_a_silent_call_commits_sse_and_pings_as_the_sdk_does(
     assert document["id"] == 7 and document["result"]["content"][0]["text"] == "slept"
 
 
-async def test_a_client_that_goes_away_cancels_the_call(memory_gateway: Running) -> None:
-    message = call("sleep", {"seconds": 30})
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [("sleep", {"seconds": 30}), ("agent_query", {"query": "sleep 30"})],
+    ids=["exposed-tool", "agent-query"],
+)
+async def test_a_client_that_goes_away_cancels_the_call(
+    memory_gateway: Running, name: str, arguments: dict[str, Any]
+) -> None:
+    """The inner call is cancelled; an ``agent_query`` run ends ``cancelled``."""
+    message = call(name, arguments)
     fast = memory_gateway.app.fast_calls
     assert fast is not None
     async with anyio.create_task_group() as tg:
@@ -275,6 +283,9 @@ async def test_a_client_that_goes_away_cancels_the_call(memory_gateway: Running)
         tg.cancel_scope.cancel()  # the client closes its connection
     await eventually(lambda: bool(memory_gateway.tools.cancelled))
     assert memory_gateway.tools.cancelled == [30] and fast.claimed == 1
+    if name == "agent_query":
+        metrics = memory_gateway.app.service.metrics
+        await eventually(lambda: metrics.queries["cancelled"] == 1 and metrics.in_flight == 0)
 
 
 async def test_agent_query_is_claimed_without_exposed_tools_and_answers_as_the_sdk_path() -> None:
@@ -302,20 +313,6 @@ async def test_agent_query_is_claimed_without_exposed_tools_and_answers_as_the_s
             == first_off.content[0].text.split("[session_id")[0]
         )
         assert again_on.structured_content.keys() == again_off.structured_content.keys()
-
-
-async def test_a_client_that_goes_away_cancels_its_agent_query_run(memory_gateway: Running) -> None:
-    message = call("agent_query", {"query": "sleep 30"})
-    fast = memory_gateway.app.fast_calls
-    assert fast is not None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(post, memory_gateway, json.dumps(message).encode(), headers_for(message))
-        with anyio.fail_after(10):
-            await memory_gateway.tools.sleeping.wait()
-        tg.cancel_scope.cancel()  # the client closes its connection
-    metrics = memory_gateway.app.service.metrics
-    await eventually(lambda: metrics.queries["cancelled"] == 1 and metrics.in_flight == 0)
-    assert memory_gateway.tools.cancelled == [30.0] and fast.claimed == 1
 
 
 # ------------------------------------------------------------------------------ passed
