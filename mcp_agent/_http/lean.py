@@ -13,7 +13,8 @@ timeouts, streaming bodies, the caller's error handling) stays as it is.
 ``send(client, request)`` is the short way past the client's own layers for a request the client
 built (``build_request``: its headers, cookies and timeouts): the client's hooks, this transport,
 and what the client's ``send`` does with the answer when it follows no redirect and has no auth
-(a redirect marked with its ``next_request``, the cookies kept). It saves the client's auth,
+(a redirect marked with its ``next_request``, the cookies kept, a failure naming its request). It
+saves the client's auth,
 redirect and cookie-jar passes, a few hundred microseconds of CPU per request; a caller uses it
 only for a client with no auth (credentials in the URL still reach the server: such a request is
 the client's to send).
@@ -229,7 +230,11 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         hooks = client.event_hooks
         for hook in hooks["request"]:
             await hook(request)
-        response: Any = await self.handle_async_request(request)
+        try:
+            response: Any = await self.handle_async_request(request)
+        except self.flavour.RequestError as exc:  # as the client's send does: the failure names its request
+            _name_request(exc, request)
+            raise
         try:
             for hook in hooks["response"]:
                 await hook(response)
@@ -285,6 +290,15 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         for connections in idle.values():
             for connection in connections:
                 await connection.aclose()
+
+
+def _name_request(exc: Any, request: Any) -> None:
+    """Attach ``request`` to a failure that has none (``exc.request`` raises until one is set): the
+    read timeout's limit and the URL in an error message are read from it."""
+    try:
+        exc.request  # noqa: B018 - a property that raises when unset
+    except RuntimeError:
+        exc.request = request
 
 
 class LeanBody:

@@ -26,6 +26,7 @@ from mcp_agent.messages import Delta, Message, ToolCall, ToolSpec, Turn, Usage
 from mcp_agent.providers.base import ModelRequest
 from mcp_agent.providers.factory import build_client, create_provider, open_provider
 from mcp_agent.providers.http.errors import RetryPolicy
+from mcp_agent.providers.http.lean import LeanTransport, ModelClient
 from mcp_agent.providers.openai import OpenAICompatProvider, prefers_text_tools
 from mcp_agent.providers.servers.endpoints import resolve_endpoint
 from mcp_agent.tools.memory import MemoryToolSource
@@ -503,13 +504,21 @@ async def test_stream_tools_off_sends_one_plain_request(
     assert [r.json["stream"] for r in model_server.requests] == [False, True]
 
 
+def client_of(kind: str, timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """The factory's client (its calls straight to the lean transport), or a plain httpx one."""
+    if kind == "plain":
+        return httpx.AsyncClient(timeout=timeout)
+    return ModelClient(timeout=timeout, lean=LeanTransport(timeout))
+
+
+@pytest.mark.parametrize("kind", ["model-client", "plain"])
 @pytest.mark.parametrize("local", [True, False], ids=["this-machine", "remote"])
 async def test_a_read_timeout_names_the_limit_and_is_retried_only_off_this_machine(
-    local: bool, model_server: FakeModelServer, sleeps: SleepRecorder
+    local: bool, kind: str, model_server: FakeModelServer, sleeps: SleepRecorder
 ) -> None:
     """A one-slot local server still working on the request must not get it again (and again)."""
     model_server.enqueue(*[Reply.json(shapes.completion(content="late"), delay=2.0)] * 3)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
+    async with client_of(kind, httpx.Timeout(5.0, read=0.2)) as client:
         provider = make(model_server, client, sleeps, max_retries=2, stream=False)
         provider.endpoint = dataclasses.replace(provider.endpoint, local=local)
         with pytest.raises(ProviderResponseError) as info:
@@ -523,12 +532,13 @@ async def test_a_read_timeout_names_the_limit_and_is_retried_only_off_this_machi
         assert info.value.retryable and len(sleeps.delays) == 2
 
 
+@pytest.mark.parametrize("kind", ["model-client", "plain"])
 async def test_a_read_timeout_mid_stream_names_the_limit(
-    model_server: FakeModelServer, sleeps: SleepRecorder
+    kind: str, model_server: FakeModelServer, sleeps: SleepRecorder
 ) -> None:
     chunks = shapes.openai_stream(content="slow answer")
     model_server.enqueue(Reply.sse([*chunks[:3], Delay(2.0), *chunks[3:]]))
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
+    async with client_of(kind, httpx.Timeout(5.0, read=0.2)) as client:
         with pytest.raises(ProviderResponseError, match=r"broke off after \d+ chunks: nothing for 0.2 s"):
             await make(model_server, client, sleeps).complete(REQUEST)
 
