@@ -12,12 +12,10 @@ timeouts, streaming bodies, the caller's error handling) stays as it is.
 
 ``send(client, request)`` is the short way past the client's own layers for a request the client
 built (``build_request``: its headers, cookies and timeouts): the client's hooks, this transport,
-and what the client's ``send`` does with the answer when it follows no redirect and has no auth
-(a redirect marked with its ``next_request``, the cookies kept, a failure naming its request). It
-saves the client's auth,
-redirect and cookie-jar passes, a few hundred microseconds of CPU per request; a caller uses it
-only for a client with no auth (credentials in the URL still reach the server: such a request is
-the client's to send).
+and what the client's ``send`` does with the answer (the cookies kept, a failure naming its
+request), a redirect handed back unfollowed. It saves the client's auth, redirect and cookie-jar
+passes, 70–100 µs of CPU per request; a caller uses it only for a client with no auth
+(credentials in the URL still reach the server: such a request is the client's to send).
 
 Two flavours use it, each with a few lines that name its classes (``flavour``, ``body``):
 ``providers/http/lean.py`` (``httpx``, the model calls) and ``tools/server/lean_http.py``
@@ -218,10 +216,10 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         return response
 
     async def send(self, client: Any, request: RequestT) -> ResponseT:
-        """``client.send(request, stream=True)`` for a client with no auth that follows no redirect,
-        past the client's own layers (see the module docstring): its request hooks, the request,
-        its response hooks; a redirect marked as the client marks one it does not follow, and the
-        cookies of the answer kept in the client's jar (later requests carry them). A URL with
+        """``client.send(request, stream=True)`` for a client with no auth, past the client's own
+        layers (see the module docstring): its request hooks, the request, its response hooks; a
+        redirect handed back unfollowed, marked as the client marks one it does not follow, and
+        the cookies of the answer kept in the client's jar (later requests carry them). A URL with
         credentials in it (``http://user:secret@host/``) goes the client's own way, whose auth
         pass sends them as HTTP Basic. The caller closes the response."""
         sent: Any = request
@@ -293,8 +291,8 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
 
 
 def _name_request(exc: Any, request: Any) -> None:
-    """Attach ``request`` to a failure that has none (``exc.request`` raises until one is set): the
-    read timeout's limit and the URL in an error message are read from it."""
+    """Attach ``request`` to a failure that has none (``exc.request`` raises until one is set), as
+    the client's ``send`` does: the provider reads a read timeout's limit from it."""
     try:
         exc.request  # noqa: B018 - a property that raises when unset
     except RuntimeError:

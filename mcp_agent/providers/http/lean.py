@@ -75,7 +75,8 @@ def post_stream(
     """``client.stream("POST", url, json=json, headers=headers)``; on a ``ModelClient``'s lean
     transport, without the client's own layers (see the module docstring)."""
     lean = client.lean if isinstance(client, ModelClient) else None
-    if lean is None or not str(url).startswith("http://"):
+    scheme = url.scheme if isinstance(url, httpx.URL) else url.partition(":")[0]
+    if lean is None or scheme != "http":
         return client.stream("POST", url, json=json, headers=headers)
     return _lean_post(client, lean, url, json, headers)
 
