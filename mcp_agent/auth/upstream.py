@@ -27,7 +27,8 @@ the server's metadata kept from the last login lets a refresh go to its token en
 
 A server without an ``oauth`` key gets the same auth (with ``{}``): it is a pass-through until
 the server answers 401 with a ``Bearer`` challenge. A server with a static ``Authorization``
-header gets none (``for_server``).
+header, or with credentials in its URL (``http://user:secret@host/mcp``, sent as HTTP Basic by
+the client), and no ``oauth`` key gets none (``for_server``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
@@ -192,8 +194,13 @@ class UpstreamAuth(httpx2.Auth):
     def for_server(
         cls, name: str, config: RemoteServerConfig, folder: Path | None = None
     ) -> UpstreamAuth | None:
-        """The auth of a remote server, or None when it sends its own ``Authorization`` header."""
-        if config.oauth is None and any(key.lower() == "authorization" for key in config.headers):
+        """The auth of a remote server, or None when it sends its own credentials: an
+        ``Authorization`` header, or a user and password in its URL (which the HTTP client sends
+        as HTTP Basic only when it has no auth of its own)."""
+        if config.oauth is None and (
+            any(key.lower() == "authorization" for key in config.headers)
+            or "@" in urlsplit(config.url).netloc
+        ):
             return None
         return cls(name, config, open_store(name, config, folder))
 

@@ -25,7 +25,8 @@ Run as ``raw_http.py http PORT`` (uvicorn on 127.0.0.1). It answers ``server/dis
   ``redirect`` (307 to ``/moved``, which answers "redirected"), ``plain_text`` (200,
   ``text/plain``), ``garbage`` (JSON that does not parse), ``garbage_sse`` (an SSE event that
   does not parse), ``cut_sse`` (an SSE stream that ends after a log, without a response);
-- ``wire``: every ``tools/call`` POST so far: its routing headers, ``_meta`` and ``params`` keys;
+- ``wire``: every ``tools/call`` POST so far: its routing headers (and ``Authorization``), ``_meta``
+  and ``params`` keys;
 - ``connections``: how many TCP connections the calls so far came on.
 """
 
@@ -79,6 +80,7 @@ ROUTING = (
     "content-type",
     "region",
     "mcp-param-region",
+    "authorization",
 )
 
 wire: list[dict[str, Any]] = []

@@ -9,6 +9,7 @@ with the raw path (the default) and once with ``MCP_AGENT_RAW_CALLS=0`` (the SDK
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -376,6 +377,20 @@ async def test_the_raw_path_sends_what_the_sdk_sends(server_url: str, raw_calls:
     assert plain["meta"]["io.modelcontextprotocol/logLevel"] == "warning"  # the session's default
     assert retry["meta"]["io.modelcontextprotocol/logLevel"] == "error"  # the channel's
     assert retry["params"] == ["arguments", "inputResponses", "name", "requestState"]
+
+
+@pytest.mark.parametrize("protocol", ["2026-07-28", "legacy"])
+async def test_credentials_in_the_url_go_as_http_basic(
+    server_url: str, path: str, protocol: str, raw_calls: RawCalls
+) -> None:
+    """``http://user:secret@host/mcp`` (no ``oauth``): the calls carry HTTP Basic, on either path
+    and in either era, as a plain HTTP client sends them (the OAuth pass-through would drop them)."""
+    with_credentials = server_url.replace("http://", "http://user:s%40cret@", 1)
+    async with running(with_credentials, protocol=protocol) as connection:
+        await connection.call("echo", {"text": "hi"})
+        wire = json.loads((await connection.call("wire", {})).text)
+    assert wire[-2]["headers"]["authorization"] == "Basic " + base64.b64encode(b"user:s@cret").decode()
+    check_path(path if protocol != "legacy" else "sdk", raw_calls, 2)
 
 
 async def test_a_tool_with_x_mcp_header_goes_the_sdk_way(server_url: str, raw_calls: RawCalls) -> None:
