@@ -14,8 +14,10 @@ timeouts, streaming bodies, the caller's error handling) stays as it is.
 built (``build_request``: its headers, cookies and timeouts): the client's hooks, this transport,
 and what the client's ``send`` does with the answer (the cookies kept, a failure naming its
 request), a redirect handed back unfollowed. It saves the client's auth, redirect and cookie-jar
-passes, 70–100 µs of CPU per request; a caller uses it only for a client with no auth
-(credentials in the URL still reach the server: such a request is the client's to send).
+passes, 70–100 µs of CPU per request. A client's auth runs its flow around it as the client
+would run it (the raw tool calls' client has the OAuth client of ``auth/upstream.py``, a
+pass-through until a server asks for a login); credentials in the URL and requests to other
+schemes are the client's to send.
 
 Two flavours use it, each with a few lines that name its classes (``flavour``, ``body``):
 ``providers/http/lean.py`` (``httpx``, the model calls) and ``tools/server/lean_http.py``
@@ -216,15 +218,44 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         return response
 
     async def send(self, client: Any, request: RequestT) -> ResponseT:
-        """``client.send(request, stream=True)`` for a client with no auth, past the client's own
-        layers (see the module docstring): its request hooks, the request, its response hooks; a
+        """``client.send(request, stream=True, follow_redirects=False)``, past the client's own
+        layers (see the module docstring). The client's auth, when it has one, runs its flow as
+        the client's ``send`` runs it: each request the flow yields is sent (``_send_one``) and its
+        response handed back to the flow, read to its end when the flow goes on. The caller closes
+        the response."""
+        auth = client.auth
+        if auth is None:
+            return await self._send_one(client, request)  # type: ignore[no-any-return]
+        flow = auth.async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            history: list[Any] = []
+            while True:
+                response: Any = await self._send_one(client, outgoing)
+                try:
+                    try:
+                        outgoing = await flow.asend(response)
+                    except StopAsyncIteration:
+                        return response  # type: ignore[no-any-return]
+                    response.history = list(history)
+                    await response.aread()
+                    history.append(response)
+                except BaseException:
+                    await response.aclose()
+                    raise
+        finally:
+            await flow.aclose()
+
+    async def _send_one(self, client: Any, request: Any) -> Any:
+        """One request, no auth: the client's request hooks, this transport, its response hooks; a
         redirect handed back unfollowed, marked as the client marks one it does not follow, and
-        the cookies of the answer kept in the client's jar (later requests carry them). A URL with
-        credentials in it (``http://user:secret@host/``) goes the client's own way, whose auth
-        pass sends them as HTTP Basic. The caller closes the response."""
-        sent: Any = request
-        if sent.url.userinfo:
-            return await client.send(request, stream=True)  # type: ignore[no-any-return]
+        the cookies of the answer kept in the client's jar (later requests carry them). A request
+        this transport does not take (not ``http://``: an authorization server's, say) or a URL
+        with credentials in it (``http://user:secret@host/``, which the client's auth pass sends
+        as HTTP Basic) goes the client's own way."""
+        url = request.url
+        if url.userinfo or url.scheme != "http":
+            return await client.send(request, stream=True, auth=None, follow_redirects=False)
         hooks = client.event_hooks
         for hook in hooks["request"]:
             await hook(request)
@@ -241,11 +272,11 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
             raise
         if response.is_redirect:
             response.next_request = client.build_request(
-                sent.method, sent.url.join(response.headers["location"])
+                request.method, url.join(response.headers["location"])
             )
         if "set-cookie" in response.headers:
             client.cookies.extract_cookies(response)
-        return response  # type: ignore[no-any-return]
+        return response
 
     async def _connection(self, url: Any, timeout: float | None) -> _Connection:
         """An idle connection to the origin that the server kept, else a new one."""

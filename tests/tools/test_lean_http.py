@@ -149,7 +149,9 @@ def test_used_only_where_the_clients_layers_have_nothing_to_do(monkeypatch: pyte
     plain = httpx2.AsyncClient()
     assert usable(plain, "http://127.0.0.1:1/mcp")
     assert not usable(plain, "https://127.0.0.1:1/mcp")
-    assert not usable(httpx2.AsyncClient(auth=("user", "secret")), "http://127.0.0.1:1/mcp")
+    assert usable(
+        httpx2.AsyncClient(auth=("user", "secret")), "http://127.0.0.1:1/mcp"
+    )  # the flow runs around it
     with_cookie = httpx2.AsyncClient()
     with_cookie.cookies.set("session", "1")
     assert not usable(with_cookie, "http://127.0.0.1:1/mcp")
@@ -303,3 +305,51 @@ async def test_a_cookie_the_server_sets_is_kept_and_later_calls_carry_it() -> No
         assert http.cookies.get("session") == "s1"
     assert b"cookie: session=s1" not in server.heads[0].lower()
     assert b"cookie: session=s1" in server.heads[1].lower()
+
+
+def unauthorized() -> Behaviour:
+    """A 401 with a body, keeping the connection."""
+
+    async def behave(stream: anyio.abc.SocketStream) -> bool:
+        body = b'{"error": "invalid_token"}'
+        await stream.send(
+            b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\ncontent-length: "
+            + str(len(body)).encode()
+            + b"\r\n\r\n"
+            + body
+        )
+        return True
+
+    return behave
+
+
+class RetryingAuth(httpx2.Auth):
+    """Sends a stale token; on a 401, one retry with a fresh one (as a refresh would)."""
+
+    async def async_auth_flow(self, request: httpx2.Request) -> Any:
+        request.headers["Authorization"] = "Bearer stale"
+        response = yield request
+        if response.status_code == 401:
+            request.headers["Authorization"] = "Bearer fresh"
+            yield request
+
+
+def refusing_transport(request: httpx2.Request) -> httpx2.Response:
+    raise AssertionError("the call went through the client's own transport")
+
+
+async def test_the_clients_auth_runs_its_flow_around_the_lean_transport() -> None:
+    """A client with auth (a remote server's OAuth client) still takes the lean way: its flow's
+    requests go on the kept connection, the 401 read to its end before the retry."""
+    async with serving([unauthorized(), rpc_answer(cookie=False)]) as (server, url):
+        transport = httpx2.MockTransport(refusing_transport)
+        async with httpx2.AsyncClient(auth=RetryingAuth(), transport=transport, trust_env=False) as http:
+            caller = raw_caller(http, url)
+            result = await caller.call_tool("echo", {})
+            await caller.aclose()
+        assert isinstance(result, types.CallToolResult) and result.content[0].text == "ok"  # type: ignore[union-attr]
+    assert [head.lower().split(b"authorization: ")[1].split(b"\r\n")[0] for head in server.heads] == [
+        b"bearer stale",
+        b"bearer fresh",
+    ]
+    assert server.connections == 1

@@ -7,10 +7,11 @@ calls it directly, running the client's own event hooks around it (the trace hea
 cap, the SSE drain) as ``send`` would. So everything above it (JSON or SSE answers, error
 statuses, the ``maxMessageBytes`` cap, decoding) stays as it is.
 
-``RawCaller`` uses it only where the client's layers have nothing to do (``usable``): an
-``http://`` URL, no ``auth`` on the client, no proxy in the environment, no cookie kept.
-Everything else (TLS, auth, proxies, cookies, redirects: the answer of a redirect is handed back
-as such) keeps going through the client.
+``RawCaller`` uses it only where the client's layers have nothing to do but auth (``usable``):
+an ``http://`` URL, no proxy in the environment, no cookie kept. The client's auth (the OAuth
+client of ``auth/upstream.py``) runs its flow around the transport as the client's ``send`` runs
+it. Everything else (TLS, proxies, cookies, redirects: the answer of a redirect is handed back as
+such) keeps going through the client.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ __all__ = ["LeanTransport", "usable"]
 
 def usable(http: httpx2.AsyncClient, url: str, *, proxied: bool | None = None) -> bool:
     """Whether a POST to ``url`` on ``http`` can go through a ``LeanTransport`` unchanged: a plain
-    ``http://`` URL, and nothing for the client's auth, proxy or cookie layers to do (pure but
-    for the environment's proxy variables; ``proxied``: what ``env_proxy`` said, read once)."""
-    if http.auth is not None or len(http.cookies) or not url.startswith("http://"):
+    ``http://`` URL, and nothing for the client's proxy or cookie layers to do (pure but for the
+    environment's proxy variables; ``proxied``: what ``env_proxy`` said, read once)."""
+    if len(http.cookies) or not url.startswith("http://"):
         return False
     if http.trust_env:
         return not (env_proxy() if proxied is None else proxied)

@@ -10,7 +10,7 @@ same options, the headers from config, the trace headers and the ``maxMessageByt
 ``connection.py``, and its hook that reads an SSE answer to its end when it is closed, so that
 its TCP connection is kept), and reads the answer itself. To a plain ``http://`` server the POST
 skips the client's own layers and goes on kept connections of ``lean_http.LeanTransport``, with
-the client's hooks run around it (``LeanTransport.send``; ``lean_http.usable`` says when).
+the client's hooks and auth run around it (``LeanTransport.send``; ``lean_http.usable`` says when).
 
 What it sends is what ``ClientSession.call_tool`` sends after ``adopt()`` of a discover result:
 the JSON-RPC body with ``name``, ``arguments`` (and ``inputResponses``/``requestState`` on a
@@ -263,7 +263,7 @@ class RawCaller:
         self._next_id = 0
         self._lean = LeanTransport(http.timeout) if usable(http, url) else None
         """None: every POST through ``http``. Set: the environment named no proxy at the start;
-        each call still checks the client's auth and cookies (``lean_http.usable``)."""
+        each call still checks the client's cookies (``lean_http.usable``)."""
 
     def takes(self, name: str) -> bool:
         """Whether a call of ``name`` can go this way (its schema mirrors no argument into a
