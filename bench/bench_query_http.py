@@ -22,8 +22,13 @@ moments of a noisy machine.
 Reported per era: p50/p90 in ms of each, ``ratio`` = ours / floor at p50 (issue 22's target:
 ≤ 1.3), and the gateway process's CPU time per query (user + system, from ``/proc``).
 
-Run: ``.venv/bin/python bench/bench_query_http.py [--runs N]`` (N queries per era and side,
-default 200).
+``--memory-state`` adds a third side, ``ours_memory``: a second gateway, the same but for
+``state.url: memory://``, alternated with the other two, with its own ``ratio``. The difference
+between the two ratios is what the default SQLite state (the conversation and the run record,
+written before the answer) costs, read in one run.
+
+Run: ``.venv/bin/python bench/bench_query_http.py [--runs N] [--memory-state]`` (N queries per
+era and side, default 200).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +81,14 @@ def start_model() -> tuple[subprocess.Popen[str], str]:
     return child, f"http://127.0.0.1:{int(child.stdout.readline())}/v1"
 
 
-def gateway_config(folder: Path, model_url: str) -> Path:
-    config = {
+def gateway_config(folder: Path, model_url: str, *, state: str | None = None) -> Path:
+    """The gateway's config in ``folder``: the default state, or ``state`` as ``state.url``."""
+    config: dict[str, Any] = {
         "llm": {"endpoint": model_url, "model": "m", "stream": False, "maxRetries": 0},
         "mcpServers": {"echo": {"command": sys.executable, "args": [ECHO]}},
     }
+    if state is not None:
+        config["state"] = {"url": state}
     path = folder / "agent.json"
     path.write_text(json.dumps(config))
     return path
@@ -120,38 +128,42 @@ async def floor_loop(model_url: str) -> AsyncIterator[Step]:
 
 
 async def measure(
-    model_url: str, echo_url: str, gateway_url: str, gateway_pid: int, runs: int
+    model_url: str, echo_url: str, gateways: dict[str, tuple[str, int]], runs: int
 ) -> dict[str, Any]:
+    """``gateways``: (URL, pid) by side name (``ours``, and ``ours_memory`` when asked for)."""
     results: dict[str, Any] = {}
     async with floor_loop(model_url) as loop:
         for era, caller in (("legacy", legacy_caller), ("modern", modern_caller)):
-            async with (
-                caller(echo_url, "echo") as hop,
-                _agent_query(gateway_url, era) as query,
-            ):
+            async with caller(echo_url, "echo") as hop, AsyncExitStack() as stack:
 
                 async def floor() -> None:
                     await loop()
                     assert await hop("hello") == "hello"
 
-                sides: dict[str, Step] = {"floor": floor, "ours": query}
+                sides: dict[str, Step] = {"floor": floor}
+                for name, (url, _) in gateways.items():
+                    sides[name] = await stack.enter_async_context(_agent_query(url, era))
                 samples: dict[str, list[float]] = {name: [] for name in sides}
-                cpu = 0.0
+                cpu = dict.fromkeys(gateways, 0.0)
                 for _ in range(BLOCK):  # warm every path first
                     for step in sides.values():
                         await step()
                 for _ in range(max(1, runs // BLOCK)):
                     for name, step in sides.items():
-                        before = cpu_seconds(gateway_pid)
+                        pid = gateways[name][1] if name in gateways else None
+                        before = cpu_seconds(pid) if pid is not None else 0.0
                         for _ in range(BLOCK):
                             start = time.perf_counter()
                             await step()
                             samples[name].append(time.perf_counter() - start)
-                        if name == "ours":
-                            cpu += cpu_seconds(gateway_pid) - before
+                        if pid is not None:
+                            cpu[name] += cpu_seconds(pid) - before
             row: dict[str, Any] = {name: summary(values) for name, values in samples.items()}
-            row["ours"]["gateway_cpu_ms_per_query"] = round(cpu * 1000 / len(samples["ours"]), 2)
+            for name in gateways:
+                row[name]["gateway_cpu_ms_per_query"] = round(cpu[name] * 1000 / len(samples[name]), 2)
             row["ratio"] = round(row["ours"]["p50_ms"] / row["floor"]["p50_ms"], 2)
+            if "ours_memory" in gateways:
+                row["ratio_memory_state"] = round(row["ours_memory"]["p50_ms"] / row["floor"]["p50_ms"], 2)
             results[era] = row
     return results
 
@@ -190,31 +202,33 @@ async def _agent_query(url: str, era: str) -> AsyncIterator[Step]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="queries per era and side")
+    parser.add_argument(
+        "--memory-state",
+        action="store_true",
+        help="a third side: the same gateway with state.url memory:// (what the SQLite state costs)",
+    )
     args = parser.parse_args()
     model, model_url = start_model()
-    echo_port, gateway_port = free_port(), free_port()
+    echo_port = free_port()
     echo = start_echo(echo_port)
     try:
-        with tempfile.TemporaryDirectory() as folder:
-            config = gateway_config(Path(folder), model_url)
-            gateway = GatewayProcess(
-                ["-m", "mcp_agent", "serve", "--config", str(config), "--port", str(gateway_port)],
-                port=gateway_port,
-                env={**os.environ, "MCP_AGENT_STATE_DIR": str(Path(folder) / "state")},
-                quiet=True,
-            )
-            try:
-                gateway.wait_ready(all_up=True)
-                results = anyio.run(
-                    measure,
-                    model_url,
-                    f"http://127.0.0.1:{echo_port}/mcp",
-                    f"{gateway.url}/mcp",
-                    gateway.process.pid,
-                    args.runs,
+        with tempfile.TemporaryDirectory() as folder, ExitStack() as running:
+            states = {"ours": None, **({"ours_memory": "memory://"} if args.memory_state else {})}
+            gateways: dict[str, tuple[str, int]] = {}
+            for name, state in states.items():
+                home = Path(folder) / name
+                home.mkdir()
+                port, config = free_port(), gateway_config(home, model_url, state=state)
+                gateway = GatewayProcess(
+                    ["-m", "mcp_agent", "serve", "--config", str(config), "--port", str(port)],
+                    port=port,
+                    env={**os.environ, "MCP_AGENT_STATE_DIR": str(home / "state")},
+                    quiet=True,
                 )
-            finally:
-                gateway.stop()
+                running.callback(gateway.stop)
+                gateway.wait_ready(all_up=True)
+                gateways[name] = (f"{gateway.url}/mcp", gateway.process.pid)
+            results = anyio.run(measure, model_url, f"http://127.0.0.1:{echo_port}/mcp", gateways, args.runs)
     finally:
         echo.terminate()
         echo.wait(timeout=10)
@@ -226,6 +240,7 @@ def main() -> None:
             {
                 "benchmark": "agent_query over Streamable HTTP (default SQLite state) vs the loop by hand + one MCP hop",
                 "runs_per_side": args.runs,
+                "memory_state_side": args.memory_state,
                 **results,
                 "load_average": [round(x, 2) for x in os.getloadavg()],
             },
