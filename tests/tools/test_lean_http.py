@@ -353,3 +353,16 @@ async def test_the_clients_auth_runs_its_flow_around_the_lean_transport() -> Non
         b"bearer fresh",
     ]
     assert server.connections == 1
+
+
+async def test_credentials_in_the_url_do_not_replace_what_the_clients_auth_set() -> None:
+    """A client with auth of its own (``oauth`` configured) and a URL with credentials in it: the
+    flow's header goes out, not HTTP Basic from the URL (as the client's own ``send`` does)."""
+    async with serving([rpc_answer(cookie=False)]) as (server, url):
+        with_credentials = url.replace("http://", "http://user:secret@", 1)
+        async with httpx2.AsyncClient(auth=RetryingAuth(), trust_env=False) as http:
+            caller = raw_caller(http, with_credentials)
+            result = await caller.call_tool("echo", {})
+            await caller.aclose()
+        assert isinstance(result, types.CallToolResult)
+    assert b"authorization: bearer stale" in server.heads[0].lower()
