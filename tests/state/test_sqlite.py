@@ -22,7 +22,7 @@ from mcp_agent.exceptions import ApprovalsFull, ConfigError, LeaseLost, StateErr
 from mcp_agent.messages import Message
 from mcp_agent.state import INTERRUPTED, Approval, RunRecord, StateLimits, open_state
 from mcp_agent.state.sqlite import SqliteState
-from mcp_agent.state.sqlite.database import SCHEMA_VERSION
+from mcp_agent.state.sqlite.database import CHECKPOINT_EVERY, SCHEMA_VERSION
 
 from .test_contract import approval
 
@@ -292,6 +292,24 @@ async def test_a_closed_store_raises_a_state_error(tmp_path: Path) -> None:
     await state.aclose()  # idempotent
     with pytest.raises(StateError, match="closed"):
         await state.sessions.get("x")
+
+
+async def test_the_wal_stays_bounded_under_writes_that_never_pause(tmp_path: Path) -> None:
+    """The periodic checkpoint (every ``CHECKPOINT_EVERY`` writes) copies the whole WAL back, so
+    the next write starts it over. A checkpoint that let writes go on beside it would never catch
+    up with them under steady load, and the WAL would grow without end (tried: 256 MB after
+    10,000 writes)."""
+    path = tmp_path / "state.db"
+    state = await opened(path)
+    try:
+        for index in range(20 * CHECKPOINT_EVERY):
+            await state.runs.end(
+                RunRecord(f"r{index}", query="q" * 2000, termination_reason="success", ended=time.time())
+            )
+        wal = path.with_name(path.name + "-wal").stat().st_size
+    finally:
+        await state.aclose()
+    assert wal < 4 * 1024 * 1024, wal  # never checkpointed whole, 2,000 such writes take about 60 MB
 
 
 async def test_text_utf8_cannot_hold_is_stored_exactly(tmp_path: Path) -> None:
