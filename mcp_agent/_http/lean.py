@@ -255,8 +255,8 @@ class LeanTransportBase(Generic[RequestT, ResponseT]):
         as HTTP Basic) goes the client's own way."""
         url = request.url
         if url.userinfo or url.scheme != "http":
-            # inside the client's own auth flow (``send``) nothing more is added; else the client's
-            # auth pass sends the URL's credentials
+            # within the client's own auth flow (``send`` runs it) a no-op auth, so that nothing
+            # is added twice; without one, the client's auth pass sends the URL's credentials
             auth = None if client.auth is None else self.flavour.Auth()
             return await client.send(request, stream=True, auth=auth, follow_redirects=False)
         hooks = client.event_hooks

@@ -309,7 +309,9 @@ async def test_the_wal_stays_bounded_under_writes_that_never_pause(tmp_path: Pat
         wal = path.with_name(path.name + "-wal").stat().st_size
     finally:
         await state.aclose()
-    assert wal < 4 * 1024 * 1024, wal  # never checkpointed whole, 2,000 such writes take about 60 MB
+    # about 3 MB (what CHECKPOINT_EVERY writes take) when each checkpoint is whole; never whole, these
+    # 2,000 writes take about 60 MB
+    assert wal < 16 * 1024 * 1024, wal
 
 
 async def test_text_utf8_cannot_hold_is_stored_exactly(tmp_path: Path) -> None:
