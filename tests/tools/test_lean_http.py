@@ -127,8 +127,10 @@ def silent() -> Behaviour:
 
 
 async def post(transport: LeanTransport, url: str) -> httpx2.Response:
+    """A POST that carries no timeouts of its own, so the transport's apply."""
     async with httpx2.AsyncClient() as http:
         request = http.build_request("POST", url, json={"n": 1})
+    del request.extensions["timeout"]  # the client's default (5 s) would win over the transport's
     return await transport.handle_async_request(request)
 
 
