@@ -214,7 +214,9 @@ class Catalog:
     ) -> P | types.InputRequiredResult:
         """A request a 2026 server may answer with ``input_required``: its rounds go through the
         current relay channel (``relay.through_rounds``: the client's own retry passed on, the
-        result handed to a 2026 client, a 2025 client asked); with no channel, an error."""
+        result handed to a 2026 client, a 2025 client asked); with no channel, an error. While it
+        runs it is a call in flight on the server, as an exposed ``tools/call`` is: what a 2025
+        server asks over its back channel meanwhile goes to the channel's client."""
         channel = current_channel()
 
         async def send(resume: Resume | None) -> P | types.InputRequiredResult:
@@ -225,7 +227,8 @@ class Catalog:
                     channel.refused(exc.error)  # the client's own requestState: its business
                 raise
 
-        result = await through_rounds(channel, send)
+        with connection.relay.calling(channel):
+            result = await through_rounds(channel, send)
         if isinstance(result, types.ErrorData):
             raise MCPError(result.code, f"{what}: {result.message}", result.data)
         if isinstance(result, types.InputRequiredResult) and channel is None:

@@ -19,8 +19,10 @@ Tools:
   names it (2026-07-28); "not subscribed: URI" otherwise;
 - ``listening``: the URIs of each open ``subscriptions/listen`` stream that names some, as JSON.
 
-Resources: ``relay://doc`` and the template ``relay://items/{id}``. Prompt ``greet``
-(argument ``name``). Completions: ``greet``'s ``name`` → names from ``NAMES`` that start with
+Resources: ``relay://doc``, ``relay://asked`` (its read asks the client's name with a form
+elicitation first, and reads "text for NAME") and the template ``relay://items/{id}``. Prompts:
+``greet`` (argument ``name``), ``introduce`` (asks the client's name first, like
+``relay://asked``, and says "Hello NAME"). Completions: ``greet``'s ``name`` → names from ``NAMES`` that start with
 the value; the template's ``id`` → "1", "2", "3". ``$RELAY_DEAF=1``: a
 ``subscriptions/listen`` that names resources is refused (-32602).
 """
@@ -163,7 +165,18 @@ async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelReques
 
 
 async def list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
-    return types.ListResourcesResult(resources=[types.Resource(uri="relay://doc", name="doc")])
+    resources = [
+        types.Resource(uri="relay://doc", name="doc"),
+        types.Resource(uri="relay://asked", name="asked"),
+    ]
+    return types.ListResourcesResult(resources=resources)
+
+
+async def name_asked(ctx: ServerRequestContext[Any]) -> str:
+    """The client's name, asked over the back channel on this request's behalf."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.session.elicit_form("Your name?", schema, related_request_id=ctx.request_id)
+    return str((answer.content or {}).get("name", answer.action))
 
 
 async def list_templates(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourceTemplatesResult:
@@ -175,7 +188,8 @@ async def read_resource(
     ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
 ) -> types.ReadResourceResult:
     uri = str(params.uri)
-    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=f"text of {uri}")])
+    said = f"text for {await name_asked(ctx)}" if uri == "relay://asked" else f"text of {uri}"
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=said)])
 
 
 async def subscribe(
@@ -207,13 +221,17 @@ async def listen(
 
 async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
     argument = types.PromptArgument(name="name", required=True)
-    return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[argument])])
+    prompts = [types.Prompt(name="greet", arguments=[argument]), types.Prompt(name="introduce")]
+    return types.ListPromptsResult(prompts=prompts)
 
 
 async def get_prompt(
     ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
 ) -> types.GetPromptResult:
-    name = (params.arguments or {}).get("name", "you")
+    if params.name == "introduce":
+        name = await name_asked(ctx)
+    else:
+        name = (params.arguments or {}).get("name", "you")
     message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"Hello {name}"))
     return types.GetPromptResult(messages=[message])
 

@@ -9,6 +9,9 @@ URIs, prompts are named ``server__prompt``, resource lists are paged one server 
   when that changes). ``resources/read`` and ``prompts/get`` make a tool server work, so each
   takes a query slot of the caller's, like an exposed tool call (``GatewayService.in_slot``).
 - Errors are JSON-RPC errors: the tool server's own (code and message) where it sent one.
+- What a 2025 server asks over its back channel while it reads or gets a prompt goes to the
+  client that asked for it, as during an exposed call: a 2025 client on its own back channel, a
+  2026 client in ``input_required`` rounds (``held_calls.py``).
 - When a server announces ``resources/list_changed`` or ``prompts/list_changed``, or a server
   that offers them comes up or goes down, every legacy client with a standalone channel gets the
   notification, and 2026 clients get it on their ``subscriptions/listen`` stream.
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -48,18 +51,23 @@ from mcp.server.subscriptions import (
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...tools.catalog import Catalog
-from ...tools.relay import relaying_to
+from ...tools.relay import current_channel, relaying_to
 from ...tools.server.connection import ServerConnection
 from .._internals import request_connection
 from ..admission import Busy
 from ..callers import Caller
 from ..service import GatewayService, NotReady
+from .held_calls import HeldCalls, may_be_asked, request_failed
 from .relay import LogLevels, RequestChannel, resume_of
 
 logger = logging.getLogger(__name__)
 
 NOTIFY_TIMEOUT_SECONDS = 2.0
 T = TypeVar("T")
+
+
+def _method_of(params: types.GetPromptRequestParams | types.ReadResourceRequestParams) -> str:
+    return "prompts/get" if isinstance(params, types.GetPromptRequestParams) else "resources/read"
 
 
 class CatalogHandlers:
@@ -73,6 +81,8 @@ class CatalogHandlers:
         connections: the legacy connections to notify.
         bus: the 2026 clients' subscription bus.
         levels: the 2025 clients' log levels; with them, a read's ``input_required`` is relayed.
+        held: the held calls (``held_calls.py``): a 2026 client's read whose server asks it
+            something over its back channel is held between ``input_required`` rounds.
     """
 
     def __init__(
@@ -84,8 +94,10 @@ class CatalogHandlers:
         connections: Callable[[], Iterable[Any]],
         bus: SubscriptionBus,
         levels: LogLevels | None = None,
+        held: HeldCalls | None = None,
     ) -> None:
         self.service = service
+        self._held = held
         self._caller_of = caller_of
         self._remember = remember
         self._connections = connections
@@ -147,10 +159,26 @@ class CatalogHandlers:
     ) -> T:
         """``work`` in a relay channel to this client (``relay.py``): a 2026 server's
         ``input_required`` goes to a 2026 client untouched (``-32021`` when it lacks a capability
-        the requests need) and its retry back to the server; a 2025 client is asked."""
+        the requests need) and its retry back to the server; a 2025 client is asked; a 2026
+        client is asked what a 2025 server asks over its back channel in ``input_required``
+        rounds (``held_calls.py``)."""
         caller = self._caller_of(ctx)
         if caller is None or self._levels is None:
             return await self._in_slot(ctx, work)
+        held, method = self._held, _method_of(params)
+        # a held request's answer is of its method's type: HeldCalls checks the method of a retry
+        if held is not None and held.holds(params.request_state):  # answers to what its server asked
+            return cast(T, await held.retry(ctx, caller, params, method))
+        if held is not None and may_be_asked(ctx):
+            answer = await held.start(
+                ctx,
+                caller,
+                lambda: self._answered(ctx, work),
+                resume=resume_of(params),
+                method=method,
+                fail=request_failed,
+            )
+            return cast(T, answer)
         channel = RequestChannel(
             ctx,
             caller,
@@ -160,11 +188,18 @@ class CatalogHandlers:
         )
         try:
             with relaying_to(channel):
-                result = await self._in_slot(ctx, work)
+                return await self._answered(ctx, work)
         finally:
             channel.end()
-        if isinstance(channel.kept, types.ErrorData):
-            raise MCPError(channel.kept.code, channel.kept.message, channel.kept.data)
+
+    async def _answered(self, ctx: ServerRequestContext[Any], work: Callable[[Catalog], Awaitable[T]]) -> T:
+        """``work``'s answer in the current relay channel (raises ``MCPError`` -32021 when the
+        client did not declare a capability the server's requests need)."""
+        result = await self._in_slot(ctx, work)
+        channel = current_channel()
+        kept = channel.kept if isinstance(channel, RequestChannel) else None
+        if isinstance(kept, types.ErrorData):
+            raise MCPError(kept.code, kept.message, kept.data)
         return result
 
     async def _in_slot(self, ctx: ServerRequestContext[Any], work: Callable[[Catalog], Awaitable[T]]) -> T:

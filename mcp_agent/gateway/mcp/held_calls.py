@@ -2,14 +2,15 @@
 
 A 2026-07-28 request has no back channel: the gateway cannot send the server's
 ``sampling/createMessage``, ``elicitation/create`` or ``roots/list`` to the client while the
-call runs. So an exposed call of a 2026 client runs detached (``GatewayService.spawn``), held
-here between the rounds of its questions, as ``ask_caller.ParkedRuns`` holds an ``agent_query``
-run:
+call runs. So an exposed call of a 2026 client (``tools/call``, and ``prompts/get`` and
+``resources/read``, which make a server work as well) runs detached (``GatewayService.spawn``),
+held here between the rounds of its questions, as ``ask_caller.ParkedRuns`` holds an
+``agent_query`` run:
 
 1. the call starts; its round answers with the call's result when it ends first, or with an
    ``InputRequiredResult`` carrying the server's question(s) as they were asked (``inputRequests``
    keyed ``q1``, ``q2``…) and an unguessable ``requestState`` bound to the caller, new each round;
-2. the client retries ``tools/call`` with its ``inputResponses`` and the ``requestState``; each
+2. the client retries its request with its ``inputResponses`` and the ``requestState``; each
    answer goes to the server's held request (an answer of the wrong kind is an error to the
    server), and the new round waits again for the result or the next question. A
    ``requestState`` of no held call (expired, of another caller, an earlier round's, or altered)
@@ -38,6 +39,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import ServerRequestContext
 from mcp_types import INTERNAL_ERROR
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...tools.relay import Resume, ServerAnswer, ServerAsk, relaying_to
 from ..callers import Caller
@@ -54,7 +56,34 @@ HELD_PREFIX = "mcp-agent.held."
 """Begins the ``requestState`` of a held call: a state without it is a server's own (a 2026
 server's ``input_required`` relayed untouched), which goes back to that server."""
 
-Answer = types.CallToolResult | types.InputRequiredResult
+Answer = types.CallToolResult | types.GetPromptResult | types.ReadResourceResult | types.InputRequiredResult
+Retry = types.CallToolRequestParams | types.GetPromptRequestParams | types.ReadResourceRequestParams
+Fail = Callable[[str], Answer]
+"""What a held call answers when it failed or was cancelled: a tool's error result
+(``tool_failed``), or a JSON-RPC error raised for a prompt or a resource (``request_failed``)."""
+
+
+def tool_failed(message: str) -> Answer:
+    return text_result(message, is_error=True)
+
+
+def request_failed(message: str) -> Answer:
+    raise MCPError(INTERNAL_ERROR, message)
+
+
+def may_be_asked(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether an exposed call's server could ask this request's client something that only an
+    ``input_required`` round can carry: a 2026-07-28 request (no back channel) from a client
+    that declared sampling, elicitation or roots."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    if (
+        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        or session.can_send_request
+        or capabilities is None
+    ):
+        return False  # a 2025 client without a back channel (stateless HTTP) knows no input_required
+    return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))
 
 
 @dataclass
@@ -114,6 +143,10 @@ class HeldCall:
 
     token: str
     caller: Caller
+    method: str = "tools/call"
+    """The request held (``tools/call``, ``prompts/get``, ``resources/read``): only a retry of
+    the same method may carry its ``requestState``."""
+    fail: Fail = tool_failed
     channel: RoundChannel | None = None
     questions: dict[str, Question] = field(default_factory=dict)
     asked: set[str] = field(default_factory=set)
@@ -122,6 +155,8 @@ class HeldCall:
     result: Answer | None = None
     error: MCPError | None = None
     """What the call raised for the client (``-32021``: a capability the server needs is missing)."""
+    failure: str = "the call was cancelled"
+    """What ``fail`` says when the call ends with neither a result nor an error."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     last_seen: float = field(default_factory=time.monotonic)
     changed: anyio.Event = field(default_factory=anyio.Event)
@@ -179,15 +214,18 @@ class HeldCalls:
         self,
         ctx: ServerRequestContext[Any],
         caller: Caller,
-        call: Callable[[], Awaitable[Answer]],
+        call: Callable[[], Awaitable[Any]],
         *,
         resume: Resume | None = None,
+        method: str = "tools/call",
+        fail: Fail = tool_failed,
     ) -> Answer:
-        """Start ``call`` detached, and answer its first round (``resume``: the client's retry
-        of its server's own ``input_required`` round, for the server)."""
+        """Start ``call`` (a request of ``method``, whose answer is an ``Answer``) detached, and
+        answer its first round (``resume``: the client's retry of its server's own
+        ``input_required`` round, for the server; ``fail``: what a call that failed answers)."""
         if len(self._calls) >= HELD_MAX:
-            return text_result(f"too many calls wait for their callers' answers ({HELD_MAX})", is_error=True)
-        held = HeldCall(HELD_PREFIX + secrets.token_urlsafe(24), caller)
+            return fail(f"too many calls wait for their callers' answers ({HELD_MAX})")
+        held = HeldCall(HELD_PREFIX + secrets.token_urlsafe(24), caller, method, fail)
         channel = RoundChannel(held, ctx, caller, self.levels, resume)
         held.channel = channel
         self._calls[held.token] = held
@@ -200,7 +238,7 @@ class HeldCalls:
                 held.error = exc
             except Exception as exc:  # a programming error: the client is told, not left waiting
                 logger.error("held call failed: %r", exc)
-                held.result = text_result(f"the call failed: {type(exc).__name__}: {exc}", is_error=True)
+                held.failure = f"the call failed: {type(exc).__name__}: {exc}"
             finally:
                 channel.end()
                 held.done.set()
@@ -215,15 +253,16 @@ class HeldCalls:
         return request_state is not None and request_state.startswith(HELD_PREFIX)
 
     async def retry(
-        self, ctx: ServerRequestContext[Any], caller: Caller, params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[Any], caller: Caller, params: Retry, method: str = "tools/call"
     ) -> Answer:
-        """A client's retry with its answers: they go to the server, and the next round is answered."""
+        """A client's retry (a request of ``method``) with its answers: they go to the server,
+        and the next round is answered."""
         held = self._calls.get(params.request_state or "")
-        if held is None or held.caller.name != caller.name:  # a protocol error, as a server's own
-            raise MCPError(
+        if held is None or held.caller.name != caller.name or held.method != method:
+            raise MCPError(  # a protocol error, as a server's own
                 types.INVALID_PARAMS,
                 "unknown or expired request_state: the call it belonged to has ended, or the state "
-                "is not one this gateway gave; call the tool again",
+                f"is not one this gateway gave for {method}; make the request again",
             )
         held.answer(params.input_responses)
         return await self._round(ctx, held)
@@ -246,7 +285,7 @@ class HeldCalls:
                     finished = True
                     if held.error is not None:
                         raise held.error
-                    return held.result or text_result("the call was cancelled", is_error=True)
+                    return held.result or held.fail(held.failure)
                 await changed.wait()
         finally:
             held.last_seen = time.monotonic()

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import mcp_types as types
@@ -55,7 +55,7 @@ from .._internals import request_connection
 from ..callers import LOCAL, Caller, caller_now, caller_of
 from ..service import Busy, GatewayService, NotReady, limits_schema
 from .catalog import CatalogHandlers
-from .held_calls import HeldCalls
+from .held_calls import HeldCalls, may_be_asked
 from .passthrough import advertised_output_schema, exposed_tool, tool_result_to_mcp
 from .query import QueryCalls, text_result
 from .relay import LogLevels, RequestChannel, resume_of
@@ -64,6 +64,8 @@ from .task_relay import TaskRelay
 from .tasks import ListenFn, Tasks
 
 logger = logging.getLogger(__name__)
+
+ToolAnswer = types.CallToolResult | types.InputRequiredResult
 
 TOOL_NAME = "agent_query"
 NOTIFY_TIMEOUT_SECONDS = 2.0
@@ -318,13 +320,15 @@ class AgentQueryTool:
         if self.service.gateway.expose_tools:
             spec = next((spec for spec in self.service.tool_specs() if spec.name == params.name), None)
             if spec is not None and caller.may_use(spec.name):
+                # a held call's answer is a tool's: HeldCalls checks the method of a retry
                 if self.held.holds(params.request_state):  # answers to what its server asked mid-call
-                    return await self.held.retry(ctx, caller, params)
+                    return cast(ToolAnswer, await self.held.retry(ctx, caller, params))
                 resume = resume_of(params)  # a retry of the server's own input_required round
                 if may_be_asked(ctx):
-                    return await self.held.start(
+                    answer = await self.held.start(
                         ctx, caller, partial(self._inner_result, spec, arguments, caller), resume=resume
                     )
+                    return cast(ToolAnswer, answer)
                 return await self._inner_call(ctx, spec, arguments, caller, resume)
         # a protocol error, as the specification has it (-32602), not a result a model would read
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
@@ -398,21 +402,6 @@ class AgentQueryTool:
         await self.subscriptions.publish(ToolsListChanged())
 
 
-def may_be_asked(ctx: ServerRequestContext[Any]) -> bool:
-    """Whether an exposed call's server could ask this request's client something that only an
-    ``input_required`` round can carry (``held_calls.py``): a 2026-07-28 request (no back
-    channel) from a client that declared sampling, elicitation or roots."""
-    session = ctx.session
-    capabilities = session.client_capabilities
-    if (
-        ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        or session.can_send_request
-        or capabilities is None
-    ):
-        return False  # a 2025 client without a back channel (stateless HTTP) knows no input_required
-    return any(c is not None for c in (capabilities.sampling, capabilities.elicitation, capabilities.roots))
-
-
 def request_caller(ctx: ServerRequestContext[Any]) -> Caller | None:
     """Who sent this MCP request: the HTTP request's caller, or the local user over stdio.
 
@@ -441,6 +430,7 @@ def create_mcp_server(
             connections=tool._legacy_connections.values,
             bus=tool.subscriptions,
             levels=tool.log_levels,
+            held=tool.held,
         )
         if service.gateway.expose_tools
         else None

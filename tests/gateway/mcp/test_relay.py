@@ -22,6 +22,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 
 from mcp_agent.assembly import open_agent
 from mcp_agent.config import AgentConfig, parse_config
+from mcp_agent.gateway.mcp import held_calls
 from mcp_agent.gateway.mcp.relay import missing_capability, required
 from mcp_agent.tools.hub import open_tool_hub
 from tests.servers import over_http
@@ -428,6 +429,66 @@ async def test_a_retry_with_an_unknown_state_is_refused(gateway: Running) -> Non
             )
     assert refused.value.code == types.INVALID_PARAMS
     assert "unknown or expired request_state" in refused.value.message
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_what_a_prompt_or_a_read_asks_reaches_the_client(gateway: Running, era: str) -> None:
+    """``prompts/get`` and ``resources/read`` make a server work as ``tools/call`` does: what it
+    asks over its back channel reaches a 2025 client on its own back channel, and a 2026 client in
+    ``input_required`` rounds (the SDK's client answers them itself)."""
+    async with client(gateway, era, **ANSWERING) as connected:
+        prompt = await connected.get_prompt("relay__introduce")
+        read = await connected.read_resource("relay://asked")
+    [message] = prompt.messages
+    assert isinstance(message.content, types.TextContent) and message.content.text == "Hello Ada"
+    [contents] = read.contents
+    assert isinstance(contents, types.TextResourceContents) and contents.text == "text for Ada"
+    assert len(gateway.app.tool.held) == 0  # nothing left held
+
+
+async def test_a_held_prompts_state_is_good_for_its_retry_only(gateway: Running) -> None:
+    """Rounds by hand: a held ``prompts/get``'s ``requestState`` carried by a ``tools/call`` or a
+    ``resources/read`` is refused (-32602), as any state the gateway did not give for that request;
+    the prompt's own retry gets the prompt."""
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        session = connected.session
+        first = await session.get_prompt("relay__introduce", allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and first.request_state
+        [(key, question)] = (first.input_requests or {}).items()
+        assert isinstance(question, types.ElicitRequest) and question.params.message == "Your name?"
+        answers: types.InputResponses = {key: types.ElicitResult(action="accept", content={"name": "Bo"})}
+        state = first.request_state
+        with pytest.raises(MCPError) as as_a_call:
+            await session.call_tool(
+                "relay__ask", {}, input_responses=answers, request_state=state, allow_input_required=True
+            )
+        with pytest.raises(MCPError) as as_a_read:
+            await session.read_resource(
+                "relay://asked", input_responses=answers, request_state=state, allow_input_required=True
+            )
+        done = await session.get_prompt(
+            "relay__introduce", input_responses=answers, request_state=state, allow_input_required=True
+        )
+    for refused in (as_a_call.value, as_a_read.value):
+        assert refused.code == types.INVALID_PARAMS and "unknown or expired request_state" in refused.message
+    assert isinstance(done, types.GetPromptResult)
+    [message] = done.messages
+    assert isinstance(message.content, types.TextContent) and message.content.text == "Hello Bo"
+
+
+async def test_a_read_that_cannot_be_held_is_a_json_rpc_error(
+    gateway: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt or a resource has no error result: what a held call answers when it fails is an
+    error for the request (a tool's is an error result)."""
+    monkeypatch.setattr(held_calls, "HELD_MAX", 0)
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        with pytest.raises(MCPError) as refused:
+            await connected.read_resource("relay://asked")
+        call = await connected.call_tool("relay__ask", {})
+    assert refused.value.code == types.INTERNAL_ERROR
+    assert refused.value.message == "too many calls wait for their callers' answers (0)"
+    assert call.is_error and text_of(call) == "too many calls wait for their callers' answers (0)"
 
 
 async def test_a_2026_client_without_the_capability_gets_the_server_the_error(gateway: Running) -> None:
