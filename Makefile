@@ -61,7 +61,7 @@ $(NPM_STAMP): $(NPM_DIR)/package.json $(NPM_DIR)/package-lock.json
 # time waiting on the processes and sockets it starts, so a core keeps two busy (on 2 cores: 6 min
 # 47 s with 2 workers, 5 min 18 s with 4). Every test stands alone (its own ports, folders and
 # processes), so `pytest tests/...` runs any part of it serially. `make test WORKERS=N` picks N.
-WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(8, 2 * len(os.sched_getaffinity(0))))" 2>/dev/null || echo 4)
+WORKERS ?= $(shell $(PYTHON) -c "import os; n = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 2; print(min(8, 2 * n))" 2>/dev/null || echo 4)
 test: $(TEST_STAMP) $(NPM_STAMP)
 	$(BIN)/python -m pytest -q -n $(WORKERS)
 
