@@ -22,8 +22,8 @@ Tools:
 Resources: ``relay://doc``, ``relay://asked`` (its read asks the client's name with a form
 elicitation first, and reads "text for NAME") and the template ``relay://items/{id}``. Prompts:
 ``greet`` (argument ``name``), ``introduce`` (asks the client's name first, like
-``relay://asked``, and says "Hello NAME"). Completions: ``greet``'s ``name`` → names from ``NAMES`` that start with
-the value; the template's ``id`` → "1", "2", "3". ``$RELAY_DEAF=1``: a
+``relay://asked``, and says "Hello NAME"). Completions: ``greet``'s ``name`` → names from
+``NAMES`` that start with the value; the template's ``id`` → "1", "2", "3". ``$RELAY_DEAF=1``: a
 ``subscriptions/listen`` that names resources is refused (-32602).
 """
 

@@ -160,6 +160,8 @@ class HeldCall:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     last_seen: float = field(default_factory=time.monotonic)
     changed: anyio.Event = field(default_factory=anyio.Event)
+    collected: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a round has carried the call's answer to the client."""
 
     def poke(self) -> None:
         """Wake the open round: a question came, or the call ended."""
@@ -282,6 +284,7 @@ class HeldCalls:
                     return types.InputRequiredResult(input_requests=fresh, request_state=self._rekeyed(held))
                 if held.done.is_set():
                     self._calls.pop(held.token, None)
+                    held.collected.set()
                     finished = True
                     if held.error is not None:
                         raise held.error
@@ -312,5 +315,6 @@ class HeldCalls:
                 return
             with anyio.move_on_after(min(1.0, self.retry_window / 4)):
                 await held.done.wait()
-        await anyio.sleep(self.retry_window)  # a result nobody collected is forgotten
+        with anyio.move_on_after(self.retry_window):  # a result nobody collects is forgotten
+            await held.collected.wait()
         self._calls.pop(held.token, None)

@@ -8,6 +8,7 @@ HTTP (both eras) and over the gateway's stdio (``mcp-agent serve --stdio``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -474,6 +475,20 @@ async def test_a_held_prompts_state_is_good_for_its_retry_only(gateway: Running)
     assert isinstance(done, types.GetPromptResult)
     [message] = done.messages
     assert isinstance(message.content, types.TextContent) and message.content.text == "Hello Bo"
+
+
+async def test_a_collected_answer_leaves_no_task_behind(gateway: Running) -> None:
+    """A 2026 client's calls and reads run held (its client declared capabilities); once a round
+    has carried the answer, nothing of the held call stays (only an answer nobody collected waits
+    ``retry_window`` to be forgotten)."""
+    async with client(gateway, "auto", **ANSWERING) as connected:
+        await connected.call_tool("relay__count", {"steps": 1})  # connections and their tasks opened
+        await eventually(lambda: len(gateway.app.tool.held) == 0)
+        before = len(asyncio.all_tasks())
+        for _ in range(5):
+            await connected.call_tool("relay__count", {"steps": 1})
+            await connected.read_resource("relay://doc")
+        await eventually(lambda: len(asyncio.all_tasks()) <= before)
 
 
 async def test_a_read_that_cannot_be_held_is_a_json_rpc_error(
